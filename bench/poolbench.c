@@ -1,0 +1,193 @@
+/*
+ * poolbench -- the page allocator and the region, measured.
+ *
+ *   1. alloc+free of 32 KiB and 2 MiB blocks from the lock-free page
+ *      allocator, 1 and N threads, two patterns: "pair" (alloc then free at
+ *      once) and "burst" (64 allocs, then 64 frees); glibc malloc/free of
+ *      the same sizes in the same run as the baseline.
+ *   2. Creating a 1 GiB pool: base pages without and with prefault, and
+ *      2 MiB hugetlb pages (when the machine has them reserved).
+ *
+ * Prints a table and one machine-readable line per row ("csv,...").
+ * Options: --seconds S (per measurement, default 0.5), --threads N (default
+ * online CPUs), --size MiB of the creation test (default 1024).
+ */
+#include <dsmpool.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../numa/dp_numa.h"
+#include "dp_internal.h"
+#include "dp_os.h"
+
+#define MIB (1ull << 20)
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct job {
+    dsmpool *pool; /* NULL: malloc baseline */
+    unsigned order;
+    bool burst;
+    double seconds;
+    atomic_int *go;
+    uint64_t pairs;
+    int err;
+} job;
+
+static void *worker(void *arg) {
+    job *j = arg;
+    while (!atomic_load(j->go)) ;
+    uint64_t blk[64];
+    void *mp[64];
+    size_t bytes = (size_t)4096 << j->order;
+    double end = now_s() + j->seconds;
+    uint64_t n = 0;
+    while (now_s() < end) {
+        for (int rep = 0; rep < 16; rep++) {
+            if (j->burst) {
+                for (int i = 0; i < 64; i++) {
+                    if (j->pool) {
+                        if (dp_pool_alloc(j->pool, j->order, &blk[i]) != 0) { j->err = 1; return NULL; }
+                    } else if (!(mp[i] = malloc(bytes))) { j->err = 1; return NULL; }
+                }
+                for (int i = 0; i < 64; i++) {
+                    if (j->pool) dp_pool_free(j->pool, blk[i]);
+                    else free(mp[i]);
+                }
+                n += 64;
+            } else {
+                if (j->pool) {
+                    if (dp_pool_alloc(j->pool, j->order, &blk[0]) != 0) { j->err = 1; return NULL; }
+                    dp_pool_free(j->pool, blk[0]);
+                } else {
+                    mp[0] = malloc(bytes);
+                    __asm__ __volatile__("" : : "r"(mp[0]) : "memory");
+                    free(mp[0]);
+                }
+                n++;
+            }
+        }
+    }
+    j->pairs = n;
+    return NULL;
+}
+
+/* ns per alloc+free pair, aggregated over threads (wall time / pairs per thread) */
+static double measure(dsmpool *pool, unsigned order, bool burst, unsigned threads, double secs) {
+    pthread_t tid[256];
+    job jobs[256];
+    atomic_int go = 0;
+    for (unsigned i = 0; i < threads; i++) {
+        jobs[i] = (job){pool, order, burst, secs, &go, 0, 0};
+        pthread_create(&tid[i], NULL, worker, &jobs[i]);
+    }
+    double t0 = now_s();
+    atomic_store(&go, 1);
+    uint64_t total = 0;
+    for (unsigned i = 0; i < threads; i++) {
+        pthread_join(tid[i], NULL);
+        if (jobs[i].err) {
+            fprintf(stderr, "poolbench: allocation failed\n");
+            exit(1);
+        }
+        total += jobs[i].pairs;
+    }
+    double wall = now_s() - t0;
+    return wall * 1e9 * threads / (double)total; /* ns per pair, per thread */
+}
+
+static double create_ms(size_t size, dsmpool_huge huge, bool prefault, char *note, size_t n) {
+    dsmpool_config c;
+    dsmpool_config_init(&c);
+    c.size = size;
+    c.backing = DSMPOOL_BACKING_MEMFD;
+    c.huge_pages = huge;
+    c.prefault = prefault;
+    dsmpool *p;
+    double t0 = now_s();
+    int r = dsmpool_create(&c, &p);
+    double ms = (now_s() - t0) * 1e3;
+    if (r) {
+        snprintf(note, n, "skipped: %s", dsmpool_last_error());
+        return -1;
+    }
+    dsmpool_stats st;
+    dsmpool_get_stats(p, &st);
+    unsigned t = dp_os_caps()->ncpus_online > 16 ? 16 : dp_os_caps()->ncpus_online;
+    snprintf(note, n, "page %zu KiB, %zu MiB mapped huge, prefaulted %zu MiB by %u threads",
+             st.page_size >> 10, st.huge_mapped_bytes >> 20, st.prefaulted_bytes >> 20,
+             prefault ? t : 0);
+    dsmpool_destroy(p);
+    return ms;
+}
+
+int main(int argc, char **argv) {
+    double secs = 0.5;
+    unsigned threads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+    size_t create_mib = 1024;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--seconds") && i + 1 < argc) secs = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = (unsigned)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc) create_mib = (size_t)atol(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--seconds S] [--threads N] [--size MiB]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (threads < 1) threads = 1;
+    if (threads > 256) threads = 256;
+    dsmpool_config c;
+    dsmpool_config_init(&c);
+    c.size = 512 * MIB;
+    dsmpool *pool;
+    if (dsmpool_create(&c, &pool) != 0) {
+        fprintf(stderr, "poolbench: %s\n", dsmpool_last_error());
+        return 1;
+    }
+    printf("dsmpool page allocator: ns per alloc+free, per thread (lower is better)\n");
+    printf("%-7s %-6s %7s %12s %12s %9s\n", "block", "mode", "threads", "dsmpool ns", "malloc ns",
+           "ratio");
+    unsigned orders[2] = {3, 9};
+    const char *names[2] = {"32 KiB", "2 MiB"};
+    unsigned tl[2] = {1, threads};
+    for (int o = 0; o < 2; o++)
+        for (int b = 0; b < 2; b++)
+            for (int t = 0; t < (threads > 1 ? 2 : 1); t++) {
+                double d = measure(pool, orders[o], b, tl[t], secs);
+                double m = measure(NULL, orders[o], b, tl[t], secs);
+                printf("%-7s %-6s %7u %12.1f %12.1f %8.2fx\n", names[o], b ? "burst" : "pair", tl[t],
+                       d, m, m / d);
+                printf("csv,palloc,%s,%s,%u,%.1f,%.1f\n", names[o], b ? "burst" : "pair", tl[t], d, m);
+            }
+    if (dsmpool_check(pool) != 0) {
+        fprintf(stderr, "poolbench: check failed: %s\n", dsmpool_last_error());
+        return 1;
+    }
+    dsmpool_detach(pool);
+
+    printf("\npool creation, %zu MiB, memfd backing\n", create_mib);
+    printf("%-30s %10s  %s\n", "pages", "ms", "obtained");
+    struct { const char *name; dsmpool_huge huge; bool prefault; } cases[] = {
+        {"4 KiB, no prefault", DSMPOOL_HUGE_OFF, false},
+        {"4 KiB, prefault", DSMPOOL_HUGE_OFF, true},
+        {"THP (madvise), prefault", DSMPOOL_HUGE_TRANSPARENT, true},
+        {"2 MiB hugetlb, prefault", DSMPOOL_HUGE_ON, true},
+    };
+    for (unsigned i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char note[400];
+        double ms = create_ms(create_mib * MIB, cases[i].huge, cases[i].prefault, note, sizeof note);
+        if (ms < 0) printf("%-30s %10s  %s\n", cases[i].name, "-", note);
+        else printf("%-30s %10.1f  %s\n", cases[i].name, ms, note);
+        printf("csv,create,%s,%zu,%.1f\n", cases[i].name, create_mib, ms);
+    }
+    return 0;
+}

@@ -1,0 +1,216 @@
+/*
+ * dsmpool.h -- dynamic shared memory from one preallocated region.
+ *
+ * A pool is one shared mapping, created once (optionally in huge pages,
+ * prefaulted), split into per-NUMA-node sub-pools and carved by a lock-free
+ * page allocator into segments: DSM-like blocks that any process of the pool
+ * attaches through a 64-bit handle. When the pool cannot serve a segment it
+ * is created from the OS instead (unless DSMPOOL_SEG_NO_FALLBACK).
+ *
+ * Glossary
+ *   region    the whole shared mapping: header, tables, data.
+ *   sub-pool  the part of the data that one NUMA node's allocator manages.
+ *   frame     4 KiB, the smallest block.
+ *   block     a naturally aligned power-of-two run of frames.
+ *   segment   a block (or an OS fallback mapping) with a handle, a reference
+ *             count and a pin; the unit other processes attach.
+ *   handle    names a segment in every process: slot index + generation, so
+ *             a handle to a destroyed segment is refused with -ESTALE.
+ *   slot      what every attached process holds in the header (pid + start
+ *             time); dsmpool_recover() releases what dead slots held.
+ *
+ * Errors
+ *   Every int-returning call returns 0 or a negative errno value; no call
+ *   aborts, prints or exits. dsmpool_strerror() names a code and
+ *   dsmpool_last_error() gives this thread's detailed message for the last
+ *   failure (what went wrong and, where there is one, what to do about it).
+ *     -EINVAL   bad argument (size 0, NULL, unknown flag, bad handle format)
+ *     -ENOMEM   out of process-local memory, or huge pages unavailable
+ *     -ENOENT   no pool of that name, or no segment at that handle
+ *     -EEXIST   a pool of that name already exists
+ *     -ESTALE   the handle's segment was destroyed (its slot may be reused)
+ *     -EPROTO   the region is not a compatible dsmpool (bad magic, version,
+ *               layout, or a size that does not match the mapping)
+ *     -ENOSPC   neither the pool nor the OS fallback can serve the request,
+ *               or a fixed table (segments, process slots) is full
+ *     -EBUSY    dsmpool_check() found an operation in progress
+ *     -EUCLEAN  dsmpool_check() found an inconsistency (the message says which)
+ *     others    passed through from the OS call that failed (the message
+ *               names the call)
+ *
+ * Threads and processes
+ *   All calls are thread-safe. A dsmpool pointer stays valid in a fork()ed
+ *   child: at the child's first call the library gives the child a slot of
+ *   its own and takes a reference, in the child's name, on every segment the
+ *   parent had attached through that pool (the inherited dsmpool_seg objects
+ *   become the child's). Unrelated processes attach by name (POSIX, System V)
+ *   or by a passed file descriptor (memfd). All processes of a pool must see
+ *   the same pid namespace (dead processes are detected by pid + start time).
+ */
+#ifndef DSMPOOL_H
+#define DSMPOOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define DSMPOOL_EXPORT __attribute__((visibility("default")))
+#else
+#define DSMPOOL_EXPORT
+#endif
+
+#define DSMPOOL_VERSION_MAJOR 0
+#define DSMPOOL_VERSION_MINOR 1
+
+typedef struct dsmpool dsmpool;         /* a process's handle on a pool */
+typedef struct dsmpool_seg dsmpool_seg; /* a process's attachment to a segment */
+typedef uint64_t dsmpool_handle;        /* names a segment in every process; 0 is never valid */
+
+#define DSMPOOL_HANDLE_INVALID ((dsmpool_handle)0)
+#define DSMPOOL_PRIhandle "016llx" /* printf("%" DSMPOOL_PRIhandle, (unsigned long long)h) */
+
+typedef enum {
+    DSMPOOL_BACKING_ANON,  /* anonymous shared: inherited over fork, no name */
+    DSMPOOL_BACKING_MEMFD, /* memfd: pass dsmpool_fd() to another process */
+    DSMPOOL_BACKING_POSIX, /* shm_open name ("/x"), or a hugetlbfs file for huge pages */
+    DSMPOOL_BACKING_SYSV   /* shmget key derived from the name */
+} dsmpool_backing;
+
+typedef enum {
+    DSMPOOL_HUGE_OFF,        /* base pages */
+    DSMPOOL_HUGE_TRY,        /* hugetlb pages if available, else base pages (stats say so) */
+    DSMPOOL_HUGE_ON,         /* hugetlb pages or fail with -ENOMEM and a message */
+    DSMPOOL_HUGE_TRANSPARENT /* base-page shmem with madvise(MADV_HUGEPAGE) */
+} dsmpool_huge;
+
+typedef struct dsmpool_config {
+    size_t size;             /* bytes in the region (header and tables included) */
+    dsmpool_backing backing;
+    const char *name;        /* POSIX name ("/x") or SysV key text; NULL for ANON/MEMFD */
+    dsmpool_huge huge_pages;
+    size_t huge_page_size;   /* 0: system default; else 2 MiB or 1 GiB */
+    bool prefault;           /* populate every page at creation (default true) */
+    unsigned mode;           /* permissions of a named region; default 0600 */
+    /* --- more fields; 0 always means "the default" --- */
+    unsigned prefault_threads; /* threads that populate; 0: online CPUs, at most 16 */
+    size_t max_segments;     /* segment table capacity; 0: max(1024, data / 16 KiB) */
+    unsigned max_procs;      /* process slots; 0: 1024 */
+    size_t map_align;        /* virtual address alignment of the mapping; 0: 2 MiB.
+                                1 GiB lets Linux share page tables of hugetlb
+                                mappings between processes. Power of two. */
+} dsmpool_config;
+
+/* ---- the pool ---------------------------------------------------------- */
+
+DSMPOOL_EXPORT void dsmpool_config_init(dsmpool_config *cfg); /* sensible defaults */
+
+/* Create a region as cfg says and attach to it. The size is rounded up to
+ * the page size; data starts at the first 2 MiB boundary after the tables
+ * and is a multiple of 2 MiB (at least 2 MiB). */
+DSMPOOL_EXPORT int dsmpool_create(const dsmpool_config *cfg, dsmpool **out);
+
+/* Attach to a pool by name: a POSIX name ("/x", looked up in /dev/shm and in
+ * hugetlbfs mounts) or a SysV key text. The header is validated against the
+ * real size of the mapping before anything in it is used: -EPROTO if not. */
+DSMPOOL_EXPORT int dsmpool_attach(const char *name, dsmpool **out);
+DSMPOOL_EXPORT int dsmpool_attach_fd(int fd, dsmpool **out);  /* memfd; the fd is dup()ed */
+DSMPOOL_EXPORT int dsmpool_fd(const dsmpool *pool);           /* -1 when none */
+
+/* This process leaves: its segment attachments are detached (last reference
+ * destroys, unless pinned), its slot is freed and the region unmapped. The
+ * pool object is gone afterwards (a second detach returns -EINVAL). */
+DSMPOOL_EXPORT int dsmpool_detach(dsmpool *pool);
+
+/* Remove the region's name (and the names of its OS fallback segments), then
+ * detach. Processes still attached keep their mappings until they detach. */
+DSMPOOL_EXPORT int dsmpool_destroy(dsmpool *pool);
+
+/* Release what dead processes held: their segment references, half-done
+ * allocator operations, (later) cached blocks. Safe to call from any process
+ * at any time; also run automatically when the slot table is full. */
+DSMPOOL_EXPORT int dsmpool_recover(dsmpool *pool);
+
+/* Walk every structure and prove free + used = total with no overlap, every
+ * allocated block owned exactly once, every reference count equal to the
+ * attachments recorded. Exact when nothing else runs on the pool; returns 0,
+ * -EBUSY (an operation was in progress) or -EUCLEAN (message says what). */
+DSMPOOL_EXPORT int dsmpool_check(dsmpool *pool);
+
+/* Populate this process's page tables for the whole region, so that first
+ * touches do not fault (MADV_POPULATE_WRITE, touch loop where missing). */
+DSMPOOL_EXPORT int dsmpool_prefault(dsmpool *pool);
+
+/* ---- segments ---------------------------------------------------------- */
+
+#define DSMPOOL_SEG_NO_FALLBACK (1u << 0) /* a flag bit: fail instead of using an OS segment */
+
+/* Create a segment of at least size bytes (rounded up to a power of two of at
+ * least 4 KiB when served from the pool; exactly size, rounded to the page,
+ * when served by the OS) and attach to it (reference count 1). The memory is
+ * not zeroed when it comes from the pool. */
+DSMPOOL_EXPORT int dsmpool_seg_create(dsmpool *pool, size_t size, unsigned flags, dsmpool_seg **out);
+DSMPOOL_EXPORT int dsmpool_seg_attach(dsmpool *pool, dsmpool_handle h, dsmpool_seg **out);
+DSMPOOL_EXPORT int dsmpool_seg_detach(dsmpool_seg *seg); /* last reference destroys, unless pinned */
+DSMPOOL_EXPORT int dsmpool_seg_pin(dsmpool_seg *seg);    /* keep alive with no reference; -EALREADY if pinned */
+DSMPOOL_EXPORT int dsmpool_seg_unpin(dsmpool *pool, dsmpool_handle h); /* destroys if unreferenced */
+DSMPOOL_EXPORT dsmpool_handle dsmpool_seg_handle(const dsmpool_seg *seg);
+DSMPOOL_EXPORT void *dsmpool_seg_address(const dsmpool_seg *seg);
+DSMPOOL_EXPORT size_t dsmpool_seg_size(const dsmpool_seg *seg); /* usable bytes (>= the size asked for) */
+DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served by the OS, not the pool */
+
+/* ---- statistics -------------------------------------------------------- */
+
+#define DSMPOOL_MAX_NODES 64
+
+typedef struct dsmpool_subpool_stats {
+    int node;               /* NUMA node (0 on single-node machines) */
+    size_t size;            /* bytes managed */
+    size_t free;            /* bytes free, empty half-used blocks included */
+    size_t largest_free;    /* largest block that one allocation can get now */
+} dsmpool_subpool_stats;
+
+/* Counters are exact when the pool is quiet and approximate while others run. */
+typedef struct dsmpool_stats {
+    size_t region_size;        /* bytes mapped */
+    size_t data_size;          /* bytes the page allocator manages */
+    size_t page_size;          /* page size obtained: 4096, 2 MiB or 1 GiB */
+    dsmpool_backing backing;
+    dsmpool_huge huge_requested;
+    bool huge_pages;           /* hugetlb pages obtained */
+    bool huge_fallback;        /* HUGE_TRY got base pages instead */
+    bool thp_advised;          /* MADV_HUGEPAGE was applied (HUGE_TRANSPARENT) */
+    size_t prefaulted_bytes;   /* bytes populated at creation */
+    size_t huge_mapped_bytes;  /* bytes this process maps with huge pages now (THP or
+                                  hugetlb), read from /proc/self/smaps: the truth about
+                                  HUGE_TRANSPARENT, which the kernel may ignore (shmem
+                                  THP needs shmem_enabled, or huge= on the tmpfs mount) */
+    unsigned nsubpools;
+    dsmpool_subpool_stats subpool[DSMPOOL_MAX_NODES];
+    size_t segments_live;      /* pool and fallback segments */
+    size_t segments_capacity;
+    size_t fallback_segments_live;
+    uint64_t fallback_segments_created; /* since the pool was created */
+    unsigned procs_attached;
+    unsigned procs_capacity;
+    uint64_t procs_recovered;  /* dead processes released by recovery */
+} dsmpool_stats;
+
+DSMPOOL_EXPORT int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out);
+
+/* ---- errors ------------------------------------------------------------ */
+
+DSMPOOL_EXPORT const char *dsmpool_strerror(int err);  /* err is negative; never NULL */
+DSMPOOL_EXPORT const char *dsmpool_last_error(void);   /* this thread's detailed message for the last failure */
+
+DSMPOOL_EXPORT const char *dsmpool_backing_name(dsmpool_backing b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DSMPOOL_H */

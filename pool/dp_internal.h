@@ -1,0 +1,248 @@
+/*
+ * dp_internal.h -- shared layout and process-local state of a pool.
+ *
+ * Region layout (all positions are offsets from the region's base; shared
+ * memory never holds a pointer):
+ *
+ *   0              struct dp_header     magic, version, sizes, obtained
+ *                                       backing/pages, the layout below
+ *   proc_off       dp_proc[proc_cap]    process slots (pid + start time,
+ *                                       segment attachment records)
+ *   seg_off        dp_seg_desc[seg_cap] segment descriptors
+ *   sub[i].geom    per sub-pool: the allocator tree and per-CPU hint lines
+ *   data_off       the data: sub-pool 0, 1, ... each a multiple of 2 MiB,
+ *                  data_off 2 MiB aligned (so one huge page = one level-1
+ *                  node of the allocator)
+ *
+ * Every offset in the header is recomputed by the attaching process from
+ * the sizes and must match exactly (dp_layout), so an attach can trust the
+ * layout only after checking it against the real mapping size.
+ *
+ * Field notes: [imm] immutable after init; [own] written only by the owner
+ * (a slot's process); [atom] shared-atomic, ordering stated at each use.
+ */
+#ifndef DP_INTERNAL_H
+#define DP_INTERNAL_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "dp_atomic.h"
+#include "dp_palloc.h"
+#include "dsmpool.h"
+
+#define DP_MAGIC 0x31304c4f4f504d44ull /* "DMPOOL01" */
+#define DP_FORMAT_VERSION 1u
+#define DP_NAME_MAX 240
+
+/* ---- relocatable offsets ------------------------------------------------ */
+
+typedef uint64_t dp_off; /* offset from the region base; 0 = invalid */
+
+/* ---- process slots ------------------------------------------------------- */
+
+/* Slot state word: [pid:32][start_lo:24][state:8]. Claimed and released by
+ * one CAS each, so identity and state change together. */
+enum { DP_SLOT_FREE = 0, DP_SLOT_LIVE = 1, DP_SLOT_RECOVERING = 2 };
+#define DP_SLOT_STATE(w) ((unsigned)((w) & 0xff))
+#define DP_SLOT_PID(w) ((pid_t)((w) >> 32))
+#define DP_SLOT_START_LO(w) ((uint32_t)(((w) >> 8) & 0xffffff))
+#define DP_SLOT_WORD(pid, start, st) \
+    (((uint64_t)(uint32_t)(pid) << 32) | (((uint64_t)(start) & 0xffffff) << 8) | (st))
+
+/* Attachment record: [gen:32][rstate:2][index+1:30]; 0 = empty. */
+enum { DP_REC_PENDING = 1, DP_REC_ACTIVE = 2, DP_REC_DETACHING = 3 };
+#define DP_REC_INLINE 14
+#define DP_REC_PER_BLOCK ((DP_FRAME_SIZE / 8) - 1)
+
+typedef struct dp_proc {
+    dp_a64 state;              /* [atom] see DP_SLOT_WORD */
+    dp_a64 start;              /* [own] full start time (clock ticks since boot) */
+    dp_a64 overflow;           /* [atom] offset of the first overflow record block */
+    dp_a64 rec[DP_REC_INLINE]; /* [atom] attachment records (threads share a slot) */
+    dp_a64 pad;
+} dp_proc;
+_Static_assert(sizeof(dp_proc) == 144, "slot layout");
+
+/* An overflow record block is one frame from sub-pool 0. */
+typedef struct dp_recblk {
+    dp_a64 next; /* [atom] offset of the next block, 0 = none */
+    dp_a64 rec[DP_REC_PER_BLOCK];
+} dp_recblk;
+_Static_assert(sizeof(dp_recblk) == DP_FRAME_SIZE, "one frame");
+
+/* ---- segment descriptors ------------------------------------------------- */
+
+/* State word: [gen:32][count:29][pinned:1][st:2]. count is the reference
+ * count when LIVE and the owner slot + 1 when INIT or DYING (so a dead
+ * creator or destroyer can be recognised). One CAS changes it. */
+enum { DP_SEG_FREE = 0, DP_SEG_INIT = 1, DP_SEG_LIVE = 2, DP_SEG_DYING = 3 };
+#define DP_SEG_ST(w) ((unsigned)((w) & 3))
+#define DP_SEG_PINNED(w) ((unsigned)(((w) >> 2) & 1))
+#define DP_SEG_COUNT(w) ((uint32_t)(((w) >> 3) & 0x1fffffff))
+#define DP_SEG_GEN(w) ((uint32_t)((w) >> 32))
+#define DP_SEG_WORD(gen, count, pinned, st) \
+    (((uint64_t)(gen) << 32) | ((uint64_t)(count) << 3) | ((uint64_t)(pinned) << 2) | (st))
+#define DP_SEG_COUNT_MAX 0x1fffffffu
+
+/* Block word: a pool block is its region offset (4 KiB aligned) | order in
+ * bits 0-5; an OS fallback segment is DP_BLOCK_FALLBACK. 0 = not yet set.
+ * The sub-pool follows from the offset (sub-pools are contiguous). */
+#define DP_BLOCK_FALLBACK (1ull << 6)
+#define DP_BLOCK_MK(off, order) ((uint64_t)(off) | (uint64_t)(order))
+#define DP_BLOCK_OFF(b) ((b) & ~0xfffull)
+#define DP_BLOCK_ORDER(b) ((unsigned)((b) & 63))
+
+typedef struct dp_seg_desc {
+    dp_a64 state; /* [atom] see DP_SEG_WORD */
+    dp_a64 block; /* [imm while LIVE] written by the creator in INIT */
+    dp_a64 size;  /* [imm while LIVE] usable bytes */
+    dp_a64 flags; /* [imm while LIVE] creation flags */
+} dp_seg_desc;
+
+#define DP_REC(gen, idx, st) (((uint64_t)(gen) << 32) | ((uint64_t)(st) << 30) | ((uint64_t)(idx) + 1))
+#define DP_REC_ST(r) ((unsigned)(((r) >> 30) & 3))
+#define DP_HANDLE(gen, idx) (((uint64_t)(gen) << 32) | ((uint64_t)(idx) + 1))
+#define DP_HANDLE_IDX(h) ((uint64_t)((h) & 0x3fffffff) - 1)
+#define DP_HANDLE_GEN(h) ((uint32_t)((h) >> 32))
+#define DP_SEG_MAX ((1u << 30) - 2)
+
+/* ---- the header ---------------------------------------------------------- */
+
+typedef struct dp_sub {
+    uint64_t data_off; /* [imm] region offset of frame 0 */
+    uint32_t node;     /* [imm] NUMA node */
+    uint32_t pad;
+    dp_pa_geom geom;   /* [imm] */
+} dp_sub;
+
+typedef struct dp_header {
+    dp_a64 magic;              /* [atom] written last by the creator (release) */
+    uint32_t version;          /* [imm] */
+    uint32_t header_size;      /* [imm] sizeof(dp_header) */
+    uint64_t region_size;      /* [imm] bytes mapped */
+    uint64_t pool_id;          /* [imm] random: names OS fallback segments */
+    /* what was obtained [imm] */
+    uint32_t backing, huge_requested, huge_pages, huge_fallback, thp_advised, mode;
+    uint64_t page_size, prefaulted_bytes, map_align;
+    /* layout [imm] */
+    uint64_t proc_off, proc_cap;
+    uint64_t seg_off, seg_cap;
+    uint64_t meta_end;
+    uint64_t data_off, data_size;
+    uint32_t nsub, nhints;
+    dp_sub sub[DSMPOOL_MAX_NODES];
+    char name[DP_NAME_MAX + 1]; /* [imm] the creation name, for tools */
+    /* shared counters and state [atom] */
+    _Alignas(64) dp_a64 seg_cursor; /* relaxed: where the next descriptor search starts */
+    dp_a64 fallback_created;        /* relaxed counter */
+    dp_a64 procs_recovered;         /* relaxed counter */
+    dp_a64 destroyed;               /* release/acquire: the name is gone */
+} dp_header;
+
+/* ---- process-local ------------------------------------------------------- */
+
+struct dsmpool_seg {
+    uint64_t magic;         /* DP_SEGOBJ_MAGIC while attached */
+    struct dsmpool *pool;
+    dsmpool_handle handle;
+    void *addr;
+    size_t size;
+    bool fallback;          /* addr is our own mapping of an OS segment */
+    dp_a64 *rec;            /* our attachment record (in our slot) */
+    struct dsmpool_seg *next, *prev; /* the pool's list of attached segments */
+};
+#define DP_SEGOBJ_MAGIC 0x6a624f6765536bull
+#define DP_SEGOBJ_DEAD 0x646165644f626aull
+
+struct dsmpool {
+    uint64_t magic;          /* DP_POOL_MAGIC while attached */
+    char *base;              /* the mapping in this process */
+    size_t size;             /* bytes mapped */
+    dp_header *hdr;          /* the shared header (counters only are read from it) */
+    dp_header geo;           /* validated private copy: the layout is read from here */
+    int fd;                  /* memfd / POSIX / hugetlbfs fd, or -1 */
+    int shmid;               /* SysV id, or -1 */
+    dsmpool_backing backing;
+    char name[DP_NAME_MAX + 1];
+    char path[4096];         /* hugetlbfs file path when used, else "" */
+    dp_proc *procs;
+    uint32_t nprocs;
+    dp_seg_desc *segs;
+    uint64_t nsegs;
+    uint32_t nsub;
+    dp_pa pa[DSMPOOL_MAX_NODES];
+    /* this process's identity in the pool */
+    uint32_t slot;           /* index into procs */
+    pid_t pid;
+    dp_a32 fork_epoch;       /* dp_fork_epoch when the slot was taken (acquire/release) */
+    pthread_mutex_t lock;    /* guards the process-local seg list and slot changes */
+    struct dsmpool_seg *segs_head;
+    struct dsmpool *reg_next; /* registry of pools in this process */
+};
+#define DP_POOL_MAGIC 0x6c6f6f506d7364ull
+#define DP_POOL_DEAD 0x646165446c6f6full
+
+/* ---- error reporting (error.c) ------------------------------------------ */
+
+int dp_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dp_clear_error(void);
+
+/* ---- layout (region.c) -------------------------------------------------- */
+
+typedef struct dp_layout_in {
+    uint64_t region_size;
+    uint64_t seg_cap;
+    uint32_t proc_cap;
+    uint32_t nsub;
+    uint32_t nhints;
+    uint32_t nodes[DSMPOOL_MAX_NODES];
+} dp_layout_in;
+
+int dp_layout(const dp_layout_in *in, dp_header *h);
+
+/* ---- processes (proc.c) ------------------------------------------------- */
+
+extern unsigned dp_fork_epoch;        /* bumped in every fork()ed child */
+void dp_registry_add(struct dsmpool *pool);
+bool dp_registry_take(struct dsmpool *pool); /* remove if registered; false if not */
+int dp_self(struct dsmpool *pool);    /* make sure this process holds a slot */
+int dp_slot_claim(struct dsmpool *pool);
+void dp_slot_release(struct dsmpool *pool);
+uint32_t dp_owner(const struct dsmpool *pool); /* palloc owner id: slot + 1 */
+bool dp_slot_dead(struct dsmpool *pool, uint32_t slot);
+dp_a64 *dp_rec_add(struct dsmpool *pool, uint64_t rec);
+void dp_rec_clear(dp_a64 *rec);
+int dp_recover_all(struct dsmpool *pool);   /* returns slots recovered */
+bool dp_slot_live(struct dsmpool *pool, uint32_t slot);
+void dp_slot_records(struct dsmpool *pool, uint32_t slot,
+                     void (*fn)(struct dsmpool *, dp_a64 *, void *), void *arg);
+bool dp_block_ok(const struct dsmpool *pool, uint64_t off, uint64_t len);
+
+/* ---- segments (segment.c) ----------------------------------------------- */
+
+int dp_seg_ref_drop(struct dsmpool *pool, uint64_t idx, uint32_t gen, uint32_t slot);
+void dp_seg_recover_slot(struct dsmpool *pool, uint32_t slot);
+void dp_seg_adopt(struct dsmpool *pool, struct dsmpool_seg *seg);
+bool dp_segset_add(struct dsmpool_seg *seg);
+bool dp_segset_take(struct dsmpool_seg *seg);
+bool dp_segset_has(struct dsmpool_seg *seg);
+void dp_seg_unmap_all(struct dsmpool *pool, bool drop_refs);
+void dp_fallback_name(const struct dsmpool *pool, uint64_t idx, uint32_t gen, char *buf,
+                      size_t n);
+int dp_pool_alloc(struct dsmpool *pool, unsigned order, uint64_t *block);
+int dp_pool_free(struct dsmpool *pool, uint64_t block);
+
+/* ---- validation helpers ------------------------------------------------- */
+
+static inline bool dp_range_ok(uint64_t off, uint64_t len, uint64_t size) {
+    return off <= size && len <= size - off;
+}
+
+static inline void *dp_at(const struct dsmpool *pool, dp_off off) { return pool->base + off; }
+
+#endif /* DP_INTERNAL_H */

@@ -1,0 +1,112 @@
+/*
+ * dp_palloc.h -- the lock-free page allocator of one sub-pool (see palloc.c
+ * for the algorithm). Usable on its own: give it a zeroed, 64-byte aligned
+ * piece of memory for its tree and a frame count; tests do exactly that.
+ *
+ * Which operations may run concurrently with which (all are lock-free):
+ *
+ *                 alloc   free   recover   walk/check
+ *   alloc          yes     yes     yes      yes (approximate)
+ *   free           yes     yes     yes      yes (approximate)
+ *   recover        yes     yes     yes      yes (approximate)
+ *   walk/check: exact only when nothing else runs.
+ */
+#ifndef DP_PALLOC_H
+#define DP_PALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dp_atomic.h"
+
+#define DP_FRAME_SHIFT 12u                 /* 4 KiB frames */
+#define DP_FRAME_SIZE (1u << DP_FRAME_SHIFT)
+#define DP_HUGE_SHIFT 21u                  /* 2 MiB: the sub-pool granule */
+#define DP_HUGE_FRAMES (1u << (DP_HUGE_SHIFT - DP_FRAME_SHIFT))
+#define DP_PA_MAX_LEVELS 10u
+#define DP_PA_MAX_FRAMES (1ull << 36)      /* 256 TiB per sub-pool */
+#define DP_PA_MAX_ORDER 36u
+#define DP_PA_OWNER_MAX ((1u << 20) - 1)   /* owner ids are 1..OWNER_MAX */
+
+/* Where a sub-pool's allocator keeps its state: all region offsets, written
+ * once by the creator, immutable after init, validated on attach. */
+typedef struct dp_pa_geom {
+    uint64_t frames;                        /* multiple of DP_HUGE_FRAMES */
+    uint32_t nlevels;                       /* 2 .. DP_PA_MAX_LEVELS; root is nlevels-1 */
+    uint32_t nhints;                        /* per-CPU hint lines */
+    uint64_t level_off[DP_PA_MAX_LEVELS];   /* region offset of each level's words */
+    uint64_t level_count[DP_PA_MAX_LEVELS]; /* words per level */
+    uint64_t hint_off;                      /* region offset of the hint lines */
+} dp_pa_geom;
+
+/* A process's view of one sub-pool allocator (process-local). */
+typedef struct dp_pa {
+    uint64_t frames;
+    uint32_t nlevels;
+    uint32_t nhints;
+    dp_a64 *level[DP_PA_MAX_LEVELS];
+    uint64_t count[DP_PA_MAX_LEVELS];
+    struct dp_pa_hint *hints;
+} dp_pa;
+
+/* The word of node idx at level L. One word per cache line: CPUs that
+ * reserve neighbouring nodes must not fight over a line (false sharing cost
+ * 4x in the 2-thread benchmark). */
+#define DP_PA_STRIDE 8u
+static inline dp_a64 *dp_pa_word(dp_pa *pa, unsigned L, uint64_t idx) {
+    return &pa->level[L][idx * DP_PA_STRIDE];
+}
+
+/* Lay out a sub-pool's tree of frames frames at *cursor (a region offset,
+ * advanced past what is used). Returns 0 or -EINVAL. */
+int dp_pa_layout(uint64_t frames, uint32_t nhints, uint64_t *cursor, dp_pa_geom *g);
+
+/* Build a view from a geometry; every offset and count is checked against
+ * region_size and against what dp_pa_layout would compute: -EPROTO if not. */
+int dp_pa_view(dp_pa *pa, char *base, uint64_t region_size, const dp_pa_geom *g);
+
+/* Write the initial state: everything free. Only the creator, before anyone
+ * else can see the region. */
+void dp_pa_format(dp_pa *pa);
+
+/* Allocate a naturally aligned block of 2^order frames; *frame is its first
+ * frame. owner (1..DP_PA_OWNER_MAX) names the caller's process slot in the
+ * rare multi-step operations, so that recovery can finish them if it dies.
+ * cpu picks the per-CPU reservation. Returns 0, -ENOMEM (no such block free)
+ * or -EINVAL (order larger than the sub-pool can ever hold). */
+int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_t *frame);
+
+/* Free a block; order must be the one it was allocated with. -EINVAL when
+ * the frames are not allocated as such a block (double or foreign free). */
+int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order);
+
+/* Is [frame, frame + 2^order) allocated (as one or more blocks)? */
+bool dp_pa_is_allocated(dp_pa *pa, uint64_t frame, unsigned order);
+
+/* Finish the multi-step operations of owners that is_dead() says are dead,
+ * claiming them as my_owner first. Returns how many were finished. */
+unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), void *arg,
+                       uint32_t my_owner);
+
+/* Close every node that is entirely free so that large blocks can form. */
+void dp_pa_reclaim(dp_pa *pa, uint32_t owner);
+
+typedef struct dp_pa_walk {
+    uint64_t free_frames;
+    uint64_t used_frames;
+    int largest_free_order;   /* -1 when nothing is free */
+    uint64_t busy;            /* nodes in an open/close step of a live owner */
+    uint64_t orphaned;        /* nodes in such a step whose owner is not live */
+    uint64_t bad;             /* words that break an invariant */
+    char why[160];            /* the first invariant broken, for humans */
+} dp_pa_walk;
+
+/* Walk the whole tree. If used_map is not NULL, set bit f for every
+ * allocated frame f (the map has frames bits). Exact only when quiet. */
+void dp_pa_walk_tree(dp_pa *pa, dp_pa_walk *out, uint64_t *used_map,
+                     bool (*is_live)(uint32_t owner, void *arg), void *arg);
+
+/* The largest order a block of this sub-pool can have. */
+unsigned dp_pa_max_order(const dp_pa *pa);
+
+#endif /* DP_PALLOC_H */

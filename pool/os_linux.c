@@ -1,0 +1,453 @@
+/*
+ * os_linux.c -- the Linux side of dp_os.h.
+ *
+ * One function per OS operation; each retries EINTR, backs out what it did
+ * on failure and preserves errno (the OS_SAVE/OS_RET pair). Capabilities are
+ * probed once (pthread_once) and cached in dp_caps.
+ */
+#include "dp_os.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/shm.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#ifndef MAP_HUGE_SHIFT
+#define MAP_HUGE_SHIFT 26
+#endif
+#ifndef SHM_HUGE_SHIFT
+#define SHM_HUGE_SHIFT 26
+#endif
+#ifndef MFD_HUGETLB
+#define MFD_HUGETLB 4u
+#endif
+
+#define OS_SAVE int saved_errno_ = errno
+#define OS_RET(v) \
+    do {                          \
+        int r_ = (v);             \
+        errno = saved_errno_;     \
+        return r_;                \
+    } while (0)
+
+static dp_caps caps;
+static pthread_once_t caps_once = PTHREAD_ONCE_INIT;
+
+static unsigned log2_size(size_t sz) { return (unsigned)__builtin_ctzll(sz); }
+
+static bool huge_dir_exists(size_t sz) {
+    char p[96];
+    struct stat st;
+    snprintf(p, sizeof p, "/sys/kernel/mm/hugepages/hugepages-%zukB", sz / 1024);
+    return stat(p, &st) == 0;
+}
+
+static void caps_probe(void) {
+    int saved = errno;
+    long ps = sysconf(_SC_PAGESIZE);
+    caps.page_size = ps > 0 ? (size_t)ps : 4096;
+    long on = sysconf(_SC_NPROCESSORS_ONLN), cf = sysconf(_SC_NPROCESSORS_CONF);
+    caps.ncpus_online = on > 0 ? (unsigned)on : 1;
+    caps.ncpus_conf = cf > 0 ? (unsigned)cf : caps.ncpus_online;
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (f) {
+        char line[256];
+        unsigned long kb;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "Hugepagesize: %lu kB", &kb) == 1) caps.huge_default = kb * 1024;
+        fclose(f);
+    }
+    caps.huge_2m = huge_dir_exists(2u << 20);
+    caps.huge_1g = huge_dir_exists(1u << 30);
+    int fd = (int)memfd_create("dsmpool-probe", MFD_CLOEXEC);
+    caps.memfd = fd >= 0;
+    if (fd >= 0) close(fd);
+    /* MADV_POPULATE_WRITE on a tiny private mapping: EINVAL means unknown. */
+    void *p = mmap(NULL, caps.page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p != MAP_FAILED) {
+        caps.populate_write = madvise(p, caps.page_size, MADV_POPULATE_WRITE) == 0;
+        munmap(p, caps.page_size);
+    }
+    f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "re");
+    if (f) {
+        char buf[256];
+        if (fgets(buf, sizeof buf, f)) {
+            char *a = strchr(buf, '['), *b = a ? strchr(a, ']') : NULL;
+            if (a && b && (size_t)(b - a - 1) < sizeof caps.thp_shmem) {
+                memcpy(caps.thp_shmem, a + 1, (size_t)(b - a - 1));
+                caps.thp_shmem[b - a - 1] = 0;
+            }
+        }
+        fclose(f);
+    }
+    errno = saved;
+}
+
+const dp_caps *dp_os_caps(void) {
+    pthread_once(&caps_once, caps_probe);
+    return &caps;
+}
+
+static int read_u64_file(const char *path, uint64_t *v) {
+    FILE *f = fopen(path, "re");
+    if (!f) return -errno;
+    unsigned long long x;
+    int ok = fscanf(f, "%llu", &x) == 1;
+    fclose(f);
+    if (!ok) return -EIO;
+    *v = x;
+    return 0;
+}
+
+int dp_os_huge_counts(size_t sz, uint64_t *free_pages, uint64_t *total_pages) {
+    OS_SAVE;
+    char p[128];
+    int r;
+    snprintf(p, sizeof p, "/sys/kernel/mm/hugepages/hugepages-%zukB/free_hugepages", sz / 1024);
+    if ((r = read_u64_file(p, free_pages)) != 0) OS_RET(r);
+    snprintf(p, sizeof p, "/sys/kernel/mm/hugepages/hugepages-%zukB/nr_hugepages", sz / 1024);
+    OS_RET(read_u64_file(p, total_pages));
+}
+
+int dp_os_hugetlbfs_dir(size_t sz, char *buf, size_t n) {
+    OS_SAVE;
+    FILE *f = fopen("/proc/self/mounts", "re");
+    if (!f) OS_RET(-errno);
+    char line[1024];
+    int r = -ENOENT;
+    while (r != 0 && fgets(line, sizeof line, f)) {
+        char dev[256], dir[512], type[64], opts[512];
+        if (sscanf(line, "%255s %511s %63s %511s", dev, dir, type, opts) != 4) continue;
+        if (strcmp(type, "hugetlbfs") != 0) continue;
+        size_t psz = dp_os_caps()->huge_default;
+        char *o = strstr(opts, "pagesize=");
+        if (o) {
+            char unit = 0;
+            unsigned long v = 0;
+            if (sscanf(o + 9, "%lu%c", &v, &unit) >= 1)
+                psz = unit == 'G' ? v << 30 : unit == 'M' ? v << 20 : unit == 'K' ? v << 10 : v;
+        }
+        if (psz != sz || access(dir, W_OK) != 0) continue;
+        if (strlen(dir) + 1 > n) continue;
+        strcpy(buf, dir);
+        r = 0;
+    }
+    fclose(f);
+    OS_RET(r);
+}
+
+int dp_os_reserve_va(size_t len, size_t align, void **addr) {
+    OS_SAVE;
+    size_t span = len + align;
+    if (span < len) OS_RET(-ENOMEM);
+    char *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) OS_RET(-errno);
+    uintptr_t a = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+    if (a > (uintptr_t)p) munmap(p, a - (uintptr_t)p);
+    size_t tail = (size_t)((uintptr_t)p + span - (a + len));
+    if (tail) munmap((char *)a + len, tail);
+    *addr = (void *)a;
+    OS_RET(0);
+}
+
+int dp_os_unmap(void *addr, size_t len) {
+    OS_SAVE;
+    OS_RET(munmap(addr, len) == 0 ? 0 : -errno);
+}
+
+int dp_os_map_anon_shared(void *addr, size_t len, size_t huge_sz) {
+    OS_SAVE;
+    int fl = MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED;
+    if (huge_sz) fl |= MAP_HUGETLB | (int)(log2_size(huge_sz) << MAP_HUGE_SHIFT);
+    void *p = mmap(addr, len, PROT_READ | PROT_WRITE, fl, -1, 0);
+    OS_RET(p == MAP_FAILED ? -errno : 0);
+}
+
+int dp_os_map_fd(void *addr, size_t len, int fd) {
+    OS_SAVE;
+    void *p = mmap(addr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+    OS_RET(p == MAP_FAILED ? -errno : 0);
+}
+
+int dp_os_memfd(const char *tag, size_t huge_sz) {
+    OS_SAVE;
+    unsigned fl = MFD_CLOEXEC;
+    if (huge_sz) fl |= MFD_HUGETLB | (log2_size(huge_sz) << MAP_HUGE_SHIFT);
+    int fd = (int)memfd_create(tag, fl);
+    OS_RET(fd < 0 ? -errno : fd);
+}
+
+int dp_os_shm_open(const char *name, bool create, unsigned mode) {
+    OS_SAVE;
+    int fd;
+    do
+        fd = shm_open(name, O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0), (mode_t)mode);
+    while (fd < 0 && errno == EINTR);
+    if (fd >= 0 && create) (void)fchmod(fd, (mode_t)mode); /* umask must not narrow it */
+    OS_RET(fd < 0 ? -errno : fd);
+}
+
+int dp_os_shm_unlink(const char *name) {
+    OS_SAVE;
+    OS_RET(shm_unlink(name) == 0 ? 0 : -errno);
+}
+
+int dp_os_file_open(const char *path, bool create, unsigned mode) {
+    OS_SAVE;
+    int fd;
+    do
+        fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0), (mode_t)mode);
+    while (fd < 0 && errno == EINTR);
+    if (fd >= 0 && create) (void)fchmod(fd, (mode_t)mode);
+    OS_RET(fd < 0 ? -errno : fd);
+}
+
+int dp_os_file_unlink(const char *path) {
+    OS_SAVE;
+    OS_RET(unlink(path) == 0 ? 0 : -errno);
+}
+
+int dp_os_truncate(int fd, size_t len) {
+    OS_SAVE;
+    int r;
+    do
+        r = ftruncate(fd, (off_t)len);
+    while (r < 0 && errno == EINTR);
+    OS_RET(r < 0 ? -errno : 0);
+}
+
+int dp_os_fallocate(int fd, size_t len) {
+    OS_SAVE;
+    int r;
+    do
+        r = fallocate(fd, 0, 0, (off_t)len);
+    while (r < 0 && errno == EINTR);
+    OS_RET(r < 0 ? -errno : 0);
+}
+
+int dp_os_fd_size(int fd, size_t *len) {
+    OS_SAVE;
+    struct stat st;
+    if (fstat(fd, &st) != 0) OS_RET(-errno);
+    *len = (size_t)st.st_size;
+    OS_RET(0);
+}
+
+int dp_os_close(int fd) {
+    OS_SAVE;
+    /* Linux closes the fd even when close() reports EINTR: never retry. */
+    OS_RET(close(fd) == 0 || errno == EINTR ? 0 : -errno);
+}
+
+int dp_os_dup(int fd) {
+    OS_SAVE;
+    int r = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    OS_RET(r < 0 ? -errno : r);
+}
+
+int dp_os_sysv_key(const char *name, int32_t *key) {
+    OS_SAVE;
+    char *end;
+    errno = 0;
+    long long v = strtoll(name, &end, 0);
+    if (*name && !*end && !errno && v > 0 && v <= 0x7fffffff) {
+        *key = (int32_t)v;
+        OS_RET(0);
+    }
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+    h &= 0x7fffffff;
+    *key = (int32_t)(h ? h : 1);
+    OS_RET(0);
+}
+
+int dp_os_sysv_get(int32_t key, size_t len, bool create, unsigned mode, size_t huge_sz) {
+    OS_SAVE;
+    int fl = create ? IPC_CREAT | IPC_EXCL | (int)(mode & 0777) : 0;
+    if (create && huge_sz) fl |= SHM_HUGETLB | (int)(log2_size(huge_sz) << SHM_HUGE_SHIFT);
+    int id = shmget((key_t)key, create ? len : 0, fl);
+    OS_RET(id < 0 ? -errno : id);
+}
+
+int dp_os_sysv_size(int shmid, size_t *len) {
+    OS_SAVE;
+    struct shmid_ds ds;
+    if (shmctl(shmid, IPC_STAT, &ds) != 0) OS_RET(-errno);
+    *len = ds.shm_segsz;
+    OS_RET(0);
+}
+
+int dp_os_sysv_attach(int shmid, void *addr) {
+    OS_SAVE;
+    void *p = shmat(shmid, addr, SHM_REMAP);
+    OS_RET(p == (void *)-1 ? -errno : 0);
+}
+
+int dp_os_sysv_detach(void *addr) {
+    OS_SAVE;
+    OS_RET(shmdt(addr) == 0 ? 0 : -errno);
+}
+
+int dp_os_sysv_remove(int shmid) {
+    OS_SAVE;
+    OS_RET(shmctl(shmid, IPC_RMID, NULL) == 0 ? 0 : -errno);
+}
+
+int dp_os_madvise_hugepage(void *addr, size_t len) {
+    OS_SAVE;
+    OS_RET(madvise(addr, len, MADV_HUGEPAGE) == 0 ? 0 : -errno);
+}
+
+/* ---- populate: MADV_POPULATE_WRITE per slice, in threads ------------- */
+
+typedef struct pop_job {
+    char *addr;
+    size_t len;
+    int err;
+} pop_job;
+
+static int populate_one(char *addr, size_t len) {
+    if (dp_os_caps()->populate_write) {
+        int r;
+        do
+            r = madvise(addr, len, MADV_POPULATE_WRITE);
+        while (r < 0 && (errno == EINTR || errno == EAGAIN));
+        if (r == 0) return 0;
+        if (errno != EINVAL) return -errno;
+    }
+    /* Touch loop: an atomic or of 0 writes without changing what others wrote. */
+    size_t ps = dp_os_caps()->page_size;
+    for (size_t o = 0; o < len; o += ps) __atomic_fetch_or(addr + o, 0, __ATOMIC_RELAXED);
+    return 0;
+}
+
+static void *pop_thread(void *arg) {
+    pop_job *j = arg;
+    j->err = populate_one(j->addr, j->len);
+    return NULL;
+}
+
+int dp_os_populate(void *addr, size_t len, unsigned threads) {
+    OS_SAVE;
+    const size_t gran = 2u << 20; /* slices on 2 MiB: whole huge pages */
+    if (threads < 1) threads = 1;
+    if (threads > 64) threads = 64;
+    size_t nslices = (len + gran - 1) / gran;
+    if (threads > nslices) threads = (unsigned)nslices;
+    if (threads <= 1) OS_RET(populate_one(addr, len));
+    pop_job jobs[64];
+    pthread_t tid[64];
+    size_t per = (nslices + threads - 1) / threads * gran, off = 0;
+    unsigned started = 0;
+    int err = 0;
+    for (unsigned i = 0; i < threads && off < len; i++, off += per) {
+        jobs[i] = (pop_job){(char *)addr + off, off + per > len ? len - off : per, 0};
+        if (pthread_create(&tid[i], NULL, pop_thread, &jobs[i]) != 0) {
+            jobs[i].err = populate_one(jobs[i].addr, jobs[i].len); /* do it here instead */
+            tid[i] = 0;
+        }
+        started = i + 1;
+    }
+    for (unsigned i = 0; i < started; i++) {
+        if (tid[i]) pthread_join(tid[i], NULL);
+        if (jobs[i].err && !err) err = jobs[i].err;
+    }
+    OS_RET(err);
+}
+
+int dp_os_proc_start(pid_t pid, uint64_t *start, bool *zombie) {
+    OS_SAVE;
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd;
+    do
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) OS_RET(errno == ENOENT ? -ESRCH : -errno);
+    ssize_t n;
+    do
+        n = read(fd, buf, sizeof buf - 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0) OS_RET(-ESRCH);
+    buf[n] = 0;
+    /* comm may hold spaces and parentheses: fields start after the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p) OS_RET(-EIO);
+    unsigned long long v = 0;
+    int field = 2;
+    if (zombie) *zombie = p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X' || p[2] == 'x');
+    char *save = NULL;
+    for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        if (++field == 22) {
+            v = strtoull(tok, NULL, 10);
+            break;
+        }
+    }
+    if (field != 22) OS_RET(-EIO);
+    *start = v;
+    OS_RET(0);
+}
+
+bool dp_os_pid_alive(pid_t pid) {
+    int saved = errno;
+    bool alive = kill(pid, 0) == 0 || errno == EPERM;
+    errno = saved;
+    return alive;
+}
+
+uint64_t dp_os_random64(void) {
+    int saved = errno;
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v)
+        v = dp_os_now_ns() ^ ((uint64_t)getpid() << 32);
+    errno = saved;
+    return v;
+}
+
+uint64_t dp_os_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int dp_os_smaps_huge(const void *addr, size_t len, size_t *bytes) {
+    OS_SAVE;
+    FILE *f = fopen("/proc/self/smaps", "re");
+    if (!f) OS_RET(-errno);
+    static const char *fields[] = {"ShmemPmdMapped:", "FilePmdMapped:", "Shared_Hugetlb:",
+                                   "Private_Hugetlb:", "AnonHugePages:"};
+    char line[512];
+    uintptr_t lo = (uintptr_t)addr, hi = lo + len;
+    bool in = false;
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        char *dash = strchr(line, '-'), *sp = strchr(line, ' ');
+        if (dash && sp && dash < sp && sscanf(line, "%lx-%lx ", &a, &b) == 2) {
+            in = a < hi && b > lo;
+            continue;
+        }
+        if (!in) continue;
+        for (unsigned i = 0; i < sizeof fields / sizeof *fields; i++)
+            if (!strncmp(line, fields[i], strlen(fields[i])))
+                kb += strtoul(line + strlen(fields[i]), NULL, 10);
+    }
+    fclose(f);
+    *bytes = kb * 1024;
+    OS_RET(0);
+}

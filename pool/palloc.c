@@ -1,0 +1,606 @@
+/*
+ * palloc.c -- the lock-free page allocator of one sub-pool.
+ *
+ * What it does
+ *   Hands out naturally aligned power-of-two blocks of 4 KiB frames, from one
+ *   frame up to the whole sub-pool, to threads of any number of processes,
+ *   with no lock and no system call. Every state change is one CAS on one
+ *   64-bit word, so a process killed at any instruction leaves every word
+ *   consistent; the only damage is a node left half-opened or half-closed,
+ *   which names its owner so that recovery can finish the step.
+ *
+ * Geometry (a tree of 64-bit words, stored level by level as offsets)
+ *   level 0  leaf: 32 frames (128 KiB), one bit each, 1 = allocated.
+ *   level L  inner: 16 children of level L-1, 2 bits each:
+ *            FREE (whole child free), PART (child's own word is authoritative),
+ *            FULL (whole child allocated, as part of one block), ABSENT
+ *            (beyond the end of the sub-pool).
+ *   Level 1 covers 2 MiB (a huge page), level 2 32 MiB, level 3 512 MiB, ...
+ *   The root is the single word of the top level.
+ *   Word: bits 0-31 content, 32-33 phase (OPEN, IDLE, OPENING, CLOSING),
+ *   34-53 owner (process slot + 1, set in OPENING/CLOSING only), 54 RESV
+ *   (advisory: a CPU's current node).
+ *
+ * The rules
+ *   1. A block of order k lives at exactly one level: orders 0-4 are runs of
+ *      1..16 bits in a leaf; orders 5+4(L-1) .. +3 are runs of 1,2,4,8 FULL
+ *      children of a level-L node; the root also takes a run of 16.
+ *   2. Allocate: find an OPEN node at that level with an aligned run of free
+ *      bits/children and set them with one CAS. Free: check they are set,
+ *      clear them with one CAS. Nothing else changes: a node that becomes
+ *      empty stays open (lazy coalescing) so that alloc/free churn in one
+ *      node costs one CAS each.
+ *   3. Open a FREE child c of node P (to allocate below it):
+ *        CAS c IDLE -> OPENING(me); CAS P's state for c FREE -> PART;
+ *        store c := OPEN, content 0.  (If P's state is no longer FREE, store
+ *        c := IDLE and give up.)
+ *   4. Close an OPEN, empty child c of P (when a larger block is needed:
+ *      dp_pa_reclaim, or an allocation that found no run):
+ *        CAS c OPEN/empty -> CLOSING(me); CAS P's state for c PART -> FREE;
+ *        store c := IDLE.
+ *   5. Per-CPU reservation (after LLFree): each CPU keeps, per level, the
+ *      node it allocates from (a hint line in shared memory, and the RESV bit
+ *      on that node so that other CPUs look elsewhere first). An allocation
+ *      tries that node with one CAS; when it is full, the search walks up
+ *      the tree from it (nearby first), preferring partly used nodes to free
+ *      ones, and nodes no other CPU reserved.
+ *   6. Recovery: a word in OPENING/CLOSING whose owner is dead is claimed
+ *      (CAS to the same phase with the recoverer as owner); if P's state for
+ *      it is PART it becomes FREE; the word becomes IDLE. Both steps are safe
+ *      because such a node holds nothing: an opener allocates in c only after
+ *      it is OPEN, a closer closes only an empty c.
+ *
+ * Invariants (at quiescence; in flight, a node in rule 3/4 is owned)
+ *   I1  root is OPEN; a non-root word is OPEN  <=>  its parent says PART.
+ *   I2  words under a FREE or FULL parent state are IDLE (content ignored).
+ *   I3  free frames + used frames = frames, where a leaf counts its bits and
+ *       an inner node counts its FREE and FULL children at their size and
+ *       recurses into PART children; the tree partitions the frames, so no
+ *       two blocks overlap.
+ *   I4  a node with ABSENT children is OPEN forever (it never closes,
+ *       because its content is never 0).
+ *
+ * Why one word per step is enough (no ABA tags)
+ *   Every CAS validates, on the current value of the word, everything the
+ *   step depends on: run bits free, children FREE/FULL/PART, phase OPEN or
+ *   IDLE. A word that went through other states and came back to the same
+ *   value is in a state where the step is as valid as it was. Only steps 3
+ *   and 4 span two words; between them the child is owned (OPENING/CLOSING
+ *   names the owner), which no other step accepts, so nobody interferes and a
+ *   dead owner's step is finished by rule 6.
+ *
+ * Memory ordering
+ *   - alloc CAS is acquire: pairs with the release CAS of the free (or close,
+ *     via the parent word) that last returned these frames, so the previous
+ *     owner's writes happen before the new owner's.
+ *   - free CAS is release: pairs with that acquire.
+ *   - open/close CASes are acq_rel; the final store of rule 3/4 is release
+ *     and pairs with the acquire CAS of the next thread that uses the word.
+ *   - hint loads/stores are relaxed: a hint is only where to look first; the
+ *     CAS that follows validates.
+ *
+ * Failure bound
+ *   Any allocation of order k succeeds if some aligned block of 2^k frames is
+ *   entirely free: an allocation that finds no run closes every empty node
+ *   (rule 4, bottom-up) and searches again. Internal fragmentation: none
+ *   beyond the power-of-two rounding of the caller.
+ *
+ * References: LLFree (Wrenger et al., USENIX ATC 2023; luhsra/llfree-c) for
+ * bit fields per huge frame, per-CPU reservation and single-word CAS steps;
+ * NBBS (Marotta et al.) and SQLite mem5.c for the buddy tree over them.
+ */
+#include "dp_palloc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#define W_CONTENT 0xffffffffull
+#define W_PHASE_SHIFT 32
+#define W_OWNER_SHIFT 34
+#define W_RESV (1ull << 54)
+#define LO2 0x55555555u
+#define HI2 0xaaaaaaaau
+
+enum { PH_OPEN = 0, PH_IDLE = 1, PH_OPENING = 2, PH_CLOSING = 3 };
+enum { CH_FREE = 0, CH_PART = 1, CH_FULL = 2, CH_ABSENT = 3 };
+
+/* One per CPU, per sub-pool: the node index + 1 each level allocates from.
+ * Shared-atomic (relaxed): written by whichever thread runs on that CPU. */
+struct dp_pa_hint {
+    dp_a32 node[DP_PA_MAX_LEVELS];
+    uint8_t pad[64 - 4 * DP_PA_MAX_LEVELS];
+};
+_Static_assert(sizeof(struct dp_pa_hint) == 64, "one cache line per CPU");
+
+static inline unsigned w_phase(uint64_t w) { return (unsigned)(w >> W_PHASE_SHIFT) & 3u; }
+static inline uint32_t w_owner(uint64_t w) { return (uint32_t)(w >> W_OWNER_SHIFT) & DP_PA_OWNER_MAX; }
+static inline uint64_t w_mk(unsigned phase, uint32_t owner) {
+    return ((uint64_t)phase << W_PHASE_SHIFT) | ((uint64_t)owner << W_OWNER_SHIFT);
+}
+static inline unsigned ch_state(uint64_t w, unsigned i) { return (unsigned)(w >> (2 * i)) & 3u; }
+static inline uint32_t ch_free(uint32_t c) { return ~(c | (c >> 1)) & LO2; }
+static inline uint32_t ch_part(uint32_t c) { return c & ~(c >> 1) & LO2; }
+
+/* log2 of the frames a node of level L covers, and of one of its children. */
+static inline unsigned node_shift(unsigned L) { return 5u + 4u * L; }
+static inline unsigned child_shift(unsigned L) { return L ? 5u + 4u * (L - 1) : 0u; }
+
+#define pa_node dp_pa_word
+#define PA_STRIDE DP_PA_STRIDE
+
+static const uint32_t leaf_align[5] = {0xffffffffu, 0x55555555u, 0x11111111u, 0x01010101u,
+                                       0x00010001u};
+static const uint32_t inner_align[5] = {0x55555555u, 0x11111111u, 0x01010101u, 0x00010001u,
+                                        0x00000001u};
+
+/* First aligned run of 2^rs zero bits in a leaf's content, or -1. */
+static inline int leaf_find(uint32_t c, unsigned rs) {
+    uint32_t m = ~c;
+    for (unsigned s = 1; s < (1u << rs); s <<= 1) m &= m >> s;
+    m &= leaf_align[rs];
+    return m ? __builtin_ctz(m) : -1;
+}
+
+/* First aligned run of 2^rs FREE children (mask has bit 2i per free child). */
+static inline int run_find(uint32_t freemask, unsigned rs) {
+    uint32_t m = freemask;
+    for (unsigned s = 1; s < (1u << rs); s <<= 1) m &= m >> (2 * s);
+    m &= inner_align[rs];
+    return m ? __builtin_ctz(m) / 2 : -1;
+}
+
+/* The bits a run of 2^rs units at pos occupies, and their allocated value. */
+static inline uint64_t run_mask(unsigned L, unsigned pos, unsigned rs) {
+    if (L == 0) return ((1ull << (1u << rs)) - 1) << pos;
+    return ((1ull << (2u << rs)) - 1) << (2 * pos);
+}
+static inline uint64_t run_used(unsigned L, uint64_t mask) { return L == 0 ? mask : (mask & HI2); }
+
+/* Rule 1: the level and run of an order; false if no level can hold it. */
+static bool pa_target(const dp_pa *pa, unsigned order, unsigned *lvl, unsigned *rs) {
+    unsigned root = pa->nlevels - 1;
+    if (order > DP_PA_MAX_ORDER || (1ull << order) > pa->frames) return false;
+    if (order <= 4) {
+        *lvl = 0;
+        *rs = order;
+        return true;
+    }
+    unsigned L = 1 + (order - 5) / 4, r = (order - 5) % 4;
+    if (L <= root) {
+        *lvl = L;
+        *rs = r;
+        return true;
+    }
+    if (L == root + 1 && r == 0) { /* the whole root: a run of 16 */
+        *lvl = root;
+        *rs = 4;
+        return true;
+    }
+    return false;
+}
+
+int dp_pa_layout(uint64_t frames, uint32_t nhints, uint64_t *cursor, dp_pa_geom *g) {
+    if (!frames || frames % DP_HUGE_FRAMES || frames > DP_PA_MAX_FRAMES || !nhints ||
+        nhints > 4096)
+        return -EINVAL;
+    memset(g, 0, sizeof *g);
+    g->frames = frames;
+    g->nhints = nhints;
+    uint64_t off = (*cursor + 63) & ~63ull, n = frames >> 5;
+    unsigned L = 0;
+    for (;;) {
+        g->level_off[L] = off;
+        g->level_count[L] = n;
+        off += n * 8 * PA_STRIDE;
+        if (n == 1) break;
+        n = (n + 15) >> 4;
+        if (++L >= DP_PA_MAX_LEVELS) return -EINVAL;
+    }
+    g->nlevels = L + 1;
+    g->hint_off = off;
+    off += (uint64_t)nhints * sizeof(struct dp_pa_hint);
+    *cursor = off;
+    return 0;
+}
+
+int dp_pa_view(dp_pa *pa, char *base, uint64_t region_size, const dp_pa_geom *g) {
+    dp_pa_geom want;
+    uint64_t cur = g->level_off[0], end;
+    if (dp_pa_layout(g->frames, g->nhints, &cur, &want) != 0) return -EPROTO;
+    end = cur;
+    if (memcmp(&want, g, sizeof want) != 0 || end > region_size || end < g->level_off[0])
+        return -EPROTO;
+    memset(pa, 0, sizeof *pa);
+    pa->frames = g->frames;
+    pa->nlevels = g->nlevels;
+    pa->nhints = g->nhints;
+    for (unsigned L = 0; L < g->nlevels; L++) {
+        pa->level[L] = (dp_a64 *)(base + g->level_off[L]);
+        pa->count[L] = g->level_count[L];
+    }
+    pa->hints = (struct dp_pa_hint *)(base + g->hint_off);
+    return 0;
+}
+
+/* Content of a node whose range may run past the end (rule I4). */
+static uint32_t pa_initial_content(const dp_pa *pa, unsigned L, uint64_t idx) {
+    uint32_t c = 0;
+    unsigned cs = node_shift(L - 1);
+    for (unsigned i = 0; i < 16; i++) {
+        uint64_t lo = (idx * 16 + i) << cs;
+        if (lo >= pa->frames)
+            c |= (uint32_t)CH_ABSENT << (2 * i);
+        else if (lo + (1ull << cs) > pa->frames)
+            c |= (uint32_t)CH_PART << (2 * i);
+    }
+    return c;
+}
+
+void dp_pa_format(dp_pa *pa) {
+    unsigned root = pa->nlevels - 1;
+    for (unsigned L = 0; L <= root; L++) {
+        for (uint64_t idx = 0; idx < pa->count[L]; idx++) {
+            bool whole = ((idx + 1) << node_shift(L)) <= pa->frames;
+            uint64_t w = (L == root || !whole) ? pa_initial_content(pa, L, idx)
+                                               : w_mk(PH_IDLE, 0);
+            dp_store_relaxed(pa_node(pa, L, idx), w);
+        }
+    }
+    for (uint32_t i = 0; i < pa->nhints; i++)
+        for (unsigned L = 0; L < DP_PA_MAX_LEVELS; L++)
+            dp_store_relaxed_uint32_t(&pa->hints[i].node[L], 0);
+    /* Publication to other processes is the caller's release of the header. */
+}
+
+/* Rule 2: one CAS in one node. */
+static bool pa_try_node(dp_pa *pa, unsigned L, uint64_t idx, unsigned rs, uint64_t *frame) {
+    dp_a64 *p = pa_node(pa, L, idx);
+    uint64_t w = dp_load_relaxed(p); /* relaxed: the CAS below validates it */
+    for (;;) {
+        if (w_phase(w) != PH_OPEN) return false;
+        uint32_t c = (uint32_t)w;
+        int pos = L == 0 ? leaf_find(c, rs) : run_find(ch_free(c), rs);
+        if (pos < 0) return false;
+        uint64_t nw = w | run_used(L, run_mask(L, (unsigned)pos, rs));
+        /* acquire: pairs with the release CAS in dp_pa_free (or close) that freed these frames */
+        if (dp_cas_acquire(p, &w, nw)) {
+            *frame = (idx << node_shift(L)) + ((uint64_t)pos << child_shift(L));
+            return true;
+        }
+    }
+}
+
+/* Rule 3: open FREE child i of node idx at level A. */
+static bool pa_open(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t owner) {
+    dp_a64 *cp = pa_node(pa, A - 1, idx * 16 + i);
+    dp_a64 *pp = pa_node(pa, A, idx);
+    uint64_t cw = dp_load_relaxed(cp);
+    if (w_phase(cw) != PH_IDLE) return false;
+    /* acq_rel: claims the child; pairs with the release store that made it IDLE */
+    if (!dp_cas_acq_rel(cp, &cw, w_mk(PH_OPENING, owner))) return false;
+    uint64_t pw = dp_load_relaxed(pp);
+    for (;;) {
+        if (w_phase(pw) != PH_OPEN || ch_state(pw, i) != CH_FREE) {
+            dp_store_release(cp, w_mk(PH_IDLE, 0)); /* release: pairs with the claim CAS above */
+            return false;
+        }
+        if (dp_cas_acq_rel(pp, &pw, pw | ((uint64_t)CH_PART << (2 * i)))) break;
+    }
+    /* release: pairs with the acquire CAS of the first allocation in the child */
+    dp_store_release(cp, 0);
+    return true;
+}
+
+/* Rule 4, bottom-up: close every empty descendant of (L, idx), then the node
+ * itself if it is empty. Returns true if (L, idx) was closed. */
+static bool pa_close(dp_pa *pa, unsigned L, uint64_t idx, uint32_t owner) {
+    dp_a64 *p = pa_node(pa, L, idx);
+    uint64_t w = dp_load_relaxed(p);
+    if (w_phase(w) != PH_OPEN) return false;
+    if (L > 0) {
+        for (uint32_t m = ch_part((uint32_t)w); m; m &= m - 1) {
+            uint64_t ci = idx * 16 + (unsigned)__builtin_ctz(m) / 2;
+            if (ci < pa->count[L - 1]) pa_close(pa, L - 1, ci, owner);
+        }
+        w = dp_load_relaxed(p);
+        if (w_phase(w) != PH_OPEN) return false;
+    }
+    if (L == pa->nlevels - 1 || (uint32_t)w != 0) return false;
+    /* acq_rel: acquire pairs with the frees that emptied it, release publishes the seal */
+    if (!dp_cas_acq_rel(p, &w, w_mk(PH_CLOSING, owner))) return false;
+    dp_a64 *pp = pa_node(pa, L + 1, idx >> 4);
+    unsigned i = (unsigned)(idx & 15);
+    uint64_t pw = dp_load_relaxed(pp);
+    while (ch_state(pw, i) == CH_PART &&
+           !dp_cas_acq_rel(pp, &pw, pw & ~(3ull << (2 * i))))
+        ;
+    dp_store_release(p, w_mk(PH_IDLE, 0)); /* release: pairs with pa_open's claim CAS */
+    return true;
+}
+
+void dp_pa_reclaim(dp_pa *pa, uint32_t owner) {
+    unsigned root = pa->nlevels - 1;
+    uint64_t w = dp_load_relaxed(pa_node(pa, root, 0));
+    for (uint32_t m = ch_part((uint32_t)w); m; m &= m - 1) {
+        uint64_t ci = (unsigned)__builtin_ctz(m) / 2;
+        if (ci < pa->count[root - 1]) pa_close(pa, root - 1, ci, owner);
+    }
+}
+
+typedef struct pa_req {
+    unsigned t, rs;
+    uint32_t owner;
+    bool avoid;    /* skip nodes other CPUs reserved */
+    uint64_t mine; /* my hint at level t, index + 1 */
+    uint64_t near; /* the level-t node to start from: its path is tried first */
+} pa_req;
+
+static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, const pa_req *rq, uint64_t *node,
+                   uint64_t *frame);
+
+/* Try child i of (A, idx): descend if PART, open first if FREE. */
+static bool pa_dfs_child(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, unsigned st,
+                         const pa_req *rq, uint64_t *node, uint64_t *frame) {
+    uint64_t ci = idx * 16 + i;
+    if (ci >= pa->count[A - 1]) return false;
+    /* Whether we opened it or someone else just did, it may have room now. */
+    if (st == CH_FREE) pa_open(pa, A, idx, i, rq->owner);
+    return pa_dfs(pa, A - 1, ci, rq, node, frame);
+}
+
+/* Search the subtree of (A, idx) for a level-t node with room (rule 5): the
+ * child towards rq->near first (so CPUs spread out over the tree), then
+ * partly used children, then free ones. */
+static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, const pa_req *rq, uint64_t *node,
+                   uint64_t *frame) {
+    if (idx >= pa->count[A]) return false;
+    if (A == rq->t) {
+        if (rq->avoid && (dp_load_relaxed(pa_node(pa, A, idx)) & W_RESV) && idx + 1 != rq->mine)
+            return false;
+        if (!pa_try_node(pa, A, idx, rq->rs, frame)) return false;
+        *node = idx;
+        return true;
+    }
+    uint64_t w = dp_load_relaxed(pa_node(pa, A, idx));
+    if (w_phase(w) != PH_OPEN) return false;
+    unsigned pref = 16;
+    if ((rq->near >> (4 * (A - rq->t))) == idx) {
+        pref = (unsigned)(rq->near >> (4 * (A - 1 - rq->t))) & 15;
+        unsigned st = ch_state(w, pref);
+        if ((st == CH_PART || st == CH_FREE) && pa_dfs_child(pa, A, idx, pref, st, rq, node, frame))
+            return true;
+    }
+    for (uint32_t m = ch_part((uint32_t)w); m; m &= m - 1) {
+        unsigned i = (unsigned)__builtin_ctz(m) / 2;
+        if (i != pref && pa_dfs_child(pa, A, idx, i, CH_PART, rq, node, frame)) return true;
+    }
+    for (uint32_t m = ch_free((uint32_t)w); m; m &= m - 1) {
+        unsigned i = (unsigned)__builtin_ctz(m) / 2;
+        if (i != pref && pa_dfs_child(pa, A, idx, i, CH_FREE, rq, node, frame)) return true;
+    }
+    return false;
+}
+
+/* Make node idx this CPU's reservation at level t (advisory, best effort). */
+static void pa_adopt(dp_pa *pa, struct dp_pa_hint *h, unsigned t, uint64_t idx) {
+    uint32_t old = dp_load_relaxed_uint32_t(&h->node[t]); /* relaxed: hint */
+    if (old == idx + 1) return;
+    dp_store_relaxed_uint32_t(&h->node[t], (uint32_t)(idx + 1));
+    dp_a64 *p = pa_node(pa, t, idx);
+    uint64_t w = dp_load_relaxed(p);
+    /* relaxed CASes: RESV orders nothing, it only steers searches */
+    while (w_phase(w) == PH_OPEN && !(w & W_RESV) &&
+           !atomic_compare_exchange_weak_explicit(p, &w, w | W_RESV, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+    if (old && old - 1 < pa->count[t]) {
+        p = pa_node(pa, t, old - 1);
+        w = dp_load_relaxed(p);
+        while (w_phase(w) == PH_OPEN && (w & W_RESV) &&
+               !atomic_compare_exchange_weak_explicit(p, &w, w & ~W_RESV, memory_order_relaxed,
+                                                      memory_order_relaxed))
+            ;
+    }
+}
+
+int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_t *frame) {
+    unsigned t, rs, root = pa->nlevels - 1;
+    if (!pa_target(pa, order, &t, &rs)) return -EINVAL;
+    struct dp_pa_hint *h = &pa->hints[cpu % pa->nhints];
+    uint64_t hv = dp_load_relaxed_uint32_t(&h->node[t]); /* relaxed: a hint, validated by CAS */
+    uint64_t start;
+    if (hv && hv - 1 < pa->count[t]) {
+        if (pa_try_node(pa, t, hv - 1, rs, frame)) return 0;
+        start = hv - 1;
+    } else {
+        hv = 0;
+        start = (uint64_t)(cpu % pa->nhints) * pa->count[t] / pa->nhints;
+    }
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass == 2) {
+            if (t == 0) break; /* closing nodes never makes room inside a leaf */
+            dp_pa_reclaim(pa, owner);
+        }
+        pa_req rq = {t, rs, owner, pass == 0, hv, start};
+        uint64_t node;
+        if (t == root) {
+            if (pa_try_node(pa, root, 0, rs, frame)) return 0;
+            continue;
+        }
+        /* nearby first: the smallest open subtree around start, then larger ones */
+        for (unsigned A = t + 1; A <= root; A++)
+            if (pa_dfs(pa, A, start >> (4 * (A - t)), &rq, &node, frame)) {
+                pa_adopt(pa, h, t, node);
+                return 0;
+            }
+    }
+    return -ENOMEM;
+}
+
+int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order) {
+    unsigned t, rs;
+    if (!pa_target(pa, order, &t, &rs)) return -EINVAL;
+    uint64_t n = 1ull << order;
+    if ((frame & (n - 1)) || frame >= pa->frames || n > pa->frames - frame) return -EINVAL;
+    uint64_t idx = frame >> node_shift(t);
+    unsigned pos = (unsigned)(frame >> child_shift(t)) & (t == 0 ? 31u : 15u);
+    if (idx >= pa->count[t]) return -EINVAL;
+    uint64_t mask = run_mask(t, pos, rs), used = run_used(t, mask);
+    dp_a64 *p = pa_node(pa, t, idx);
+    uint64_t w = dp_load_relaxed(p); /* relaxed: validated by the CAS */
+    for (;;) {
+        if (w_phase(w) != PH_OPEN || (w & mask) != used) return -EINVAL;
+        /* release: pairs with the acquire CAS in pa_try_node that hands them out again */
+        if (dp_cas_release(p, &w, w & ~mask)) return 0;
+    }
+}
+
+unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), void *arg,
+                       uint32_t my_owner) {
+    unsigned n = 0;
+    for (unsigned L = 0; L + 1 < pa->nlevels; L++) {
+        for (uint64_t idx = 0; idx < pa->count[L]; idx++) {
+            dp_a64 *p = pa_node(pa, L, idx);
+            uint64_t w = dp_load_acquire(p); /* acquire: pairs with the dead owner's claim CAS */
+            unsigned ph = w_phase(w);
+            if ((ph != PH_OPENING && ph != PH_CLOSING) || !is_dead(w_owner(w), arg)) continue;
+            /* Claim it, so that a second recoverer cannot repeat the steps. */
+            if (!dp_cas_acq_rel(p, &w, w_mk(ph, my_owner))) continue;
+            dp_a64 *pp = pa_node(pa, L + 1, idx >> 4);
+            unsigned i = (unsigned)(idx & 15);
+            uint64_t pw = dp_load_relaxed(pp);
+            while (ch_state(pw, i) == CH_PART &&
+                   !dp_cas_acq_rel(pp, &pw, pw & ~(3ull << (2 * i))))
+                ;
+            dp_store_release(p, w_mk(PH_IDLE, 0));
+            n++;
+        }
+    }
+    return n;
+}
+
+unsigned dp_pa_max_order(const dp_pa *pa) { return 63u - (unsigned)__builtin_clzll(pa->frames); }
+
+/* ---- walk: statistics and the consistency proof ---------------------- */
+
+typedef struct walk_ctx {
+    dp_pa *pa;
+    dp_pa_walk *out;
+    uint64_t *map;
+    bool (*is_live)(uint32_t, void *);
+    void *arg;
+} walk_ctx;
+
+static void walk_bad(walk_ctx *wc, const char *what, unsigned L, uint64_t idx) {
+    if (!wc->out->bad++)
+        snprintf(wc->out->why, sizeof wc->out->why, "%s (level %u node %llu)", what, L,
+                 (unsigned long long)idx);
+}
+
+static void walk_mark(walk_ctx *wc, uint64_t first, uint64_t n) {
+    if (!wc->map) return;
+    for (uint64_t f = first; f < first + n; f++) wc->map[f / 64] |= 1ull << (f % 64);
+}
+
+static void walk_owned_step(walk_ctx *wc, uint64_t w) {
+    if (wc->is_live && wc->is_live(w_owner(w), wc->arg))
+        wc->out->busy++;
+    else
+        wc->out->orphaned++;
+}
+
+static void walk_largest(walk_ctx *wc, int order) {
+    if (order > wc->out->largest_free_order) wc->out->largest_free_order = order;
+}
+
+/* Returns true when every frame under (L, idx) is free. */
+static bool walk_node(walk_ctx *wc, unsigned L, uint64_t idx) {
+    dp_pa *pa = wc->pa;
+    uint64_t w = dp_load_relaxed(pa_node(pa, L, idx));
+    uint32_t c = (uint32_t)w;
+    uint64_t first = idx << node_shift(L);
+    if (L == 0) {
+        unsigned used = (unsigned)__builtin_popcount(c);
+        wc->out->used_frames += used;
+        wc->out->free_frames += 32 - used;
+        for (int rs = 4; rs >= 0; rs--)
+            if (leaf_find(c, (unsigned)rs) >= 0) {
+                walk_largest(wc, rs);
+                break;
+            }
+        if (wc->map)
+            for (unsigned b = 0; b < 32; b++)
+                if (c & (1u << b)) walk_mark(wc, first + b, 1);
+        return c == 0;
+    }
+    uint32_t effree = 0;
+    unsigned cs = node_shift(L - 1);
+    for (unsigned i = 0; i < 16; i++) {
+        uint64_t ci = idx * 16 + i, lo = ci << cs, n = 1ull << cs;
+        unsigned st = ch_state(c, i);
+        bool present = lo < pa->frames && ci < pa->count[L - 1];
+        if (st == CH_ABSENT) {
+            if (present) walk_bad(wc, "present child marked absent", L, idx);
+            continue;
+        }
+        if (!present) {
+            walk_bad(wc, "child beyond the end not marked absent", L, idx);
+            continue;
+        }
+        uint64_t cw = dp_load_relaxed(pa_node(pa, L - 1, ci));
+        unsigned cph = w_phase(cw);
+        if (st == CH_FREE || st == CH_FULL) {
+            if (cph == PH_OPEN) walk_bad(wc, "open node under a free or full parent", L - 1, ci);
+            else if (cph != PH_IDLE) walk_owned_step(wc, cw);
+            if (st == CH_FREE) {
+                wc->out->free_frames += n;
+                effree |= 1u << (2 * i);
+            } else {
+                wc->out->used_frames += n;
+                walk_mark(wc, lo, n);
+            }
+            continue;
+        }
+        /* PART */
+        if (cph == PH_OPEN) {
+            if (walk_node(wc, L - 1, ci)) effree |= 1u << (2 * i);
+        } else if (cph == PH_IDLE) {
+            walk_bad(wc, "idle node under a part-used parent", L - 1, ci);
+        } else { /* mid open/close: holds nothing (palloc.c rule 6) */
+            walk_owned_step(wc, cw);
+            wc->out->free_frames += n;
+        }
+    }
+    for (int rs = (L == pa->nlevels - 1) ? 4 : 3; rs >= 0; rs--)
+        if (run_find(effree, (unsigned)rs) >= 0) {
+            walk_largest(wc, (int)child_shift(L) + rs);
+            break;
+        }
+    return effree == LO2;
+}
+
+void dp_pa_walk_tree(dp_pa *pa, dp_pa_walk *out, uint64_t *used_map,
+                     bool (*is_live)(uint32_t owner, void *arg), void *arg) {
+    memset(out, 0, sizeof *out);
+    out->largest_free_order = -1;
+    walk_ctx wc = {pa, out, used_map, is_live, arg};
+    unsigned root = pa->nlevels - 1;
+    if (w_phase(dp_load_relaxed(pa_node(pa, root, 0))) != PH_OPEN)
+        walk_bad(&wc, "root not open", root, 0);
+    else if (walk_node(&wc, root, 0))
+        walk_largest(&wc, (int)node_shift(root));
+    if (out->largest_free_order > (int)dp_pa_max_order(pa))
+        out->largest_free_order = (int)dp_pa_max_order(pa);
+    /* I1 the other way: an open word must hang under a PART state. */
+    for (unsigned L = 0; L < root; L++)
+        for (uint64_t idx = 0; idx < pa->count[L]; idx++) {
+            uint64_t w = dp_load_relaxed(pa_node(pa, L, idx));
+            uint64_t pw = dp_load_relaxed(pa_node(pa, L + 1, idx >> 4));
+            if (w_phase(w) == PH_OPEN &&
+                (w_phase(pw) != PH_OPEN || ch_state(pw, (unsigned)(idx & 15)) != CH_PART))
+                walk_bad(&wc, "open node not reachable from the root", L, idx);
+        }
+    if (out->free_frames + out->used_frames != pa->frames && !out->bad)
+        walk_bad(&wc, "free + used != total", root, 0);
+}

@@ -1,0 +1,363 @@
+/*
+ * proc.c -- processes: slots, attachment records, fork, recovery.
+ *
+ * Rules
+ *   1. Every process attached to a pool holds one slot. The slot word holds
+ *      pid, the low 24 bits of the start time and the state, so one CAS
+ *      claims a slot together with its owner's identity; the full start time
+ *      follows in a second word (a reader that sees 0 there uses the 24 bits).
+ *      A slot is dead when /proc/<pid>/stat is gone, shows a zombie, or
+ *      shows another start time (pid reuse).
+ *   2. Each segment attachment is recorded in the slot before the reference
+ *      count is raised (PENDING), marked ACTIVE after, and marked DETACHING
+ *      before the count is lowered. Recovery drops a reference only for
+ *      ACTIVE records: a death between the record step and the count step
+ *      can leak one reference, never drop one twice (leaks are safe;
+ *      dsmpool_check() reports them as a count/record mismatch).
+ *      Records are claimed by CAS (threads of a process share the slot);
+ *      when the inline ones are taken, one-frame overflow blocks are taken
+ *      from the pool and linked by CAS; they go back when the slot is freed.
+ *   3. Recovery claims a dead slot by CAS (state RECOVERING, the recoverer's
+ *      identity in the word), finishes the dead process's half-done allocator
+ *      steps, drops its references, destroys segments it was creating or
+ *      destroying, frees its record blocks and frees the slot. Every step is
+ *      idempotent, so a recoverer that dies is simply recovered in turn.
+ *   4. fork(): a child inherits the dsmpool pointer but not the slot. A
+ *      pthread_atfork child handler bumps dp_fork_epoch; the first call on
+ *      the pool in the child sees the epoch differ (one load) and takes a new
+ *      slot and a reference on every inherited segment, in its own name.
+ *   5. Process-local state: a registry of attached pools (so a second
+ *      detach is recognised without touching freed memory) and a set of
+ *      attached segment objects, each under a mutex; the atfork handlers
+ *      take all of them (registry, then each pool, then the set) so the
+ *      child never inherits a held lock.
+ *
+ * Memory ordering: the slot claim CAS is acq_rel (acquire: pairs with the
+ * release that freed the slot, so the zeroed records are seen; release: the
+ * identity is published). Records are written with release and read by
+ * recovery with acquire.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dp_internal.h"
+#include "dp_os.h"
+
+unsigned dp_fork_epoch = 1;
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
+static dsmpool *reg_head;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void atfork_prepare(void) {
+    pthread_mutex_lock(&reg_lock);
+    for (dsmpool *p = reg_head; p; p = p->reg_next) pthread_mutex_lock(&p->lock);
+    pthread_mutex_lock(&set_lock);
+}
+
+static void atfork_parent(void) {
+    pthread_mutex_unlock(&set_lock);
+    for (dsmpool *p = reg_head; p; p = p->reg_next) pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&reg_lock);
+}
+
+static void atfork_child(void) {
+    dp_fork_epoch++; /* single-threaded here: a plain write is enough */
+    atfork_parent();
+}
+
+static void atfork_install(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+
+void dp_registry_add(dsmpool *pool) {
+    pthread_once(&atfork_once, atfork_install);
+    pthread_mutex_lock(&reg_lock);
+    atomic_store_explicit(&pool->fork_epoch, dp_fork_epoch, memory_order_relaxed);
+    pool->reg_next = reg_head;
+    reg_head = pool;
+    pthread_mutex_unlock(&reg_lock);
+}
+
+bool dp_registry_take(dsmpool *pool) {
+    bool found = false;
+    pthread_mutex_lock(&reg_lock);
+    for (dsmpool **pp = &reg_head; *pp; pp = &(*pp)->reg_next)
+        if (*pp == pool) {
+            *pp = pool->reg_next;
+            found = true;
+            break;
+        }
+    pthread_mutex_unlock(&reg_lock);
+    return found;
+}
+
+/* ---- the set of attached segment objects (open addressing) ------------ */
+
+#define SET_TOMB ((uintptr_t)1)
+static uintptr_t *set_tab;
+static size_t set_cap, set_used;
+
+static size_t set_hash(uintptr_t v) { return (size_t)((v >> 4) * 0x9e3779b97f4a7c15ull); }
+
+static bool set_grow(void) {
+    size_t ncap = set_cap ? set_cap * 2 : 64;
+    uintptr_t *nt = calloc(ncap, sizeof *nt);
+    if (!nt) return false;
+    for (size_t i = 0; i < set_cap; i++) {
+        uintptr_t v = set_tab[i];
+        if (v <= SET_TOMB) continue;
+        size_t j = set_hash(v) & (ncap - 1);
+        while (nt[j]) j = (j + 1) & (ncap - 1);
+        nt[j] = v;
+    }
+    size_t live = 0;
+    for (size_t i = 0; i < ncap; i++) live += nt[i] != 0;
+    free(set_tab);
+    set_tab = nt;
+    set_cap = ncap;
+    set_used = live;
+    return true;
+}
+
+static size_t set_find(uintptr_t v) { /* index of v, or set_cap */
+    if (!set_cap) return 0;
+    for (size_t j = set_hash(v) & (set_cap - 1), k = 0; k < set_cap; k++, j = (j + 1) & (set_cap - 1)) {
+        if (set_tab[j] == v) return j;
+        if (!set_tab[j]) break;
+    }
+    return set_cap;
+}
+
+bool dp_segset_add(struct dsmpool_seg *seg) {
+    uintptr_t v = (uintptr_t)seg;
+    pthread_mutex_lock(&set_lock);
+    bool ok = true;
+    if ((set_used + 1) * 2 > set_cap) ok = set_grow();
+    if (ok) {
+        size_t j = set_hash(v) & (set_cap - 1);
+        while (set_tab[j] > SET_TOMB) j = (j + 1) & (set_cap - 1);
+        if (!set_tab[j]) set_used++;
+        set_tab[j] = v;
+    }
+    pthread_mutex_unlock(&set_lock);
+    return ok;
+}
+
+bool dp_segset_take(struct dsmpool_seg *seg) {
+    pthread_mutex_lock(&set_lock);
+    size_t j = set_find((uintptr_t)seg);
+    bool found = set_cap && j < set_cap;
+    if (found) set_tab[j] = SET_TOMB;
+    pthread_mutex_unlock(&set_lock);
+    return found;
+}
+
+bool dp_segset_has(struct dsmpool_seg *seg) {
+    pthread_mutex_lock(&set_lock);
+    size_t j = set_find((uintptr_t)seg);
+    bool found = set_cap && j < set_cap;
+    pthread_mutex_unlock(&set_lock);
+    return found;
+}
+
+/* ---- slots -------------------------------------------------------------- */
+
+uint32_t dp_owner(const dsmpool *pool) { return pool->slot + 1; }
+
+static bool slot_word_dead(dsmpool *p, uint32_t i, uint64_t w) {
+    unsigned st = DP_SLOT_STATE(w);
+    if (st == DP_SLOT_FREE) return false;
+    pid_t pid = DP_SLOT_PID(w);
+    if (pid <= 0) return true;
+    uint64_t start;
+    bool zombie = false;
+    int r = dp_os_proc_start(pid, &start, &zombie);
+    if (r == -ESRCH) return true;
+    if (r != 0) return !dp_os_pid_alive(pid); /* /proc unreadable: ask kill(0) */
+    if (zombie) return true;
+    uint64_t full = dp_load_relaxed(&p->procs[i].start); /* relaxed: owner-written identity */
+    if (st == DP_SLOT_LIVE && full) return full != start;
+    return (start & 0xffffff) != DP_SLOT_START_LO(w);
+}
+
+bool dp_slot_dead(dsmpool *pool, uint32_t slot) {
+    if (slot >= pool->nprocs) return false;
+    /* acquire: pairs with the claim CAS, so the start word is the owner's */
+    return slot_word_dead(pool, slot, dp_load_acquire(&pool->procs[slot].state));
+}
+
+bool dp_slot_live(dsmpool *pool, uint32_t slot) {
+    if (slot >= pool->nprocs) return false;
+    uint64_t w = dp_load_acquire(&pool->procs[slot].state); /* acquire: pairs with the claim CAS */
+    return DP_SLOT_STATE(w) != DP_SLOT_FREE && !slot_word_dead(pool, slot, w);
+}
+
+int dp_slot_claim(dsmpool *p) {
+    pid_t pid = getpid();
+    uint64_t start = 0;
+    dp_os_proc_start(pid, &start, NULL);
+    for (int round = 0; round < 2; round++) {
+        uint32_t n = p->nprocs, s0 = (uint32_t)pid % n;
+        for (uint32_t k = 0; k < n; k++) {
+            uint32_t i = (s0 + k) % n;
+            dp_proc *sl = &p->procs[i];
+            uint64_t w = dp_load_relaxed(&sl->state); /* relaxed: the CAS validates */
+            if (DP_SLOT_STATE(w) != DP_SLOT_FREE) continue;
+            /* acq_rel: see the file comment */
+            if (!dp_cas_acq_rel(&sl->state, &w, DP_SLOT_WORD(pid, start, DP_SLOT_LIVE))) continue;
+            dp_store_relaxed(&sl->start, start);
+            p->slot = i;
+            p->pid = pid;
+            return 0;
+        }
+        if (round == 0 && dp_recover_all(p) == 0) break;
+    }
+    return dp_fail(-ENOSPC, "all %u process slots are held by live processes; raise max_procs",
+                   p->nprocs);
+}
+
+bool dp_block_ok(const dsmpool *pool, uint64_t off, uint64_t len) {
+    return off % DP_FRAME_SIZE == 0 && off >= pool->geo.data_off &&
+           dp_range_ok(off - pool->geo.data_off, len, pool->geo.data_size);
+}
+
+/* Visit every record word of a slot; stops at a corrupt link. */
+static void slot_records(dsmpool *p, uint32_t slot, void (*fn)(dsmpool *, dp_a64 *, void *),
+                         void *arg) {
+    dp_proc *sl = &p->procs[slot];
+    for (int i = 0; i < DP_REC_INLINE; i++) fn(p, &sl->rec[i], arg);
+    uint64_t off = dp_load_acquire(&sl->overflow); /* acquire: pairs with the linking CAS */
+    for (uint64_t guard = p->geo.data_size / DP_FRAME_SIZE; off && guard; guard--) {
+        if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return;
+        dp_recblk *b = dp_at(p, off);
+        for (unsigned i = 0; i < DP_REC_PER_BLOCK; i++) fn(p, &b->rec[i], arg);
+        off = dp_load_acquire(&b->next); /* acquire: pairs with the linking CAS */
+    }
+}
+
+static bool rec_try(dp_a64 *r, uint64_t rec) {
+    uint64_t z = 0;
+    /* release: recovery (acquire) must see the record once it sees our death */
+    return dp_load_relaxed(r) == 0 && dp_cas_release(r, &z, rec);
+}
+
+dp_a64 *dp_rec_add(dsmpool *p, uint64_t rec) {
+    dp_proc *sl = &p->procs[p->slot];
+    for (int i = 0; i < DP_REC_INLINE; i++)
+        if (rec_try(&sl->rec[i], rec)) return &sl->rec[i];
+    dp_a64 *link = &sl->overflow;
+    for (uint64_t guard = p->geo.data_size / DP_FRAME_SIZE; guard; guard--) {
+        uint64_t off = dp_load_acquire(link); /* acquire: pairs with the linking CAS below */
+        if (off == 0) {
+            uint64_t blk;
+            if (dp_pool_alloc(p, 0, &blk) != 0) return NULL;
+            memset(dp_at(p, DP_BLOCK_OFF(blk)), 0, DP_FRAME_SIZE);
+            uint64_t z = 0;
+            /* release: publishes the zeroed block with its link */
+            if (dp_cas_release(link, &z, DP_BLOCK_OFF(blk))) {
+                off = DP_BLOCK_OFF(blk);
+            } else {
+                dp_pool_free(p, blk);
+                off = z;
+            }
+        }
+        if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return NULL;
+        dp_recblk *b = dp_at(p, off);
+        for (unsigned i = 0; i < DP_REC_PER_BLOCK; i++)
+            if (rec_try(&b->rec[i], rec)) return &b->rec[i];
+        link = &b->next;
+    }
+    return NULL;
+}
+
+void dp_rec_clear(dp_a64 *rec) { dp_store_release(rec, 0); }
+
+/* Free a slot's overflow blocks and clear its records (the slot is ours,
+ * or claimed for recovery: nobody else writes it). */
+static void slot_clear(dsmpool *p, uint32_t slot) {
+    dp_proc *sl = &p->procs[slot];
+    uint64_t off = dp_load_acquire(&sl->overflow); /* acquire: pairs with the linking CAS */
+    dp_store_relaxed(&sl->overflow, 0);
+    for (uint64_t guard = p->geo.data_size / DP_FRAME_SIZE; off && guard; guard--) {
+        if (!dp_block_ok(p, off, DP_FRAME_SIZE)) break;
+        dp_recblk *b = dp_at(p, off);
+        uint64_t next = dp_load_acquire(&b->next);
+        dp_pool_free(p, DP_BLOCK_MK(off, 0));
+        off = next;
+    }
+    for (int i = 0; i < DP_REC_INLINE; i++) dp_store_relaxed(&sl->rec[i], 0);
+    dp_store_relaxed(&sl->start, 0);
+}
+
+void dp_slot_release(dsmpool *p) {
+    slot_clear(p, p->slot);
+    /* release: the cleared records are visible to the next claimer (acquire) */
+    dp_store_release(&p->procs[p->slot].state, DP_SLOT_FREE);
+}
+
+/* Rule 4: the first call in a fork()ed child. Caller holds pool->lock. */
+static int adopt(dsmpool *p) {
+    int r = dp_slot_claim(p);
+    if (r) return r;
+    for (struct dsmpool_seg *s = p->segs_head; s; s = s->next) dp_seg_adopt(p, s);
+    return 0;
+}
+
+int dp_self(dsmpool *pool) {
+    /* acquire: pairs with the release below, so the slot fields are ours */
+    if (atomic_load_explicit(&pool->fork_epoch, memory_order_acquire) == dp_fork_epoch) return 0;
+    pthread_mutex_lock(&pool->lock);
+    int r = 0;
+    if (atomic_load_explicit(&pool->fork_epoch, memory_order_relaxed) != dp_fork_epoch) {
+        r = adopt(pool);
+        if (r == 0) atomic_store_explicit(&pool->fork_epoch, dp_fork_epoch, memory_order_release);
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return r;
+}
+
+/* ---- recovery ----------------------------------------------------------- */
+
+static bool owner_is(uint32_t owner, void *arg) { return owner == *(uint32_t *)arg; }
+
+static void recover_slot(dsmpool *p, uint32_t slot) {
+    uint32_t owner = slot + 1;
+    for (uint32_t s = 0; s < p->nsub; s++) dp_pa_recover(&p->pa[s], owner_is, &owner, owner);
+    dp_seg_recover_slot(p, slot);
+    slot_clear(p, slot);
+}
+
+int dp_recover_all(dsmpool *p) {
+    pid_t me = getpid();
+    uint64_t mystart = 0;
+    dp_os_proc_start(me, &mystart, NULL);
+    int n = 0;
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        dp_proc *sl = &p->procs[i];
+        uint64_t w = dp_load_acquire(&sl->state); /* acquire: pairs with the owner's claim CAS */
+        if (!slot_word_dead(p, i, w)) continue;
+        /* acq_rel: exclusive claim; acquire sees everything the dead owner released */
+        if (!dp_cas_acq_rel(&sl->state, &w, DP_SLOT_WORD(me, mystart, DP_SLOT_RECOVERING)))
+            continue;
+        recover_slot(p, i);
+        dp_store_release(&sl->state, DP_SLOT_FREE); /* release: pairs with the next claim */
+        dp_fetch_add_relaxed(&p->hdr->procs_recovered, 1);
+        n++;
+    }
+    return n;
+}
+
+int dsmpool_recover(dsmpool *pool) {
+    dp_clear_error();
+    if (!pool || pool->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
+    int r = dp_self(pool);
+    if (r) return r;
+    dp_recover_all(pool);
+    return 0;
+}
+
+/* Used by dp_seg_recover_slot through slot_records. */
+void dp_slot_records(dsmpool *p, uint32_t slot, void (*fn)(dsmpool *, dp_a64 *, void *), void *arg) {
+    slot_records(p, slot, fn, arg);
+}

@@ -1,0 +1,686 @@
+/*
+ * region.c -- the shared region: layout, creation, attachment, teardown.
+ *
+ * Rules
+ *   1. The layout is a pure function of (region size, segment capacity,
+ *      process slots, sub-pools, hint lines, nodes): dp_layout. The creator
+ *      computes it and stores its inputs and outputs in the header; an
+ *      attacher recomputes it from the stored inputs and requires every
+ *      output to match, and the region size to equal the real size of the
+ *      object (fstat / IPC_STAT). Only then is any offset used, and only
+ *      from a process-local copy of the header (the shared one could be
+ *      scribbled on later; the copy cannot).
+ *   2. Creation: open the backing object, size it, reserve its memory
+ *      (fallocate, or the hugetlb reservation at mmap/shmget) so exhaustion
+ *      is an error now and never a SIGBUS later, map it at an address aligned
+ *      to map_align (>= 2 MiB, so THP and huge pages line up with the
+ *      allocator's 2 MiB nodes), advise THP, populate in parallel, write the
+ *      tables, and store the magic last (release), so an attacher that reads
+ *      the magic (acquire) sees a complete header.
+ *   3. Huge pages: ON fails with -ENOMEM and a message saying how many pages
+ *      to reserve; TRY retries with base pages and records the fallback.
+ *   4. Every OS call is in os_linux.c behind dp_os.h; on failure everything
+ *      done so far is undone in reverse order (region_undo).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../numa/dp_numa.h"
+#include "dp_internal.h"
+#include "dp_os.h"
+
+#define MIB (1ull << 20)
+#define GIB (1ull << 30)
+
+static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
+
+/* ---- layout ------------------------------------------------------------- */
+
+int dp_layout(const dp_layout_in *in, dp_header *h) {
+    if (!in->region_size || in->region_size % DP_FRAME_SIZE || !in->seg_cap ||
+        in->seg_cap > DP_SEG_MAX || !in->proc_cap || in->proc_cap > DP_PA_OWNER_MAX ||
+        !in->nsub || in->nsub > DSMPOOL_MAX_NODES || !in->nhints || in->nhints > 4096)
+        return -EINVAL;
+    uint64_t off = align_up(sizeof(dp_header), 64);
+    h->region_size = in->region_size;
+    h->proc_off = off;
+    h->proc_cap = in->proc_cap;
+    off = align_up(off + (uint64_t)in->proc_cap * sizeof(dp_proc), 64);
+    h->seg_off = off;
+    h->seg_cap = in->seg_cap;
+    off = align_up(off + in->seg_cap * sizeof(dp_seg_desc), 64);
+    h->nsub = in->nsub;
+    h->nhints = in->nhints;
+    uint64_t fixed = off;
+    if (fixed >= in->region_size) return -ENOSPC;
+    uint64_t hf = DP_HUGE_FRAMES * (uint64_t)DP_FRAME_SIZE;
+    uint64_t data = (in->region_size - align_up(fixed, hf)) / hf * hf;
+    for (;;) {
+        if (data < (uint64_t)in->nsub * hf || data > in->region_size) return -ENOSPC;
+        uint64_t units = data / hf, cur = fixed;
+        for (uint32_t s = 0; s < in->nsub; s++) {
+            uint64_t u = units / in->nsub + (s < units % in->nsub ? 1 : 0);
+            h->sub[s].node = in->nodes[s];
+            h->sub[s].pad = 0;
+            if (dp_pa_layout(u * DP_HUGE_FRAMES, in->nhints, &cur, &h->sub[s].geom) != 0)
+                return -EINVAL;
+        }
+        h->meta_end = cur;
+        h->data_off = align_up(cur, hf);
+        if (h->data_off <= in->region_size && data <= in->region_size - h->data_off) break;
+        data -= hf;
+    }
+    h->data_size = data;
+    uint64_t d = h->data_off;
+    for (uint32_t s = 0; s < in->nsub; s++) {
+        h->sub[s].data_off = d;
+        d += h->sub[s].geom.frames * DP_FRAME_SIZE;
+    }
+    for (uint32_t s = in->nsub; s < DSMPOOL_MAX_NODES; s++) memset(&h->sub[s], 0, sizeof h->sub[s]);
+    return 0;
+}
+
+/* Rule 1: everything an attacher must check before using any offset. */
+static int validate_header(const dp_header *c, size_t real_size) {
+    if (c->magic == 0)
+        return dp_fail(-EAGAIN, "the region has no header yet (still being created?); retry");
+    if (c->magic != DP_MAGIC)
+        return dp_fail(-EPROTO, "not a dsmpool region (magic %016llx)",
+                       (unsigned long long)c->magic);
+    if (c->version != DP_FORMAT_VERSION || c->header_size != sizeof(dp_header))
+        return dp_fail(-EPROTO, "dsmpool format %u (header %u bytes), this library reads %u (%zu)",
+                       c->version, c->header_size, DP_FORMAT_VERSION, sizeof(dp_header));
+    if (c->region_size != real_size)
+        return dp_fail(-EPROTO, "header says %llu bytes but the object has %zu (truncated?)",
+                       (unsigned long long)c->region_size, real_size);
+    if (c->map_align < 2 * MIB || c->map_align > GIB || (c->map_align & (c->map_align - 1)) ||
+        (c->page_size != 4096 && c->page_size != 2 * MIB && c->page_size != GIB) ||
+        c->backing > DSMPOOL_BACKING_SYSV || c->huge_requested > DSMPOOL_HUGE_TRANSPARENT)
+        return dp_fail(-EPROTO, "corrupt header: bad alignment, page size or backing");
+    if (c->nsub < 1 || c->nsub > DSMPOOL_MAX_NODES)
+        return dp_fail(-EPROTO, "corrupt header: %u sub-pools", c->nsub);
+    dp_layout_in in = {c->region_size, c->seg_cap, (uint32_t)c->proc_cap, c->nsub, c->nhints, {0}};
+    if (c->proc_cap > DP_PA_OWNER_MAX) return dp_fail(-EPROTO, "corrupt header: process slots");
+    for (uint32_t s = 0; s < c->nsub; s++) in.nodes[s] = c->sub[s].node;
+    dp_header *want = calloc(1, sizeof *want);
+    if (!want) return dp_fail(-ENOMEM, "out of memory validating the header");
+    int r = dp_layout(&in, want);
+    bool same = r == 0 && want->proc_off == c->proc_off && want->seg_off == c->seg_off &&
+                want->meta_end == c->meta_end && want->data_off == c->data_off &&
+                want->data_size == c->data_size &&
+                memcmp(want->sub, c->sub, sizeof want->sub) == 0;
+    free(want);
+    if (!same)
+        return dp_fail(-EPROTO, "corrupt header: the layout does not match its sizes");
+    return 0;
+}
+
+/* Build the process-local view from a validated copy of the header. */
+static int build_view(dsmpool *p, const dp_header *c) {
+    p->procs = (dp_proc *)(p->base + c->proc_off);
+    p->nprocs = (uint32_t)c->proc_cap;
+    p->segs = (dp_seg_desc *)(p->base + c->seg_off);
+    p->nsegs = c->seg_cap;
+    p->nsub = c->nsub;
+    memcpy(&p->geo, c, sizeof p->geo);
+    p->geo.magic = DP_MAGIC;
+    for (uint32_t s = 0; s < c->nsub; s++)
+        if (dp_pa_view(&p->pa[s], p->base, c->region_size, &c->sub[s].geom) != 0)
+            return dp_fail(-EPROTO, "corrupt header: allocator tree of sub-pool %u", s);
+    return 0;
+}
+
+/* ---- configuration ------------------------------------------------------ */
+
+void dsmpool_config_init(dsmpool_config *cfg) {
+    if (!cfg) return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->size = 256 * MIB;
+    cfg->backing = DSMPOOL_BACKING_ANON;
+    cfg->huge_pages = DSMPOOL_HUGE_OFF;
+    cfg->prefault = true;
+    cfg->mode = 0600;
+}
+
+static int check_name(dsmpool_backing b, const char *name) {
+    if (b == DSMPOOL_BACKING_ANON || b == DSMPOOL_BACKING_MEMFD) {
+        if (name) return dp_fail(-EINVAL, "name must be NULL for %s backing", dsmpool_backing_name(b));
+        return 0;
+    }
+    if (!name || !*name) return dp_fail(-EINVAL, "%s backing needs a name", dsmpool_backing_name(b));
+    size_t n = strlen(name);
+    if (n > DP_NAME_MAX) return dp_fail(-EINVAL, "name longer than %d bytes", DP_NAME_MAX);
+    if (b == DSMPOOL_BACKING_POSIX && (name[0] != '/' || n < 2 || strchr(name + 1, '/')))
+        return dp_fail(-EINVAL, "POSIX name must be \"/something\" with no other '/': \"%s\"", name);
+    return 0;
+}
+
+static size_t huge_size_for(const dsmpool_config *cfg) {
+    return cfg->huge_page_size ? cfg->huge_page_size : dp_os_caps()->huge_default;
+}
+
+/* ---- creation ----------------------------------------------------------- */
+
+typedef struct creating {
+    dsmpool *p;
+    void *va;       /* reservation / mapping */
+    size_t va_len;
+    bool mapped;
+    bool named;     /* a name exists that undo must remove */
+} creating;
+
+static void region_undo(creating *c) {
+    dsmpool *p = c->p;
+    if (c->mapped && p->shmid >= 0) dp_os_sysv_detach(c->va);
+    if (c->va) dp_os_unmap(c->va, c->va_len);
+    if (p->shmid >= 0 && c->named) dp_os_sysv_remove(p->shmid);
+    if (p->fd >= 0) dp_os_close(p->fd);
+    if (c->named && p->backing == DSMPOOL_BACKING_POSIX) {
+        if (p->path[0]) dp_os_file_unlink(p->path);
+        else dp_os_shm_unlink(p->name);
+    }
+    p->fd = p->shmid = -1;
+    c->va = NULL;
+    c->mapped = c->named = false;
+}
+
+static bool posix_name_taken(const char *name) {
+    int fd = dp_os_shm_open(name, false, 0);
+    if (fd >= 0) {
+        dp_os_close(fd);
+        return true;
+    }
+    const dp_caps *caps = dp_os_caps();
+    size_t sizes[2] = {2 * MIB, GIB};
+    for (int i = 0; i < 2; i++) {
+        char dir[4096], path[4096 + 256];
+        if ((i == 0 && !caps->huge_2m) || (i == 1 && !caps->huge_1g)) continue;
+        if (dp_os_hugetlbfs_dir(sizes[i], dir, sizeof dir) != 0) continue;
+        snprintf(path, sizeof path, "%s%s", dir, name);
+        if (access(path, F_OK) == 0) return true;
+    }
+    return false;
+}
+
+/* Open, size, reserve and map the backing object with pages of huge_sz
+ * (0 = base pages). Returns 0 or -errno with a message; undoes itself. */
+static int map_backing(creating *c, const dsmpool_config *cfg, size_t len, size_t align,
+                       size_t huge_sz) {
+    dsmpool *p = c->p;
+    bool thp = cfg->huge_pages == DSMPOOL_HUGE_TRANSPARENT;
+    int r = dp_os_reserve_va(len, align, &c->va);
+    if (r) return dp_fail(r, "cannot reserve %zu bytes of address space", len);
+    c->va_len = len;
+    switch (cfg->backing) {
+    case DSMPOOL_BACKING_ANON:
+        r = dp_os_map_anon_shared(c->va, len, huge_sz);
+        if (r) goto fail_os;
+        c->mapped = true;
+        return 0;
+    case DSMPOOL_BACKING_MEMFD:
+        r = dp_os_memfd("dsmpool", huge_sz);
+        if (r < 0) goto fail_os;
+        p->fd = r;
+        break;
+    case DSMPOOL_BACKING_POSIX:
+        if (posix_name_taken(cfg->name)) {
+            region_undo(c);
+            return dp_fail(-EEXIST, "a pool named %s already exists", cfg->name);
+        }
+        if (huge_sz) {
+            char dir[4096];
+            if (dp_os_hugetlbfs_dir(huge_sz, dir, sizeof dir) != 0) {
+                region_undo(c);
+                return dp_fail(-ENOMEM,
+                               "POSIX pools in huge pages need a writable hugetlbfs mount "
+                               "with pagesize=%zuM; e.g. mount -t hugetlbfs -o pagesize=%zuM "
+                               "none /dev/hugepages",
+                               huge_sz >> 20, huge_sz >> 20);
+            }
+            snprintf(p->path, sizeof p->path, "%s%s", dir, cfg->name);
+            r = dp_os_file_open(p->path, true, cfg->mode);
+        } else {
+            p->path[0] = 0;
+            r = dp_os_shm_open(cfg->name, true, cfg->mode);
+        }
+        if (r < 0) {
+            if (r == -EEXIST) {
+                region_undo(c);
+                return dp_fail(-EEXIST, "a pool named %s already exists", cfg->name);
+            }
+            goto fail_os;
+        }
+        p->fd = r;
+        c->named = true;
+        break;
+    case DSMPOOL_BACKING_SYSV: {
+        int32_t key;
+        dp_os_sysv_key(cfg->name, &key);
+        r = dp_os_sysv_get(key, len, true, cfg->mode, huge_sz);
+        if (r < 0) {
+            if (r == -EEXIST) {
+                region_undo(c);
+                return dp_fail(-EEXIST, "a System V segment with key 0x%x (from \"%s\") exists",
+                               (unsigned)key, cfg->name);
+            }
+            goto fail_os;
+        }
+        p->shmid = r;
+        c->named = true;
+        r = dp_os_sysv_attach(p->shmid, c->va);
+        if (r) goto fail_os;
+        c->mapped = true;
+        return 0;
+    }
+    }
+    /* fd-based: memfd, /dev/shm, hugetlbfs */
+    if ((r = dp_os_truncate(p->fd, len)) != 0) goto fail_os;
+    if (!thp && !huge_sz && (r = dp_os_fallocate(p->fd, len)) != 0) goto fail_os;
+    if ((r = dp_os_map_fd(c->va, len, p->fd)) != 0) goto fail_os; /* hugetlb reserves here */
+    c->mapped = true;
+    return 0;
+fail_os:
+    region_undo(c);
+    return dp_fail(r, "creating the %s region of %zu bytes failed: %s",
+                   dsmpool_backing_name(cfg->backing), len, strerror(-r));
+}
+
+static int huge_message(int r, size_t huge_sz, size_t len) {
+    uint64_t fr = 0, tot = 0;
+    dp_os_huge_counts(huge_sz, &fr, &tot);
+    uint64_t need = (len + huge_sz - 1) / huge_sz;
+    return dp_fail(r == -EINVAL || r == -ENOSPC || r == -ENOMEM ? -ENOMEM : r,
+                   "huge pages unavailable: need %llu pages of %zu kB, %llu free of %llu; "
+                   "reserve them with: echo %llu > /sys/kernel/mm/hugepages/hugepages-%zukB/"
+                   "nr_hugepages (or use DSMPOOL_HUGE_TRY)",
+                   (unsigned long long)need, huge_sz >> 10, (unsigned long long)fr,
+                   (unsigned long long)tot, (unsigned long long)(tot + need - (fr < need ? fr : need)),
+                   huge_sz >> 10);
+}
+
+static void init_header(dsmpool *p, dp_header *h, const dsmpool_config *cfg) {
+    h->version = DP_FORMAT_VERSION;
+    h->header_size = sizeof(dp_header);
+    h->pool_id = dp_os_random64();
+    h->backing = (uint32_t)cfg->backing;
+    h->huge_requested = (uint32_t)cfg->huge_pages;
+    h->mode = cfg->mode ? cfg->mode : 0600;
+    if (cfg->name) snprintf(h->name, sizeof h->name, "%s", cfg->name);
+    (void)p;
+}
+
+int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
+    dp_clear_error();
+    if (!cfg || !out) return dp_fail(-EINVAL, "cfg and out must not be NULL");
+    *out = NULL;
+    if (cfg->size == 0) return dp_fail(-EINVAL, "size 0");
+    if (cfg->size > (1ull << 46)) return dp_fail(-EINVAL, "size %zu is beyond 64 TiB", cfg->size);
+    if ((unsigned)cfg->backing > DSMPOOL_BACKING_SYSV)
+        return dp_fail(-EINVAL, "unknown backing %d", (int)cfg->backing);
+    if ((unsigned)cfg->huge_pages > DSMPOOL_HUGE_TRANSPARENT)
+        return dp_fail(-EINVAL, "unknown huge_pages %d", (int)cfg->huge_pages);
+    if (cfg->mode & ~07777u) return dp_fail(-EINVAL, "mode %o has bits beyond 07777", cfg->mode);
+    if (cfg->map_align && ((cfg->map_align & (cfg->map_align - 1)) || cfg->map_align > GIB))
+        return dp_fail(-EINVAL, "map_align must be a power of two up to 1 GiB");
+    if (cfg->max_procs > DP_PA_OWNER_MAX)
+        return dp_fail(-EINVAL, "max_procs above %u", DP_PA_OWNER_MAX);
+    if (cfg->max_segments > DP_SEG_MAX)
+        return dp_fail(-EINVAL, "max_segments above %u", DP_SEG_MAX);
+    int r = check_name(cfg->backing, cfg->name);
+    if (r) return r;
+    dsmpool_config cfgv = *cfg;
+    if (!cfgv.mode) cfgv.mode = 0600;
+    cfg = &cfgv;
+    const dp_caps *caps = dp_os_caps();
+    bool want_huge = cfg->huge_pages == DSMPOOL_HUGE_ON || cfg->huge_pages == DSMPOOL_HUGE_TRY;
+    size_t huge_sz = want_huge ? huge_size_for(cfg) : 0;
+    if (want_huge && huge_sz != 2 * MIB && huge_sz != GIB)
+        return dp_fail(-EINVAL, "huge_page_size must be 0, 2 MiB or 1 GiB (got %zu)", huge_sz);
+    bool huge_ok = want_huge && ((huge_sz == 2 * MIB && caps->huge_2m) ||
+                                 (huge_sz == GIB && caps->huge_1g));
+    if (want_huge && !huge_ok && cfg->huge_pages == DSMPOOL_HUGE_ON)
+        return dp_fail(-ENOMEM, "this kernel/CPU has no hugetlb pages of %zu kB "
+                       "(/sys/kernel/mm/hugepages/hugepages-%zukB is missing)",
+                       huge_sz >> 10, huge_sz >> 10);
+
+    dsmpool *p = calloc(1, sizeof *p);
+    if (!p) return dp_fail(-ENOMEM, "out of memory");
+    p->fd = p->shmid = -1;
+    p->backing = cfg->backing;
+    if (cfg->name) snprintf(p->name, sizeof p->name, "%s", cfg->name);
+    pthread_mutex_init(&p->lock, NULL);
+
+    dp_header *h = calloc(1, sizeof *h);
+    if (!h) {
+        free(p);
+        return dp_fail(-ENOMEM, "out of memory");
+    }
+    creating c = {p, NULL, 0, false, false};
+    size_t tries[2], page = 4096, len = 0, align = 0;
+    int ntries = 0;
+    if (huge_ok) tries[ntries++] = huge_sz;
+    if (!want_huge || cfg->huge_pages == DSMPOOL_HUGE_TRY) tries[ntries++] = 0;
+    r = 0;
+    for (int i = 0; i < ntries && !c.mapped; i++) {
+        size_t hs = tries[i];
+        page = hs ? hs : 4096;
+        len = align_up(cfg->size, page);
+        align = cfg->map_align ? cfg->map_align : 2 * MIB;
+        if (align < page) align = page;
+        if (align < 2 * MIB) align = 2 * MIB;
+        dp_layout_in in = {len, 0, cfg->max_procs ? cfg->max_procs : 1024, 0, 0, {0}};
+        in.nsub = dp_numa_subpool_nodes(in.nodes, DSMPOOL_MAX_NODES);
+        in.nhints = caps->ncpus_conf < 1 ? 1 : caps->ncpus_conf > 4096 ? 4096 : caps->ncpus_conf;
+        uint64_t est = len / (16 * 1024);
+        in.seg_cap = cfg->max_segments ? cfg->max_segments : (est > 1024 ? est : 1024);
+        if (in.seg_cap > DP_SEG_MAX) in.seg_cap = DP_SEG_MAX;
+        if (dp_layout(&in, h) != 0) {
+            r = dp_fail(-EINVAL, "size %zu is too small for %u sub-pool(s) of 2 MiB plus tables "
+                        "(%llu segments, %u process slots)", cfg->size, in.nsub,
+                        (unsigned long long)in.seg_cap, in.proc_cap);
+            break;
+        }
+        r = map_backing(&c, cfg, len, align, hs);
+        if (r && hs && (r == -ENOMEM || r == -EINVAL || r == -ENOSPC || r == -EPERM))
+            r = huge_message(r, hs, len);
+        if (r && r != -ENOMEM) break; /* only a huge-page shortage is worth a retry */
+    }
+    bool fallback = c.mapped && want_huge && page == 4096;
+    if (!c.mapped) {
+        free(h);
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return r ? r : dp_fail(-ENOMEM, "could not create the region");
+    }
+    p->base = c.va;
+    p->size = len;
+    init_header(p, h, cfg);
+    h->page_size = page;
+    h->huge_pages = page > 4096;
+    h->huge_fallback = fallback;
+    h->map_align = align;
+    if (cfg->huge_pages == DSMPOOL_HUGE_TRANSPARENT)
+        h->thp_advised = dp_os_madvise_hugepage(p->base, len) == 0;
+    if (cfg->prefault) {
+        unsigned t = cfg->prefault_threads ? cfg->prefault_threads : caps->ncpus_online;
+        if (t > 16 && !cfg->prefault_threads) t = 16;
+        r = dp_os_populate(p->base, len, t);
+        if (r) {
+            region_undo(&c);
+            free(h);
+            pthread_mutex_destroy(&p->lock);
+            free(p);
+            return dp_fail(r == -ENOMEM || r == -EFAULT ? -ENOMEM : r,
+                           "prefaulting %zu bytes failed (%s): not enough memory for the region",
+                           len, strerror(-r));
+        }
+        h->prefaulted_bytes = len;
+    }
+    /* The tables: fresh objects are zero, but say so rather than rely on it. */
+    memset(p->base, 0, h->meta_end);
+    memcpy(p->base, h, sizeof *h);
+    p->hdr = (dp_header *)p->base;
+    r = build_view(p, h);
+    free(h);
+    if (r) { /* cannot happen: we just computed it */
+        region_undo(&c);
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return r;
+    }
+    for (uint32_t s = 0; s < p->nsub; s++) dp_pa_format(&p->pa[s]);
+    p->magic = DP_POOL_MAGIC;
+    if ((r = dp_slot_claim(p)) != 0) {
+        region_undo(&c);
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return r;
+    }
+    /* release: pairs with the acquire load of the magic in attach (rule 2) */
+    dp_store_release(&p->hdr->magic, DP_MAGIC);
+    dp_registry_add(p);
+    *out = p;
+    return 0;
+}
+
+/* ---- attachment --------------------------------------------------------- */
+
+static int attach_mapped(dsmpool *p, size_t real) {
+    dp_header *c = malloc(sizeof *c);
+    if (!c) return dp_fail(-ENOMEM, "out of memory");
+    /* acquire: pairs with the creator's release store of the magic */
+    uint64_t magic = dp_load_acquire(&((dp_header *)p->base)->magic);
+    memcpy(c, p->base, sizeof *c);
+    c->magic = magic;
+    int r = validate_header(c, real);
+    if (r == 0) r = build_view(p, c);
+    free(c);
+    if (r) return r;
+    p->hdr = (dp_header *)p->base;
+    p->magic = DP_POOL_MAGIC;
+    if ((r = dp_slot_claim(p)) != 0) {
+        p->magic = 0;
+        return r;
+    }
+    dp_registry_add(p);
+    return 0;
+}
+
+/* Read the header from an fd-backed object, map it aligned, attach. */
+static int attach_fd_common(dsmpool *p) {
+    size_t real;
+    int r = dp_os_fd_size(p->fd, &real);
+    if (r) return dp_fail(r, "fstat failed: %s", strerror(-r));
+    if (real < sizeof(dp_header) || real % 4096)
+        return dp_fail(-EPROTO, "object of %zu bytes cannot be a dsmpool region", real);
+    dp_header hc;
+    ssize_t n = pread(p->fd, &hc, sizeof hc, 0);
+    if (n != (ssize_t)sizeof hc) {
+        /* hugetlbfs does not support read(): map the first huge page instead. */
+        size_t first = real < GIB ? real : GIB;
+        void *tmp;
+        if ((r = dp_os_reserve_va(first, 2 * MIB, &tmp)) != 0) return dp_fail(r, "mmap failed");
+        if (dp_os_map_fd(tmp, first, p->fd) != 0) {
+            dp_os_unmap(tmp, first);
+            return dp_fail(-EPROTO, "cannot read the header");
+        }
+        memcpy(&hc, tmp, sizeof hc);
+        dp_os_unmap(tmp, first);
+    }
+    /* Checked on a copy to learn the alignment, and again once mapped. */
+    if ((r = validate_header(&hc, real)) != 0) return r;
+    size_t align = hc.map_align;
+    void *va;
+    if ((r = dp_os_reserve_va(real, align, &va)) != 0) return dp_fail(r, "cannot reserve address space");
+    if ((r = dp_os_map_fd(va, real, p->fd)) != 0) {
+        dp_os_unmap(va, real);
+        return dp_fail(r, "mmap of the region failed: %s", strerror(-r));
+    }
+    p->base = va;
+    p->size = real;
+    if ((r = attach_mapped(p, real)) != 0) {
+        dp_os_unmap(va, real);
+        p->base = NULL;
+    }
+    return r;
+}
+
+static dsmpool *pool_new(void) {
+    dsmpool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->fd = p->shmid = -1;
+    pthread_mutex_init(&p->lock, NULL);
+    return p;
+}
+
+static void pool_free(dsmpool *p) {
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+int dsmpool_attach(const char *name, dsmpool **out) {
+    dp_clear_error();
+    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
+    *out = NULL;
+    if (!name || !*name) return dp_fail(-EINVAL, "name must not be empty");
+    if (strlen(name) > DP_NAME_MAX) return dp_fail(-EINVAL, "name too long");
+    dsmpool *p = pool_new();
+    if (!p) return dp_fail(-ENOMEM, "out of memory");
+    snprintf(p->name, sizeof p->name, "%s", name);
+    int r;
+    if (name[0] == '/') {
+        p->backing = DSMPOOL_BACKING_POSIX;
+        if (check_name(DSMPOOL_BACKING_POSIX, name)) {
+            pool_free(p);
+            return -EINVAL;
+        }
+        r = dp_os_shm_open(name, false, 0);
+        if (r == -ENOENT) { /* huge-page pools live in hugetlbfs */
+            size_t sizes[2] = {2 * MIB, GIB};
+            for (int i = 0; i < 2 && r == -ENOENT; i++) {
+                char dir[4096];
+                if (dp_os_hugetlbfs_dir(sizes[i], dir, sizeof dir) != 0) continue;
+                snprintf(p->path, sizeof p->path, "%s%s", dir, name);
+                r = dp_os_file_open(p->path, false, 0);
+                if (r < 0) p->path[0] = 0;
+            }
+        }
+        if (r < 0) {
+            pool_free(p);
+            return r == -ENOENT ? dp_fail(-ENOENT, "no pool named %s", name)
+                                : dp_fail(r, "opening %s failed: %s", name, strerror(-r));
+        }
+        p->fd = r;
+        if ((r = attach_fd_common(p)) != 0) {
+            dp_os_close(p->fd);
+            pool_free(p);
+            return r;
+        }
+    } else {
+        p->backing = DSMPOOL_BACKING_SYSV;
+        int32_t key;
+        dp_os_sysv_key(name, &key);
+        r = dp_os_sysv_get(key, 0, false, 0, 0);
+        if (r < 0) {
+            pool_free(p);
+            return r == -ENOENT ? dp_fail(-ENOENT, "no System V pool with key 0x%x (\"%s\")",
+                                          (unsigned)key, name)
+                                : dp_fail(r, "shmget failed: %s", strerror(-r));
+        }
+        p->shmid = r;
+        size_t real;
+        void *va = NULL;
+        if ((r = dp_os_sysv_size(p->shmid, &real)) != 0 || real < sizeof(dp_header)) {
+            pool_free(p);
+            return r ? dp_fail(r, "IPC_STAT failed") : dp_fail(-EPROTO, "segment too small");
+        }
+        /* The alignment is in the header: map once anywhere to read it. */
+        size_t align = GIB;
+        if ((r = dp_os_reserve_va(real, align, &va)) == 0 &&
+            (r = dp_os_sysv_attach(p->shmid, va)) == 0) {
+            p->base = va;
+            p->size = real;
+            r = attach_mapped(p, real);
+            if (r) dp_os_sysv_detach(va);
+        }
+        if (r) {
+            if (va) dp_os_unmap(va, real);
+            pool_free(p);
+            return r;
+        }
+    }
+    *out = p;
+    return 0;
+}
+
+int dsmpool_attach_fd(int fd, dsmpool **out) {
+    dp_clear_error();
+    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
+    *out = NULL;
+    if (fd < 0) return dp_fail(-EINVAL, "bad file descriptor %d", fd);
+    dsmpool *p = pool_new();
+    if (!p) return dp_fail(-ENOMEM, "out of memory");
+    p->backing = DSMPOOL_BACKING_MEMFD;
+    int r = dp_os_dup(fd);
+    if (r < 0) {
+        pool_free(p);
+        return dp_fail(r == -EBADF ? -EINVAL : r, "cannot use fd %d: %s", fd, strerror(-r));
+    }
+    p->fd = r;
+    if ((r = attach_fd_common(p)) != 0) {
+        dp_os_close(p->fd);
+        pool_free(p);
+        return r;
+    }
+    *out = p;
+    return 0;
+}
+
+int dsmpool_fd(const dsmpool *pool) {
+    if (!pool || pool->magic != DP_POOL_MAGIC) return -1;
+    return pool->fd;
+}
+
+/* ---- teardown ----------------------------------------------------------- */
+
+static int pool_leave(dsmpool *p) {
+    /* Detach segments and release the slot (the child of a fork that never
+     * used the pool holds neither: it only unmaps). */
+    bool mine = p->fork_epoch == dp_fork_epoch;
+    dp_seg_unmap_all(p, mine);
+    if (mine) dp_slot_release(p);
+    if (p->shmid >= 0)
+        dp_os_sysv_detach(p->base);
+    dp_os_unmap(p->base, p->size);
+    if (p->fd >= 0) dp_os_close(p->fd);
+    p->magic = DP_POOL_DEAD;
+    pool_free(p);
+    return 0;
+}
+
+int dsmpool_detach(dsmpool *pool) {
+    dp_clear_error();
+    if (!pool) return dp_fail(-EINVAL, "pool is NULL");
+    if (!dp_registry_take(pool))
+        return dp_fail(-EINVAL, "not an attached pool (already detached?)");
+    return pool_leave(pool);
+}
+
+int dsmpool_destroy(dsmpool *pool) {
+    dp_clear_error();
+    if (!pool) return dp_fail(-EINVAL, "pool is NULL");
+    if (!dp_registry_take(pool))
+        return dp_fail(-EINVAL, "not an attached pool (already detached?)");
+    dp_store_release(&pool->hdr->destroyed, 1); /* release: pairs with attach-by-handle's acquire */
+    /* Fallback segments are named objects of their own: remove their names. */
+    for (uint64_t i = 0; i < pool->nsegs; i++) {
+        uint64_t w = dp_load_acquire(&pool->segs[i].state); /* acquire: pairs with create's LIVE CAS */
+        if (DP_SEG_ST(w) == DP_SEG_FREE) continue;
+        if (dp_load_relaxed(&pool->segs[i].block) != DP_BLOCK_FALLBACK) continue;
+        char nm[96];
+        dp_fallback_name(pool, i, DP_SEG_GEN(w), nm, sizeof nm);
+        dp_os_shm_unlink(nm);
+    }
+    int r = 0;
+    if (pool->backing == DSMPOOL_BACKING_POSIX) {
+        r = pool->path[0] ? dp_os_file_unlink(pool->path) : dp_os_shm_unlink(pool->name);
+        if (r == -ENOENT) r = 0; /* someone else destroyed it first */
+    } else if (pool->backing == DSMPOOL_BACKING_SYSV && pool->shmid >= 0) {
+        r = dp_os_sysv_remove(pool->shmid);
+        if (r == -EINVAL || r == -EIDRM) r = 0;
+    }
+    int r2 = pool_leave(pool);
+    if (r) return dp_fail(r, "removing the region's name failed: %s", strerror(-r));
+    return r2;
+}
+
+int dsmpool_prefault(dsmpool *pool) {
+    dp_clear_error();
+    if (!pool || pool->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
+    unsigned t = dp_os_caps()->ncpus_online;
+    int r = dp_os_populate(pool->base, pool->size, t > 16 ? 16 : t);
+    return r ? dp_fail(r, "populate failed: %s", strerror(-r)) : 0;
+}

@@ -1,0 +1,472 @@
+/*
+ * segment.c -- segments: DSM-like blocks with handles, references and pins.
+ *
+ * Rules
+ *   1. A descriptor goes FREE(g) -> INIT(g+1) -> LIVE(g+1) -> DYING(g+1) ->
+ *      FREE(g+1), each arrow one CAS on its state word (or a release store
+ *      by the one process that owns it in INIT/DYING). In INIT and DYING the
+ *      count field names the owner slot, so recovery can finish the job of a
+ *      creator or destroyer that died.
+ *   2. Handle = generation << 32 | (index + 1): 0 is never a handle, and a
+ *      handle whose generation is not the descriptor's is stale (-ESTALE),
+ *      even after the index is reused.
+ *   3. Create: claim a FREE descriptor (next-fit from a shared cursor), take
+ *      a block from the pool (the calling CPU's sub-pool first), or create an
+ *      OS segment (POSIX shm named after the pool id, index and generation,
+ *      so any process of the pool, and recovery, can find it); write block,
+ *      size, flags; record the attachment (proc.c rule 2); CAS INIT -> LIVE
+ *      with count 1 (release: publishes block and size).
+ *   4. Attach: record, then CAS count + 1 if LIVE with the same generation
+ *      (acquire: pairs with 3's release). A pool block's address is base +
+ *      offset, checked against the data range; an OS segment is mapped by
+ *      name.
+ *   5. Detach: mark the record, then CAS count - 1; the last reference of an
+ *      unpinned segment turns it DYING in the same CAS, and its owner frees
+ *      the block (or unlinks the OS name) and stores FREE.
+ *   6. Pin sets a bit that keeps a LIVE segment alive at count 0; unpin
+ *      clears it and destroys the segment if nobody is attached.
+ *
+ * Memory ordering: the LIVE CAS is release and every attach CAS acquire, so
+ * block/size are seen by attachers; reference drops are acq_rel so that all
+ * writes into the segment happen before the destroyer hands the block back
+ * (and the allocator's own release/acquire carries that to the next owner).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../numa/dp_numa.h"
+#include "dp_internal.h"
+#include "dp_os.h"
+
+#define SEG_KNOWN_FLAGS (DSMPOOL_SEG_NO_FALLBACK)
+#define SEG_COUNT_ONE (1ull << 3)
+#define SEG_PIN_BIT (1ull << 2)
+
+/* ---- pool blocks: the allocator of every sub-pool -------------------- */
+
+int dp_pool_alloc(dsmpool *p, unsigned order, uint64_t *block) {
+    unsigned cpu = dp_numa_cpu();
+    int err = -ENOMEM;
+    for (uint32_t k = 0; k < p->nsub; k++) {
+        uint64_t frame;
+        int r = dp_pa_alloc(&p->pa[k], order, dp_owner(p), cpu, &frame);
+        if (r == 0) {
+            *block = DP_BLOCK_MK(p->geo.sub[k].data_off + frame * DP_FRAME_SIZE, order);
+            return 0;
+        }
+        if (r != -EINVAL) err = r;
+    }
+    return err;
+}
+
+int dp_pool_free(dsmpool *p, uint64_t block) {
+    uint64_t off = DP_BLOCK_OFF(block);
+    unsigned order = DP_BLOCK_ORDER(block);
+    for (uint32_t k = 0; k < p->nsub; k++) {
+        uint64_t lo = p->geo.sub[k].data_off, n = p->geo.sub[k].geom.frames;
+        if (off >= lo && (off - lo) / DP_FRAME_SIZE < n)
+            return dp_pa_free(&p->pa[k], (off - lo) / DP_FRAME_SIZE, order);
+    }
+    return -EINVAL;
+}
+
+/* ---- descriptors -------------------------------------------------------- */
+
+void dp_fallback_name(const dsmpool *pool, uint64_t idx, uint32_t gen, char *buf, size_t n) {
+    snprintf(buf, n, "/dsmpool.%016llx.%llu.%u", (unsigned long long)pool->geo.pool_id,
+             (unsigned long long)idx, gen);
+}
+
+static int seg_claim(dsmpool *p, uint64_t *idx, uint32_t *gen) {
+    uint64_t n = p->nsegs;
+    uint64_t start = dp_fetch_add_relaxed(&p->hdr->seg_cursor, 1) % n; /* relaxed: a hint */
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t i = start + k < n ? start + k : start + k - n;
+        dp_seg_desc *d = &p->segs[i];
+        uint64_t w = dp_load_relaxed(&d->state); /* relaxed: the CAS validates */
+        if (DP_SEG_ST(w) != DP_SEG_FREE) continue;
+        uint32_t g = DP_SEG_GEN(w) + 1;
+        /* acq_rel: acquire pairs with the FREE store of the last destroyer */
+        if (dp_cas_acq_rel(&d->state, &w, DP_SEG_WORD(g, p->slot + 1, 0, DP_SEG_INIT))) {
+            *idx = i;
+            *gen = g;
+            return 0;
+        }
+    }
+    return dp_fail(-ENOSPC, "all %llu segment descriptors are in use; raise max_segments",
+                   (unsigned long long)n);
+}
+
+/* Rule 5's second half: free what the descriptor holds, then FREE it. */
+static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen) {
+    dp_seg_desc *d = &p->segs[idx];
+    uint64_t blk = dp_load_relaxed(&d->block); /* relaxed: we own the descriptor */
+    if (blk == DP_BLOCK_FALLBACK || blk == 0) {
+        /* 0: a creator died before recording; its OS object may exist */
+        char nm[96];
+        dp_fallback_name(p, idx, gen, nm, sizeof nm);
+        dp_os_shm_unlink(nm);
+    } else if (dp_block_ok(p, DP_BLOCK_OFF(blk), (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk))) {
+        dp_pool_free(p, blk);
+    }
+    dp_store_relaxed(&d->block, 0);
+    dp_store_relaxed(&d->size, 0);
+    /* release: pairs with the acq_rel claim of the next creator */
+    dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
+}
+
+int dp_seg_ref_drop(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t slot) {
+    dp_seg_desc *d = &p->segs[idx];
+    uint64_t w = dp_load_relaxed(&d->state); /* relaxed: the CAS validates */
+    for (;;) {
+        if (DP_SEG_GEN(w) != gen || DP_SEG_ST(w) != DP_SEG_LIVE || DP_SEG_COUNT(w) == 0)
+            return -ESTALE;
+        bool last = DP_SEG_COUNT(w) == 1 && !DP_SEG_PINNED(w);
+        uint64_t nw = last ? DP_SEG_WORD(gen, slot + 1, 0, DP_SEG_DYING) : w - SEG_COUNT_ONE;
+        /* acq_rel: release our writes to the segment; the destroyer acquires all */
+        if (dp_cas_acq_rel(&d->state, &w, nw)) {
+            if (last) seg_destroy(p, idx, gen);
+            return 0;
+        }
+    }
+}
+
+/* Record, then count (proc.c rule 2). */
+static int seg_ref(dsmpool *p, uint64_t idx, uint32_t gen, dp_a64 **recp) {
+    dp_a64 *rec = dp_rec_add(p, DP_REC(gen, idx, DP_REC_PENDING));
+    if (!rec)
+        return dp_fail(-ENOSPC, "no memory left in the pool for an attachment record");
+    dp_seg_desc *d = &p->segs[idx];
+    uint64_t w = dp_load_relaxed(&d->state); /* relaxed: the CAS validates */
+    for (;;) {
+        int bad = 0;
+        if (DP_SEG_GEN(w) != gen)
+            bad = (int32_t)(gen - DP_SEG_GEN(w)) > 0 ? -ENOENT : -ESTALE;
+        else if (DP_SEG_ST(w) == DP_SEG_INIT)
+            bad = -ENOENT;
+        else if (DP_SEG_ST(w) != DP_SEG_LIVE)
+            bad = -ESTALE;
+        else if (DP_SEG_COUNT(w) >= DP_SEG_COUNT_MAX - 1)
+            bad = -ENOSPC;
+        if (bad) {
+            dp_rec_clear(rec);
+            return bad == -ESTALE ? dp_fail(bad, "segment %016llx was destroyed",
+                                            (unsigned long long)DP_HANDLE(gen, idx))
+                   : bad == -ENOENT ? dp_fail(bad, "no segment %016llx",
+                                              (unsigned long long)DP_HANDLE(gen, idx))
+                                    : dp_fail(bad, "too many references to one segment");
+        }
+        /* acquire: pairs with the release LIVE CAS in create (block, size) */
+        if (dp_cas_acquire(&d->state, &w, w + SEG_COUNT_ONE)) break;
+    }
+    dp_store_release(rec, DP_REC(gen, idx, DP_REC_ACTIVE)); /* release: for recovery */
+    *recp = rec;
+    return 0;
+}
+
+static void seg_unref(dsmpool *p, struct dsmpool_seg *s) {
+    if (!s->rec) return;
+    uint64_t idx = DP_HANDLE_IDX(s->handle);
+    uint32_t gen = DP_HANDLE_GEN(s->handle);
+    dp_store_release(s->rec, DP_REC(gen, idx, DP_REC_DETACHING)); /* release: for recovery */
+    dp_seg_ref_drop(p, idx, gen, p->slot);
+    dp_rec_clear(s->rec);
+    s->rec = NULL;
+}
+
+/* ---- OS fallback segments ---------------------------------------------- */
+
+static int fallback_map(dsmpool *p, uint64_t idx, uint32_t gen, size_t size, bool create,
+                        void **addr) {
+    char nm[96];
+    dp_fallback_name(p, idx, gen, nm, sizeof nm);
+    int fd = dp_os_shm_open(nm, create, p->geo.mode ? p->geo.mode : 0600);
+    if (fd < 0) return fd;
+    int r = 0;
+    size_t have = 0;
+    if (create) {
+        if ((r = dp_os_truncate(fd, size)) == 0) r = dp_os_fallocate(fd, size);
+    } else if ((r = dp_os_fd_size(fd, &have)) == 0 && have < size) {
+        r = -EPROTO;
+    }
+    void *va = NULL;
+    if (r == 0 && (r = dp_os_reserve_va(size, 2u << 20, &va)) == 0 &&
+        (r = dp_os_map_fd(va, size, fd)) != 0)
+        dp_os_unmap(va, size);
+    dp_os_close(fd);
+    if (r) {
+        if (create) dp_os_shm_unlink(nm);
+        return r;
+    }
+    *addr = va;
+    return 0;
+}
+
+/* Rule 4, second half: find the memory of a referenced segment. */
+static int seg_map(dsmpool *p, uint64_t idx, uint32_t gen, struct dsmpool_seg *s) {
+    dp_seg_desc *d = &p->segs[idx];
+    uint64_t blk = dp_load_relaxed(&d->block); /* relaxed: ordered by seg_ref's acquire */
+    uint64_t size = dp_load_relaxed(&d->size);
+    s->handle = DP_HANDLE(gen, idx);
+    if (blk == DP_BLOCK_FALLBACK) {
+        if (size == 0 || size > (1ull << 46))
+            return dp_fail(-EPROTO, "corrupt segment descriptor %llu", (unsigned long long)idx);
+        int r = fallback_map(p, idx, gen, size, false, &s->addr);
+        if (r)
+            return dp_fail(r == -ENOENT ? -ESTALE : r,
+                           "OS segment of %016llx cannot be mapped: %s (pool destroyed?)",
+                           (unsigned long long)s->handle, strerror(-r));
+        s->fallback = true;
+    } else {
+        uint64_t bytes = (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31);
+        if (DP_BLOCK_ORDER(blk) > 36 || size != bytes || !dp_block_ok(p, DP_BLOCK_OFF(blk), bytes))
+            return dp_fail(-EPROTO, "corrupt segment descriptor %llu", (unsigned long long)idx);
+        s->addr = dp_at(p, DP_BLOCK_OFF(blk));
+        s->fallback = false;
+    }
+    s->size = size;
+    return 0;
+}
+
+static void seg_link(dsmpool *p, struct dsmpool_seg *s) {
+    s->magic = DP_SEGOBJ_MAGIC;
+    s->pool = p;
+    pthread_mutex_lock(&p->lock);
+    s->prev = NULL;
+    s->next = p->segs_head;
+    if (p->segs_head) p->segs_head->prev = s;
+    p->segs_head = s;
+    pthread_mutex_unlock(&p->lock);
+}
+
+static void seg_unlink(dsmpool *p, struct dsmpool_seg *s) {
+    pthread_mutex_lock(&p->lock);
+    if (s->prev) s->prev->next = s->next;
+    else p->segs_head = s->next;
+    if (s->next) s->next->prev = s->prev;
+    pthread_mutex_unlock(&p->lock);
+}
+
+static void seg_free_obj(struct dsmpool_seg *s) {
+    if (s->fallback && s->addr) dp_os_unmap(s->addr, s->size);
+    s->magic = DP_SEGOBJ_DEAD;
+    free(s);
+}
+
+static int pool_ok(dsmpool *pool) {
+    if (!pool || pool->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
+    return dp_self(pool);
+}
+
+static int handle_ok(dsmpool *pool, dsmpool_handle h) {
+    if (h == 0) return dp_fail(-EINVAL, "handle 0 is never valid");
+    if ((h & 0xc0000000u) || DP_HANDLE_IDX(h) >= pool->nsegs)
+        return dp_fail(-EINVAL, "%016llx is not a segment handle of this pool",
+                       (unsigned long long)h);
+    return 0;
+}
+
+int dsmpool_seg_create(dsmpool *pool, size_t size, unsigned flags, dsmpool_seg **out) {
+    dp_clear_error();
+    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
+    *out = NULL;
+    int r = pool_ok(pool);
+    if (r) return r;
+    if (size == 0) return dp_fail(-EINVAL, "size 0");
+    if (size > (1ull << 46)) return dp_fail(-EINVAL, "size %zu is beyond 64 TiB", size);
+    if (flags & ~SEG_KNOWN_FLAGS) return dp_fail(-EINVAL, "unknown flags 0x%x", flags & ~SEG_KNOWN_FLAGS);
+    struct dsmpool_seg *s = calloc(1, sizeof *s);
+    if (!s) return dp_fail(-ENOMEM, "out of memory");
+    uint64_t idx = 0;
+    uint32_t gen = 0;
+    if ((r = seg_claim(pool, &idx, &gen)) != 0) {
+        free(s);
+        return r;
+    }
+    dp_seg_desc *d = &pool->segs[idx];
+    unsigned order = size <= DP_FRAME_SIZE ? 0 : 64u - (unsigned)__builtin_clzll(size - 1) - DP_FRAME_SHIFT;
+    uint64_t blk, bytes;
+    r = dp_pool_alloc(pool, order, &blk);
+    if (r == 0) {
+        bytes = (uint64_t)DP_FRAME_SIZE << order;
+        s->addr = dp_at(pool, DP_BLOCK_OFF(blk));
+    } else if (!(flags & DSMPOOL_SEG_NO_FALLBACK)) {
+        bytes = (size + DP_FRAME_SIZE - 1) & ~(uint64_t)(DP_FRAME_SIZE - 1);
+        blk = DP_BLOCK_FALLBACK;
+        /* The descriptor says FALLBACK before the name exists: recovery of a
+         * creator that dies in between unlinks a name that may not exist. */
+        dp_store_relaxed(&d->block, blk);
+        r = fallback_map(pool, idx, gen, bytes, true, &s->addr);
+        if (r) {
+            dp_store_relaxed(&d->block, 0);
+            dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
+            free(s);
+            return dp_fail(-ENOSPC, "the pool cannot serve %zu bytes and the OS fallback "
+                           "failed: %s", size, strerror(-r));
+        }
+        s->fallback = true;
+        dp_fetch_add_relaxed(&pool->hdr->fallback_created, 1);
+    } else {
+        dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
+        free(s);
+        return dp_fail(-ENOSPC, "the pool has no free block of %llu bytes for %zu bytes "
+                       "(DSMPOOL_SEG_NO_FALLBACK)", (unsigned long long)DP_FRAME_SIZE << order, size);
+    }
+    dp_store_relaxed(&d->block, blk);
+    dp_store_relaxed(&d->size, bytes);
+    dp_store_relaxed(&d->flags, flags);
+    s->size = bytes;
+    s->handle = DP_HANDLE(gen, idx);
+    dp_a64 *rec = dp_rec_add(pool, DP_REC(gen, idx, DP_REC_PENDING));
+    uint64_t w = DP_SEG_WORD(gen, pool->slot + 1, 0, DP_SEG_INIT);
+    /* release: publishes block/size/flags to attachers (their acquire CAS) */
+    if (!rec || !dp_cas_release(&d->state, &w, DP_SEG_WORD(gen, 1, 0, DP_SEG_LIVE))) {
+        if (rec) dp_rec_clear(rec);
+        if (s->fallback) dp_os_unmap(s->addr, bytes);
+        seg_destroy(pool, idx, gen);
+        free(s);
+        return dp_fail(-ENOSPC, "no memory left in the pool for an attachment record");
+    }
+    dp_store_release(rec, DP_REC(gen, idx, DP_REC_ACTIVE)); /* release: for recovery */
+    s->rec = rec;
+    seg_link(pool, s);
+    if (!dp_segset_add(s)) {
+        seg_unlink(pool, s);
+        seg_unref(pool, s);
+        seg_free_obj(s);
+        return dp_fail(-ENOMEM, "out of memory");
+    }
+    *out = s;
+    return 0;
+}
+
+int dsmpool_seg_attach(dsmpool *pool, dsmpool_handle h, dsmpool_seg **out) {
+    dp_clear_error();
+    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
+    *out = NULL;
+    int r = pool_ok(pool);
+    if (r || (r = handle_ok(pool, h)) != 0) return r;
+    struct dsmpool_seg *s = calloc(1, sizeof *s);
+    if (!s) return dp_fail(-ENOMEM, "out of memory");
+    uint64_t idx = DP_HANDLE_IDX(h);
+    uint32_t gen = DP_HANDLE_GEN(h);
+    if ((r = seg_ref(pool, idx, gen, &s->rec)) != 0) {
+        free(s);
+        return r;
+    }
+    if ((r = seg_map(pool, idx, gen, s)) != 0) {
+        seg_unref(pool, s);
+        free(s);
+        return r;
+    }
+    seg_link(pool, s);
+    if (!dp_segset_add(s)) {
+        seg_unlink(pool, s);
+        seg_unref(pool, s);
+        seg_free_obj(s);
+        return dp_fail(-ENOMEM, "out of memory");
+    }
+    *out = s;
+    return 0;
+}
+
+int dsmpool_seg_detach(dsmpool_seg *seg) {
+    dp_clear_error();
+    if (!seg) return dp_fail(-EINVAL, "seg is NULL");
+    if (!dp_segset_take(seg)) return dp_fail(-EINVAL, "not an attached segment (detached twice?)");
+    dsmpool *p = seg->pool;
+    int r = dp_self(p); /* a fork()ed child adopts the segment first */
+    seg_unlink(p, seg);
+    if (r == 0) seg_unref(p, seg);
+    seg_free_obj(seg);
+    return r;
+}
+
+void dp_seg_adopt(dsmpool *p, struct dsmpool_seg *s) {
+    dp_a64 *rec;
+    s->rec = NULL;
+    if (seg_ref(p, DP_HANDLE_IDX(s->handle), DP_HANDLE_GEN(s->handle), &rec) == 0) s->rec = rec;
+}
+
+void dp_seg_unmap_all(dsmpool *p, bool drop_refs) {
+    pthread_mutex_lock(&p->lock);
+    struct dsmpool_seg *s = p->segs_head;
+    p->segs_head = NULL;
+    pthread_mutex_unlock(&p->lock);
+    while (s) {
+        struct dsmpool_seg *next = s->next;
+        dp_segset_take(s);
+        if (drop_refs) seg_unref(p, s);
+        seg_free_obj(s);
+        s = next;
+    }
+}
+
+int dsmpool_seg_pin(dsmpool_seg *seg) {
+    dp_clear_error();
+    if (!seg || !dp_segset_has(seg)) return dp_fail(-EINVAL, "not an attached segment");
+    dsmpool *p = seg->pool;
+    int r = dp_self(p);
+    if (r) return r;
+    dp_seg_desc *d = &p->segs[DP_HANDLE_IDX(seg->handle)];
+    uint32_t gen = DP_HANDLE_GEN(seg->handle);
+    uint64_t w = dp_load_relaxed(&d->state);
+    for (;;) {
+        if (DP_SEG_GEN(w) != gen || DP_SEG_ST(w) != DP_SEG_LIVE)
+            return dp_fail(-ESTALE, "segment was destroyed");
+        if (DP_SEG_PINNED(w)) return dp_fail(-EALREADY, "segment is already pinned");
+        if (dp_cas_acq_rel(&d->state, &w, w | SEG_PIN_BIT)) return 0; /* acq_rel: state change */
+    }
+}
+
+int dsmpool_seg_unpin(dsmpool *pool, dsmpool_handle h) {
+    dp_clear_error();
+    int r = pool_ok(pool);
+    if (r || (r = handle_ok(pool, h)) != 0) return r;
+    uint64_t idx = DP_HANDLE_IDX(h);
+    uint32_t gen = DP_HANDLE_GEN(h);
+    dp_seg_desc *d = &pool->segs[idx];
+    uint64_t w = dp_load_relaxed(&d->state);
+    for (;;) {
+        if (DP_SEG_GEN(w) != gen || DP_SEG_ST(w) != DP_SEG_LIVE)
+            return dp_fail(-ESTALE, "segment %016llx was destroyed", (unsigned long long)h);
+        if (!DP_SEG_PINNED(w)) return dp_fail(-EINVAL, "segment %016llx is not pinned", (unsigned long long)h);
+        bool last = DP_SEG_COUNT(w) == 0;
+        uint64_t nw = last ? DP_SEG_WORD(gen, pool->slot + 1, 0, DP_SEG_DYING) : w & ~SEG_PIN_BIT;
+        if (dp_cas_acq_rel(&d->state, &w, nw)) { /* acq_rel: as in dp_seg_ref_drop */
+            if (last) seg_destroy(pool, idx, gen);
+            return 0;
+        }
+    }
+}
+
+dsmpool_handle dsmpool_seg_handle(const dsmpool_seg *seg) { return seg ? seg->handle : 0; }
+void *dsmpool_seg_address(const dsmpool_seg *seg) { return seg ? seg->addr : NULL; }
+size_t dsmpool_seg_size(const dsmpool_seg *seg) { return seg ? seg->size : 0; }
+bool dsmpool_seg_is_fallback(const dsmpool_seg *seg) { return seg && seg->fallback; }
+
+/* ---- recovery ----------------------------------------------------------- */
+
+static void rec_recover(dsmpool *p, dp_a64 *r, void *arg) {
+    uint32_t slot = *(uint32_t *)arg;
+    uint64_t v = dp_load_acquire(r); /* acquire: pairs with the dead owner's record stores */
+    if (!v) return;
+    if (DP_REC_ST(v) == DP_REC_ACTIVE) {
+        uint64_t idx = (v & 0x3fffffff) - 1;
+        uint32_t gen = (uint32_t)(v >> 32);
+        dp_store_relaxed(r, DP_REC(gen, idx, DP_REC_DETACHING)); /* idempotence: see proc.c rule 3 */
+        if (idx < p->nsegs) dp_seg_ref_drop(p, idx, gen, slot);
+    }
+    dp_store_release(r, 0);
+}
+
+void dp_seg_recover_slot(dsmpool *p, uint32_t slot) {
+    dp_slot_records(p, slot, rec_recover, &slot);
+    for (uint64_t i = 0; i < p->nsegs; i++) {
+        uint64_t w = dp_load_acquire(&p->segs[i].state); /* acquire: the dead owner's writes */
+        unsigned st = DP_SEG_ST(w);
+        if ((st == DP_SEG_INIT || st == DP_SEG_DYING) && DP_SEG_COUNT(w) == slot + 1)
+            seg_destroy(p, i, DP_SEG_GEN(w));
+    }
+}

@@ -1,0 +1,352 @@
+/*
+ * test_palloc.c -- the page allocator on its own, over private memory.
+ *
+ * Every order; exhaustion; free-all coalescing back to one block; odd
+ * sub-pool sizes (partial nodes); random alloc/free against a reference
+ * model with the full walk after each step; recovery of half-done steps;
+ * 2/4/8 threads writing patterns into what they hold.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dp_palloc.h"
+#include "testutil.h"
+
+typedef struct tpa {
+    dp_pa pa;
+    char *meta;
+    uint64_t frames;
+} tpa;
+
+static void tpa_init(tpa *t, uint64_t frames, uint32_t nhints) {
+    dp_pa_geom g;
+    uint64_t cur = 64;
+    cr_assert_eq(dp_pa_layout(frames, nhints, &cur, &g), 0);
+    t->meta = aligned_alloc(64, (cur + 63) & ~63ull);
+    cr_assert_not_null(t->meta);
+    memset(t->meta, 0xa5, cur); /* format must not rely on zeroed memory */
+    cr_assert_eq(dp_pa_view(&t->pa, t->meta, cur, &g), 0);
+    dp_pa_format(&t->pa);
+    t->frames = frames;
+}
+
+static void tpa_fini(tpa *t) { free(t->meta); }
+
+static dp_pa_walk walk(tpa *t) {
+    dp_pa_walk w;
+    dp_pa_walk_tree(&t->pa, &w, NULL, NULL, NULL);
+    cr_assert_eq(w.bad, 0, "invariant broken: %s", w.why);
+    cr_assert_eq(w.free_frames + w.used_frames, t->frames);
+    return w;
+}
+
+Test(palloc, layout_rejects_bad_sizes) {
+    dp_pa_geom g;
+    uint64_t cur = 0;
+    cr_expect_eq(dp_pa_layout(0, 1, &cur, &g), -EINVAL);
+    cr_expect_eq(dp_pa_layout(100, 1, &cur, &g), -EINVAL); /* not a multiple of 512 */
+    cr_expect_eq(dp_pa_layout(512, 0, &cur, &g), -EINVAL);
+    cr_expect_eq(dp_pa_layout(512, 1, &cur, &g), 0);
+    cr_expect_eq(g.nlevels, 2);
+}
+
+Test(palloc, view_rejects_tampered_geometry) {
+    dp_pa_geom g;
+    uint64_t cur = 64;
+    cr_assert_eq(dp_pa_layout(4096, 2, &cur, &g), 0);
+    char *mem = aligned_alloc(64, (cur + 63) & ~63ull);
+    dp_pa pa;
+    dp_pa_geom bad = g;
+    bad.level_off[1] += 64;
+    cr_expect_eq(dp_pa_view(&pa, mem, cur, &bad), -EPROTO);
+    bad = g;
+    bad.level_count[0]++;
+    cr_expect_eq(dp_pa_view(&pa, mem, cur, &bad), -EPROTO);
+    cr_expect_eq(dp_pa_view(&pa, mem, cur - 1, &g), -EPROTO); /* past the region */
+    cr_expect_eq(dp_pa_view(&pa, mem, cur, &g), 0);
+    free(mem);
+}
+
+Test(palloc, every_order) {
+    tpa t;
+    tpa_init(&t, 1u << 15, 4); /* 128 MiB: orders 0..15 */
+    unsigned max = dp_pa_max_order(&t.pa);
+    cr_assert_eq(max, 15);
+    for (unsigned k = 0; k <= max; k++) {
+        uint64_t f;
+        cr_assert_eq(dp_pa_alloc(&t.pa, k, 1, 0, &f), 0, "order %u", k);
+        cr_expect_eq(f & ((1ull << k) - 1), 0, "order %u block at frame %llu is misaligned", k,
+                     (unsigned long long)f);
+        dp_pa_walk w = walk(&t);
+        cr_expect_eq(w.used_frames, 1ull << k, "order %u", k);
+        cr_assert_eq(dp_pa_free(&t.pa, f, k), 0);
+        w = walk(&t);
+        cr_expect_eq(w.used_frames, 0);
+        cr_expect_eq(w.largest_free_order, (int)max);
+    }
+    uint64_t f;
+    cr_expect_eq(dp_pa_alloc(&t.pa, max + 1, 1, 0, &f), -EINVAL);
+    tpa_fini(&t);
+}
+
+Test(palloc, exhaustion_then_coalesce, .timeout = 60) {
+    tpa t;
+    tpa_init(&t, 1u << 13, 2); /* 32 MiB */
+    uint64_t *blocks = malloc(sizeof(uint64_t) << 13);
+    unsigned orders[] = {0, 3, 4, 5, 8, 9, 10, 13};
+    for (unsigned oi = 0; oi < sizeof orders / sizeof *orders; oi++) {
+        unsigned k = orders[oi];
+        uint64_t n = t.frames >> k, got = 0, f;
+        while (dp_pa_alloc(&t.pa, k, 1, oi, &f) == 0) {
+            cr_assert_lt(got, n, "order %u: more blocks than fit", k);
+            blocks[got++] = f;
+        }
+        cr_expect_eq(got, n, "order %u: got %llu of %llu", k, (unsigned long long)got,
+                     (unsigned long long)n);
+        dp_pa_walk w = walk(&t);
+        cr_expect_eq(w.free_frames, 0);
+        cr_expect_eq(w.largest_free_order, -1);
+        cr_expect_eq(dp_pa_alloc(&t.pa, 0, 1, 0, &f), -ENOMEM);
+        for (uint64_t i = 0; i < got; i++) cr_assert_eq(dp_pa_free(&t.pa, blocks[i], k), 0);
+        w = walk(&t);
+        cr_expect_eq(w.used_frames, 0);
+        cr_expect_eq(w.largest_free_order, 13);
+        /* Coalesced: the whole sub-pool is one block again. */
+        cr_assert_eq(dp_pa_alloc(&t.pa, 13, 1, 0, &f), 0, "order %u left fragments", k);
+        cr_assert_eq(f, 0);
+        cr_assert_eq(dp_pa_free(&t.pa, f, 13), 0);
+    }
+    free(blocks);
+    tpa_fini(&t);
+}
+
+Test(palloc, odd_sizes_have_partial_nodes) {
+    /* 3, 17 and 35 huge frames: the root and upper nodes are partly absent. */
+    uint64_t sizes[] = {3 * 512, 17 * 512, 35 * 512};
+    for (unsigned si = 0; si < 3; si++) {
+        tpa t;
+        tpa_init(&t, sizes[si], 3);
+        dp_pa_walk w = walk(&t);
+        cr_expect_eq(w.free_frames, sizes[si]);
+        /* Fill with 2 MiB blocks, then with frames: all of it, nothing more. */
+        uint64_t f, n = 0;
+        while (dp_pa_alloc(&t.pa, 9, 1, 0, &f) == 0) {
+            cr_assert_lt(f + 512, sizes[si] + 1, "block beyond the end");
+            n++;
+        }
+        cr_expect_eq(n, sizes[si] / 512);
+        for (uint64_t i = 0; i < n; i++) cr_assert_eq(dp_pa_free(&t.pa, i * 512, 9), 0);
+        n = 0;
+        while (dp_pa_alloc(&t.pa, 0, 1, 1, &f) == 0) {
+            cr_assert_lt(f, sizes[si]);
+            n++;
+        }
+        cr_expect_eq(n, sizes[si]);
+        for (uint64_t i = 0; i < sizes[si]; i++) cr_assert_eq(dp_pa_free(&t.pa, i, 0), 0);
+        w = walk(&t);
+        cr_expect_eq(w.used_frames, 0);
+        unsigned max = dp_pa_max_order(&t.pa);
+        cr_assert_eq(dp_pa_alloc(&t.pa, max, 1, 0, &f), 0);
+        cr_expect_eq(f, 0);
+        tpa_fini(&t);
+    }
+}
+
+Test(palloc, bad_frees_are_refused) {
+    tpa t;
+    tpa_init(&t, 2048, 1);
+    uint64_t f, g;
+    cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &f), 0);
+    cr_expect_eq(dp_pa_free(&t.pa, f + 1, 3), -EINVAL); /* misaligned */
+    cr_expect_eq(dp_pa_free(&t.pa, f, 4), -EINVAL);     /* wrong order: more than allocated */
+    cr_expect_eq(dp_pa_free(&t.pa, 4096, 0), -EINVAL);  /* beyond the end */
+    cr_expect_eq(dp_pa_free(&t.pa, f, 40), -EINVAL);
+    cr_assert_eq(dp_pa_alloc(&t.pa, 9, 1, 0, &g), 0);
+    cr_expect_eq(dp_pa_free(&t.pa, g, 8), -EINVAL); /* half of a 2 MiB block */
+    cr_assert_eq(dp_pa_free(&t.pa, f, 3), 0);
+    cr_expect_eq(dp_pa_free(&t.pa, f, 3), -EINVAL); /* double free */
+    cr_assert_eq(dp_pa_free(&t.pa, g, 9), 0);
+    cr_expect_eq(dp_pa_free(&t.pa, g, 9), -EINVAL);
+    dp_pa_walk w = walk(&t);
+    cr_expect_eq(w.used_frames, 0);
+    tpa_fini(&t);
+}
+
+/* Random alloc/free against a model: a byte per frame. */
+Test(palloc, random_against_model, .timeout = 120) {
+    tpa t;
+    const uint64_t frames = 8 * 512; /* 16 MiB */
+    tpa_init(&t, frames, 4);
+    uint8_t *model = calloc(frames, 1);
+    struct { uint64_t f; unsigned k; } live[4096];
+    unsigned nlive = 0;
+    uint64_t seed = test_seed(), used = 0;
+    for (int step = 0; step < 6000; step++) {
+        bool do_alloc = nlive == 0 || (nlive < 4096 && test_rand(&seed) % 100 < 55);
+        if (do_alloc) {
+            unsigned k = (unsigned)(test_rand(&seed) % 100 < 80 ? test_rand(&seed) % 6
+                                                                 : test_rand(&seed) % 13);
+            uint64_t f;
+            int r = dp_pa_alloc(&t.pa, k, 1, (unsigned)(test_rand(&seed) % 4), &f);
+            if (r == -ENOMEM) {
+                /* The model must agree: no aligned free run of 2^k frames. */
+                for (uint64_t b = 0; b < frames; b += 1ull << k) {
+                    uint64_t i = 0;
+                    while (i < (1ull << k) && !model[b + i]) i++;
+                    cr_assert_lt(i, 1ull << k, "seed %llu step %d: -ENOMEM but frame %llu has a "
+                                 "free order-%u block", (unsigned long long)test_seed(), step,
+                                 (unsigned long long)b, k);
+                }
+                continue;
+            }
+            cr_assert_eq(r, 0);
+            cr_assert_eq(f % (1ull << k), 0);
+            for (uint64_t i = 0; i < (1ull << k); i++) {
+                cr_assert_eq(model[f + i], 0, "seed %llu step %d: overlap at frame %llu",
+                             (unsigned long long)test_seed(), step, (unsigned long long)(f + i));
+                model[f + i] = 1;
+            }
+            live[nlive].f = f;
+            live[nlive++].k = k;
+            used += 1ull << k;
+        } else {
+            unsigned i = (unsigned)(test_rand(&seed) % nlive);
+            cr_assert_eq(dp_pa_free(&t.pa, live[i].f, live[i].k), 0);
+            cr_assert_eq(dp_pa_free(&t.pa, live[i].f, live[i].k), -EINVAL);
+            memset(model + live[i].f, 0, 1ull << live[i].k);
+            used -= 1ull << live[i].k;
+            live[i] = live[--nlive];
+        }
+        dp_pa_walk w = walk(&t);
+        cr_assert_eq(w.used_frames, used, "seed %llu step %d", (unsigned long long)test_seed(), step);
+    }
+    while (nlive) {
+        nlive--;
+        cr_assert_eq(dp_pa_free(&t.pa, live[nlive].f, live[nlive].k), 0);
+    }
+    uint64_t f;
+    cr_assert_eq(dp_pa_alloc(&t.pa, 12, 1, 0, &f), 0, "free-all must coalesce");
+    free(model);
+    tpa_fini(&t);
+}
+
+/* A process died in the middle of opening or closing a node: recovery
+ * finishes the step and nothing is lost. */
+#define PH_SHIFT 32
+#define OWNER_SHIFT 34
+static bool dead_is_7(uint32_t owner, void *arg) { return owner == 7; }
+static bool live_not_7(uint32_t owner, void *arg) { return owner != 7; }
+
+Test(palloc, recovery_finishes_half_steps) {
+    tpa t;
+    tpa_init(&t, 1024, 1); /* two huge frames: root is level 2 */
+    uint64_t f;
+    cr_assert_eq(dp_pa_alloc(&t.pa, 0, 1, 0, &f), 0); /* opens the path to a leaf */
+    cr_assert_eq(dp_pa_free(&t.pa, f, 0), 0);
+    /* Dead owner 7 half-opened leaf 20 (in level-1 node 1): leaf OPENING,
+     * its parent already says PART. */
+    dp_a64 *leaf = dp_pa_word(&t.pa, 0, 20), *l1 = dp_pa_word(&t.pa, 1, 1), *root = dp_pa_word(&t.pa, 2, 0);
+    atomic_store(root, atomic_load(root) | (1ull << 2)); /* root: child 1 PART */
+    atomic_store(l1, 0);                                 /* node 1 OPEN, all free */
+    atomic_store(l1, atomic_load(l1) | (1ull << (2 * 4)));
+    atomic_store(leaf, (2ull << PH_SHIFT) | (7ull << OWNER_SHIFT));
+    dp_pa_walk w;
+    dp_pa_walk_tree(&t.pa, &w, NULL, live_not_7, NULL);
+    cr_expect_eq(w.orphaned, 1);
+    cr_expect_eq(w.free_frames, t.frames, "a half-opened node holds nothing");
+    cr_expect_eq(dp_pa_recover(&t.pa, dead_is_7, NULL, 1), 1);
+    w = walk(&t);
+    cr_expect_eq(w.orphaned, 0);
+    cr_expect_eq(w.busy, 0);
+    /* Dead owner 7 half-closed leaf 21: CLOSING with parent still PART. */
+    atomic_store(l1, atomic_load(l1) | (1ull << (2 * 5)));
+    atomic_store(dp_pa_word(&t.pa, 0, 21), (3ull << PH_SHIFT) | (7ull << OWNER_SHIFT));
+    cr_expect_eq(dp_pa_recover(&t.pa, dead_is_7, NULL, 1), 1);
+    w = walk(&t);
+    cr_expect_eq(w.orphaned, 0);
+    dp_pa_reclaim(&t.pa, 1);
+    cr_assert_eq(dp_pa_alloc(&t.pa, 10, 1, 0, &f), 0, "everything coalesces after recovery");
+    tpa_fini(&t);
+}
+
+/* ---- threads ------------------------------------------------------------ */
+
+typedef struct thr_arg {
+    tpa *t;
+    char *data;
+    unsigned id;
+    uint64_t seed;
+    uint64_t ops;
+    double seconds;
+} thr_arg;
+
+static void *thr_main(void *argp) {
+    thr_arg *a = argp;
+    struct { uint64_t f; unsigned k; } held[64];
+    unsigned n = 0;
+    uint64_t seed = a->seed, end = test_now_ns() + (uint64_t)(a->seconds * 1e9);
+    while (test_now_ns() < end) {
+        for (int burst = 0; burst < 64; burst++) {
+            if (n < 64 && (n == 0 || test_rand(&seed) % 2)) {
+                unsigned k = (unsigned)(test_rand(&seed) % 100 < 90 ? test_rand(&seed) % 4
+                                                                     : test_rand(&seed) % 10);
+                uint64_t f;
+                if (dp_pa_alloc(&a->t->pa, k, a->id + 1, a->id, &f) != 0) continue;
+                /* Write our pattern over the whole block. */
+                uint64_t *p = (uint64_t *)(a->data + f * 4096), words = (4096ull << k) / 8;
+                uint64_t tag = ((uint64_t)a->id << 56) | f;
+                for (uint64_t i = 0; i < words; i += 61) p[i] = tag ^ i;
+                p[words - 1] = tag;
+                held[n].f = f;
+                held[n++].k = k;
+            } else if (n) {
+                unsigned i = (unsigned)(test_rand(&seed) % n);
+                uint64_t f = held[i].f, words = (4096ull << held[i].k) / 8;
+                uint64_t *p = (uint64_t *)(a->data + f * 4096), tag = ((uint64_t)a->id << 56) | f;
+                for (uint64_t w = 0; w < words; w += 61)
+                    if (p[w] != (tag ^ w)) return (void *)"pattern overwritten: blocks overlap";
+                if (p[words - 1] != tag) return (void *)"pattern overwritten at the end";
+                if (dp_pa_free(&a->t->pa, f, held[i].k) != 0) return (void *)"free refused";
+                held[i] = held[--n];
+            }
+            a->ops++;
+        }
+    }
+    while (n--)
+        if (dp_pa_free(&a->t->pa, held[n].f, held[n].k) != 0) return (void *)"final free refused";
+    return NULL;
+}
+
+static void run_threads(unsigned nthreads, double seconds) {
+    tpa t;
+    tpa_init(&t, 16 * 512, nthreads); /* 32 MiB */
+    char *data = aligned_alloc(4096, t.frames * 4096);
+    cr_assert_not_null(data);
+    pthread_t tid[8];
+    thr_arg args[8];
+    for (unsigned i = 0; i < nthreads; i++) {
+        args[i] = (thr_arg){&t, data, i, test_seed() + i * 7919, 0, seconds};
+        pthread_create(&tid[i], NULL, thr_main, &args[i]);
+    }
+    uint64_t ops = 0;
+    for (unsigned i = 0; i < nthreads; i++) {
+        void *err;
+        pthread_join(tid[i], &err);
+        cr_expect_null(err, "thread %u: %s", i, err ? (char *)err : "");
+        ops += args[i].ops;
+    }
+    cr_expect_gt(ops, 1000);
+    dp_pa_walk w = walk(&t);
+    cr_expect_eq(w.used_frames, 0);
+    cr_expect_eq(w.busy + w.orphaned, 0);
+    uint64_t f;
+    cr_expect_eq(dp_pa_alloc(&t.pa, 13, 1, 0, &f), 0, "all memory free and coalesced");
+    free(data);
+    tpa_fini(&t);
+}
+
+Test(palloc_threads, two, .timeout = 60) { run_threads(2, test_seconds(2.0)); }
+Test(palloc_threads, four, .timeout = 60) { run_threads(4, test_seconds(2.0)); }
+Test(palloc_threads, eight, .timeout = 60) { run_threads(8, test_seconds(2.0)); }

@@ -1,0 +1,307 @@
+/*
+ * test_process.c -- segments across processes: fork()ed children attaching
+ * by handle, an exec()ed unrelated program attaching by name, reference
+ * counts that destroy exactly at the last detach in any process, SIGKILLed
+ * children whose references recovery releases, inherited attachments.
+ *
+ * Children never use Criterion's asserts; they report through exit codes.
+ */
+#include <criterion/criterion.h>
+#include <dsmpool.h>
+#include <fcntl.h>
+#include <signal.h>
+
+#include "testutil.h"
+
+#define MIB (1ull << 20)
+
+static dsmpool *mkpool(dsmpool_backing b, const char *name, size_t size) {
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = size;
+    cfg.backing = b;
+    cfg.name = name;
+    dsmpool *p = NULL;
+    int r = dsmpool_create(&cfg, &p);
+    cr_assert_eq(r, 0, "create: %s", dsmpool_last_error());
+    return p;
+}
+
+static size_t pool_free(dsmpool *p) {
+    dsmpool_stats st;
+    dsmpool_get_stats(p, &st);
+    return st.subpool[0].free;
+}
+
+static size_t live_segments(dsmpool *p) {
+    dsmpool_stats st;
+    dsmpool_get_stats(p, &st);
+    return st.segments_live;
+}
+
+static void check_ok(dsmpool *p) {
+    int r = dsmpool_check(p);
+    cr_assert_eq(r, 0, "check: %s", dsmpool_last_error());
+}
+
+/* A one-byte pipe handshake. */
+static void say(int fd) { (void)!write(fd, "x", 1); }
+static void hear(int fd) {
+    char c;
+    (void)!read(fd, &c, 1);
+}
+
+Test(process, forked_children_attach_by_handle, .timeout = 60) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 64 * 1024, 0, &s), 0);
+    dsmpool_handle h = dsmpool_seg_handle(s);
+    unsigned char *mem = dsmpool_seg_address(s);
+    memset(mem, 0xab, 64 * 1024);
+    pid_t kids[4];
+    for (int i = 0; i < 4; i++) {
+        if ((kids[i] = fork()) == 0) {
+            dsmpool_seg *c;
+            if (dsmpool_seg_attach(p, h, &c) != 0) _exit(3);
+            unsigned char *m = dsmpool_seg_address(c);
+            for (int k = 100; k < 64 * 1024; k++)
+                if (m[k] != 0xab) _exit(4);
+            m[i] = (unsigned char)(0x10 + i);
+            _exit(dsmpool_seg_detach(c) == 0 && dsmpool_detach(p) == 0 ? 0 : 5);
+        }
+    }
+    for (int i = 0; i < 4; i++) cr_expect_eq(test_wait(kids[i]), 0, "child %d", i);
+    for (int i = 0; i < 4; i++) cr_expect_eq(mem[i], 0x10 + i, "child %d's write", i);
+    check_ok(p);
+    dsmpool_stats st;
+    dsmpool_get_stats(p, &st);
+    cr_expect_eq(st.procs_attached, 1, "children left their slots");
+    cr_expect_eq(st.segments_live, 1);
+    dsmpool_seg_detach(s);
+    cr_expect_eq(live_segments(p), 0);
+    dsmpool_detach(p);
+}
+
+Test(process, last_detach_in_any_process_destroys, .timeout = 60) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
+    size_t free0 = pool_free(p);
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 8192, 0, &s), 0);
+    dsmpool_handle h = dsmpool_seg_handle(s);
+    int to_child[2], to_parent[2];
+    cr_assert_eq(pipe(to_child), 0);
+    cr_assert_eq(pipe(to_parent), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        dsmpool_seg *c;
+        if (dsmpool_seg_attach(p, h, &c) != 0) _exit(3);
+        say(to_parent[1]);
+        hear(to_child[0]); /* parent has detached */
+        strcpy(dsmpool_seg_address(c), "still here");
+        /* s was inherited: it became the child's own attachment too */
+        _exit(dsmpool_seg_detach(c) == 0 && dsmpool_seg_detach(s) == 0 ? 0 : 4);
+    }
+    hear(to_parent[0]);
+    cr_assert_eq(dsmpool_seg_detach(s), 0);
+    cr_expect_eq(live_segments(p), 1, "the child's reference keeps it");
+    say(to_child[1]);
+    cr_expect_eq(test_wait(kid), 0);
+    cr_expect_eq(live_segments(p), 0, "the child's detach was the last");
+    dsmpool_recover(p); /* the child exited without dsmpool_detach: free its slot */
+    cr_expect_eq(pool_free(p), free0);
+    check_ok(p);
+    dsmpool_detach(p);
+}
+
+Test(process, exec_attaches_posix_pool_by_name, .timeout = 60) {
+    char name[64];
+    test_name(name, sizeof name, "exec");
+    dsmpool *p = mkpool(DSMPOOL_BACKING_POSIX, name, 32 * MIB);
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 3 * 4096, 0, &s), 0);
+    memset(dsmpool_seg_address(s), 51, 3 * 4096);
+    char hs[32];
+    snprintf(hs, sizeof hs, "%" DSMPOOL_PRIhandle, (unsigned long long)dsmpool_seg_handle(s));
+    const char *helper = getenv("DSMPOOL_ATTACH_HELPER");
+    cr_assert_not_null(helper, "DSMPOOL_ATTACH_HELPER not set (run through meson test)");
+    pid_t kid = fork();
+    if (kid == 0) {
+        execl(helper, helper, "seg", name, hs, "51", "12288", (char *)NULL);
+        _exit(127);
+    }
+    cr_expect_eq(test_wait(kid), 0, "the exec'ed program could not attach or saw wrong data");
+    cr_expect_eq(((unsigned char *)dsmpool_seg_address(s))[12287], 52, "its write is visible here");
+    dsmpool_recover(p);
+    check_ok(p);
+    dsmpool_seg_detach(s);
+    cr_assert_eq(dsmpool_destroy(p), 0);
+    dsmpool *q;
+    cr_expect_eq(dsmpool_attach(name, &q), -ENOENT, "destroy removed the name");
+}
+
+Test(process, exec_attaches_sysv_pool_by_key, .timeout = 60) {
+    char name[64];
+    snprintf(name, sizeof name, "dsmpool-test-sysv-%d", (int)getpid());
+    dsmpool *p = mkpool(DSMPOOL_BACKING_SYSV, name, 16 * MIB);
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &s), 0);
+    memset(dsmpool_seg_address(s), 9, 4096);
+    char hs[32];
+    snprintf(hs, sizeof hs, "%" DSMPOOL_PRIhandle, (unsigned long long)dsmpool_seg_handle(s));
+    const char *helper = getenv("DSMPOOL_ATTACH_HELPER");
+    cr_assert_not_null(helper);
+    pid_t kid = fork();
+    if (kid == 0) {
+        execl(helper, helper, "seg", name, hs, "9", "4096", (char *)NULL);
+        _exit(127);
+    }
+    cr_expect_eq(test_wait(kid), 0);
+    cr_expect_eq(((unsigned char *)dsmpool_seg_address(s))[0], 10);
+    dsmpool_seg_detach(s);
+    cr_assert_eq(dsmpool_destroy(p), 0);
+    dsmpool *q;
+    cr_expect_eq(dsmpool_attach(name, &q), -ENOENT);
+}
+
+Test(process, memfd_attached_through_its_fd, .timeout = 60) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_MEMFD, NULL, 16 * MIB);
+    int fd = dsmpool_fd(p);
+    cr_assert_geq(fd, 0);
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &s), 0);
+    strcpy(dsmpool_seg_address(s), "memfd");
+    dsmpool_handle h = dsmpool_seg_handle(s);
+    pid_t kid = fork();
+    if (kid == 0) {
+        /* A second, independent attachment (as a process that got the fd over a socket). */
+        dsmpool *q;
+        dsmpool_seg *c;
+        if (dsmpool_attach_fd(fd, &q) != 0) _exit(3);
+        if (dsmpool_seg_attach(q, h, &c) != 0) _exit(4);
+        if (strcmp(dsmpool_seg_address(c), "memfd") != 0) _exit(5);
+        if (dsmpool_seg_address(c) == dsmpool_seg_address(s)) _exit(6); /* a new mapping */
+        _exit(dsmpool_seg_detach(c) == 0 && dsmpool_detach(q) == 0 ? 0 : 7);
+    }
+    cr_expect_eq(test_wait(kid), 0);
+    dsmpool_recover(p);
+    check_ok(p);
+    dsmpool_detach(p);
+}
+
+Test(process, sigkilled_child_references_recovered, .timeout = 60) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
+    size_t free0 = pool_free(p);
+    dsmpool_seg *s[3];
+    dsmpool_handle h[3];
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(dsmpool_seg_create(p, 4096 << i, 0, &s[i]), 0);
+        h[i] = dsmpool_seg_handle(s[i]);
+    }
+    int ready[2];
+    cr_assert_eq(pipe(ready), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        dsmpool_seg *c;
+        for (int i = 0; i < 3; i++)
+            if (dsmpool_seg_attach(p, h[i], &c) != 0) _exit(3);
+        for (int i = 0; i < 20; i++) /* and some of its own, more than the inline records */
+            if (dsmpool_seg_create(p, 4096, 0, &c) != 0) _exit(4);
+        say(ready[1]);
+        pause();
+        _exit(0);
+    }
+    hear(ready[0]);
+    cr_expect_eq(live_segments(p), 23);
+    kill(kid, SIGKILL);
+    cr_expect_eq(test_wait(kid), 128 + SIGKILL);
+    for (int i = 0; i < 3; i++) dsmpool_seg_detach(s[i]);
+    cr_expect_eq(live_segments(p), 23, "the dead child still holds references");
+    cr_assert_eq(dsmpool_recover(p), 0);
+    cr_expect_eq(live_segments(p), 0, "recovery released them");
+    cr_expect_eq(pool_free(p), free0, "and every block");
+    dsmpool_stats st;
+    dsmpool_get_stats(p, &st);
+    cr_expect_eq(st.procs_recovered, 1);
+    cr_expect_eq(st.procs_attached, 1);
+    check_ok(p);
+    dsmpool_detach(p);
+}
+
+Test(process, zombie_counts_as_dead, .timeout = 60) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &s), 0);
+    dsmpool_handle h = dsmpool_seg_handle(s);
+    pid_t kid = fork();
+    if (kid == 0) {
+        dsmpool_seg *c;
+        _exit(dsmpool_seg_attach(p, h, &c) == 0 ? 0 : 3); /* exits holding a reference */
+    }
+    siginfo_t si;
+    cr_assert_eq(waitid(P_PID, (id_t)kid, &si, WEXITED | WNOWAIT), 0); /* not reaped */
+    dsmpool_seg_detach(s);
+    cr_expect_eq(live_segments(p), 1);
+    dsmpool_recover(p);
+    cr_expect_eq(live_segments(p), 0, "an unreaped zombie holds nothing");
+    cr_expect_eq(test_wait(kid), 0);
+    dsmpool_detach(p);
+}
+
+Test(process, inherited_attachments_become_the_childs, .timeout = 60) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &s), 0);
+    strcpy(dsmpool_seg_address(s), "parent");
+    int ready[2], go[2];
+    cr_assert_eq(pipe(ready), 0);
+    cr_assert_eq(pipe(go), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        /* The first call in the child takes a slot and a reference on s. */
+        if (dsmpool_recover(p) != 0) _exit(3);
+        say(ready[1]);
+        hear(go[0]); /* the parent has detached s */
+        if (strcmp(dsmpool_seg_address(s), "parent") != 0) _exit(4);
+        strcpy(dsmpool_seg_address(s), "child");
+        _exit(dsmpool_seg_detach(s) == 0 && dsmpool_detach(p) == 0 ? 0 : 5);
+    }
+    hear(ready[0]);
+    cr_assert_eq(dsmpool_seg_detach(s), 0);
+    cr_expect_eq(live_segments(p), 1, "the child's inherited attachment holds it");
+    say(go[1]);
+    cr_expect_eq(test_wait(kid), 0);
+    cr_expect_eq(live_segments(p), 0);
+    check_ok(p);
+    dsmpool_detach(p);
+}
+
+Test(process, many_processes_contend, .timeout = 120) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    size_t free0 = pool_free(p);
+    dsmpool_seg *shared;
+    cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &shared), 0);
+    dsmpool_handle h = dsmpool_seg_handle(shared);
+    pid_t kids[6];
+    for (int i = 0; i < 6; i++) {
+        if ((kids[i] = fork()) == 0) {
+            uint64_t seed = test_seed() + (uint64_t)i * 101, end = test_now_ns() + 1500000000ull;
+            while (test_now_ns() < end) {
+                dsmpool_seg *a, *b;
+                size_t sz = (size_t)4096 << (test_rand(&seed) % 8);
+                if (dsmpool_seg_create(p, sz, DSMPOOL_SEG_NO_FALLBACK, &a) != 0) continue;
+                memset(dsmpool_seg_address(a), i, sz);
+                if (dsmpool_seg_attach(p, h, &b) != 0) _exit(3);
+                for (size_t k = 0; k < sz; k += 512)
+                    if (((unsigned char *)dsmpool_seg_address(a))[k] != i) _exit(4);
+                dsmpool_seg_detach(b);
+                dsmpool_seg_detach(a);
+            }
+            _exit(dsmpool_detach(p) == 0 ? 0 : 5);
+        }
+    }
+    for (int i = 0; i < 6; i++) cr_expect_eq(test_wait(kids[i]), 0, "child %d", i);
+    dsmpool_seg_detach(shared);
+    check_ok(p);
+    cr_expect_eq(pool_free(p), free0);
+    dsmpool_detach(p);
+}

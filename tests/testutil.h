@@ -1,0 +1,105 @@
+/*
+ * testutil.h -- small helpers shared by the test suites.
+ *
+ * Seeds: every random test starts from test_seed(), which is
+ * $DSMPOOL_TEST_SEED or 20261130; a failure message prints it, so a run
+ * replays with DSMPOOL_TEST_SEED=<seed>. Durations: test_seconds(d) scales
+ * d by $DSMPOOL_TEST_SCALE (the sanitizer runs use less).
+ */
+#ifndef DSMPOOL_TESTUTIL_H
+#define DSMPOOL_TESTUTIL_H
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline uint64_t test_seed(void) {
+    const char *s = getenv("DSMPOOL_TEST_SEED");
+    return s && *s ? strtoull(s, NULL, 0) : 20261130ull;
+}
+
+static inline uint64_t test_rand(uint64_t *s) { /* splitmix64 */
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t test_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline double test_seconds(double d) {
+    const char *s = getenv("DSMPOOL_TEST_SCALE");
+    double f = s && *s ? atof(s) : 1.0;
+    return d * (f > 0 ? f : 1.0);
+}
+
+/* A name no other test (or earlier run) uses: "/dsmpool-test-<tag>-<pid>". */
+static inline const char *test_name(char *buf, size_t n, const char *tag) {
+    snprintf(buf, n, "/dsmpool-test-%s-%d", tag, (int)getpid());
+    return buf;
+}
+
+/* Wait for a child; its exit status, or 128 + signal. */
+static inline int test_wait(pid_t pid) {
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Sum of an smaps field (in kB) over the mappings that overlap [addr, addr+len);
+ * for "KernelPageSize" the largest value. -1 if /proc/self/smaps is unreadable. */
+static inline long test_smaps_kb(const void *addr, size_t len, const char *field) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    long sum = 0;
+    int in = 0;
+    size_t flen = strlen(field);
+    uintptr_t lo = (uintptr_t)addr, hi = lo + len;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            in = a < hi && b > lo;
+            continue;
+        }
+        if (in && !strncmp(line, field, flen) && line[flen] == ':') {
+            long v = atol(line + flen + 1);
+            if (!strcmp(field, "KernelPageSize")) sum = v > sum ? v : sum;
+            else sum += v;
+        }
+    }
+    fclose(f);
+    return sum;
+}
+
+/* Write v to a /proc or /sys file; returns 0 or -errno. */
+static inline int test_write_file(const char *path, const char *v) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -errno;
+    int r = fputs(v, f) < 0 ? -EIO : 0;
+    if (fclose(f) != 0 && !r) r = -errno;
+    return r;
+}
+
+static inline int test_read_file(const char *path, char *buf, size_t n) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -errno;
+    size_t got = fread(buf, 1, n - 1, f);
+    buf[got] = 0;
+    fclose(f);
+    return 0;
+}
+
+#endif

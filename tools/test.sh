@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The test command: installs what it needs, then builds and runs every test
+# suite three ways -- plain, ASan+UBSan, TSan -- and ends with the line
+# "N passed, N failed" summed over all of them. Exit status 0 only if none
+# failed. Usage: tools/test.sh [plain] [asan] [tsan]   (default: all three)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if ! tools/deps.sh; then
+    echo "dependency installation failed"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+ways=("$@")
+[ ${#ways[@]} -eq 0 ] && ways=(plain asan tsan)
+passed=0
+failed=0
+for way in "${ways[@]}"; do
+    dir="build-test-$way"
+    case "$way" in
+    plain) opts=(-Dbuildtype=debugoptimized) ;;
+    asan) opts=(-Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -Dtest_scale=0.5) ;;
+    tsan) opts=(-Dbuildtype=debug -Db_sanitize=thread -Db_lundef=false -Dtest_scale=0.5) ;;
+    *) echo "unknown way: $way"; exit 2 ;;
+    esac
+    echo "=== $way: build" >&2
+    rm -rf "$dir"
+    if ! meson setup "$dir" "${opts[@]}" -Dbench=disabled >"$dir.log" 2>&1 ||
+        ! ninja -C "$dir" >>"$dir.log" 2>&1; then
+        cat "$dir.log"
+        echo "=== $way: build FAILED" >&2
+        failed=$((failed + 1))
+        continue
+    fi
+    echo "=== $way: test" >&2
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+    export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+    meson test -C "$dir" --print-errorlogs --num-processes 1 || true
+    read -r p f < <(python3 tools/testcount.py "$dir/meson-logs/testlog.json")
+    echo "=== $way: $p passed, $f failed" >&2
+    passed=$((passed + p))
+    failed=$((failed + f))
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
