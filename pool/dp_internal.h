@@ -56,17 +56,18 @@ enum { DP_SLOT_FREE = 0, DP_SLOT_LIVE = 1, DP_SLOT_RECOVERING = 2 };
 
 /* Attachment record: [gen:32][rstate:2][index+1:30]; 0 = empty. */
 enum { DP_REC_PENDING = 1, DP_REC_ACTIVE = 2, DP_REC_DETACHING = 3 };
-#define DP_REC_INLINE 14
+#define DP_REC_INLINE 19
 #define DP_REC_PER_BLOCK ((DP_FRAME_SIZE / 8) - 1)
 
 typedef struct dp_proc {
     dp_a64 state;              /* [atom] see DP_SLOT_WORD */
     dp_a64 start;              /* [own] full start time (clock ticks since boot) */
     dp_a64 overflow;           /* [atom] offset of the first overflow record block */
+    dp_a64 inflight;           /* [atom] ownership changes in progress (proc.c rule 6) */
+    dp_a64 opseq;              /* [atom] ownership changes begun, ever */
     dp_a64 rec[DP_REC_INLINE]; /* [atom] attachment records (threads share a slot) */
-    dp_a64 pad;
 } dp_proc;
-_Static_assert(sizeof(dp_proc) == 144, "slot layout");
+_Static_assert(sizeof(dp_proc) == 192, "slot layout: three cache lines");
 
 /* An overflow record block is one frame from sub-pool 0. */
 typedef struct dp_recblk {
@@ -142,6 +143,7 @@ typedef struct dp_header {
     dp_a64 fallback_created;        /* relaxed counter */
     dp_a64 procs_recovered;         /* relaxed counter */
     dp_a64 destroyed;               /* release/acquire: the name is gone */
+    dp_a64 sweep_needed;            /* relaxed: a process died inside an ownership change */
 } dp_header;
 
 /* ---- process-local ------------------------------------------------------- */
@@ -178,6 +180,7 @@ struct dsmpool {
     dp_pa pa[DSMPOOL_MAX_NODES];
     /* this process's identity in the pool */
     uint32_t slot;           /* index into procs */
+    bool has_slot;           /* slot is ours (false in a fork()ed child until it adopts) */
     pid_t pid;
     dp_a32 fork_epoch;       /* dp_fork_epoch when the slot was taken (acquire/release) */
     pthread_mutex_t lock;    /* guards the process-local seg list and slot changes */
@@ -218,6 +221,12 @@ bool dp_slot_dead(struct dsmpool *pool, uint32_t slot);
 dp_a64 *dp_rec_add(struct dsmpool *pool, uint64_t rec);
 void dp_rec_clear(dp_a64 *rec);
 int dp_recover_all(struct dsmpool *pool);   /* returns slots recovered */
+void dp_inflight_begin(struct dsmpool *pool);
+void dp_inflight_end(struct dsmpool *pool);
+int dp_owned_maps(struct dsmpool *pool, uint64_t **owned, char *why, size_t n);
+int dp_used_maps(struct dsmpool *pool, uint64_t **used, char *why, size_t n, bool strict);
+uint64_t **dp_maps_new(struct dsmpool *pool);
+void dp_maps_free(struct dsmpool *pool, uint64_t **maps);
 bool dp_slot_live(struct dsmpool *pool, uint32_t slot);
 void dp_slot_records(struct dsmpool *pool, uint32_t slot,
                      void (*fn)(struct dsmpool *, dp_a64 *, void *), void *arg);

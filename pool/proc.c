@@ -32,6 +32,18 @@
  *      take all of them (registry, then each pool, then the set) so the
  *      child never inherits a held lock.
  *
+ *   6. Ownership changes of pool blocks (allocate + record, unrecord +
+ *      free) are bracketed by dp_inflight_begin/end: a per-slot count of
+ *      changes in progress and a sequence number of changes begun. A process
+ *      that dies inside a bracket may leave a block allocated but recorded
+ *      nowhere; recovery then sweeps: it snapshots every slot's (state,
+ *      count, sequence), builds the allocator's map and the owners' map,
+ *      and frees "allocated, owned by nothing" only if no live slot was
+ *      inside a bracket and no snapshot value moved meanwhile (a seqlock:
+ *      begin ends with a release fence, the sweeper's second read follows an
+ *      acquire fence, so a sweeper that saw any effect of a change also sees
+ *      its sequence number move).
+ *
  * Memory ordering: the slot claim CAS is acq_rel (acquire: pairs with the
  * release that freed the slot, so the zeroed records are seen; release: the
  * identity is published). Records are written with release and read by
@@ -209,6 +221,7 @@ int dp_slot_claim(dsmpool *p) {
             dp_store_relaxed(&sl->start, start);
             p->slot = i;
             p->pid = pid;
+            p->has_slot = true;
             return 0;
         }
         if (round == 0 && dp_recover_all(p) == 0) break;
@@ -251,7 +264,11 @@ dp_a64 *dp_rec_add(dsmpool *p, uint64_t rec) {
         uint64_t off = dp_load_acquire(link); /* acquire: pairs with the linking CAS below */
         if (off == 0) {
             uint64_t blk;
-            if (dp_pool_alloc(p, 0, &blk) != 0) return NULL;
+            dp_inflight_begin(p);
+            if (dp_pool_alloc(p, 0, &blk) != 0) {
+                dp_inflight_end(p);
+                return NULL;
+            }
             memset(dp_at(p, DP_BLOCK_OFF(blk)), 0, DP_FRAME_SIZE);
             uint64_t z = 0;
             /* release: publishes the zeroed block with its link */
@@ -261,6 +278,7 @@ dp_a64 *dp_rec_add(dsmpool *p, uint64_t rec) {
                 dp_pool_free(p, blk);
                 off = z;
             }
+            dp_inflight_end(p);
         }
         if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return NULL;
         dp_recblk *b = dp_at(p, off);
@@ -275,8 +293,9 @@ void dp_rec_clear(dp_a64 *rec) { dp_store_release(rec, 0); }
 
 /* Free a slot's overflow blocks and clear its records (the slot is ours,
  * or claimed for recovery: nobody else writes it). */
-static void slot_clear(dsmpool *p, uint32_t slot) {
+static void slot_clear(dsmpool *p, uint32_t slot, bool bracket) {
     dp_proc *sl = &p->procs[slot];
+    if (bracket) dp_inflight_begin(p);
     uint64_t off = dp_load_acquire(&sl->overflow); /* acquire: pairs with the linking CAS */
     dp_store_relaxed(&sl->overflow, 0);
     for (uint64_t guard = p->geo.data_size / DP_FRAME_SIZE; off && guard; guard--) {
@@ -286,18 +305,98 @@ static void slot_clear(dsmpool *p, uint32_t slot) {
         dp_pool_free(p, DP_BLOCK_MK(off, 0));
         off = next;
     }
+    if (bracket) dp_inflight_end(p);
     for (int i = 0; i < DP_REC_INLINE; i++) dp_store_relaxed(&sl->rec[i], 0);
     dp_store_relaxed(&sl->start, 0);
 }
 
 void dp_slot_release(dsmpool *p) {
-    slot_clear(p, p->slot);
+    slot_clear(p, p->slot, true);
+    p->has_slot = false;
     /* release: the cleared records are visible to the next claimer (acquire) */
     dp_store_release(&p->procs[p->slot].state, DP_SLOT_FREE);
 }
 
+/* ---- rule 6: ownership brackets and the leak sweep --------------------- */
+
+void dp_inflight_begin(dsmpool *p) {
+    if (!p->has_slot) return; /* recovery without a slot: RECOVERING protects it */
+    dp_proc *sl = &p->procs[p->slot];
+    dp_fetch_add_relaxed(&sl->opseq, 1);    /* relaxed: ordered by the fence below */
+    dp_fetch_add_relaxed(&sl->inflight, 1);
+    /* release fence: pairs with the sweeper's acquire fence; any write of the
+     * bracket that the sweeper sees implies it sees opseq move */
+    atomic_thread_fence(memory_order_release);
+}
+
+void dp_inflight_end(dsmpool *p) {
+    if (!p->has_slot) return;
+    /* release: the bracket's records are visible to whoever reads the count */
+    dp_fetch_add_acq_rel(&p->procs[p->slot].inflight, (uint64_t)-1);
+}
+
+typedef struct snap {
+    uint64_t state, opseq;
+} snap;
+
+/* Free the frames that are allocated but owned by nothing, if it is safe to
+ * decide so now (rule 6). Returns true when the sweep ran to the end. */
+static bool sweep(dsmpool *p) {
+    snap *s1 = calloc(p->nprocs, sizeof *s1);
+    uint64_t **used = dp_maps_new(p), **owned = dp_maps_new(p);
+    bool done = false;
+    char why[200];
+    if (!s1 || !used || !owned) goto out;
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        dp_proc *sl = &p->procs[i];
+        s1[i].state = dp_load_acquire(&sl->state); /* acquire: pairs with claim/release */
+        s1[i].opseq = dp_load_acquire(&sl->opseq);
+        uint64_t infl = dp_load_acquire(&sl->inflight); /* acquire: pairs with dp_inflight_end */
+        unsigned st = DP_SLOT_STATE(s1[i].state);
+        if (st == DP_SLOT_RECOVERING || (st == DP_SLOT_LIVE && infl && !slot_word_dead(p, i, s1[i].state)))
+            goto out; /* a live process is inside a bracket, or a recovery runs: later */
+    }
+    if (dp_used_maps(p, used, why, sizeof why, false) != 0 ||
+        dp_owned_maps(p, owned, why, sizeof why) != 0)
+        goto out;
+    atomic_thread_fence(memory_order_acquire); /* pairs with dp_inflight_begin's release fence */
+    for (uint32_t i = 0; i < p->nprocs; i++)
+        if (dp_load_relaxed(&p->procs[i].state) != s1[i].state ||
+            dp_load_relaxed(&p->procs[i].opseq) != s1[i].opseq)
+            goto out;
+    static const unsigned unit_orders[] = {0, 5, 9, 13, 17, 21, 25, 29, 33};
+    for (uint32_t s = 0; s < p->nsub; s++) {
+        uint64_t frames = p->geo.sub[s].geom.frames;
+        for (uint64_t f = 0; f < frames;) {
+            uint64_t bit = (used[s][f / 64] & ~owned[s][f / 64]) >> (f % 64) & 1;
+            if (!bit) {
+                f++;
+                continue;
+            }
+            /* free it as the unit it was allocated as: a leaf bit, or a FULL child */
+            uint64_t step = 1;
+            for (unsigned k = 0; k < sizeof unit_orders / sizeof *unit_orders; k++) {
+                uint64_t n = 1ull << unit_orders[k];
+                if (f % n || f + n > frames) break;
+                if (dp_pa_free(&p->pa[s], f, unit_orders[k]) == 0) {
+                    step = n;
+                    break;
+                }
+            }
+            f += step;
+        }
+    }
+    done = true;
+out:
+    free(s1);
+    dp_maps_free(p, used);
+    dp_maps_free(p, owned);
+    return done;
+}
+
 /* Rule 4: the first call in a fork()ed child. Caller holds pool->lock. */
 static int adopt(dsmpool *p) {
+    p->has_slot = false; /* the inherited slot is the parent's */
     int r = dp_slot_claim(p);
     if (r) return r;
     for (struct dsmpool_seg *s = p->segs_head; s; s = s->next) dp_seg_adopt(p, s);
@@ -325,7 +424,10 @@ static void recover_slot(dsmpool *p, uint32_t slot) {
     uint32_t owner = slot + 1;
     for (uint32_t s = 0; s < p->nsub; s++) dp_pa_recover(&p->pa[s], owner_is, &owner, owner);
     dp_seg_recover_slot(p, slot);
-    slot_clear(p, slot);
+    /* The slot being recovered is ours to clear (RECOVERING); the recoverer
+     * may hold no slot of its own, so no bracket: a sweep never runs while a
+     * slot is RECOVERING without seeing its state move. */
+    slot_clear(p, slot, false);
 }
 
 int dp_recover_all(dsmpool *p) {
@@ -340,11 +442,17 @@ int dp_recover_all(dsmpool *p) {
         /* acq_rel: exclusive claim; acquire sees everything the dead owner released */
         if (!dp_cas_acq_rel(&sl->state, &w, DP_SLOT_WORD(me, mystart, DP_SLOT_RECOVERING)))
             continue;
+        if (dp_load_acquire(&sl->inflight)) /* acquire: pairs with dp_inflight_end */
+            dp_store_relaxed(&p->hdr->sweep_needed, 1);
         recover_slot(p, i);
+        dp_store_relaxed(&sl->inflight, 0);
         dp_store_release(&sl->state, DP_SLOT_FREE); /* release: pairs with the next claim */
         dp_fetch_add_relaxed(&p->hdr->procs_recovered, 1);
         n++;
     }
+    /* relaxed: a flag; a sweep that finds nothing to do is harmless */
+    if (dp_load_relaxed(&p->hdr->sweep_needed) && sweep(p))
+        dp_store_relaxed(&p->hdr->sweep_needed, 0);
     return n;
 }
 

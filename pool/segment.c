@@ -101,6 +101,7 @@ static int seg_claim(dsmpool *p, uint64_t *idx, uint32_t *gen) {
 /* Rule 5's second half: free what the descriptor holds, then FREE it. */
 static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen) {
     dp_seg_desc *d = &p->segs[idx];
+    dp_inflight_begin(p);
     uint64_t blk = dp_load_relaxed(&d->block); /* relaxed: we own the descriptor */
     if (blk == DP_BLOCK_FALLBACK || blk == 0) {
         /* 0: a creator died before recording; its OS object may exist */
@@ -112,6 +113,7 @@ static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen) {
     }
     dp_store_relaxed(&d->block, 0);
     dp_store_relaxed(&d->size, 0);
+    dp_inflight_end(p);
     /* release: pairs with the acq_rel claim of the next creator */
     dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
 }
@@ -287,11 +289,15 @@ int dsmpool_seg_create(dsmpool *pool, size_t size, unsigned flags, dsmpool_seg *
     dp_seg_desc *d = &pool->segs[idx];
     unsigned order = size <= DP_FRAME_SIZE ? 0 : 64u - (unsigned)__builtin_clzll(size - 1) - DP_FRAME_SHIFT;
     uint64_t blk, bytes;
+    dp_inflight_begin(pool); /* until the block is in the descriptor (proc.c rule 6) */
     r = dp_pool_alloc(pool, order, &blk);
     if (r == 0) {
         bytes = (uint64_t)DP_FRAME_SIZE << order;
         s->addr = dp_at(pool, DP_BLOCK_OFF(blk));
+        dp_store_release(&d->block, blk); /* release: for the leak sweep's acquire */
+        dp_inflight_end(pool);
     } else if (!(flags & DSMPOOL_SEG_NO_FALLBACK)) {
+        dp_inflight_end(pool);
         bytes = (size + DP_FRAME_SIZE - 1) & ~(uint64_t)(DP_FRAME_SIZE - 1);
         blk = DP_BLOCK_FALLBACK;
         /* The descriptor says FALLBACK before the name exists: recovery of a
@@ -308,6 +314,7 @@ int dsmpool_seg_create(dsmpool *pool, size_t size, unsigned flags, dsmpool_seg *
         s->fallback = true;
         dp_fetch_add_relaxed(&pool->hdr->fallback_created, 1);
     } else {
+        dp_inflight_end(pool);
         dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
         free(s);
         return dp_fail(-ENOSPC, "the pool has no free block of %llu bytes for %zu bytes "
@@ -448,21 +455,77 @@ bool dsmpool_seg_is_fallback(const dsmpool_seg *seg) { return seg && seg->fallba
 
 /* ---- recovery ----------------------------------------------------------- */
 
+typedef struct rec_ctx {
+    uint32_t slot;
+    unsigned n;          /* ambiguous records seen */
+    uint64_t amb[64];    /* their (gen << 32 | index + 1), the first 64 */
+    bool overflow;       /* more than 64: resync every live segment */
+} rec_ctx;
+
 static void rec_recover(dsmpool *p, dp_a64 *r, void *arg) {
-    uint32_t slot = *(uint32_t *)arg;
+    rec_ctx *c = arg;
     uint64_t v = dp_load_acquire(r); /* acquire: pairs with the dead owner's record stores */
     if (!v) return;
+    uint64_t idx = (v & 0x3fffffff) - 1;
+    uint32_t gen = (uint32_t)(v >> 32);
     if (DP_REC_ST(v) == DP_REC_ACTIVE) {
-        uint64_t idx = (v & 0x3fffffff) - 1;
-        uint32_t gen = (uint32_t)(v >> 32);
         dp_store_relaxed(r, DP_REC(gen, idx, DP_REC_DETACHING)); /* idempotence: see proc.c rule 3 */
-        if (idx < p->nsegs) dp_seg_ref_drop(p, idx, gen, slot);
+        if (idx < p->nsegs) dp_seg_ref_drop(p, idx, gen, c->slot);
+    } else if (idx < p->nsegs) { /* PENDING or DETACHING: did the count move? resync decides */
+        if (c->n < 64) c->amb[c->n++] = DP_HANDLE(gen, idx);
+        else c->overflow = true;
     }
     dp_store_release(r, 0);
 }
 
+typedef struct count_ctx {
+    uint64_t handle;
+    uint32_t active;
+    bool in_flight;
+} count_ctx;
+
+static void rec_count(dsmpool *p, dp_a64 *r, void *arg) {
+    count_ctx *c = arg;
+    uint64_t v = dp_load_acquire(r); /* acquire: pairs with the record's release store */
+    if (!v || DP_HANDLE(v >> 32, (v & 0x3fffffff) - 1) != c->handle) return;
+    if (DP_REC_ST(v) == DP_REC_ACTIVE) c->active++;
+    else c->in_flight = true;
+}
+
+/* Set a segment's count to the number of ACTIVE records that name it, when
+ * no attach or detach of it is in flight; the CAS fails (and we look again)
+ * if anything changed the count meanwhile. slot owns the destruction if the
+ * count reaches 0. Used after a death left an ambiguous record. */
+static void seg_resync(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t slot) {
+    dp_seg_desc *d = &p->segs[idx];
+    for (int tries = 0; tries < 16; tries++) {
+        uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with every count CAS */
+        if (DP_SEG_GEN(w) != gen || DP_SEG_ST(w) != DP_SEG_LIVE) return;
+        count_ctx c = {DP_HANDLE(gen, idx), 0, false};
+        for (uint32_t sl = 0; sl < p->nprocs; sl++)
+            if (DP_SLOT_STATE(dp_load_acquire(&p->procs[sl].state)) != DP_SLOT_FREE)
+                dp_slot_records(p, sl, rec_count, &c);
+        if (c.in_flight || c.active == DP_SEG_COUNT(w)) return;
+        bool dies = c.active == 0 && !DP_SEG_PINNED(w);
+        uint64_t nw = dies ? DP_SEG_WORD(gen, slot + 1, 0, DP_SEG_DYING)
+                           : DP_SEG_WORD(gen, c.active, DP_SEG_PINNED(w), DP_SEG_LIVE);
+        if (dp_cas_acq_rel(&d->state, &w, nw)) { /* acq_rel: as in dp_seg_ref_drop */
+            if (dies) seg_destroy(p, idx, gen);
+            return;
+        }
+    }
+}
+
 void dp_seg_recover_slot(dsmpool *p, uint32_t slot) {
-    dp_slot_records(p, slot, rec_recover, &slot);
+    rec_ctx c = {slot, 0, {0}, false};
+    dp_slot_records(p, slot, rec_recover, &c);
+    for (unsigned i = 0; i < c.n; i++)
+        seg_resync(p, DP_HANDLE_IDX(c.amb[i]), DP_HANDLE_GEN(c.amb[i]), slot);
+    if (c.overflow)
+        for (uint64_t i = 0; i < p->nsegs; i++) {
+            uint64_t w = dp_load_relaxed(&p->segs[i].state);
+            if (DP_SEG_ST(w) == DP_SEG_LIVE) seg_resync(p, i, DP_SEG_GEN(w), slot);
+        }
     for (uint64_t i = 0; i < p->nsegs; i++) {
         uint64_t w = dp_load_acquire(&p->segs[i].state); /* acquire: the dead owner's writes */
         unsigned st = DP_SEG_ST(w);

@@ -70,31 +70,48 @@ int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out) {
     return 0;
 }
 
-/* ---- check -------------------------------------------------------------- */
+/* ---- ownership maps: shared by the check and the leak sweep ------------ */
 
-typedef struct check_ctx {
+uint64_t **dp_maps_new(dsmpool *p) {
+    uint64_t **m = calloc(p->nsub, sizeof *m);
+    if (!m) return NULL;
+    for (uint32_t s = 0; s < p->nsub; s++)
+        if (!(m[s] = calloc((p->geo.sub[s].geom.frames + 63) / 64, 8))) {
+            dp_maps_free(p, m);
+            return NULL;
+        }
+    return m;
+}
+
+void dp_maps_free(dsmpool *p, uint64_t **m) {
+    if (!m) return;
+    for (uint32_t s = 0; s < p->nsub; s++) free(m[s]);
+    free(m);
+}
+
+typedef struct own_ctx {
     dsmpool *p;
-    uint64_t **owned;   /* per sub-pool bitmap of owned frames */
-    uint32_t *refs;     /* ACTIVE records per descriptor */
+    uint64_t **owned;
     int err;
-    char why[200];
-} check_ctx;
+    char *why;
+    size_t n;
+} own_ctx;
 
-static void ck_fail(check_ctx *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void ck_fail(check_ctx *c, int err, const char *fmt, ...) {
+static void own_fail(own_ctx *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void own_fail(own_ctx *c, int err, const char *fmt, ...) {
     if (c->err) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->why, sizeof c->why, fmt, ap);
+    vsnprintf(c->why, c->n, fmt, ap);
     va_end(ap);
     c->err = err;
 }
 
 /* Mark [off, off+len) as owned; overlap with an earlier owner is an error. */
-static void ck_own(check_ctx *c, uint64_t off, uint64_t len, const char *what) {
+static void own_mark(own_ctx *c, uint64_t off, uint64_t len, const char *what) {
     dsmpool *p = c->p;
     if (!dp_block_ok(p, off, len)) {
-        ck_fail(c, -EUCLEAN, "%s at offset %llu is outside the data", what, (unsigned long long)off);
+        own_fail(c, -EUCLEAN, "%s at offset %llu is outside the data", what, (unsigned long long)off);
         return;
     }
     for (uint32_t s = 0; s < p->nsub; s++) {
@@ -102,14 +119,14 @@ static void ck_own(check_ctx *c, uint64_t off, uint64_t len, const char *what) {
         if (off < lo || (off - lo) / DP_FRAME_SIZE >= n) continue;
         uint64_t f0 = (off - lo) / DP_FRAME_SIZE, nf = len / DP_FRAME_SIZE;
         if (f0 + nf > n) {
-            ck_fail(c, -EUCLEAN, "%s crosses the end of sub-pool %u", what, s);
+            own_fail(c, -EUCLEAN, "%s crosses the end of sub-pool %u", what, s);
             return;
         }
         for (uint64_t f = f0; f < f0 + nf; f++) {
             uint64_t bit = 1ull << (f % 64);
             if (c->owned[s][f / 64] & bit) {
-                ck_fail(c, -EUCLEAN, "%s overlaps another owner at frame %llu of sub-pool %u",
-                        what, (unsigned long long)f, s);
+                own_fail(c, -EUCLEAN, "%s overlaps another owner at frame %llu of sub-pool %u",
+                         what, (unsigned long long)f, s);
                 return;
             }
             c->owned[s][f / 64] |= bit;
@@ -118,38 +135,90 @@ static void ck_own(check_ctx *c, uint64_t off, uint64_t len, const char *what) {
     }
 }
 
-static void ck_record(dsmpool *p, dp_a64 *r, void *arg) {
-    check_ctx *c = arg;
-    uint64_t v = dp_load_acquire(r); /* acquire: pairs with the record's release store */
-    if (!v) return;
-    uint64_t idx = (v & 0x3fffffff) - 1;
-    if (idx >= p->nsegs) {
-        ck_fail(c, -EUCLEAN, "an attachment record names descriptor %llu of %llu",
-                (unsigned long long)idx, (unsigned long long)p->nsegs);
-        return;
+/* Every owner of pool frames: segment blocks (in any state that holds one)
+ * and the record blocks of every slot that is not free. */
+int dp_owned_maps(dsmpool *p, uint64_t **owned, char *why, size_t n) {
+    own_ctx c = {p, owned, 0, why, n};
+    for (uint64_t i = 0; i < p->nsegs && !c.err; i++) {
+        dp_seg_desc *d = &p->segs[i];
+        uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with create's LIVE CAS */
+        if (DP_SEG_ST(w) == DP_SEG_FREE) continue;
+        uint64_t blk = dp_load_acquire(&d->block); /* acquire: pairs with the creator's store */
+        if (blk == DP_BLOCK_FALLBACK || blk == 0) continue;
+        if (DP_BLOCK_ORDER(blk) > 36) {
+            own_fail(&c, -EUCLEAN, "segment %llu has a corrupt block word", (unsigned long long)i);
+            break;
+        }
+        own_mark(&c, DP_BLOCK_OFF(blk), (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk), "a segment");
     }
-    if (DP_REC_ST(v) == DP_REC_ACTIVE) {
-        uint64_t w = dp_load_relaxed(&p->segs[idx].state);
-        if (DP_SEG_GEN(w) == (uint32_t)(v >> 32)) c->refs[idx]++;
-        else ck_fail(c, -EUCLEAN, "an attachment record names a destroyed segment (%llu)",
-                     (unsigned long long)idx);
-    } else {
-        ck_fail(c, -EBUSY, "an attach or detach of segment %llu is in progress",
-                (unsigned long long)idx);
+    for (uint32_t sl = 0; sl < p->nprocs && !c.err; sl++) {
+        uint64_t w = dp_load_acquire(&p->procs[sl].state); /* acquire: the claim CAS */
+        if (DP_SLOT_STATE(w) == DP_SLOT_FREE) continue;
+        uint64_t off = dp_load_acquire(&p->procs[sl].overflow); /* acquire: the linking CAS */
+        for (uint64_t guard = p->geo.data_size / DP_FRAME_SIZE; off && !c.err; guard--) {
+            if (!guard) {
+                own_fail(&c, -EUCLEAN, "record blocks of slot %u form a cycle", sl);
+                break;
+            }
+            own_mark(&c, off, DP_FRAME_SIZE, "an attachment record block");
+            if (!c.err) off = dp_load_acquire(&((dp_recblk *)dp_at(p, off))->next);
+        }
     }
+    return c.err;
 }
 
-static void ck_slot_blocks(check_ctx *c, uint32_t slot) {
-    dsmpool *p = c->p;
-    uint64_t off = dp_load_acquire(&p->procs[slot].overflow); /* acquire: the linking CAS */
-    for (uint64_t guard = p->geo.data_size / DP_FRAME_SIZE; off; guard--) {
-        if (!guard) {
-            ck_fail(c, -EUCLEAN, "record blocks of slot %u form a cycle", slot);
-            return;
+/* The allocator's view: a bit per allocated frame. strict: report broken
+ * invariants, unfinished steps of dead owners and steps in flight. */
+int dp_used_maps(dsmpool *p, uint64_t **used, char *why, size_t n, bool strict) {
+    for (uint32_t s = 0; s < p->nsub; s++) {
+        dp_pa_walk w;
+        dp_pa_walk_tree(&p->pa[s], &w, used[s], owner_live, p);
+        if (!strict) continue;
+        if (w.bad) {
+            snprintf(why, n, "sub-pool %u: %s", s, w.why);
+            return -EUCLEAN;
         }
-        ck_own(c, off, DP_FRAME_SIZE, "an attachment record block");
-        if (c->err) return;
-        off = dp_load_acquire(&((dp_recblk *)dp_at(p, off))->next);
+        if (w.orphaned) {
+            snprintf(why, n, "sub-pool %u: %llu allocator steps of dead processes are unfinished; "
+                     "dsmpool_recover() finishes them", s, (unsigned long long)w.orphaned);
+            return -EUCLEAN;
+        }
+        if (w.busy) {
+            snprintf(why, n, "sub-pool %u: %llu allocator steps in flight", s,
+                     (unsigned long long)w.busy);
+            return -EBUSY;
+        }
+    }
+    return 0;
+}
+
+/* ---- check -------------------------------------------------------------- */
+
+typedef struct ref_ctx {
+    uint32_t *refs;
+    int err;
+    char why[200];
+} ref_ctx;
+
+static void ck_record(dsmpool *p, dp_a64 *r, void *arg) {
+    ref_ctx *c = arg;
+    uint64_t v = dp_load_acquire(r); /* acquire: pairs with the record's release store */
+    if (!v || c->err) return;
+    uint64_t idx = (v & 0x3fffffff) - 1;
+    if (idx >= p->nsegs) {
+        c->err = -EUCLEAN;
+        snprintf(c->why, sizeof c->why, "an attachment record names descriptor %llu of %llu",
+                 (unsigned long long)idx, (unsigned long long)p->nsegs);
+    } else if (DP_REC_ST(v) != DP_REC_ACTIVE) {
+        c->err = -EBUSY;
+        snprintf(c->why, sizeof c->why, "an attach or detach of segment %llu is in progress",
+                 (unsigned long long)idx);
+    } else if (DP_SEG_GEN(dp_load_relaxed(&p->segs[idx].state)) == (uint32_t)(v >> 32)) {
+        c->refs[idx]++;
+    } else {
+        c->err = -EUCLEAN;
+        snprintf(c->why, sizeof c->why, "an attachment record names a destroyed segment (%llu)",
+                 (unsigned long long)idx);
     }
 }
 
@@ -158,99 +227,81 @@ int dsmpool_check(dsmpool *pool) {
     if (!pool || pool->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
     int r = dp_self(pool);
     if (r) return r;
-    check_ctx c = {pool, NULL, NULL, 0, ""};
     const dp_header *h = pool->hdr, *g = &pool->geo;
     /* 1 */
     if (dp_load_acquire(&h->magic) != DP_MAGIC || h->region_size != g->region_size ||
         h->data_off != g->data_off || h->data_size != g->data_size || h->seg_cap != g->seg_cap ||
         h->proc_cap != g->proc_cap || memcmp(h->sub, g->sub, sizeof g->sub) != 0)
         return dp_fail(-EUCLEAN, "the shared header was overwritten");
-    c.owned = calloc(pool->nsub, sizeof *c.owned);
-    c.refs = calloc(pool->nsegs, sizeof *c.refs);
-    uint64_t **used = calloc(pool->nsub, sizeof *used);
-    if (!c.owned || !c.refs || !used) {
-        ck_fail(&c, -ENOMEM, "out of memory");
+    char why[200] = "";
+    uint64_t **used = dp_maps_new(pool), **owned = dp_maps_new(pool);
+    ref_ctx rc = {calloc(pool->nsegs, sizeof(uint32_t)), 0, ""};
+    if (!used || !owned || !rc.refs) {
+        r = -ENOMEM;
+        snprintf(why, sizeof why, "out of memory");
         goto out;
     }
     /* 2 */
-    for (uint32_t s = 0; s < pool->nsub && !c.err; s++) {
-        uint64_t words = (g->sub[s].geom.frames + 63) / 64;
-        c.owned[s] = calloc(words, 8);
-        used[s] = calloc(words, 8);
-        if (!c.owned[s] || !used[s]) {
-            ck_fail(&c, -ENOMEM, "out of memory");
-            break;
-        }
-        dp_pa_walk w;
-        dp_pa_walk_tree(&pool->pa[s], &w, used[s], owner_live, pool);
-        if (w.bad) ck_fail(&c, -EUCLEAN, "sub-pool %u: %s", s, w.why);
-        else if (w.orphaned)
-            ck_fail(&c, -EUCLEAN, "sub-pool %u: %llu allocator steps of dead processes are "
-                    "unfinished; dsmpool_recover() finishes them", s, (unsigned long long)w.orphaned);
-        else if (w.busy)
-            ck_fail(&c, -EBUSY, "sub-pool %u: %llu allocator steps in flight", s,
-                    (unsigned long long)w.busy);
-    }
-    /* 3: owners */
-    for (uint64_t i = 0; i < pool->nsegs && !c.err; i++) {
-        dp_seg_desc *d = &pool->segs[i];
-        uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with create's LIVE CAS */
+    if ((r = dp_used_maps(pool, used, why, sizeof why, true)) != 0) goto out;
+    /* 3 */
+    for (uint64_t i = 0; i < pool->nsegs; i++) {
+        uint64_t w = dp_load_acquire(&pool->segs[i].state); /* acquire: create's LIVE CAS */
         unsigned st = DP_SEG_ST(w);
-        if (st == DP_SEG_FREE) continue;
-        if (st != DP_SEG_LIVE) {
-            uint32_t owner = DP_SEG_COUNT(w);
-            if (owner_live(owner, pool))
-                ck_fail(&c, -EBUSY, "segment %llu is being created or destroyed", (unsigned long long)i);
-            else
-                ck_fail(&c, -EUCLEAN, "segment %llu was left half-created or half-destroyed by a "
-                        "dead process; dsmpool_recover() finishes it", (unsigned long long)i);
-            break;
+        if (st == DP_SEG_INIT || st == DP_SEG_DYING) {
+            bool live = owner_live(DP_SEG_COUNT(w), pool);
+            r = live ? -EBUSY : -EUCLEAN;
+            snprintf(why, sizeof why, live ? "segment %llu is being created or destroyed"
+                                           : "segment %llu was left half-created or half-destroyed "
+                                             "by a dead process; dsmpool_recover() finishes it",
+                     (unsigned long long)i);
+            goto out;
         }
-        uint64_t blk = dp_load_relaxed(&d->block);
-        if (blk == DP_BLOCK_FALLBACK) continue;
-        uint64_t bytes = (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31);
-        if (DP_BLOCK_ORDER(blk) > 36 || dp_load_relaxed(&d->size) != bytes) {
-            ck_fail(&c, -EUCLEAN, "segment %llu has a corrupt block word", (unsigned long long)i);
-            break;
+        uint64_t blk = dp_load_relaxed(&pool->segs[i].block);
+        if (st == DP_SEG_LIVE && blk != DP_BLOCK_FALLBACK &&
+            dp_load_relaxed(&pool->segs[i].size) != (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31)) {
+            r = -EUCLEAN;
+            snprintf(why, sizeof why, "segment %llu has a corrupt block word", (unsigned long long)i);
+            goto out;
         }
-        ck_own(&c, DP_BLOCK_OFF(blk), bytes, "a segment");
     }
-    for (uint32_t sl = 0; sl < pool->nprocs && !c.err; sl++) {
-        uint64_t w = dp_load_acquire(&pool->procs[sl].state); /* acquire: the claim CAS */
-        if (DP_SLOT_STATE(w) == DP_SLOT_FREE) continue;
-        ck_slot_blocks(&c, sl);
-        if (!c.err) dp_slot_records(pool, sl, ck_record, &c);
-    }
-    for (uint32_t s = 0; s < pool->nsub && !c.err; s++) {
+    if ((r = dp_owned_maps(pool, owned, why, sizeof why)) != 0) goto out;
+    for (uint32_t s = 0; s < pool->nsub && !r; s++) {
         uint64_t words = (g->sub[s].geom.frames + 63) / 64;
         for (uint64_t k = 0; k < words; k++) {
-            uint64_t leak = used[s][k] & ~c.owned[s][k], ghost = c.owned[s][k] & ~used[s][k];
-            if (leak) {
-                ck_fail(&c, -EUCLEAN, "sub-pool %u: frame %llu is allocated but owned by nothing "
-                        "(a leak)", s, (unsigned long long)(k * 64 + (unsigned)__builtin_ctzll(leak)));
-                break;
-            }
-            if (ghost) {
-                ck_fail(&c, -EUCLEAN, "sub-pool %u: frame %llu is owned but free in the allocator",
-                        s, (unsigned long long)(k * 64 + (unsigned)__builtin_ctzll(ghost)));
+            uint64_t leak = used[s][k] & ~owned[s][k], ghost = owned[s][k] & ~used[s][k];
+            if (leak || ghost) {
+                r = -EUCLEAN;
+                snprintf(why, sizeof why, leak ? "sub-pool %u: frame %llu is allocated but owned by "
+                                                 "nothing (a leak)"
+                                               : "sub-pool %u: frame %llu is owned but free in the "
+                                                 "allocator",
+                         s, (unsigned long long)(k * 64 + (unsigned)__builtin_ctzll(leak ? leak : ghost)));
                 break;
             }
         }
     }
+    if (r) goto out;
     /* 4 */
-    for (uint64_t i = 0; i < pool->nsegs && !c.err; i++) {
+    for (uint32_t sl = 0; sl < pool->nprocs && !rc.err; sl++)
+        if (DP_SLOT_STATE(dp_load_acquire(&pool->procs[sl].state)) != DP_SLOT_FREE)
+            dp_slot_records(pool, sl, ck_record, &rc);
+    if (rc.err) {
+        r = rc.err;
+        snprintf(why, sizeof why, "%s", rc.why);
+        goto out;
+    }
+    for (uint64_t i = 0; i < pool->nsegs; i++) {
         uint64_t w = dp_load_relaxed(&pool->segs[i].state);
-        if (DP_SEG_ST(w) == DP_SEG_LIVE && DP_SEG_COUNT(w) != c.refs[i])
-            ck_fail(&c, -EUCLEAN, "segment %llu has reference count %u but %u attachments",
-                    (unsigned long long)i, DP_SEG_COUNT(w), c.refs[i]);
+        if (DP_SEG_ST(w) == DP_SEG_LIVE && DP_SEG_COUNT(w) != rc.refs[i]) {
+            r = -EUCLEAN;
+            snprintf(why, sizeof why, "segment %llu has reference count %u but %u attachments",
+                     (unsigned long long)i, DP_SEG_COUNT(w), rc.refs[i]);
+            break;
+        }
     }
 out:
-    if (used)
-        for (uint32_t s = 0; s < pool->nsub; s++) free(used[s]);
-    if (c.owned)
-        for (uint32_t s = 0; s < pool->nsub; s++) free(c.owned[s]);
-    free(used);
-    free(c.owned);
-    free(c.refs);
-    return c.err ? dp_fail(c.err, "%s", c.why) : 0;
+    dp_maps_free(pool, used);
+    dp_maps_free(pool, owned);
+    free(rc.refs);
+    return r ? dp_fail(r, "%s", why) : 0;
 }
