@@ -163,6 +163,75 @@ DSMPOOL_EXPORT void *dsmpool_seg_address(const dsmpool_seg *seg);
 DSMPOOL_EXPORT size_t dsmpool_seg_size(const dsmpool_seg *seg); /* usable bytes (>= the size asked for) */
 DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served by the OS, not the pool */
 
+/* ---- areas: relocatable allocation (DSA-like) -------------------------- */
+
+/*
+ * An area is a heap on top of the pool. alloc/free of any size, returning
+ * relocatable pointers that every attached process converts to its own
+ * address. Size classes are powers of two from 64 B to 1 MiB, carved from
+ * 2 MiB spans (one huge page, one allocator node); larger requests get a
+ * dedicated power-of-two block. Every thread keeps, per class, a private
+ * cache in shared memory (so recovery can find it) refilled one span (64 x
+ * 32 KiB) at a time: alloc and free of a cached chunk take no lock, make no
+ * system call, cause no page fault and do no atomic read-modify-write on a
+ * line another thread writes. When the pool is full the area continues in OS
+ * segments (unless DSMPOOL_AREA_NO_FALLBACK).
+ *
+ * Lifetime: an area lives while any process is attached; the last detach,
+ * or dsmpool_area_destroy() from any process, returns everything (cached
+ * chunks of every process included) to the pool at once. Afterwards calls on
+ * it return -ESTALE. Detach or destroy while other threads of the same
+ * process still use the area is a use-after-free, as with free().
+ *
+ * Errors, besides the pool's: -ENOMEM when the area's limit or the memory
+ * (pool and OS) is exhausted (nothing else changes); -EINVAL for a pointer
+ * that is not the start of a live allocation of this area; -ENOSPC when more
+ * than 256 threads hold caches on one area at once.
+ *
+ * Free checking: always on, at no measurable cost -- pointers of another
+ * area (span directory lookup), pointers that are not the start of a chunk
+ * or block, double frees of large blocks. With DSMPOOL_AREA_CHECKED also
+ * double frees and never-allocated pointers of small chunks (one atomic
+ * operation on a shared bitmap per alloc and per free).
+ */
+typedef struct dsmpool_area dsmpool_area; /* a process's attachment to an area */
+typedef uint64_t dsmpool_ptr;             /* relocatable pointer; 0 is the null value */
+
+#define DSMPOOL_PTR_NULL ((dsmpool_ptr)0)
+#define DSMPOOL_PRIptr "016llx"
+
+#define DSMPOOL_ALLOC_ZERO (1u << 0)       /* alloc flag: zeroed memory */
+#define DSMPOOL_AREA_CHECKED (1u << 0)     /* create flag: detect every bad free */
+#define DSMPOOL_AREA_NO_FALLBACK (1u << 1) /* create flag: never use OS segments */
+
+DSMPOOL_EXPORT int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out);
+DSMPOOL_EXPORT dsmpool_handle dsmpool_area_handle(const dsmpool_area *area);
+DSMPOOL_EXPORT int dsmpool_area_attach(dsmpool *pool, dsmpool_handle h, dsmpool_area **out);
+DSMPOOL_EXPORT int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags,
+                                      dsmpool_ptr *out);
+DSMPOOL_EXPORT int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p);
+DSMPOOL_EXPORT void *dsmpool_area_addr(dsmpool_area *area, dsmpool_ptr p); /* local address; NULL for 0 */
+DSMPOOL_EXPORT int dsmpool_area_detach(dsmpool_area *area);
+DSMPOOL_EXPORT int dsmpool_area_destroy(dsmpool_area *area); /* returns everything to the pool at once */
+/* Cap the memory the area holds (spans and large blocks, whatever is cached
+ * or in use); 0 removes the cap. An allocation that would pass it fails with
+ * -ENOMEM and changes nothing. Applies to every process of the area. */
+DSMPOOL_EXPORT int dsmpool_area_set_limit(dsmpool_area *area, size_t bytes);
+/* Return this thread's cached chunks of this area to the shared spans (a
+ * thread does it itself when it exits or the process detaches). */
+DSMPOOL_EXPORT int dsmpool_area_flush(dsmpool_area *area);
+
+typedef struct dsmpool_area_stats {
+    size_t held;              /* bytes of spans and large blocks the area holds */
+    size_t limit;             /* 0: none */
+    size_t spans;             /* 2 MiB spans of small classes */
+    size_t large_blocks;      /* dedicated blocks (> 1 MiB) */
+    size_t fallback_segments; /* of those, served by OS segments */
+    unsigned caches;          /* thread caches held (all processes) */
+} dsmpool_area_stats;
+
+DSMPOOL_EXPORT int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats *out);
+
 /* ---- statistics -------------------------------------------------------- */
 
 #define DSMPOOL_MAX_NODES 64

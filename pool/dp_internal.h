@@ -9,6 +9,8 @@
  *   proc_off       dp_proc[proc_cap]    process slots (pid + start time,
  *                                       segment attachment records)
  *   seg_off        dp_seg_desc[seg_cap] segment descriptors
+ *   dir_off        uint64[dir_count]    span directory: for each 2 MiB of data,
+ *                                       the area and registry entry that hold it
  *   sub[i].geom    per sub-pool: the allocator tree and per-CPU hint lines
  *   data_off       the data: sub-pool 0, 1, ... each a multiple of 2 MiB,
  *                  data_off 2 MiB aligned (so one huge page = one level-1
@@ -133,6 +135,7 @@ typedef struct dp_header {
     /* layout [imm] */
     uint64_t proc_off, proc_cap;
     uint64_t seg_off, seg_cap;
+    uint64_t dir_off, dir_count; /* the span directory: one word per 2 MiB of data */
     uint64_t meta_end;
     uint64_t data_off, data_size;
     uint32_t nsub, nhints;
@@ -176,6 +179,7 @@ struct dsmpool {
     uint32_t nprocs;
     dp_seg_desc *segs;
     uint64_t nsegs;
+    dp_a64 *dir;             /* span directory (area.c) */
     uint32_t nsub;
     dp_pa pa[DSMPOOL_MAX_NODES];
     /* this process's identity in the pool */
@@ -234,6 +238,17 @@ bool dp_block_ok(const struct dsmpool *pool, uint64_t off, uint64_t len);
 
 /* ---- segments (segment.c) ----------------------------------------------- */
 
+#define DP_SEG_AREA (1u << 30) /* internal flag: the segment is an area's control block */
+
+int dp_seg_create_internal(struct dsmpool *pool, size_t size, unsigned flags,
+                           struct dsmpool_seg **out);
+unsigned dp_seg_flags(struct dsmpool *pool, dsmpool_handle h);
+/* An OS segment with no attachment: pinned, count 0, owned by the caller's
+ * structure, which unpins it to destroy it. *addr is our mapping. */
+int dp_seg_os_create(struct dsmpool *pool, size_t bytes, dsmpool_handle *h, void **addr);
+int dp_seg_os_map(struct dsmpool *pool, dsmpool_handle h, void **addr, size_t *len);
+void dp_seg_unpin_quiet(struct dsmpool *pool, dsmpool_handle h);
+
 int dp_seg_ref_drop(struct dsmpool *pool, uint64_t idx, uint32_t gen, uint32_t slot);
 void dp_seg_recover_slot(struct dsmpool *pool, uint32_t slot);
 void dp_seg_adopt(struct dsmpool *pool, struct dsmpool_seg *seg);
@@ -245,6 +260,13 @@ void dp_fallback_name(const struct dsmpool *pool, uint64_t idx, uint32_t gen, ch
                       size_t n);
 int dp_pool_alloc(struct dsmpool *pool, unsigned order, uint64_t *block);
 int dp_pool_free(struct dsmpool *pool, uint64_t block);
+
+/* ---- areas (area.c) ------------------------------------------------------ */
+
+void dp_area_destroy_contents(struct dsmpool *pool, void *ctl, uint64_t aid);
+void dp_area_recover_slot(struct dsmpool *pool, uint32_t slot);
+void dp_area_owned(struct dsmpool *pool,
+                   void (*mark)(void *arg, uint64_t off, uint64_t len, const char *what), void *arg);
 
 /* ---- validation helpers ------------------------------------------------- */
 

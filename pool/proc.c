@@ -423,6 +423,7 @@ static bool owner_is(uint32_t owner, void *arg) { return owner == *(uint32_t *)a
 static void recover_slot(dsmpool *p, uint32_t slot) {
     uint32_t owner = slot + 1;
     for (uint32_t s = 0; s < p->nsub; s++) dp_pa_recover(&p->pa[s], owner_is, &owner, owner);
+    dp_area_recover_slot(p, slot); /* before references drop: an area may go with them */
     dp_seg_recover_slot(p, slot);
     /* The slot being recovered is ours to clear (RECOVERING); the recoverer
      * may hold no slot of its own, so no bracket: a sweep never runs while a

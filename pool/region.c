@@ -52,6 +52,9 @@ int dp_layout(const dp_layout_in *in, dp_header *h) {
     h->seg_off = off;
     h->seg_cap = in->seg_cap;
     off = align_up(off + in->seg_cap * sizeof(dp_seg_desc), 64);
+    h->dir_off = off;
+    h->dir_count = in->region_size >> DP_HUGE_SHIFT; /* >= the data's 2 MiB frames */
+    off = align_up(off + h->dir_count * sizeof(uint64_t), 64);
     h->nsub = in->nsub;
     h->nhints = in->nhints;
     uint64_t fixed = off;
@@ -109,6 +112,7 @@ static int validate_header(const dp_header *c, size_t real_size) {
     if (!want) return dp_fail(-ENOMEM, "out of memory validating the header");
     int r = dp_layout(&in, want);
     bool same = r == 0 && want->proc_off == c->proc_off && want->seg_off == c->seg_off &&
+                want->dir_off == c->dir_off && want->dir_count == c->dir_count &&
                 want->meta_end == c->meta_end && want->data_off == c->data_off &&
                 want->data_size == c->data_size &&
                 memcmp(want->sub, c->sub, sizeof want->sub) == 0;
@@ -125,6 +129,7 @@ static int build_view(dsmpool *p, const dp_header *c) {
     p->segs = (dp_seg_desc *)(p->base + c->seg_off);
     p->nsegs = c->seg_cap;
     p->nsub = c->nsub;
+    p->dir = (dp_a64 *)(p->base + c->dir_off);
     memcpy(&p->geo, c, sizeof p->geo);
     p->geo.magic = DP_MAGIC;
     for (uint32_t s = 0; s < c->nsub; s++)

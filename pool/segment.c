@@ -109,6 +109,8 @@ static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen) {
         dp_fallback_name(p, idx, gen, nm, sizeof nm);
         dp_os_shm_unlink(nm);
     } else if (dp_block_ok(p, DP_BLOCK_OFF(blk), (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk))) {
+        if (dp_load_relaxed(&d->flags) & DP_SEG_AREA) /* an area goes with its last reference */
+            dp_area_destroy_contents(p, dp_at(p, DP_BLOCK_OFF(blk)), idx + 1);
         dp_pool_free(p, blk);
     }
     dp_store_relaxed(&d->block, 0);
@@ -273,11 +275,16 @@ int dsmpool_seg_create(dsmpool *pool, size_t size, unsigned flags, dsmpool_seg *
     dp_clear_error();
     if (!out) return dp_fail(-EINVAL, "out must not be NULL");
     *out = NULL;
+    if (flags & ~SEG_KNOWN_FLAGS) return dp_fail(-EINVAL, "unknown flags 0x%x", flags & ~SEG_KNOWN_FLAGS);
+    return dp_seg_create_internal(pool, size, flags, out);
+}
+
+int dp_seg_create_internal(dsmpool *pool, size_t size, unsigned flags, dsmpool_seg **out) {
+    *out = NULL;
     int r = pool_ok(pool);
     if (r) return r;
     if (size == 0) return dp_fail(-EINVAL, "size 0");
     if (size > (1ull << 46)) return dp_fail(-EINVAL, "size %zu is beyond 64 TiB", size);
-    if (flags & ~SEG_KNOWN_FLAGS) return dp_fail(-EINVAL, "unknown flags 0x%x", flags & ~SEG_KNOWN_FLAGS);
     struct dsmpool_seg *s = calloc(1, sizeof *s);
     if (!s) return dp_fail(-ENOMEM, "out of memory");
     uint64_t idx = 0;
@@ -444,6 +451,66 @@ int dsmpool_seg_unpin(dsmpool *pool, dsmpool_handle h) {
         if (dp_cas_acq_rel(&d->state, &w, nw)) { /* acq_rel: as in dp_seg_ref_drop */
             if (last) seg_destroy(pool, idx, gen);
             return 0;
+        }
+    }
+}
+
+unsigned dp_seg_flags(dsmpool *pool, dsmpool_handle h) {
+    if (!h || DP_HANDLE_IDX(h) >= pool->nsegs) return 0;
+    dp_seg_desc *d = &pool->segs[DP_HANDLE_IDX(h)];
+    uint64_t w = dp_load_acquire(&d->state); /* acquire: create's LIVE CAS */
+    return DP_SEG_GEN(w) == DP_HANDLE_GEN(h) ? (unsigned)dp_load_relaxed(&d->flags) : 0;
+}
+
+int dp_seg_os_create(dsmpool *pool, size_t bytes, dsmpool_handle *h, void **addr) {
+    uint64_t idx = 0;
+    uint32_t gen = 0;
+    int r = seg_claim(pool, &idx, &gen);
+    if (r) return r;
+    dp_seg_desc *d = &pool->segs[idx];
+    bytes = (bytes + DP_FRAME_SIZE - 1) & ~(size_t)(DP_FRAME_SIZE - 1);
+    dp_store_relaxed(&d->block, DP_BLOCK_FALLBACK);
+    if ((r = fallback_map(pool, idx, gen, bytes, true, addr)) != 0) {
+        dp_store_relaxed(&d->block, 0);
+        dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
+        return r;
+    }
+    dp_store_relaxed(&d->size, bytes);
+    dp_store_relaxed(&d->flags, 0);
+    dp_fetch_add_relaxed(&pool->hdr->fallback_created, 1);
+    /* release: block and size before LIVE; pinned with no reference */
+    dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 1, DP_SEG_LIVE));
+    *h = DP_HANDLE(gen, idx);
+    return 0;
+}
+
+int dp_seg_os_map(dsmpool *pool, dsmpool_handle h, void **addr, size_t *len) {
+    if (!h || DP_HANDLE_IDX(h) >= pool->nsegs) return -EINVAL;
+    uint64_t idx = DP_HANDLE_IDX(h);
+    dp_seg_desc *d = &pool->segs[idx];
+    uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with dp_seg_os_create's release */
+    if (DP_SEG_GEN(w) != DP_HANDLE_GEN(h) || DP_SEG_ST(w) != DP_SEG_LIVE ||
+        dp_load_relaxed(&d->block) != DP_BLOCK_FALLBACK)
+        return -ESTALE;
+    uint64_t size = dp_load_relaxed(&d->size);
+    if (!size || size > (1ull << 46)) return -EPROTO;
+    int r = fallback_map(pool, idx, DP_HANDLE_GEN(h), size, false, addr);
+    if (r == 0) *len = size;
+    return r;
+}
+
+void dp_seg_unpin_quiet(dsmpool *pool, dsmpool_handle h) {
+    if (!h || DP_HANDLE_IDX(h) >= pool->nsegs) return;
+    uint64_t idx = DP_HANDLE_IDX(h);
+    uint32_t gen = DP_HANDLE_GEN(h);
+    dp_seg_desc *d = &pool->segs[idx];
+    uint64_t w = dp_load_relaxed(&d->state);
+    while (DP_SEG_GEN(w) == gen && DP_SEG_ST(w) == DP_SEG_LIVE && DP_SEG_PINNED(w)) {
+        bool last = DP_SEG_COUNT(w) == 0;
+        uint64_t nw = last ? DP_SEG_WORD(gen, pool->slot + 1, 0, DP_SEG_DYING) : w & ~SEG_PIN_BIT;
+        if (dp_cas_acq_rel(&d->state, &w, nw)) { /* acq_rel: as in dp_seg_ref_drop */
+            if (last) seg_destroy(pool, idx, gen);
+            return;
         }
     }
 }

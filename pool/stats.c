@@ -135,10 +135,16 @@ static void own_mark(own_ctx *c, uint64_t off, uint64_t len, const char *what) {
     }
 }
 
-/* Every owner of pool frames: segment blocks (in any state that holds one)
- * and the record blocks of every slot that is not free. */
+static void own_mark_cb(void *arg, uint64_t off, uint64_t len, const char *what) {
+    own_ctx *c = arg;
+    if (!c->err) own_mark(c, off, len, what);
+}
+
+/* Every owner of pool frames: segment blocks (in any state that holds one),
+ * the record blocks of every slot that is not free, and what areas hold. */
 int dp_owned_maps(dsmpool *p, uint64_t **owned, char *why, size_t n) {
     own_ctx c = {p, owned, 0, why, n};
+    dp_area_owned(p, own_mark_cb, &c);
     for (uint64_t i = 0; i < p->nsegs && !c.err; i++) {
         dp_seg_desc *d = &p->segs[i];
         uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with create's LIVE CAS */

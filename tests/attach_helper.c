@@ -5,6 +5,10 @@
  *   attach_helper seg <pool name> <handle hex> <byte> <bytes>
  *       attach the segment; every byte of the first <bytes> must be <byte>;
  *       then write <byte>+1 over them and detach.
+ *   attach_helper area <pool name> <area handle hex> <root ptr hex> <n>
+ *       attach the area; follow a list of n nodes {next ptr, value} from
+ *       root (values must be 1..n); print "base=<addr of root> sum=<sum>";
+ *       then allocate one node with value 4242 and print "new=<ptr>".
  *   attach_helper stats <pool name>
  *       attach, print "segments=<n> procs=<n>", detach.
  * Exit status: 0 success, 2 usage, 3 attach failed, 4 wrong data.
@@ -37,6 +41,35 @@ int main(int argc, char **argv) {
                 if (p[i] != (unsigned char)byte) rc = 4;
             memset(p, byte + 1, n);
             dsmpool_seg_detach(seg);
+        }
+    } else if (!strcmp(argv[1], "area") && argc == 6) {
+        dsmpool_area *area;
+        if ((r = dsmpool_area_attach(pool, strtoull(argv[3], NULL, 16), &area)) != 0) {
+            fprintf(stderr, "area_attach: %s (%s)\n", dsmpool_strerror(r), dsmpool_last_error());
+            rc = 3;
+        } else {
+            dsmpool_ptr p = strtoull(argv[4], NULL, 16);
+            unsigned long n = strtoul(argv[5], NULL, 0), sum = 0, i = 0;
+            printf("base=%p\n", dsmpool_area_addr(area, p));
+            for (; p && i < n; i++) {
+                unsigned long *node = dsmpool_area_addr(area, p);
+                if (!node || node[1] != n - i) {
+                    rc = 4;
+                    break;
+                }
+                sum += node[1];
+                p = node[0];
+            }
+            if (i != n || p) rc = 4;
+            printf("sum=%lu\n", sum);
+            dsmpool_ptr q;
+            if (dsmpool_area_alloc(area, 16, 0, &q) == 0) {
+                ((unsigned long *)dsmpool_area_addr(area, q))[1] = 4242;
+                printf("new=%" DSMPOOL_PRIptr "\n", (unsigned long long)q);
+            } else {
+                rc = 5;
+            }
+            dsmpool_area_detach(area);
         }
     } else if (!strcmp(argv[1], "stats")) {
         dsmpool_stats st;

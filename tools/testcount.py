@@ -11,6 +11,7 @@ import sys
 
 SYN = re.compile(r"Synthesis: Tested: (\d+) \| Passing: (\d+) \| Failing: (\d+) \| Crashing: (\d+)")
 passed = failed = 0
+skips = []
 for path in sys.argv[1:]:
     try:
         lines = open(path).read().splitlines()
@@ -20,6 +21,8 @@ for path in sys.argv[1:]:
     for line in lines:
         t = json.loads(line)
         out = (t.get("stdout") or "") + (t.get("stderr") or "")
+        skips += [l.strip() for l in out.splitlines() if l.startswith("[SKIP]") and "::" in l]
+        skips += ["[NOTE] " + t["name"] + ": " + l.strip()[7:] for l in out.splitlines() if l.startswith("[NOTE]")]
         m = SYN.findall(out)
         if not m:
             failed += 1
@@ -29,4 +32,6 @@ for path in sys.argv[1:]:
         failed += f + c
         if t.get("result") not in ("OK", "SKIP") and f + c == 0:
             failed += 1
+for line in dict.fromkeys(skips):
+    print("  " + line, file=sys.stderr)
 print(passed, failed)

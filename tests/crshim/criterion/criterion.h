@@ -46,6 +46,7 @@ struct crs_suite {
 static struct crs_test *crs_tests;
 static struct crs_suite *crs_suites;
 static jmp_buf crs_jmp;
+static struct crs_test *crs_cur;
 static int crs_failed;
 
 #define CRS_CAT2(a, b) a##b
@@ -118,7 +119,7 @@ static void crs_report(const char *file, int line, const char *cond, const char 
 #define CRS_SKIP 77
 #define cr_skip_test(...)                                                                 \
     do {                                                                                  \
-        fprintf(stderr, "[SKIP] ");                                                       \
+        fprintf(stderr, "[SKIP] %s::%s: ", crs_cur->suite, crs_cur->name);              \
         fprintf(stderr, "" __VA_ARGS__);                                                  \
         fputc('\n', stderr);                                                              \
         fflush(stderr);                                                                   \
@@ -141,6 +142,7 @@ static int crs_run_one(struct crs_test *t) {
         double to = t->timeout ? t->timeout : s && s->timeout ? s->timeout : 0;
         if (to > 0) alarm((unsigned)to + 1);
         crs_failed = 0;
+        crs_cur = t;
         if (s && s->init) s->init();
         if (t->init) t->init();
         if (!setjmp(crs_jmp)) t->fn();
@@ -171,10 +173,7 @@ int main(int argc, char **argv) {
         if (t->disabled) continue;
         if (verbose) fprintf(stderr, "[RUN ] %s::%s\n", t->suite, t->name);
         int r = crs_run_one(t);
-        if (r == CRS_SKIP) {
-            fprintf(stderr, "[SKIP] %s::%s\n", t->suite, t->name);
-            continue;
-        }
+        if (r == CRS_SKIP) continue; /* the test printed "[SKIP] why" */
         tested++;
         if (r == 0) passing++;
         else if (r == 1) failing++;

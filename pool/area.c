@@ -1,0 +1,1129 @@
+/*
+ * area.c -- areas: a heap of relocatable allocations on top of the pool.
+ *
+ * Geometry
+ *   Classes: 64 B << c for c = 0..14 (64 B .. 1 MiB), powers of two so that
+ *   a class is a shift and a chunk's class follows from its span. Why not
+ *   finer classes: the hot user is the hash-join build, which asks for whole
+ *   32 KiB chunks and fills them itself; small allocations are rare and
+ *   short-lived, and power-of-two spans keep every chunk naturally aligned.
+ *   Span: a 2 MiB pool block (one huge page, one allocator node) of one
+ *   class, carved into 2 MiB >> (6 + c) chunks. Larger requests get their own
+ *   power-of-two block ("large"). When the pool cannot serve, spans and large
+ *   blocks come from pinned OS segments.
+ *
+ * Shared state (all offsets; the control block lives in a pool segment
+ * whose handle is the area's handle, and whose reference count is the
+ * area's):
+ *   ctl       magic, state (LIVE/DESTROYED), limit, held bytes, a table of
+ *             registry pages, per-class "spans with returned chunks" hints,
+ *             and 256 thread cache records.
+ *   registry  4 KiB pages of 32-byte span entries {state, block, segment,
+ *             info}; entry e is page e/128, slot e%128.
+ *   directory a pool-wide word per 2 MiB of data naming (area, entry, class)
+ *             of the span or large block there: free() finds a chunk's span
+ *             with one load, and a pointer of another area is refused.
+ *   cache     per thread and class: a free list threaded through the free
+ *             chunks (head + advisory count) and a bump range in the current
+ *             span ([entry+1][next index][left] in one word).
+ *
+ * Rules
+ *   1. Hot path (alloc): pop the thread's free list, else take the next
+ *      chunk of its bump range. Free: push on the thread's free list. Only
+ *      the owning thread writes its cache record: relaxed loads and stores,
+ *      no read-modify-write, no lock, no system call.
+ *   2. Refill (the list and the range are empty): steal the whole returned
+ *      stack of a span of this class (one CAS), else take a fresh span: a
+ *      2 MiB block from the pool (or an OS segment), recorded in a registry
+ *      entry and the directory, and set the bump range to all its chunks.
+ *   3. Drain (the list holds more than two batches): push one batch back on
+ *      their spans' stacks (a CAS each, on the span's word:
+ *      [gen:24][count:16][head:16][state:8], chunks linked by index through
+ *      their first 4 bytes). The push that makes a span's count whole
+ *      retires it: CAS to RETIRED(owner), clear the directory, free the block.
+ *   4. A thread that exits, or a process that detaches, drains everything it
+ *      caches; dsmpool_recover() does the same for the caches of dead
+ *      processes (every offset it reads is validated first).
+ *   5. Destroy (explicit, or the control segment's last reference): state
+ *      DESTROYED, then every registry entry's block goes back to the pool,
+ *      the registry pages too, every cache record is released. Idempotent,
+ *      so a destroyer that dies is finished by recovery.
+ *   6. Ownership changes of pool blocks are bracketed (proc.c rule 6), and
+ *      entries being filled or emptied are INIT/RETIRED with the owner slot,
+ *      so recovery and the leak sweep can finish them.
+ *
+ * Crash bound: a process killed between writing a freed chunk's link and
+ * publishing the new list head loses that one chunk until the area is
+ * destroyed (the order is chosen so that the other interleaving, a chunk
+ * counted twice, cannot happen).
+ *
+ * Memory ordering: span-stack CASes are release (pushes publish the link in
+ * the chunk) and acquire (steals read the links); registry entries and
+ * directory words are published with release stores after their block is
+ * written and read with acquire loads; the cache record needs none (one
+ * writer; recovery reads it after the writer's death).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+#include "../numa/dp_numa.h"
+#include "dp_internal.h"
+#include "dp_os.h"
+
+#define AR_MAGIC 0x31414552415044ull /* "DPAREA1" */
+#define AR_VERSION 1u
+#define AR_NCLS 15u
+#define AR_MIN_SHIFT 6u
+#define AR_SMALL_MAX (1u << 20)
+#define AR_SPAN_SHIFT 21u
+#define AR_SPAN (1ull << AR_SPAN_SHIFT)
+#define AR_NCACHES 256u
+#define AR_REGPAGES 1024u
+#define AR_PER_PAGE 128u
+#define AR_MAX_ENTRIES (AR_REGPAGES * AR_PER_PAGE)
+#define AR_LARGE_CLS 15u
+#define AR_GUARD (1ull << 28) /* bound on list walks in recovery: never loop on garbage */
+
+/* span entry state word */
+enum { SP_FREE = 0, SP_INIT = 1, SP_SPAN = 2, SP_LARGE = 3, SP_RETIRED = 4 };
+#define SPW(gen, count, head, st) \
+    (((uint64_t)(gen) << 40) | ((uint64_t)(count) << 24) | ((uint64_t)(head) << 8) | (st))
+#define SPW_ST(w) ((unsigned)((w) & 0xff))
+#define SPW_HEAD(w) ((uint32_t)(((w) >> 8) & 0xffff))
+#define SPW_COUNT(w) ((uint32_t)(((w) >> 24) & 0xffff))
+#define SPW_GEN(w) ((uint32_t)((w) >> 40))
+#define SPW_OWNED(gen, slot, st) (((uint64_t)(gen) << 40) | ((uint64_t)((slot) + 1) << 8) | (st))
+#define SPW_OWNER(w) ((uint32_t)(((w) >> 8) & 0xffffffff) - 1)
+
+/* directory word: [area id (ctl descriptor + 1):33][entry + 1:27][class:4] */
+#define DIRW(aid, e, cls) (((uint64_t)(aid) << 31) | ((uint64_t)((e) + 1) << 4) | (cls))
+#define DIRW_AID(w) ((w) >> 31)
+#define DIRW_ENTRY(w) ((uint64_t)(((w) >> 4) & 0x7ffffff) - 1)
+#define DIRW_CLS(w) ((unsigned)((w) & 15))
+
+/* fallback pointer: [1][tag:14][entry:17][offset:32] */
+#define FB_BIT (1ull << 63)
+#define FB_PTR(tag, e, off) (FB_BIT | ((uint64_t)(tag) << 49) | ((uint64_t)(e) << 32) | (off))
+#define FB_TAG(p) ((uint32_t)(((p) >> 49) & 0x3fff))
+#define FB_ENTRY(p) ((uint64_t)(((p) >> 32) & 0x1ffff))
+#define FB_OFF(p) ((uint64_t)((p) & 0xffffffffull))
+
+/* bump word: [entry + 1:26][next index:19][left:19] */
+#define BUMP(e1, idx, left) (((uint64_t)(e1) << 38) | ((uint64_t)(idx) << 19) | (left))
+#define BUMP_E1(b) ((uint32_t)((b) >> 38))
+#define BUMP_IDX(b) ((uint32_t)(((b) >> 19) & 0x7ffff))
+#define BUMP_LEFT(b) ((uint32_t)((b) & 0x7ffff))
+#define BUMP_TAKE(b) ((b) + (1ull << 19) - 1) /* idx + 1, left - 1 */
+
+typedef struct ar_span {
+    dp_a64 state; /* [atom] SPW */
+    dp_a64 block; /* [atom] pool block word, or DP_BLOCK_FALLBACK; 0 while INIT */
+    dp_a64 seg;   /* [imm while live] OS segment handle of a fallback span */
+    dp_a64 info;  /* [imm while live] class | bitmap frame offset (checked mode) */
+} ar_span;
+_Static_assert(sizeof(ar_span) * AR_PER_PAGE == DP_FRAME_SIZE, "a registry page is one frame");
+
+typedef struct ar_cache {
+    dp_a64 owner;          /* [atom] 0 free; (slot + 1) | tid << 32 while held */
+    dp_a64 pad0[7];
+    dp_a64 head[AR_NCLS];  /* [own] first free chunk (dsmpool_ptr) */
+    dp_a64 bump[AR_NCLS];  /* [own] BUMP word */
+    dp_a64 count[AR_NCLS]; /* [own] free-list length (advisory) */
+    dp_a64 pad1[3];
+} ar_cache;
+_Static_assert(sizeof(ar_cache) % 64 == 0, "cache records on their own lines");
+
+typedef struct ar_ctl {
+    uint64_t magic;      /* [imm] */
+    uint32_t version;    /* [imm] */
+    uint32_t ncaches;    /* [imm] */
+    uint64_t flags;      /* [imm] DSMPOOL_AREA_* */
+    uint64_t pad;
+    dp_a64 state;        /* [atom] 1 LIVE, 2 DESTROYED */
+    dp_a64 limit;        /* [atom] relaxed: bytes, 0 = none */
+    dp_a64 held;         /* [atom] bytes of spans and large blocks */
+    dp_a64 partial[AR_NCLS]; /* [atom] relaxed hint: spans with returned chunks */
+    dp_a64 regpage[AR_REGPAGES]; /* [atom] registry page offsets, 0 = none */
+    _Alignas(64) ar_cache cache[AR_NCACHES];
+} ar_ctl;
+
+enum { AR_LIVE = 1, AR_DESTROYED = 2 };
+
+/* ---- process-local ------------------------------------------------------ */
+
+typedef struct ar_fb {
+    _Atomic(char *) base; /* this process's mapping of a fallback entry */
+    uint64_t len;
+    dsmpool_handle seg;   /* which OS segment it maps (entries are reused) */
+} ar_fb;
+
+typedef struct ar_tc { /* one per (thread, area) */
+    struct dsmpool_area *area;
+    unsigned epoch;
+    ar_cache *rec;
+    uint64_t span_ptr[AR_NCLS]; /* base pointer of the bump span, per class */
+    uint64_t scan[AR_NCLS];     /* where the partial-span search resumes */
+    struct ar_tc *tnext;        /* this thread's list */
+    struct ar_tc *anext, *aprev; /* the area's list (area->lock) */
+} ar_tc;
+
+struct dsmpool_area {
+    uint64_t magic;
+    dsmpool *pool;
+    dsmpool_seg *seg;
+    ar_ctl *ctl;
+    dsmpool_handle handle;
+    uint64_t aid;
+    uint32_t tag;
+    char *base;
+    uint64_t data_off, data_size, region_size;
+    pthread_mutex_t lock;
+    ar_tc *tcs;
+    ar_fb *fb[AR_MAX_ENTRIES / 512]; /* two-level map: entry -> local mapping */
+    struct dsmpool_area *reg_next;
+};
+#define AR_OBJ_MAGIC 0x616572416c636f6cull
+
+static pthread_mutex_t ar_reg_lock = PTHREAD_MUTEX_INITIALIZER; /* areas of this process, tcs */
+static struct dsmpool_area *ar_reg;
+static _Thread_local ar_tc *tc_last;
+static _Thread_local ar_tc *tc_head;
+static pthread_key_t tc_key;
+static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
+
+static inline unsigned cls_of(size_t size) {
+    return size <= 64 ? 0 : 64u - (unsigned)__builtin_clzll(size - 1) - AR_MIN_SHIFT;
+}
+static inline unsigned cls_shift(unsigned c) { return AR_MIN_SHIFT + c; }
+static inline uint32_t cls_chunks(unsigned c) { return (uint32_t)(AR_SPAN >> cls_shift(c)); }
+static inline uint32_t cls_batch(unsigned c) { uint32_t n = cls_chunks(c); return n < 64 ? n : 64; }
+
+/* ---- registry and directory --------------------------------------------- */
+
+static ar_span *ar_entry(dsmpool *p, ar_ctl *ctl, uint64_t e) {
+    if (e >= AR_MAX_ENTRIES) return NULL;
+    uint64_t off = dp_load_acquire(&ctl->regpage[e / AR_PER_PAGE]); /* acquire: page link */
+    if (!off || !dp_block_ok(p, off, DP_FRAME_SIZE)) return NULL;
+    return (ar_span *)dp_at(p, off) + e % AR_PER_PAGE;
+}
+
+static void dir_set(dsmpool *p, uint64_t off, uint64_t bytes, uint64_t w) {
+    for (uint64_t o = off; o < off + bytes; o += AR_SPAN) {
+        uint64_t k = (o - p->geo.data_off) >> AR_SPAN_SHIFT;
+        if (k < p->geo.dir_count) dp_store_release(&p->dir[k], w); /* release: entry is set up */
+    }
+}
+
+/* Claim a FREE registry entry as INIT(owner); adds a registry page if all
+ * are taken. Returns the entry index or -errno. */
+static int64_t entry_claim(dsmpool *p, ar_ctl *ctl) {
+    for (uint32_t k = 0; k < AR_REGPAGES; k++) {
+        uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: pairs with the link CAS */
+        if (!off) {
+            uint64_t blk;
+            dp_inflight_begin(p);
+            if (dp_pool_alloc(p, 0, &blk) != 0) {
+                dp_inflight_end(p);
+                return -ENOMEM;
+            }
+            memset(dp_at(p, DP_BLOCK_OFF(blk)), 0, DP_FRAME_SIZE);
+            uint64_t z = 0;
+            /* release: publishes the zeroed page */
+            if (dp_cas_release(&ctl->regpage[k], &z, DP_BLOCK_OFF(blk))) off = DP_BLOCK_OFF(blk);
+            else {
+                dp_pool_free(p, blk);
+                off = z;
+            }
+            dp_inflight_end(p);
+        }
+        if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return -EPROTO;
+        ar_span *pg = dp_at(p, off);
+        for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
+            uint64_t w = dp_load_relaxed(&pg[i].state); /* relaxed: the CAS validates */
+            if (SPW_ST(w) != SP_FREE) continue;
+            /* acq_rel: acquire pairs with the FREE store of the last user */
+            if (dp_cas_acq_rel(&pg[i].state, &w, SPW_OWNED(SPW_GEN(w) + 1, p->slot, SP_INIT)))
+                return (int64_t)k * AR_PER_PAGE + i;
+        }
+    }
+    return -ENOSPC;
+}
+
+static void entry_free(ar_span *sp, uint32_t gen) {
+    dp_store_relaxed(&sp->block, 0);
+    dp_store_relaxed(&sp->seg, 0);
+    dp_store_relaxed(&sp->info, 0);
+    dp_store_release(&sp->state, SPW(gen, 0, 0, SP_FREE)); /* release: pairs with entry_claim */
+}
+
+/* Give back what an entry holds (it is INIT/RETIRED by us, or we destroy
+ * the area): directory, block or OS segment, bitmap; then FREE it. */
+static void entry_release(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span *sp) {
+    uint64_t w = dp_load_acquire(&sp->state); /* acquire: the state's owner wrote the rest */
+    uint64_t blk = dp_load_acquire(&sp->block), info = dp_load_relaxed(&sp->info);
+    dp_inflight_begin(p);
+    uint64_t bytes = 0;
+    if (blk && blk != DP_BLOCK_FALLBACK) {
+        bytes = (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk);
+        if (dp_block_ok(p, DP_BLOCK_OFF(blk), bytes)) {
+            for (uint64_t o = DP_BLOCK_OFF(blk); o < DP_BLOCK_OFF(blk) + bytes; o += AR_SPAN) {
+                uint64_t k = (o - p->geo.data_off) >> AR_SPAN_SHIFT;
+                uint64_t dw = dp_load_relaxed(&p->dir[k]);
+                if (DIRW_AID(dw) == aid && DIRW_ENTRY(dw) == e)
+                    dp_store_release(&p->dir[k], 0); /* release: before the block goes */
+            }
+            dp_store_relaxed(&sp->block, 0);
+            dp_pool_free(p, blk);
+        }
+    } else if (blk == DP_BLOCK_FALLBACK) {
+        dsmpool_handle h = dp_load_relaxed(&sp->seg);
+        dp_store_relaxed(&sp->block, 0);
+        if (h) {
+            uint64_t idx = DP_HANDLE_IDX(h);
+            if (idx < p->nsegs) bytes = dp_load_relaxed(&p->segs[idx].size);
+            dp_seg_unpin_quiet(p, h);
+        }
+    }
+    uint64_t bm = info & ~0xfffull;
+    if (bm && dp_block_ok(p, bm, DP_FRAME_SIZE)) dp_pool_free(p, DP_BLOCK_MK(bm, 0));
+    dp_inflight_end(p);
+    if (bytes && SPW_ST(w) != SP_INIT) dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
+    entry_free(sp, SPW_GEN(w));
+}
+
+/* ---- pointers ----------------------------------------------------------- */
+
+/* This process's mapping of fallback entry e, if it maps the entry's
+ * current OS segment (an entry can be reused for another segment). */
+static char *fb_lookup(struct dsmpool_area *a, uint64_t e, uint64_t *len) {
+    ar_fb *page = __atomic_load_n(&a->fb[e / 512], __ATOMIC_ACQUIRE); /* pairs with fb_remember */
+    if (!page) return NULL;
+    char *b = atomic_load_explicit(&page[e % 512].base, memory_order_acquire);
+    if (!b) return NULL;
+    ar_span *sp = ar_entry(a->pool, a->ctl, e);
+    if (!sp || dp_load_relaxed(&sp->seg) != page[e % 512].seg) return NULL;
+    if (len) *len = page[e % 512].len;
+    return b;
+}
+
+static int fb_remember(struct dsmpool_area *a, uint64_t e, char *base, uint64_t len, dsmpool_handle seg) {
+    pthread_mutex_lock(&a->lock);
+    ar_fb *page = a->fb[e / 512];
+    if (!page) {
+        page = calloc(512, sizeof *page);
+        if (!page) {
+            pthread_mutex_unlock(&a->lock);
+            return -ENOMEM;
+        }
+        __atomic_store_n(&a->fb[e / 512], page, __ATOMIC_RELEASE);
+    }
+    char *old = atomic_load_explicit(&page[e % 512].base, memory_order_relaxed);
+    if (old) dp_os_unmap(old, page[e % 512].len); /* an earlier span of this entry */
+    page[e % 512].len = len;
+    page[e % 512].seg = seg;
+    atomic_store_explicit(&page[e % 512].base, base, memory_order_release);
+    pthread_mutex_unlock(&a->lock);
+    return 0;
+}
+
+/* Map a fallback entry in this process the first time a pointer needs it. */
+static char *fb_map(struct dsmpool_area *a, uint64_t e, uint64_t *len) {
+    char *b = fb_lookup(a, e, len);
+    if (b) return b;
+    ar_span *sp = ar_entry(a->pool, a->ctl, e);
+    if (!sp) return NULL;
+    uint64_t w = dp_load_acquire(&sp->state); /* acquire: pairs with the entry's publication */
+    if (SPW_ST(w) != SP_SPAN && SPW_ST(w) != SP_LARGE) return NULL;
+    if (dp_load_relaxed(&sp->block) != DP_BLOCK_FALLBACK) return NULL;
+    void *m;
+    size_t l;
+    dsmpool_handle h = dp_load_relaxed(&sp->seg);
+    if (dp_seg_os_map(a->pool, h, &m, &l) != 0) return NULL;
+    if (fb_remember(a, e, m, l, h) != 0) {
+        dp_os_unmap(m, l);
+        return NULL;
+    }
+    if (len) *len = l;
+    return m;
+}
+
+static inline char *ar_addr(struct dsmpool_area *a, dsmpool_ptr p) {
+    if (!(p & FB_BIT)) return p && p < a->region_size ? a->base + p : NULL;
+    uint64_t len = 0;
+    char *b = fb_lookup(a, FB_ENTRY(p), &len);
+    if (!b) b = fb_map(a, FB_ENTRY(p), &len);
+    return b && FB_OFF(p) < len ? b + FB_OFF(p) : NULL;
+}
+
+void *dsmpool_area_addr(dsmpool_area *area, dsmpool_ptr p) {
+    if (!area || !p) return NULL;
+    return ar_addr(area, p);
+}
+
+/* Where chunk/block pointer p lives: its entry, class and offset in the
+ * span. Always-on checks: this area's, in range. */
+typedef struct ar_loc {
+    uint64_t e;
+    ar_span *sp;
+    unsigned cls;   /* AR_LARGE_CLS for large blocks */
+    uint64_t off;   /* offset of p within its span / block */
+    uint64_t span;  /* pointer to the span / block start */
+} ar_loc;
+
+static int ar_locate(struct dsmpool_area *a, dsmpool_ptr p, ar_loc *l) {
+    dsmpool *pool = a->pool;
+    if (!(p & FB_BIT)) {
+        if (p < a->data_off || p - a->data_off >= a->data_size) return -EINVAL;
+        uint64_t k = (p - a->data_off) >> AR_SPAN_SHIFT;
+        uint64_t dw = dp_load_acquire(&pool->dir[k]); /* acquire: pairs with dir_set */
+        if (DIRW_AID(dw) != a->aid) return -EINVAL;
+        l->e = DIRW_ENTRY(dw);
+        l->cls = DIRW_CLS(dw);
+        l->sp = NULL; /* small chunks need only the directory; see locate_entry */
+        if (l->cls == AR_LARGE_CLS) {
+            if (!(l->sp = ar_entry(pool, a->ctl, l->e))) return -EINVAL;
+            l->span = DP_BLOCK_OFF(dp_load_relaxed(&l->sp->block));
+        } else {
+            l->span = a->data_off + (k << AR_SPAN_SHIFT);
+        }
+        l->off = p - l->span;
+        return 0;
+    }
+    if (FB_TAG(p) != a->tag) return -EINVAL;
+    l->e = FB_ENTRY(p);
+    l->sp = ar_entry(pool, a->ctl, l->e);
+    if (!l->sp) return -EINVAL;
+    uint64_t w = dp_load_acquire(&l->sp->state); /* acquire: the entry's publication */
+    if (dp_load_relaxed(&l->sp->block) != DP_BLOCK_FALLBACK) return -EINVAL;
+    if (SPW_ST(w) == SP_LARGE) l->cls = AR_LARGE_CLS;
+    else if (SPW_ST(w) == SP_SPAN) l->cls = (unsigned)(dp_load_relaxed(&l->sp->info) & 0xff);
+    else return -EINVAL;
+    l->span = FB_PTR(a->tag, l->e, 0);
+    l->off = FB_OFF(p);
+    return 0;
+}
+
+/* The registry entry of a located chunk (small pool chunks skip it). */
+static ar_span *locate_entry(struct dsmpool_area *a, ar_loc *l) {
+    if (!l->sp) l->sp = ar_entry(a->pool, a->ctl, l->e);
+    return l->sp;
+}
+
+/* ---- span stacks (rules 2 and 3) ---------------------------------------- */
+
+/* Return one chunk (by index) to its span's stack; retire a span that is
+ * whole again. retire_slot owns the retirement. */
+static void span_push(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span *sp,
+                      unsigned cls, uint32_t idx, char *chunk, uint32_t retire_slot) {
+    uint32_t n = cls_chunks(cls);
+    uint64_t w = dp_load_relaxed(&sp->state), nw;
+    for (;;) {
+        if (SPW_ST(w) != SP_SPAN || SPW_COUNT(w) >= n) return; /* corrupt: drop, never double */
+        memcpy(chunk, &(uint32_t){SPW_HEAD(w)}, 4);
+        nw = SPW(SPW_GEN(w) + 1, SPW_COUNT(w) + 1, idx + 1, SP_SPAN);
+        /* release: publishes the link written into the chunk (pairs with span_steal) */
+        if (dp_cas_release(&sp->state, &w, nw)) break;
+    }
+    if (SPW_COUNT(nw) == 1) dp_fetch_add_relaxed(&ctl->partial[cls], 1);
+    if (SPW_COUNT(nw) == n) {
+        uint64_t rw = SPW_OWNED(SPW_GEN(nw) + 1, retire_slot, SP_RETIRED);
+        /* acq_rel: acquire sees every chunk's link; release claims the entry */
+        if (dp_cas_acq_rel(&sp->state, &nw, rw)) {
+            dp_fetch_add_relaxed(&ctl->partial[cls], (uint64_t)-1);
+            entry_release(p, ctl, aid, e, sp);
+        }
+    }
+}
+
+/* Return a chunk pointer to its span (drain, release, recovery). */
+static void chunk_return(struct dsmpool_area *a, dsmpool_ptr c, uint32_t retire_slot) {
+    ar_loc l;
+    if (ar_locate(a, c, &l) != 0 || l.cls == AR_LARGE_CLS) return;
+    unsigned sh = cls_shift(l.cls);
+    if (l.off & ((1ull << sh) - 1) || (l.off >> sh) >= cls_chunks(l.cls)) return;
+    char *m = ar_addr(a, c);
+    if (m && locate_entry(a, &l))
+        span_push(a->pool, a->ctl, a->aid, l.e, l.sp, l.cls, (uint32_t)(l.off >> sh), m, retire_slot);
+}
+
+/* ---- thread caches ------------------------------------------------------ */
+
+static void tc_destructor(void *arg);
+static void tc_key_init(void) { pthread_key_create(&tc_key, tc_destructor); }
+
+/* Rule 4: everything a cache record holds goes back to the spans. */
+static void cache_drain_all(struct dsmpool_area *a, ar_cache *rec, uint32_t retire_slot) {
+    for (unsigned c = 0; c < AR_NCLS; c++) {
+        dsmpool_ptr h = dp_load_relaxed(&rec->head[c]);
+        for (uint64_t guard = AR_GUARD; h && guard; guard--) {
+            char *m = ar_addr(a, h);
+            if (!m) break;
+            dsmpool_ptr next;
+            memcpy(&next, m, 8);
+            dp_store_relaxed(&rec->head[c], next); /* first unlink (leak-biased), then return */
+            chunk_return(a, h, retire_slot);
+            h = next;
+        }
+        dp_store_relaxed(&rec->head[c], 0);
+        dp_store_relaxed(&rec->count[c], 0);
+        uint64_t b = dp_load_relaxed(&rec->bump[c]);
+        dp_store_relaxed(&rec->bump[c], 0);
+        uint32_t e1 = BUMP_E1(b), left = BUMP_LEFT(b), idx = BUMP_IDX(b);
+        ar_span *sp = e1 ? ar_entry(a->pool, a->ctl, e1 - 1) : NULL;
+        if (!sp || left > cls_chunks(c) || idx + left > cls_chunks(c)) continue;
+        uint64_t w = dp_load_acquire(&sp->state); /* acquire: the entry's publication */
+        if (SPW_ST(w) != SP_SPAN || (dp_load_relaxed(&sp->info) & 0xff) != c) continue;
+        uint64_t blk = dp_load_relaxed(&sp->block);
+        dsmpool_ptr base = blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e1 - 1, 0) : DP_BLOCK_OFF(blk);
+        for (uint32_t k = 0; k < left; k++) {
+            dsmpool_ptr cp = base + ((uint64_t)(idx + k) << cls_shift(c));
+            char *m = ar_addr(a, cp);
+            if (m) span_push(a->pool, a->ctl, a->aid, e1 - 1, sp, c, idx + k, m, retire_slot);
+        }
+    }
+}
+
+static void cache_release(struct dsmpool_area *a, ar_cache *rec, uint32_t slot) {
+    if (dp_load_acquire(&a->ctl->state) == AR_LIVE) cache_drain_all(a, rec, slot);
+    dp_store_release(&rec->owner, 0); /* release: pairs with the next claim */
+}
+
+static void tc_unlink_area(ar_tc *tc) { /* ar_reg_lock and area->lock held */
+    struct dsmpool_area *a = tc->area;
+    if (tc->aprev) tc->aprev->anext = tc->anext;
+    else a->tcs = tc->anext;
+    if (tc->anext) tc->anext->aprev = tc->aprev;
+    tc->anext = tc->aprev = NULL;
+}
+
+/* Thread exit: release this thread's caches of every area still attached. */
+static void tc_destructor(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&ar_reg_lock);
+    for (ar_tc *tc = tc_head, *next; tc; tc = next) {
+        next = tc->tnext;
+        struct dsmpool_area *a = tc->area;
+        if (a && tc->epoch == dp_fork_epoch) {
+            pthread_mutex_lock(&a->lock);
+            tc_unlink_area(tc);
+            pthread_mutex_unlock(&a->lock);
+            cache_release(a, tc->rec, a->pool->slot);
+        }
+        free(tc);
+    }
+    tc_head = tc_last = NULL;
+    pthread_mutex_unlock(&ar_reg_lock);
+}
+
+static ar_tc *tc_get_slow(struct dsmpool_area *a) {
+    if (dp_self(a->pool) != 0) return NULL;
+    for (ar_tc *tc = tc_head; tc; tc = tc->tnext)
+        if (tc->area == a && tc->epoch == dp_fork_epoch) return tc_last = tc;
+    pthread_once(&tc_once, tc_key_init);
+    ar_tc *tc = calloc(1, sizeof *tc);
+    if (!tc) {
+        dp_fail(-ENOMEM, "out of memory");
+        return NULL;
+    }
+    ar_ctl *ctl = a->ctl;
+    uint64_t me = (uint64_t)(a->pool->slot + 1) | ((uint64_t)(uint32_t)syscall(SYS_gettid) << 32);
+    for (uint32_t i = 0; i < ctl->ncaches && i < AR_NCACHES; i++) {
+        uint64_t z = 0;
+        if (dp_load_relaxed(&ctl->cache[i].owner) != 0) continue;
+        /* acq_rel: acquire pairs with cache_release; release: the claim */
+        if (!dp_cas_acq_rel(&ctl->cache[i].owner, &z, me)) continue;
+        tc->rec = &ctl->cache[i];
+        break;
+    }
+    if (!tc->rec) {
+        free(tc);
+        dp_fail(-ENOSPC, "all %u thread caches of this area are held (more than %u threads "
+                "use it at once)", AR_NCACHES, AR_NCACHES);
+        return NULL;
+    }
+    for (unsigned c = 0; c < AR_NCLS; c++) { /* a released record is empty; say so anyway */
+        dp_store_relaxed(&tc->rec->head[c], 0);
+        dp_store_relaxed(&tc->rec->bump[c], 0);
+        dp_store_relaxed(&tc->rec->count[c], 0);
+    }
+    tc->area = a;
+    tc->epoch = dp_fork_epoch;
+    pthread_mutex_lock(&ar_reg_lock);
+    pthread_mutex_lock(&a->lock);
+    tc->anext = a->tcs;
+    if (a->tcs) a->tcs->aprev = tc;
+    a->tcs = tc;
+    pthread_mutex_unlock(&a->lock);
+    tc->tnext = tc_head;
+    tc_head = tc;
+    pthread_mutex_unlock(&ar_reg_lock);
+    pthread_setspecific(tc_key, (void *)1); /* any non-NULL value: run the destructor */
+    return tc_last = tc;
+}
+
+static inline ar_tc *tc_get(struct dsmpool_area *a) {
+    ar_tc *tc = tc_last;
+    if (__builtin_expect(tc && tc->area == a && tc->epoch == dp_fork_epoch, 1)) return tc;
+    return tc_get_slow(a);
+}
+
+/* ---- acquiring spans and blocks (rule 2) -------------------------------- */
+
+static int held_reserve(ar_ctl *ctl, uint64_t bytes) {
+    uint64_t lim = dp_load_relaxed(&ctl->limit); /* relaxed: a setting */
+    uint64_t h = dp_load_relaxed(&ctl->held);
+    for (;;) {
+        if (lim && (h + bytes > lim || h + bytes < h))
+            return dp_fail(-ENOMEM, "the area's limit of %llu bytes would be passed (it holds %llu)",
+                           (unsigned long long)lim, (unsigned long long)h);
+        /* relaxed: a counter; the limit is enforced by this CAS alone */
+        if (atomic_compare_exchange_weak_explicit(&ctl->held, &h, h + bytes, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return 0;
+    }
+}
+
+/* A fresh span of class cls, or a large block of 2^order frames. */
+static int acquire(struct dsmpool_area *a, unsigned cls, unsigned order, uint64_t *entry,
+                   dsmpool_ptr *base) {
+    dsmpool *p = a->pool;
+    ar_ctl *ctl = a->ctl;
+    uint64_t bytes = (uint64_t)DP_FRAME_SIZE << order;
+    int r = held_reserve(ctl, bytes);
+    if (r) return r;
+    int64_t e = entry_claim(p, ctl);
+    if (e < 0) {
+        dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
+        return dp_fail(e == -ENOSPC ? -ENOMEM : (int)e, "the area's registry is full (%u entries)",
+                       AR_MAX_ENTRIES);
+    }
+    ar_span *sp = ar_entry(p, ctl, (uint64_t)e);
+    uint64_t info = cls;
+    if ((ctl->flags & DSMPOOL_AREA_CHECKED) && cls != AR_LARGE_CLS) {
+        uint64_t bm;
+        dp_inflight_begin(p);
+        if (dp_pool_alloc(p, 0, &bm) == 0) {
+            memset(dp_at(p, DP_BLOCK_OFF(bm)), 0, DP_FRAME_SIZE);
+            info |= DP_BLOCK_OFF(bm);
+            dp_store_release(&sp->info, info);
+        }
+        dp_inflight_end(p);
+        if (!(info & ~0xffull)) {
+            entry_release(p, ctl, a->aid, (uint64_t)e, sp);
+            dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
+            return dp_fail(-ENOMEM, "no pool memory for the checked-mode bitmap");
+        }
+    }
+    dp_store_relaxed(&sp->info, info);
+    uint64_t blk;
+    dp_inflight_begin(p);
+    r = dp_pool_alloc(p, order, &blk);
+    if (r == 0) {
+        dp_store_release(&sp->block, blk); /* release: owned before the bracket ends */
+        dp_inflight_end(p);
+        dir_set(p, DP_BLOCK_OFF(blk), bytes, DIRW(a->aid, (uint64_t)e, cls));
+        *base = DP_BLOCK_OFF(blk);
+    } else {
+        dp_inflight_end(p);
+        void *m = NULL;
+        dsmpool_handle h = 0;
+        if (!(ctl->flags & DSMPOOL_AREA_NO_FALLBACK) && bytes <= (1ull << 32))
+            r = dp_seg_os_create(p, bytes, &h, &m);
+        if (r || !h) {
+            entry_release(p, ctl, a->aid, (uint64_t)e, sp);
+            dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
+            return dp_fail(-ENOMEM, "no free block of %llu bytes in the pool%s",
+                           (unsigned long long)bytes,
+                           (ctl->flags & DSMPOOL_AREA_NO_FALLBACK) ? " (DSMPOOL_AREA_NO_FALLBACK)"
+                                                                   : " and the OS fallback failed");
+        }
+        dp_store_relaxed(&sp->seg, h);
+        dp_store_release(&sp->block, DP_BLOCK_FALLBACK);
+        fb_remember(a, (uint64_t)e, m, bytes, h);
+        *base = FB_PTR(a->tag, (uint64_t)e, 0);
+    }
+    uint64_t w = dp_load_relaxed(&sp->state);
+    /* release: block, info and directory are set before the entry is live */
+    dp_store_release(&sp->state, SPW(SPW_GEN(w), 0, 0, cls == AR_LARGE_CLS ? SP_LARGE : SP_SPAN));
+    *entry = (uint64_t)e;
+    return 0;
+}
+
+/* Rule 2: refill class c of this thread's cache. */
+static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
+    ar_ctl *ctl = a->ctl;
+    ar_cache *rec = tc->rec;
+    dsmpool *p = a->pool;
+    if (dp_load_relaxed(&ctl->partial[c])) { /* relaxed: a hint */
+        for (uint32_t k = 0; k < AR_REGPAGES; k++) {
+            uint32_t pg = (uint32_t)((tc->scan[c] / AR_PER_PAGE + k) % AR_REGPAGES);
+            if (!dp_load_relaxed(&ctl->regpage[pg])) continue;
+            for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
+                uint64_t e = (uint64_t)pg * AR_PER_PAGE + i;
+                ar_span *sp = ar_entry(p, ctl, e);
+                if (!sp) break;
+                uint64_t w = dp_load_relaxed(&sp->state);
+                if (SPW_ST(w) != SP_SPAN || !SPW_COUNT(w) || (dp_load_relaxed(&sp->info) & 0xff) != c)
+                    continue;
+                /* steal the whole stack; acquire pairs with span_push's release */
+                if (!dp_cas_acquire(&sp->state, &w, SPW(SPW_GEN(w) + 1, 0, 0, SP_SPAN))) continue;
+                dp_fetch_add_relaxed(&ctl->partial[c], (uint64_t)-1);
+                uint64_t blk = dp_load_relaxed(&sp->block);
+                dsmpool_ptr base = blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e, 0) : DP_BLOCK_OFF(blk);
+                uint32_t idx = SPW_HEAD(w), n = SPW_COUNT(w), got = 0;
+                dsmpool_ptr head = dp_load_relaxed(&rec->head[c]);
+                while (idx && got < n && idx <= cls_chunks(c)) {
+                    dsmpool_ptr cp = base + ((uint64_t)(idx - 1) << cls_shift(c));
+                    char *m = ar_addr(a, cp);
+                    if (!m) break;
+                    uint32_t next;
+                    memcpy(&next, m, 4);
+                    memcpy(m, &head, 8);
+                    head = cp;
+                    got++;
+                    idx = next;
+                }
+                dp_store_relaxed(&rec->head[c], head);
+                dp_store_relaxed(&rec->count[c], dp_load_relaxed(&rec->count[c]) + got);
+                tc->scan[c] = e + 1;
+                if (got) return 0;
+            }
+        }
+    }
+    uint64_t e;
+    dsmpool_ptr base;
+    int r = acquire(a, c, AR_SPAN_SHIFT - DP_FRAME_SHIFT, &e, &base);
+    if (r) return r;
+    tc->span_ptr[c] = base;
+    dp_store_relaxed(&rec->bump[c], BUMP(e + 1, 0, cls_chunks(c)));
+    return 0;
+}
+
+/* Rule 3: push one batch of class c back to the spans. */
+static void drain(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
+    ar_cache *rec = tc->rec;
+    uint32_t n = cls_batch(c);
+    dsmpool_ptr h = dp_load_relaxed(&rec->head[c]);
+    for (uint32_t k = 0; k < n && h; k++) {
+        char *m = ar_addr(a, h);
+        if (!m) break;
+        dsmpool_ptr next;
+        memcpy(&next, m, 8);
+        dp_store_relaxed(&rec->head[c], next);
+        dp_store_relaxed(&rec->count[c], dp_load_relaxed(&rec->count[c]) - 1);
+        chunk_return(a, h, a->pool->slot);
+        h = next;
+    }
+}
+
+/* ---- checked mode ------------------------------------------------------- */
+
+/* Flip chunk idx's bit in the span's bitmap: set on alloc, clear on free.
+ * Returns false when it already had the new value. */
+static bool checked_flip(dsmpool *p, ar_span *sp, uint32_t idx, bool set) {
+    uint64_t bm = dp_load_relaxed(&sp->info) & ~0xfffull;
+    if (!bm || !dp_block_ok(p, bm, DP_FRAME_SIZE)) return true;
+    dp_a64 *word = (dp_a64 *)dp_at(p, bm) + idx / 64;
+    uint64_t bit = 1ull << (idx % 64);
+    /* relaxed: the bitmap orders nothing, it only remembers */
+    uint64_t old = set ? atomic_fetch_or_explicit(word, bit, memory_order_relaxed)
+                       : atomic_fetch_and_explicit(word, ~bit, memory_order_relaxed);
+    return set ? !(old & bit) : (old & bit) != 0;
+}
+
+/* ---- alloc / free --------------------------------------------------------- */
+
+static int area_ok(struct dsmpool_area *a) {
+    if (!a || a->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
+    /* acquire: pairs with the destroyer's release store */
+    if (dp_load_acquire(&a->ctl->state) != AR_LIVE)
+        return dp_fail(-ESTALE, "the area was destroyed");
+    return 0;
+}
+
+static int alloc_large(struct dsmpool_area *a, size_t size, unsigned flags, dsmpool_ptr *out) {
+    if (size > (1ull << 46)) return dp_fail(-ENOMEM, "%zu bytes is more than any pool holds", size);
+    unsigned order = 64u - (unsigned)__builtin_clzll(size - 1) - DP_FRAME_SHIFT;
+    if (dp_self(a->pool) != 0) return -ENOSPC;
+    uint64_t e;
+    dsmpool_ptr base;
+    int r = acquire(a, AR_LARGE_CLS, order, &e, &base);
+    if (r) return r;
+    if (flags & DSMPOOL_ALLOC_ZERO) memset(ar_addr(a, base), 0, size);
+    *out = base;
+    return 0;
+}
+
+int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_ptr *out) {
+    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
+    *out = 0;
+    int r = area_ok(area);
+    if (r) return r;
+    if (size == 0) return dp_fail(-EINVAL, "size 0");
+    if (flags & ~DSMPOOL_ALLOC_ZERO) return dp_fail(-EINVAL, "unknown flags 0x%x", flags);
+    if (size > AR_SMALL_MAX) return alloc_large(area, size, flags, out);
+    unsigned c = cls_of(size);
+    ar_tc *tc = tc_get(area);
+    if (!tc) return -ENOSPC;
+    ar_cache *rec = tc->rec;
+    dsmpool_ptr h;
+    for (;;) {
+        h = dp_load_relaxed(&rec->head[c]); /* relaxed: only this thread writes it (rule 1) */
+        if (h) {
+            char *m = ar_addr(area, h);
+            dsmpool_ptr next;
+            memcpy(&next, m, 8);
+            dp_store_relaxed(&rec->head[c], next);
+            dp_store_relaxed(&rec->count[c], dp_load_relaxed(&rec->count[c]) - 1);
+            break;
+        }
+        uint64_t b = dp_load_relaxed(&rec->bump[c]);
+        if (BUMP_LEFT(b)) {
+            h = tc->span_ptr[c] + ((uint64_t)BUMP_IDX(b) << cls_shift(c));
+            dp_store_relaxed(&rec->bump[c], BUMP_TAKE(b));
+            break;
+        }
+        if ((r = refill(area, tc, c)) != 0) return r;
+    }
+    if (area->ctl->flags & DSMPOOL_AREA_CHECKED) {
+        ar_loc l;
+        if (ar_locate(area, h, &l) == 0 && locate_entry(area, &l))
+            checked_flip(area->pool, l.sp, (uint32_t)(l.off >> cls_shift(c)), true);
+    }
+    if (flags & DSMPOOL_ALLOC_ZERO) memset(ar_addr(area, h), 0, size);
+    *out = h;
+    return 0;
+}
+
+int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
+    int r = area_ok(area);
+    if (r) return r;
+    if (!p) return dp_fail(-EINVAL, "free of the null pointer");
+    ar_loc l;
+    if (ar_locate(area, p, &l) != 0)
+        return dp_fail(-EINVAL, "%016llx does not point into this area (another area's, or "
+                       "never allocated)", (unsigned long long)p);
+    if (l.cls == AR_LARGE_CLS) {
+        uint64_t w = dp_load_acquire(&l.sp->state); /* acquire: the entry's publication */
+        if (SPW_ST(w) != SP_LARGE || l.off != 0)
+            return dp_fail(-EINVAL, "%016llx is not the start of a live block (double free?)",
+                           (unsigned long long)p);
+        if (dp_self(area->pool) != 0) return -ENOSPC;
+        if (!dp_cas_acq_rel(&l.sp->state, &w, SPW_OWNED(SPW_GEN(w) + 1, area->pool->slot, SP_RETIRED)))
+            return dp_fail(-EINVAL, "%016llx was freed by someone else at the same time",
+                           (unsigned long long)p);
+        entry_release(area->pool, area->ctl, area->aid, l.e, l.sp);
+        return 0;
+    }
+    unsigned sh = cls_shift(l.cls);
+    if (l.off & ((1ull << sh) - 1) || (l.off >> sh) >= cls_chunks(l.cls))
+        return dp_fail(-EINVAL, "%016llx is not the start of a chunk", (unsigned long long)p);
+    if ((area->ctl->flags & DSMPOOL_AREA_CHECKED) &&
+        (!locate_entry(area, &l) || !checked_flip(area->pool, l.sp, (uint32_t)(l.off >> sh), false)))
+        return dp_fail(-EINVAL, "%016llx is not allocated (double free)", (unsigned long long)p);
+    ar_tc *tc = tc_get(area);
+    if (!tc) return -ENOSPC;
+    ar_cache *rec = tc->rec;
+    char *m = ar_addr(area, p);
+    dsmpool_ptr head = dp_load_relaxed(&rec->head[l.cls]); /* relaxed: rule 1 */
+    memcpy(m, &head, 8);
+    dp_store_relaxed(&rec->head[l.cls], p);
+    uint64_t n = dp_load_relaxed(&rec->count[l.cls]) + 1;
+    dp_store_relaxed(&rec->count[l.cls], n);
+    if (n > 2 * cls_batch(l.cls)) drain(area, tc, l.cls);
+    return 0;
+}
+
+int dsmpool_area_flush(dsmpool_area *area) {
+    int r = area_ok(area);
+    if (r) return r;
+    ar_tc *tc = tc_get(area);
+    if (!tc) return -ENOSPC;
+    cache_drain_all(area, tc->rec, area->pool->slot);
+    return 0;
+}
+
+/* ---- lifetime --------------------------------------------------------------- */
+
+/* Rule 5: give everything back. Works from the pool and the control block
+ * alone (seg_destroy calls it for the last reference, in any process). */
+void dp_area_destroy_contents(dsmpool *p, void *ctlp, uint64_t aid) {
+    ar_ctl *ctl = ctlp;
+    if (ctl->magic != AR_MAGIC) return;
+    dp_store_release(&ctl->state, AR_DESTROYED); /* release: pairs with area_ok's acquire */
+    for (uint32_t k = 0; k < AR_REGPAGES; k++) {
+        uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: the link CAS */
+        if (!off) continue;
+        if (!dp_block_ok(p, off, DP_FRAME_SIZE)) continue;
+        ar_span *pg = dp_at(p, off);
+        for (uint32_t i = 0; i < AR_PER_PAGE; i++)
+            if (SPW_ST(dp_load_acquire(&pg[i].state)) != SP_FREE)
+                entry_release(p, ctl, aid, (uint64_t)k * AR_PER_PAGE + i, &pg[i]);
+        dp_inflight_begin(p);
+        dp_store_release(&ctl->regpage[k], 0);
+        dp_pool_free(p, DP_BLOCK_MK(off, 0));
+        dp_inflight_end(p);
+    }
+    for (uint32_t i = 0; i < AR_NCACHES; i++) dp_store_release(&ctl->cache[i].owner, 0);
+    for (unsigned c = 0; c < AR_NCLS; c++) dp_store_relaxed(&ctl->partial[c], 0);
+    dp_store_relaxed(&ctl->held, 0);
+}
+
+static void area_register(struct dsmpool_area *a) {
+    pthread_mutex_lock(&ar_reg_lock);
+    a->reg_next = ar_reg;
+    ar_reg = a;
+    pthread_mutex_unlock(&ar_reg_lock);
+}
+
+static bool area_unregister(struct dsmpool_area *a) {
+    bool found = false;
+    pthread_mutex_lock(&ar_reg_lock);
+    for (struct dsmpool_area **pp = &ar_reg; *pp; pp = &(*pp)->reg_next)
+        if (*pp == a) {
+            *pp = a->reg_next;
+            found = true;
+            break;
+        }
+    if (found) { /* this process's thread caches on it go back */
+        pthread_mutex_lock(&a->lock);
+        for (ar_tc *tc = a->tcs, *next; tc; tc = next) {
+            next = tc->anext;
+            if (tc->epoch == dp_fork_epoch) cache_release(a, tc->rec, a->pool->slot);
+            tc->area = NULL; /* the owning thread frees tc */
+            tc->anext = tc->aprev = NULL;
+        }
+        a->tcs = NULL;
+        pthread_mutex_unlock(&a->lock);
+    }
+    pthread_mutex_unlock(&ar_reg_lock);
+    return found;
+}
+
+static struct dsmpool_area *area_new(dsmpool *pool, dsmpool_seg *seg) {
+    struct dsmpool_area *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    a->magic = AR_OBJ_MAGIC;
+    a->pool = pool;
+    a->seg = seg;
+    a->ctl = dsmpool_seg_address(seg);
+    a->handle = dsmpool_seg_handle(seg);
+    a->aid = DP_HANDLE_IDX(a->handle) + 1;
+    a->tag = (uint32_t)(a->aid * 0x9e3779b1u >> 7) & 0x3fff;
+    a->base = pool->base;
+    a->data_off = pool->geo.data_off;
+    a->data_size = pool->geo.data_size;
+    a->region_size = pool->geo.region_size;
+    pthread_mutex_init(&a->lock, NULL);
+    return a;
+}
+
+/* Unmap this process's mappings of fallback entries. */
+static void area_free_fb(struct dsmpool_area *a) {
+    for (unsigned i = 0; i < AR_MAX_ENTRIES / 512; i++) {
+        ar_fb *page = a->fb[i];
+        if (!page) continue;
+        for (unsigned k = 0; k < 512; k++) {
+            char *b = atomic_load_explicit(&page[k].base, memory_order_relaxed);
+            if (b) dp_os_unmap(b, page[k].len);
+        }
+        free(page);
+        a->fb[i] = NULL;
+    }
+    pthread_mutex_destroy(&a->lock);
+}
+
+static void area_free_local(struct dsmpool_area *a) {
+    area_free_fb(a);
+    a->magic = 0;
+    free(a);
+}
+
+int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out) {
+    dp_clear_error();
+    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
+    *out = NULL;
+    if (!pool || pool->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
+    if (flags & ~(DSMPOOL_AREA_CHECKED | DSMPOOL_AREA_NO_FALLBACK))
+        return dp_fail(-EINVAL, "unknown flags 0x%x", flags);
+    dsmpool_seg *seg;
+    int r = dp_seg_create_internal(pool, sizeof(ar_ctl), DP_SEG_AREA | DSMPOOL_SEG_NO_FALLBACK, &seg);
+    if (r) return r == -ENOSPC ? dp_fail(-ENOMEM, "no room in the pool for the area's control "
+                                         "block (%zu bytes)", sizeof(ar_ctl)) : r;
+    ar_ctl *ctl = dsmpool_seg_address(seg);
+    memset(ctl, 0, sizeof *ctl);
+    ctl->version = AR_VERSION;
+    ctl->ncaches = AR_NCACHES;
+    ctl->flags = flags;
+    ctl->magic = AR_MAGIC;
+    dp_store_release(&ctl->state, AR_LIVE); /* release: publishes the control block */
+    struct dsmpool_area *a = area_new(pool, seg);
+    if (!a) {
+        dsmpool_seg_detach(seg);
+        return dp_fail(-ENOMEM, "out of memory");
+    }
+    area_register(a);
+    *out = a;
+    return 0;
+}
+
+int dsmpool_area_attach(dsmpool *pool, dsmpool_handle h, dsmpool_area **out) {
+    dp_clear_error();
+    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
+    *out = NULL;
+    dsmpool_seg *seg;
+    int r = dsmpool_seg_attach(pool, h, &seg);
+    if (r) return r;
+    ar_ctl *ctl = dsmpool_seg_address(seg);
+    if (!(dp_seg_flags(pool, h) & DP_SEG_AREA) || dsmpool_seg_size(seg) < sizeof(ar_ctl) ||
+        ctl->magic != AR_MAGIC || ctl->version != AR_VERSION || ctl->ncaches != AR_NCACHES) {
+        dsmpool_seg_detach(seg);
+        return dp_fail(-EINVAL, "handle %016llx names a segment that is not an area",
+                       (unsigned long long)h);
+    }
+    if (dp_load_acquire(&ctl->state) != AR_LIVE) { /* acquire: pairs with destroy */
+        dsmpool_seg_detach(seg);
+        return dp_fail(-ESTALE, "the area %016llx was destroyed", (unsigned long long)h);
+    }
+    struct dsmpool_area *a = area_new(pool, seg);
+    if (!a) {
+        dsmpool_seg_detach(seg);
+        return dp_fail(-ENOMEM, "out of memory");
+    }
+    area_register(a);
+    *out = a;
+    return 0;
+}
+
+dsmpool_handle dsmpool_area_handle(const dsmpool_area *area) {
+    return area && area->magic == AR_OBJ_MAGIC ? area->handle : 0;
+}
+
+int dsmpool_area_detach(dsmpool_area *area) {
+    dp_clear_error();
+    if (!area || !area_unregister(area)) return dp_fail(-EINVAL, "not an attached area (detached twice?)");
+    int r = dsmpool_seg_detach(area->seg); /* the last reference destroys the contents */
+    area_free_local(area);
+    return r;
+}
+
+int dsmpool_area_destroy(dsmpool_area *area) {
+    dp_clear_error();
+    if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
+    if (dp_self(area->pool) != 0) return -ENOSPC;
+    dp_area_destroy_contents(area->pool, area->ctl, area->aid);
+    return dsmpool_area_detach(area);
+}
+
+int dsmpool_area_set_limit(dsmpool_area *area, size_t bytes) {
+    dp_clear_error();
+    int r = area_ok(area);
+    if (r) return r;
+    dp_store_relaxed(&area->ctl->limit, bytes); /* relaxed: read by held_reserve's CAS loop */
+    return 0;
+}
+
+int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
+    dp_clear_error();
+    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
+    int r = area_ok(area);
+    if (r) return r;
+    memset(out, 0, sizeof *out);
+    ar_ctl *ctl = area->ctl;
+    out->held = dp_load_relaxed(&ctl->held);
+    out->limit = dp_load_relaxed(&ctl->limit);
+    for (uint64_t e = 0; e < AR_MAX_ENTRIES; e++) {
+        if (e % AR_PER_PAGE == 0 && !dp_load_relaxed(&ctl->regpage[e / AR_PER_PAGE])) {
+            e += AR_PER_PAGE - 1;
+            continue;
+        }
+        ar_span *sp = ar_entry(area->pool, ctl, e);
+        if (!sp) continue;
+        unsigned st = SPW_ST(dp_load_relaxed(&sp->state));
+        if (st == SP_SPAN) out->spans++;
+        else if (st == SP_LARGE) out->large_blocks++;
+        else continue;
+        if (dp_load_relaxed(&sp->block) == DP_BLOCK_FALLBACK) out->fallback_segments++;
+    }
+    for (uint32_t i = 0; i < AR_NCACHES; i++) out->caches += dp_load_relaxed(&ctl->cache[i].owner) != 0;
+    return 0;
+}
+
+/* ---- recovery and ownership (called from proc.c and stats.c) ------------ */
+
+static ar_ctl *ctl_of(dsmpool *p, uint64_t idx) {
+    uint64_t w = dp_load_acquire(&p->segs[idx].state); /* acquire: create's LIVE CAS */
+    if (DP_SEG_ST(w) == DP_SEG_FREE || !(dp_load_relaxed(&p->segs[idx].flags) & DP_SEG_AREA))
+        return NULL;
+    uint64_t blk = dp_load_relaxed(&p->segs[idx].block);
+    if (!blk || blk == DP_BLOCK_FALLBACK) return NULL;
+    uint64_t bytes = (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31);
+    if (bytes < sizeof(ar_ctl) || !dp_block_ok(p, DP_BLOCK_OFF(blk), bytes)) return NULL;
+    ar_ctl *ctl = dp_at(p, DP_BLOCK_OFF(blk));
+    return ctl->magic == AR_MAGIC ? ctl : NULL;
+}
+
+/* Rule 4 for a dead process: its caches, and entries it was filling or
+ * emptying. A temporary area object lets the drain code run unchanged. */
+void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
+    for (uint64_t idx = 0; idx < p->nsegs; idx++) {
+        ar_ctl *ctl = ctl_of(p, idx);
+        if (!ctl || dp_load_acquire(&ctl->state) != AR_LIVE) continue;
+        static _Thread_local struct dsmpool_area tmp; /* 2 KiB of map pointers: not on the stack */
+        memset(&tmp, 0, sizeof tmp);
+        tmp.magic = AR_OBJ_MAGIC;
+        tmp.pool = p;
+        tmp.ctl = ctl;
+        tmp.aid = idx + 1;
+        tmp.tag = (uint32_t)(tmp.aid * 0x9e3779b1u >> 7) & 0x3fff;
+        tmp.base = p->base;
+        tmp.data_off = p->geo.data_off;
+        tmp.data_size = p->geo.data_size;
+        tmp.region_size = p->geo.region_size;
+        pthread_mutex_init(&tmp.lock, NULL);
+        for (uint32_t i = 0; i < AR_NCACHES; i++) {
+            uint64_t o = dp_load_acquire(&ctl->cache[i].owner); /* acquire: the owner's claim */
+            if (o && (uint32_t)o == slot + 1) cache_release(&tmp, &ctl->cache[i], slot);
+        }
+        for (uint32_t k = 0; k < AR_REGPAGES; k++) {
+            if (!dp_load_relaxed(&ctl->regpage[k])) continue;
+            for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
+                ar_span *sp = ar_entry(p, ctl, (uint64_t)k * AR_PER_PAGE + i);
+                if (!sp) break;
+                uint64_t w = dp_load_acquire(&sp->state);
+                unsigned st = SPW_ST(w);
+                if ((st == SP_INIT || st == SP_RETIRED) && SPW_OWNER(w) == slot)
+                    entry_release(p, ctl, tmp.aid, (uint64_t)k * AR_PER_PAGE + i, sp);
+            }
+        }
+        area_free_fb(&tmp);
+    }
+}
+
+/* Mark the frames every area owns: registry pages, spans and large blocks
+ * in the pool, checked-mode bitmaps. */
+void dp_area_owned(dsmpool *p, void (*mark)(void *arg, uint64_t off, uint64_t len, const char *what),
+                   void *arg) {
+    for (uint64_t idx = 0; idx < p->nsegs; idx++) {
+        ar_ctl *ctl = ctl_of(p, idx);
+        if (!ctl) continue;
+        for (uint32_t k = 0; k < AR_REGPAGES; k++) {
+            uint64_t off = dp_load_acquire(&ctl->regpage[k]);
+            if (!off) continue;
+            mark(arg, off, DP_FRAME_SIZE, "an area registry page");
+            if (!dp_block_ok(p, off, DP_FRAME_SIZE)) continue;
+            ar_span *pg = dp_at(p, off);
+            for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
+                if (SPW_ST(dp_load_acquire(&pg[i].state)) == SP_FREE) continue;
+                uint64_t blk = dp_load_acquire(&pg[i].block), bm = dp_load_relaxed(&pg[i].info) & ~0xfffull;
+                if (blk && blk != DP_BLOCK_FALLBACK)
+                    mark(arg, DP_BLOCK_OFF(blk), (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31),
+                         "an area span");
+                if (bm) mark(arg, bm, DP_FRAME_SIZE, "a checked-mode bitmap");
+            }
+        }
+    }
+}

@@ -1,0 +1,567 @@
+/*
+ * test_area.c -- areas: size classes, relocatable pointers across processes
+ * (including OS fallback segments), mixed sizes in threads and processes
+ * with patterns, caches recovered from a SIGKILLed worker, limits, bad frees,
+ * and the hot path proven free of system calls and page faults by seccomp.
+ */
+#include <criterion/criterion.h>
+#include <dsmpool.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
+
+#include "testutil.h"
+
+#define MIB (1ull << 20)
+#define KIB (1ull << 10)
+
+static dsmpool *mkpool(dsmpool_backing b, const char *name, size_t size) {
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = size;
+    cfg.backing = b;
+    cfg.name = name;
+    dsmpool *p = NULL;
+    int r = dsmpool_create(&cfg, &p);
+    cr_assert_eq(r, 0, "create: %s", dsmpool_last_error());
+    return p;
+}
+
+static size_t pool_free(dsmpool *p) {
+    dsmpool_stats st;
+    dsmpool_get_stats(p, &st);
+    return st.subpool[0].free;
+}
+
+static void check_ok(dsmpool *p) {
+    int r = dsmpool_check(p);
+    cr_assert_eq(r, 0, "check: %s", dsmpool_last_error());
+}
+
+static dsmpool_area *mkarea(dsmpool *p, unsigned flags) {
+    dsmpool_area *a;
+    int r = dsmpool_area_create(p, flags, &a);
+    cr_assert_eq(r, 0, "area_create: %s", dsmpool_last_error());
+    return a;
+}
+
+Test(area, classes_alignment_and_destroy_returns_everything) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    size_t free0 = pool_free(p);
+    dsmpool_area *a = mkarea(p, 0);
+    size_t sizes[] = {1, 63, 64, 65, 100, 4096, 32 * KIB - 1, 32 * KIB, 32 * KIB + 1, MIB, MIB + 1, 5 * MIB};
+    /* chunks are aligned to their class; large blocks to 2 MiB (a huge page) */
+    size_t align[] = {64, 64, 64, 128, 128, 4096, 32 * KIB, 32 * KIB, 64 * KIB, MIB, 2 * MIB, 2 * MIB};
+    dsmpool_ptr ptrs[12];
+    for (int i = 0; i < 12; i++) {
+        cr_assert_eq(dsmpool_area_alloc(a, sizes[i], DSMPOOL_ALLOC_ZERO, &ptrs[i]), 0, "size %zu: %s",
+                     sizes[i], dsmpool_last_error());
+        unsigned char *m = dsmpool_area_addr(a, ptrs[i]);
+        cr_assert_not_null(m);
+        cr_expect_eq(ptrs[i] % align[i], 0, "size %zu: pointer %llx not aligned to %zu", sizes[i],
+                     (unsigned long long)ptrs[i], align[i]);
+        for (size_t k = 0; k < sizes[i]; k += 509) cr_assert_eq(m[k], 0, "ZERO flag");
+        memset(m, i + 1, sizes[i]);
+    }
+    for (int i = 0; i < 12; i++) {
+        unsigned char *m = dsmpool_area_addr(a, ptrs[i]);
+        cr_expect_eq(m[0], i + 1, "allocation %d overwritten", i);
+        cr_expect_eq(m[sizes[i] - 1], i + 1, "allocation %d overwritten at its end", i);
+    }
+    check_ok(p);
+    dsmpool_area_stats st;
+    cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
+    cr_expect_eq(st.large_blocks, 2);
+    cr_expect_eq(st.spans, 6, "classes 64 B, 128 B, 4 KiB, 32 KiB, 64 KiB, 1 MiB");
+    for (int i = 0; i < 6; i++) cr_assert_eq(dsmpool_area_free(a, ptrs[i]), 0);
+    dsmpool_handle h = dsmpool_area_handle(a);
+    cr_assert_eq(dsmpool_area_destroy(a), 0);
+    cr_expect_eq(pool_free(p), free0, "destroy gave back every span, block and cache");
+    check_ok(p);
+    dsmpool_area *b;
+    cr_expect_eq(dsmpool_area_attach(p, h, &b), -ESTALE, "stale area handle");
+    dsmpool_detach(p);
+}
+
+Test(area, last_detach_destroys_and_flush_returns_spans) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    size_t free0 = pool_free(p);
+    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_ptr v[300];
+    for (int i = 0; i < 300; i++) cr_assert_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &v[i]), 0);
+    for (int i = 0; i < 300; i++) cr_assert_eq(dsmpool_area_free(a, v[i]), 0);
+    cr_assert_eq(dsmpool_area_flush(a), 0);
+    dsmpool_area_stats st;
+    dsmpool_area_get_stats(a, &st);
+    cr_expect_eq(st.spans, 0, "all chunks returned: every span went back to the pool");
+    check_ok(p);
+    cr_assert_eq(dsmpool_area_alloc(a, 100, 0, &v[0]), 0);
+    cr_assert_eq(dsmpool_area_detach(a), 0);
+    cr_expect_eq(pool_free(p), free0, "the last detach destroyed the area");
+    cr_expect_eq(dsmpool_area_detach(a), -EINVAL, "detach twice");
+    check_ok(p);
+    dsmpool_detach(p);
+}
+
+Test(area, bad_input) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_area *a = mkarea(p, DSMPOOL_AREA_CHECKED), *b = mkarea(p, 0);
+    dsmpool_ptr x = 1, y, z, big;
+    cr_expect_eq(dsmpool_area_alloc(a, 0, 0, &x), -EINVAL);
+    cr_expect_eq(x, 0, "out cleared");
+    cr_expect_eq(dsmpool_area_alloc(a, (size_t)1 << 50, 0, &x), -ENOMEM);
+    cr_expect_eq(dsmpool_area_alloc(a, 64, 0x40, &x), -EINVAL);
+    cr_expect_eq(dsmpool_area_alloc(NULL, 64, 0, &x), -EINVAL);
+    cr_expect_eq(dsmpool_area_alloc(a, 64, 0, NULL), -EINVAL);
+    cr_assert_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &y), 0);
+    cr_assert_eq(dsmpool_area_alloc(b, 32 * KIB, 0, &z), 0);
+    cr_assert_eq(dsmpool_area_alloc(a, 3 * MIB, 0, &big), 0);
+    cr_expect_eq(dsmpool_area_free(a, 0), -EINVAL, "null");
+    cr_expect_eq(dsmpool_area_free(a, z), -EINVAL, "another area's pointer");
+    cr_expect_neq(strstr(dsmpool_last_error(), "this area"), NULL, "%s", dsmpool_last_error());
+    cr_expect_eq(dsmpool_area_free(a, y + 64), -EINVAL, "not the start of a chunk");
+    cr_expect_eq(dsmpool_area_free(a, y + 32 * KIB), -EINVAL, "never allocated (checked mode)");
+    cr_expect_eq(dsmpool_area_free(a, 12345), -EINVAL, "wild pointer");
+    cr_expect_eq(dsmpool_area_free(a, big + 2 * MIB), -EINVAL, "inside a large block");
+    cr_assert_eq(dsmpool_area_free(a, y), 0);
+    cr_expect_eq(dsmpool_area_free(a, y), -EINVAL, "double free (checked mode)");
+    cr_assert_eq(dsmpool_area_free(a, big), 0);
+    cr_expect_eq(dsmpool_area_free(a, big), -EINVAL, "double free of a large block (always)");
+    cr_expect_null(dsmpool_area_addr(a, 0));
+    cr_expect_null(dsmpool_area_addr(NULL, y));
+    check_ok(p);
+    dsmpool_handle hb = dsmpool_area_handle(b);
+    dsmpool_area_destroy(b);
+    dsmpool_area *c;
+    cr_expect_eq(dsmpool_area_attach(p, hb, &c), -ESTALE);
+    cr_expect_eq(dsmpool_area_attach(p, 0, &c), -EINVAL);
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &s), 0);
+    cr_expect_eq(dsmpool_area_attach(p, dsmpool_seg_handle(s), &c), -EINVAL, "a segment, not an area");
+    dsmpool_seg_detach(s);
+    dsmpool_area_destroy(a);
+    check_ok(p);
+    dsmpool_detach(p);
+}
+
+Test(area, limit_fails_cleanly) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_area *a = mkarea(p, 0);
+    cr_assert_eq(dsmpool_area_set_limit(a, 4 * MIB), 0);
+    dsmpool_ptr v[256];
+    int n = 0, r;
+    while ((r = dsmpool_area_alloc(a, 32 * KIB, 0, &v[n])) == 0 && n < 255) n++;
+    cr_expect_eq(r, -ENOMEM);
+    cr_expect_eq(n, 128, "two 2 MiB spans of 64 chunks fit in 4 MiB");
+    dsmpool_area_stats st;
+    dsmpool_area_get_stats(a, &st);
+    cr_expect_eq(st.held, 4 * MIB, "the failed call changed nothing");
+    dsmpool_ptr big;
+    cr_expect_eq(dsmpool_area_alloc(a, 2 * MIB, 0, &big), -ENOMEM);
+    check_ok(p);
+    cr_assert_eq(dsmpool_area_free(a, v[5]), 0);
+    cr_expect_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &v[5]), 0, "room again after a free");
+    cr_assert_eq(dsmpool_area_set_limit(a, 0), 0);
+    cr_expect_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &v[128]), 0);
+    dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
+
+/* ---- mixed sizes, threads and processes ---------------------------------- */
+
+typedef struct mix_arg {
+    dsmpool_area *a;
+    unsigned id;
+    double seconds;
+    uint64_t ops;
+    const char *err;
+} mix_arg;
+
+/* Allocate random sizes (mostly 32 KiB), write a pattern, verify it before
+ * freeing; the pattern names the owner, so overlap between threads or
+ * processes shows. */
+static const char *mix_run(dsmpool_area *a, unsigned id, double seconds, uint64_t *ops) {
+    uint64_t seed = test_seed() * 977 + id, end = test_now_ns() + (uint64_t)(seconds * 1e9);
+    struct { dsmpool_ptr p; size_t n; uint64_t tag; } held[128];
+    unsigned n = 0;
+    while (test_now_ns() < end) {
+        for (int k = 0; k < 32; k++) {
+            if (n < 128 && (n == 0 || test_rand(&seed) % 100 < 55)) {
+                uint64_t r = test_rand(&seed) % 100;
+                size_t sz = r < 60 ? 32 * KIB : r < 90 ? 1 + test_rand(&seed) % 4000
+                                              : r < 98 ? 1 + test_rand(&seed) % MIB
+                                                       : MIB + test_rand(&seed) % (3 * MIB);
+                dsmpool_ptr p;
+                int e = dsmpool_area_alloc(a, sz, 0, &p);
+                if (e == -ENOMEM) continue;
+                if (e) return "alloc failed";
+                uint64_t tag = ((uint64_t)id << 48) ^ test_rand(&seed);
+                uint64_t *w = dsmpool_area_addr(a, p);
+                for (size_t i = 0; i < sz / 8; i += 61) w[i] = tag + i;
+                held[n].p = p;
+                held[n].n = sz;
+                held[n++].tag = tag;
+            } else if (n) {
+                unsigned i = (unsigned)(test_rand(&seed) % n);
+                uint64_t *w = dsmpool_area_addr(a, held[i].p);
+                for (size_t j = 0; j < held[i].n / 8; j += 61)
+                    if (w[j] != held[i].tag + j) return "pattern overwritten: allocations overlap";
+                if (dsmpool_area_free(a, held[i].p) != 0) return "free refused";
+                held[i] = held[--n];
+            }
+            (*ops)++;
+        }
+    }
+    while (n--)
+        if (dsmpool_area_free(a, held[n].p) != 0) return "final free refused";
+    return NULL;
+}
+
+static void *mix_thread(void *arg) {
+    mix_arg *m = arg;
+    m->err = mix_run(m->a, m->id, m->seconds, &m->ops);
+    return NULL;
+}
+
+static void mix_threads(unsigned nt) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
+    size_t free0 = pool_free(p);
+    dsmpool_area *a = mkarea(p, DSMPOOL_AREA_CHECKED);
+    pthread_t t[8];
+    mix_arg args[8];
+    for (unsigned i = 0; i < nt; i++) {
+        args[i] = (mix_arg){a, i, test_seconds(1.5), 0, NULL};
+        pthread_create(&t[i], NULL, mix_thread, &args[i]);
+    }
+    for (unsigned i = 0; i < nt; i++) {
+        pthread_join(t[i], NULL);
+        cr_expect_null(args[i].err, "thread %u: %s", i, args[i].err);
+        cr_expect_gt(args[i].ops, 100);
+    }
+    check_ok(p);
+    dsmpool_area_destroy(a);
+    cr_expect_eq(pool_free(p), free0);
+    check_ok(p);
+    dsmpool_detach(p);
+}
+
+Test(area_threads, two, .timeout = 90) { mix_threads(2); }
+Test(area_threads, four, .timeout = 90) { mix_threads(4); }
+
+Test(area_threads, exiting_threads_return_their_caches, .timeout = 60) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
+    dsmpool_area *a = mkarea(p, 0);
+    for (int round = 0; round < 4; round++) {
+        pthread_t t[4];
+        mix_arg args[4];
+        for (unsigned i = 0; i < 4; i++) {
+            args[i] = (mix_arg){a, i, test_seconds(0.2), 0, NULL};
+            pthread_create(&t[i], NULL, mix_thread, &args[i]);
+        }
+        for (unsigned i = 0; i < 4; i++) {
+            pthread_join(t[i], NULL);
+            cr_expect_null(args[i].err, "%s", args[i].err);
+        }
+        dsmpool_area_stats st;
+        dsmpool_area_get_stats(a, &st);
+        cr_expect_eq(st.caches, 0, "exited threads released their caches");
+        cr_expect_eq(st.spans + st.large_blocks, 0, "and every span went back");
+    }
+    check_ok(p);
+    dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
+
+Test(area_process, forked_workers_mix_sizes, .timeout = 90) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
+    size_t free0 = pool_free(p);
+    dsmpool_area *a = mkarea(p, DSMPOOL_AREA_CHECKED);
+    dsmpool_handle h = dsmpool_area_handle(a);
+    pid_t kids[3];
+    for (int i = 0; i < 3; i++) {
+        if ((kids[i] = fork()) == 0) {
+            dsmpool_area *mine;
+            if (dsmpool_area_attach(p, h, &mine) != 0) _exit(3);
+            uint64_t ops = 0;
+            const char *err = mix_run(mine, (unsigned)i + 1, 1.0, &ops);
+            if (err) {
+                fprintf(stderr, "child %d: %s\n", i, err);
+                _exit(4);
+            }
+            _exit(dsmpool_area_detach(mine) == 0 && dsmpool_area_detach(a) == 0 ? 0 : 5);
+        }
+    }
+    uint64_t ops = 0;
+    const char *err = mix_run(a, 0, 1.0, &ops);
+    cr_expect_null(err, "parent: %s", err);
+    for (int i = 0; i < 3; i++) cr_expect_eq(test_wait(kids[i]), 0, "child %d", i);
+    dsmpool_recover(p);
+    check_ok(p);
+    dsmpool_area_destroy(a);
+    cr_expect_eq(pool_free(p), free0);
+    dsmpool_detach(p);
+}
+
+Test(area_process, sigkilled_worker_caches_come_back, .timeout = 60) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
+    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_ptr keep;
+    cr_assert_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &keep), 0);
+    size_t free_before = pool_free(p);
+    int ready[2];
+    cr_assert_eq(pipe(ready), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        dsmpool_area *mine;
+        if (dsmpool_area_attach(p, dsmpool_area_handle(a), &mine) != 0) _exit(3);
+        dsmpool_ptr v[1000];
+        for (int i = 0; i < 1000; i++)
+            if (dsmpool_area_alloc(mine, i % 3 ? 32 * KIB : 200, 0, &v[i]) != 0) _exit(4);
+        for (int i = 0; i < 1000; i++) dsmpool_area_free(mine, v[i]);
+        (void)!write(ready[1], "x", 1); /* caches full of chunks, spans in use */
+        pause();
+        _exit(0);
+    }
+    char c;
+    cr_assert_eq(read(ready[0], &c, 1), 1);
+    cr_expect_lt(pool_free(p), free_before, "the worker holds spans");
+    kill(kid, SIGKILL);
+    test_wait(kid);
+    cr_assert_eq(dsmpool_recover(p), 0);
+    cr_expect_eq(pool_free(p), free_before, "recovery returned the dead worker's cached chunks");
+    check_ok(p);
+    cr_expect_eq(dsmpool_area_free(a, keep), 0);
+    dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
+
+/* Pointers written by one process, followed by an exec'ed one that maps the
+ * pool elsewhere; half the nodes live in OS fallback segments. */
+Test(area_process, relocatable_pointers_across_exec, .timeout = 60) {
+    char name[64];
+    test_name(name, sizeof name, "relptr");
+    dsmpool *p = mkpool(DSMPOOL_BACKING_POSIX, name, 32 * MIB);
+    dsmpool_area *a = mkarea(p, 0);
+    enum { N = 200 };
+    dsmpool_ptr head = 0;
+    dsmpool_seg *filler = NULL;
+    for (unsigned long i = 1; i <= N; i++) {
+        if (i == N / 2) { /* fill the pool: the rest must come from the OS */
+            dsmpool_stats st;
+            dsmpool_get_stats(p, &st);
+            cr_assert_eq(dsmpool_seg_create(p, st.subpool[0].largest_free, DSMPOOL_SEG_NO_FALLBACK,
+                                            &filler), 0, "%s", dsmpool_last_error());
+            while (dsmpool_seg_create(p, 2 * MIB, DSMPOOL_SEG_NO_FALLBACK, &(dsmpool_seg *){0}) == 0) {}
+        }
+        dsmpool_ptr n;
+        /* the second half in a class with no span yet: it needs new (OS) spans */
+        size_t sz = i >= N / 2 ? 100 * KIB : i % 2 ? 40000 : 24;
+        cr_assert_eq(dsmpool_area_alloc(a, sz, 0, &n), 0, "node %lu: %s", i, dsmpool_last_error());
+        unsigned long *node = dsmpool_area_addr(a, n);
+        node[0] = head;
+        node[1] = i;
+        head = n;
+    }
+    dsmpool_area_stats st;
+    dsmpool_area_get_stats(a, &st);
+    cr_expect_gt(st.fallback_segments, 0, "some nodes are in OS segments");
+    cr_expect(head & (1ull << 63), "the head node is in an OS segment");
+    const char *helper = getenv("DSMPOOL_ATTACH_HELPER");
+    cr_assert_not_null(helper);
+    char hs[32], ps[32], ns[16];
+    snprintf(hs, sizeof hs, "%" DSMPOOL_PRIhandle, (unsigned long long)dsmpool_area_handle(a));
+    snprintf(ps, sizeof ps, "%" DSMPOOL_PRIptr, (unsigned long long)head);
+    snprintf(ns, sizeof ns, "%d", N);
+    int out[2];
+    cr_assert_eq(pipe(out), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        dup2(out[1], 1);
+        execl(helper, helper, "area", name, hs, ps, ns, (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    char buf[512] = "";
+    size_t got = 0;
+    ssize_t k;
+    while ((k = read(out[0], buf + got, sizeof buf - 1 - got)) > 0) got += (size_t)k;
+    buf[got] = 0;
+    cr_assert_eq(test_wait(kid), 0, "helper failed: %s", buf);
+    char want[64];
+    snprintf(want, sizeof want, "sum=%d", N * (N + 1) / 2);
+    cr_expect_neq(strstr(buf, want), NULL, "helper said: %s", buf);
+    void *theirs = NULL;
+    char *b = strstr(buf, "base=");
+    if (b) sscanf(b, "base=%p", &theirs);
+    cr_expect_neq(theirs, dsmpool_area_addr(a, head), "the helper mapped it elsewhere");
+    unsigned long long q = 0;
+    char *nw = strstr(buf, "new=");
+    cr_assert_not_null(nw, "%s", buf);
+    sscanf(nw, "new=%llx", &q);
+    cr_expect_eq(((unsigned long *)dsmpool_area_addr(a, q))[1], 4242, "its node, read here");
+    dsmpool_recover(p);
+    check_ok(p);
+    dsmpool_area_destroy(a);
+    dsmpool_destroy(p);
+}
+
+/* ---- the hot path: no system call, no page fault ------------------------- */
+
+/* Kill the process on any memory or object system call (this thread only). */
+static int forbid_memory_syscalls(void) {
+    static const int nrs[] = {SYS_mmap, SYS_munmap, SYS_mremap, SYS_madvise, SYS_mprotect,
+                              SYS_brk, SYS_ftruncate, SYS_fallocate, SYS_openat, SYS_shmget,
+                              SYS_shmat};
+    struct sock_filter f[4 + 2 * 11 + 1];
+    unsigned n = 0;
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
+    f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+    for (unsigned i = 0; i < sizeof nrs / sizeof *nrs; i++) {
+        f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nrs[i], 0, 1);
+        f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+    }
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    struct sock_fprog prog = {(unsigned short)n, f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -errno;
+    return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0 ? 0 : -errno;
+}
+
+#define BURST 512 /* chunks: 16 MiB */
+
+/* Allocate BURST chunks, write every page, free them: rounds times. */
+static int burst(dsmpool_area *a, int rounds) {
+    static _Thread_local dsmpool_ptr v[BURST];
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < BURST; i++) {
+            if (dsmpool_area_alloc(a, 32 * KIB, 0, &v[i]) != 0) return -1;
+            char *m = dsmpool_area_addr(a, v[i]);
+            for (int pg = 0; pg < 8; pg++) m[pg * 4096] = (char)i;
+        }
+        for (int i = 0; i < BURST; i++)
+            if (dsmpool_area_free(a, v[i]) != 0) return -2;
+    }
+    return 0;
+}
+
+static long minflt(int who) {
+    struct rusage ru;
+    getrusage(who, &ru);
+    return ru.ru_minflt;
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1 /* shadow memory faults in on first touch: minflt cannot be 0 */
+#else
+#define SANITIZED 0
+#endif
+
+typedef struct sc_shared {
+    pthread_barrier_t start, done;
+    dsmpool_area *a;
+    _Atomic long faults[8];
+    _Atomic int err[8];
+} sc_shared;
+
+typedef struct sc_arg {
+    sc_shared *s;
+    int id;
+} sc_arg;
+
+static void *sc_thread(void *argp) {
+    sc_arg *arg = argp;
+    sc_shared *s = arg->s;
+    if (burst(s->a, 2) != 0) atomic_store(&s->err[arg->id], 1); /* warm-up */
+    pthread_barrier_wait(&s->start);
+    if (forbid_memory_syscalls() != 0) atomic_store(&s->err[arg->id], 2);
+    long f0 = minflt(RUSAGE_THREAD);
+    if (burst(s->a, 20) != 0) atomic_store(&s->err[arg->id], 3);
+    atomic_store(&s->faults[arg->id], minflt(RUSAGE_THREAD) - f0);
+    pthread_barrier_wait(&s->done);
+    for (;;) pause(); /* never exit: thread exit would free (and could munmap) */
+    return NULL;
+}
+
+static void seccomp_threads(int nt) {
+#if defined(__SANITIZE_THREAD__)
+    cr_skip_test("TSan's runtime maps memory for every thread it tracks: a seccomp filter on "
+                 "mmap would catch the runtime, not dsmpool (the plain and ASan runs test this)");
+#endif
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 512 * MIB);
+    static sc_shared s;
+    memset(&s, 0, sizeof s);
+    s.a = mkarea(p, 0);
+    pthread_barrier_init(&s.start, NULL, (unsigned)nt + 1);
+    pthread_barrier_init(&s.done, NULL, (unsigned)nt + 1);
+    pthread_t t[8];
+    static sc_arg args[8];
+    for (int i = 0; i < nt; i++) {
+        args[i] = (sc_arg){&s, i};
+        pthread_create(&t[i], NULL, sc_thread, &args[i]);
+    }
+    pthread_barrier_wait(&s.start);
+    pthread_barrier_wait(&s.done); /* had any worker made a forbidden call, we would be dead */
+    for (int i = 0; i < nt; i++) {
+        cr_expect_eq(atomic_load(&s.err[i]), 0, "worker %d failed (step %d)", i, atomic_load(&s.err[i]));
+        if (!SANITIZED)
+            cr_expect_eq(atomic_load(&s.faults[i]), 0, "worker %d took %ld page faults in the burst",
+                         i, atomic_load(&s.faults[i]));
+    }
+    if (SANITIZED) fprintf(stderr, "[NOTE] sanitizer build: system calls checked, page faults not\n");
+    /* the workers stay parked; the test process's exit ends them */
+}
+
+Test(area_hotpath, two_threads_no_syscall_no_fault, .timeout = 120) { seccomp_threads(2); }
+Test(area_hotpath, four_threads_no_syscall_no_fault, .timeout = 120) { seccomp_threads(4); }
+
+static void futex_wait(_Atomic int *w, int v) { syscall(SYS_futex, w, FUTEX_WAIT, v, NULL, NULL, 0); }
+static void futex_wake(_Atomic int *w) { syscall(SYS_futex, w, FUTEX_WAKE, 1 << 30, NULL, NULL, 0); }
+
+Test(area_hotpath, two_processes_no_syscall_no_fault, .timeout = 120) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 512 * MIB);
+    dsmpool_area *a = mkarea(p, 0);
+    struct sync { _Atomic int ready, go; _Atomic long faults[2]; _Atomic int err[2]; } *sy;
+    sy = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(sy, MAP_FAILED);
+    pid_t kids[2];
+    for (int i = 0; i < 2; i++) {
+        if ((kids[i] = fork()) == 0) {
+            /* warm-up: the first call adopts the pool; the page tables of a
+             * shared mapping are not inherited, so map them all now */
+            if (dsmpool_prefault(p) != 0 || burst(a, 2) != 0) atomic_store(&sy->err[i], 1);
+            atomic_fetch_add(&sy->ready, 1);
+            futex_wake(&sy->ready);
+            while (!atomic_load(&sy->go)) futex_wait(&sy->go, 0);
+            if (forbid_memory_syscalls() != 0) atomic_store(&sy->err[i], 2);
+            long f0 = minflt(RUSAGE_SELF);
+            if (burst(a, 20) != 0) atomic_store(&sy->err[i], 3);
+            atomic_store(&sy->faults[i], minflt(RUSAGE_SELF) - f0);
+            _exit(0);
+        }
+    }
+    int r;
+    while ((r = atomic_load(&sy->ready)) < 2) futex_wait(&sy->ready, r);
+    atomic_store(&sy->go, 1);
+    futex_wake(&sy->go);
+    for (int i = 0; i < 2; i++) {
+        int st = test_wait(kids[i]);
+        cr_expect_eq(st, 0, "worker %d ended with %d (%d = killed by seccomp)", i, st, 128 + SIGSYS);
+        cr_expect_eq(atomic_load(&sy->err[i]), 0, "worker %d failed (step %d)", i, atomic_load(&sy->err[i]));
+        if (!SANITIZED)
+            cr_expect_eq(atomic_load(&sy->faults[i]), 0, "worker %d took %ld page faults in the burst",
+                         i, atomic_load(&sy->faults[i]));
+    }
+    dsmpool_recover(p);
+    check_ok(p);
+    dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
