@@ -565,3 +565,54 @@ Test(area_hotpath, two_processes_no_syscall_no_fault, .timeout = 120) {
     dsmpool_area_destroy(a);
     dsmpool_detach(p);
 }
+
+/* Children churn an area (mixed sizes, large blocks, drains, retirements)
+ * and are SIGKILLed at random moments; after each round recovery must leave
+ * a consistent pool, and destroying the area must give every frame back. */
+Test(area_process, sigkill_at_random_points_then_destroy_is_exact, .timeout = 240) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
+    size_t free0 = pool_free(p);
+    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_handle h = dsmpool_area_handle(a);
+    uint64_t seed = test_seed();
+    int rounds = (int)(30 * test_seconds(1.0));
+    for (int round = 0; round < rounds; round++) {
+        pid_t kids[3];
+        for (int k = 0; k < 3; k++) {
+            uint64_t cs = test_rand(&seed);
+            if ((kids[k] = fork()) == 0) {
+                dsmpool_area *mine;
+                if (dsmpool_area_attach(p, h, &mine) != 0) _exit(3);
+                dsmpool_ptr held[256];
+                int n = 0;
+                for (;;) {
+                    uint64_t r = test_rand(&cs) % 100;
+                    if (n < 256 && r < 52) {
+                        size_t sz = r < 40 ? 32 * KIB : r < 50 ? 1 + test_rand(&cs) % 5000
+                                                               : MIB + test_rand(&cs) % MIB;
+                        if (dsmpool_area_alloc(mine, sz, 0, &held[n]) == 0) n++;
+                    } else if (n) {
+                        int i = (int)(test_rand(&cs) % (uint64_t)n);
+                        dsmpool_area_free(mine, held[i]);
+                        held[i] = held[--n];
+                    }
+                }
+            }
+        }
+        struct timespec ts = {0, (long)(test_rand(&seed) % 20000000)};
+        nanosleep(&ts, NULL);
+        for (int k = 0; k < 3; k++) kill(kids[k], SIGKILL);
+        for (int k = 0; k < 3; k++) test_wait(kids[k]);
+        cr_assert_eq(dsmpool_recover(p), 0);
+        int r = dsmpool_check(p);
+        cr_assert_eq(r, 0, "round %d (seed %llu): %s", round, (unsigned long long)test_seed(),
+                     dsmpool_last_error());
+        dsmpool_area_stats st;
+        cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
+        cr_assert_eq(st.caches, 0, "round %d: the dead workers' caches were released", round);
+    }
+    cr_assert_eq(dsmpool_area_destroy(a), 0);
+    check_ok(p);
+    cr_expect_eq(pool_free(p), free0, "every frame back after the area is destroyed");
+    dsmpool_detach(p);
+}
