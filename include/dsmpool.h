@@ -211,6 +211,17 @@ DSMPOOL_EXPORT int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned 
                                       dsmpool_ptr *out);
 DSMPOOL_EXPORT int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p);
 DSMPOOL_EXPORT void *dsmpool_area_addr(dsmpool_area *area, dsmpool_ptr p); /* local address; NULL for 0 */
+
+/* For hot loops (a hash probe converts a pointer per tuple): the pool's base
+ * in this process, constant while it is attached, and an inline conversion.
+ * A pointer into the pool is the offset from that base (bit 63 clear); one
+ * into an OS fallback segment has bit 63 set and takes the function call. */
+#define DSMPOOL_PTR_OS_BIT (1ull << 63)
+DSMPOOL_EXPORT char *dsmpool_area_base(const dsmpool_area *area);
+static inline void *dsmpool_area_addr_inline(dsmpool_area *area, char *base, dsmpool_ptr p) {
+    if (__builtin_expect(!(p & DSMPOOL_PTR_OS_BIT), 1)) return p ? (void *)(base + p) : (void *)0;
+    return dsmpool_area_addr(area, p);
+}
 DSMPOOL_EXPORT int dsmpool_area_detach(dsmpool_area *area);
 DSMPOOL_EXPORT int dsmpool_area_destroy(dsmpool_area *area); /* returns everything to the pool at once */
 /* Cap the memory the area holds (spans and large blocks, whatever is cached

@@ -105,7 +105,7 @@ enum { SP_FREE = 0, SP_INIT = 1, SP_SPAN = 2, SP_LARGE = 3, SP_RETIRED = 4 };
 #define DIRW_CLS(w) ((unsigned)((w) & 15))
 
 /* fallback pointer: [1][tag:14][entry:17][offset:32] */
-#define FB_BIT (1ull << 63)
+#define FB_BIT DSMPOOL_PTR_OS_BIT
 #define FB_PTR(tag, e, off) (FB_BIT | ((uint64_t)(tag) << 49) | ((uint64_t)(e) << 32) | (off))
 #define FB_TAG(p) ((uint32_t)(((p) >> 49) & 0x3fff))
 #define FB_ENTRY(p) ((uint64_t)(((p) >> 32) & 0x1ffff))
@@ -356,6 +356,10 @@ static inline char *ar_addr(struct dsmpool_area *a, dsmpool_ptr p) {
     char *b = fb_lookup(a, FB_ENTRY(p), &len);
     if (!b) b = fb_map(a, FB_ENTRY(p), &len);
     return b && FB_OFF(p) < len ? b + FB_OFF(p) : NULL;
+}
+
+char *dsmpool_area_base(const dsmpool_area *area) {
+    return area && area->magic == AR_OBJ_MAGIC ? area->base : NULL;
 }
 
 void *dsmpool_area_addr(dsmpool_area *area, dsmpool_ptr p) {
