@@ -1,0 +1,779 @@
+/*
+ * hashjoin -- a parallel hash-join build and probe, as a PostgreSQL-style
+ * executor runs it, over several memory backends: the project's main
+ * benchmark.
+ *
+ * The query: select count(*) from t t1 join t t2 using (i), t = N rows of
+ * (int32 key, int32 payload), unique keys by default (--dup D, --zipf S for
+ * duplicates and skew). The count and the payload sum are checked against
+ * the known answer on every run; a wrong answer fails the run.
+ *
+ * Build: T workers (threads, or forked processes: the PostgreSQL model) each take a
+ * share of the inner relation. Worker 0 allocates the bucket array (a power
+ * of two >= N of 64-bit relocatable pointers) from the backend, everybody
+ * zeroes a slice, then copies its tuples into 32 KiB chunks from the backend
+ * (bump inside a chunk, a new chunk when full) and pushes each onto its
+ * bucket with a CAS -- as ExecParallelHashTableInsert does. Probe: each
+ * worker walks the buckets for its share of the outer relation.
+ *
+ * Backends: dsmpool (4 KiB pages, THP, 2 MiB and 1 GiB hugetlb), pg-dsa (an
+ * imitation of PostgreSQL's DSA over POSIX DSM, see pgdsa.c), pg-prealloc
+ * (the same, carved from a preallocated region as min_dynamic_shared_memory
+ * does; 4 KiB or 2 MiB pages), and, with threads only, jemalloc, glibc and
+ * mimalloc.
+ *
+ * Defaults: 10M rows, T = 1, 2, 4 .. up to the CPUs, 3 rounds, workers as
+ * threads and then as forked processes (--mode threads|procs|both).
+ *
+ * Output: progress on stderr; a table on stdout (medians of --rounds rounds),
+ * speedup against pg-dsa at the same T and mode; CSV, a gnuplot data file
+ * and a PNG plot in --out (bench/results). Exit status 1 on a wrong answer.
+ */
+#include <dsmpool.h>
+#include <errno.h>
+#include <jemalloc/jemalloc.h>
+#include <linux/perf_event.h>
+#include <math.h>
+#ifndef HJ_NO_MIMALLOC /* static builds: Debian ships no static libmimalloc */
+#include <mimalloc.h>
+#endif
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pgdsa.h"
+
+extern void *__libc_malloc(size_t);
+extern void __libc_free(void *);
+
+#define CHUNK_SIZE (32u << 10)
+#define CHUNK_HDR 16u /* like HashMemoryChunkData: next chunk + used */
+#define MIB (1ull << 20)
+#define GIB (1ull << 30)
+#define MAXT 256
+
+/* ---- data ------------------------------------------------------------------ */
+
+typedef struct row {
+    int32_t key, payload;
+} row;
+
+typedef struct hj_tuple { /* HashJoinTupleData + a minimal tuple, roughly */
+    uint64_t next;         /* relocatable pointer to the next tuple in the bucket */
+    uint32_t hash;
+    int32_t key, payload, pad;
+} hj_tuple;
+
+static row *rel;
+static long N;
+static uint64_t want_matches;
+static int64_t want_sum;
+
+static uint64_t rnd(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline uint32_t hash32(int32_t k) {
+    return (uint32_t)(((uint64_t)(uint32_t)k * 0x9e3779b97f4a7c15ull) >> 32);
+}
+
+/* Zipf over 1..n by rejection-inversion (Hormann & Derflinger 1996). */
+typedef struct zipf {
+    double s, hx0, hn, q;
+    long n;
+} zipf;
+static double zh(const zipf *z, double x) { return z->s == 1 ? log(x) : (pow(x, 1 - z->s) - 1) / (1 - z->s); }
+static double zhinv(const zipf *z, double x) { return z->s == 1 ? exp(x) : pow(1 + x * (1 - z->s), 1 / (1 - z->s)); }
+static long zipf_next(const zipf *z, uint64_t *seed) {
+    for (;;) {
+        double u = z->hn + (z->hx0 - z->hn) * ((double)(rnd(seed) >> 11) * 0x1p-53);
+        double x = zhinv(z, u);
+        long k = (long)(x + 0.5);
+        if (k < 1) k = 1;
+        if (k > z->n) k = z->n;
+        if (k - x <= z->q || u >= zh(z, (double)k + 0.5) - pow((double)k, -z->s)) return k;
+    }
+}
+
+static int cmp_row(const void *a, const void *b) {
+    const row *x = a, *y = b;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+static void make_data(long n, int dup, double zs, uint64_t seed) {
+    rel = malloc(sizeof(row) * (size_t)n);
+    if (!rel) {
+        fprintf(stderr, "hashjoin: out of memory for %ld rows\n", n);
+        exit(1);
+    }
+    if (zs > 0) {
+        zipf z = {zs, 0, 0, 0, n};
+        z.hx0 = zh(&z, 0.5) - 1;
+        z.hn = zh(&z, (double)n + 0.5);
+        z.q = 1 - zhinv(&z, zh(&z, 1.5) - pow(2, -zs));
+        for (long i = 0; i < n; i++) rel[i].key = (int32_t)zipf_next(&z, &seed);
+    } else {
+        for (long i = 0; i < n; i++) rel[i].key = (int32_t)(i / (dup > 1 ? dup : 1) + 1);
+        for (long i = n - 1; i > 0; i--) { /* shuffle: insertion order is random */
+            long j = (long)(rnd(&seed) % (uint64_t)(i + 1));
+            int32_t t = rel[i].key;
+            rel[i].key = rel[j].key;
+            rel[j].key = t;
+        }
+    }
+    for (long i = 0; i < n; i++) rel[i].payload = (int32_t)(rnd(&seed) % 1000);
+    /* The answer: sum over keys of count^2 matches, sum of count * payloads. */
+    if (dup <= 1 && zs <= 0) {
+        want_matches = (uint64_t)n;
+        want_sum = 0;
+        for (long i = 0; i < n; i++) want_sum += rel[i].payload;
+        return;
+    }
+    row *c = malloc(sizeof(row) * (size_t)n);
+    memcpy(c, rel, sizeof(row) * (size_t)n);
+    qsort(c, (size_t)n, sizeof *c, cmp_row);
+    want_matches = 0;
+    want_sum = 0;
+    for (long i = 0; i < n;) {
+        long j = i;
+        int64_t ps = 0;
+        while (j < n && c[j].key == c[i].key) ps += c[j++].payload;
+        want_matches += (uint64_t)(j - i) * (uint64_t)(j - i);
+        want_sum += (j - i) * ps;
+        i = j;
+    }
+    free(c);
+}
+
+/* ---- backends ---------------------------------------------------------------- */
+
+enum { BK_DSMPOOL, BK_PGDSA, BK_PGPRE, BK_JEMALLOC, BK_GLIBC, BK_MIMALLOC };
+
+typedef struct backend {
+    const char *id;    /* selectable name */
+    const char *name;  /* table name */
+    const char *pages;
+    int kind;
+    dsmpool_huge huge;
+    size_t huge_size;
+    bool shared;       /* works with forked workers */
+} backend;
+
+static const backend backends[] = {
+    {"dsmpool-4k", "dsmpool", "4 KiB", BK_DSMPOOL, DSMPOOL_HUGE_OFF, 0, true},
+    {"dsmpool-thp", "dsmpool", "THP", BK_DSMPOOL, DSMPOOL_HUGE_TRANSPARENT, 0, true},
+    {"dsmpool-2m", "dsmpool", "2 MiB", BK_DSMPOOL, DSMPOOL_HUGE_ON, 2 * MIB, true},
+    {"dsmpool-1g", "dsmpool", "1 GiB", BK_DSMPOOL, DSMPOOL_HUGE_ON, GIB, true},
+    {"pg-dsa", "pg-dsa", "4 KiB", BK_PGDSA, DSMPOOL_HUGE_OFF, 0, true},
+    {"pg-prealloc-4k", "pg-prealloc", "4 KiB", BK_PGPRE, DSMPOOL_HUGE_OFF, 0, true},
+    {"pg-prealloc-2m", "pg-prealloc", "2 MiB", BK_PGPRE, DSMPOOL_HUGE_ON, 2 * MIB, true},
+    {"jemalloc", "jemalloc", "4 KiB", BK_JEMALLOC, DSMPOOL_HUGE_OFF, 0, false},
+    {"glibc", "glibc", "4 KiB", BK_GLIBC, DSMPOOL_HUGE_OFF, 0, false},
+    {"mimalloc", "mimalloc", "4 KiB", BK_MIMALLOC, DSMPOOL_HUGE_OFF, 0, false},
+};
+#define NBACKENDS (sizeof backends / sizeof *backends)
+
+static struct {
+    const backend *b;
+    dsmpool *pool;
+    dsmpool_area *area;
+    pgdsa_area *dsa;
+    char pages[32]; /* what was really obtained */
+    char *base;     /* dsmpool: the pool's base in this process */
+} S;
+
+static size_t pool_bytes(void) {
+    size_t nb = 1;
+    while (nb < (size_t)N) nb <<= 1;
+    size_t tuples = (size_t)N * sizeof(hj_tuple) / (CHUNK_SIZE - CHUNK_HDR) * CHUNK_SIZE;
+    size_t need = 2 * (tuples + nb * 8) + 128 * MIB;
+    return (need + 2 * MIB - 1) & ~(2 * MIB - 1);
+}
+
+static int be_setup(const backend *b, char *why, size_t n) {
+    memset(&S, 0, sizeof S);
+    S.b = b;
+    snprintf(S.pages, sizeof S.pages, "%s", b->pages);
+    if (b->kind == BK_DSMPOOL) {
+        dsmpool_config c;
+        dsmpool_config_init(&c);
+        c.size = pool_bytes();
+        if (b->huge_size == GIB) c.size = (c.size + GIB - 1) & ~(GIB - 1);
+        c.huge_pages = b->huge;
+        c.huge_page_size = b->huge_size;
+        if (dsmpool_create(&c, &S.pool) != 0) {
+            snprintf(why, n, "%s", dsmpool_last_error());
+            return -1;
+        }
+        if (b->huge == DSMPOOL_HUGE_TRANSPARENT) {
+            dsmpool_stats st;
+            dsmpool_get_stats(S.pool, &st);
+            if (st.huge_mapped_bytes < st.region_size / 2)
+                snprintf(S.pages, sizeof S.pages, "THP (denied)");
+        }
+    } else if (b->kind == BK_MIMALLOC) {
+#ifdef HJ_NO_MIMALLOC
+        snprintf(why, n, "not in this build (static: no static libmimalloc)");
+        return -1;
+#endif
+    } else if (b->kind == BK_PGPRE) {
+        int r = pgdsa_region_create(pool_bytes(), b->huge == DSMPOOL_HUGE_ON, true);
+        if (r) {
+            snprintf(why, n, "preallocated region of %zu MiB in %s pages: %s", pool_bytes() >> 20,
+                     b->pages, strerror(-r));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void be_teardown(void) {
+    if (S.pool) dsmpool_destroy(S.pool);
+    if (S.b->kind == BK_PGPRE) pgdsa_region_destroy();
+}
+
+static int be_round_begin(void) {
+    switch (S.b->kind) {
+    case BK_DSMPOOL: {
+        int r = dsmpool_area_create(S.pool, 0, &S.area);
+        S.base = dsmpool_area_base(S.area);
+        return r;
+    }
+    case BK_PGDSA:
+    case BK_PGPRE: return (S.dsa = pgdsa_create(S.b->kind == BK_PGPRE)) ? 0 : -1;
+    default: return 0;
+    }
+}
+
+static void be_round_end(void) {
+    switch (S.b->kind) {
+    case BK_DSMPOOL: dsmpool_area_destroy(S.area); break;
+    case BK_PGDSA:
+    case BK_PGPRE: pgdsa_destroy(S.dsa); break;
+    default: break;
+    }
+}
+
+static void be_worker_begin(bool forked) {
+    if (forked && (S.b->kind == BK_PGDSA || S.b->kind == BK_PGPRE)) pgdsa_worker_begin(S.dsa);
+}
+
+static inline void *be_addr(uint64_t p) {
+    switch (S.b->kind) {
+    case BK_DSMPOOL: return dsmpool_area_addr_inline(S.area, S.base, p);
+    case BK_PGDSA:
+    case BK_PGPRE: return pgdsa_get_address(S.dsa, p); /* a function in PostgreSQL too */
+    default: return (void *)(uintptr_t)p;
+    }
+}
+
+/* chunk: a 32 KiB hash chunk (the hot path); else the bucket array */
+static void *be_alloc(size_t size, bool chunk, uint64_t *rp) {
+    void *m = NULL;
+    switch (S.b->kind) {
+    case BK_DSMPOOL: {
+        dsmpool_ptr p;
+        if (dsmpool_area_alloc(S.area, size, 0, &p) != 0) return NULL;
+        *rp = p;
+        return dsmpool_area_addr(S.area, p);
+    }
+    case BK_PGDSA:
+    case BK_PGPRE: {
+        pgdsa_pointer p = chunk ? pgdsa_allocate_chunk(S.dsa, size) : pgdsa_allocate(S.dsa, size);
+        *rp = p;
+        return p ? pgdsa_get_address(S.dsa, p) : NULL;
+    }
+    case BK_JEMALLOC: m = mallocx(size, 0); break;
+    case BK_GLIBC: m = __libc_malloc(size); break;
+#ifndef HJ_NO_MIMALLOC
+    case BK_MIMALLOC: m = mi_malloc(size); break;
+#endif
+    }
+    *rp = (uint64_t)(uintptr_t)m;
+    return m;
+}
+
+static void be_free_private(void *m) { /* malloc peers: chunks and buckets after a round */
+    switch (S.b->kind) {
+    case BK_JEMALLOC: dallocx(m, 0); break;
+    case BK_GLIBC: __libc_free(m); break;
+#ifndef HJ_NO_MIMALLOC
+    case BK_MIMALLOC: mi_free(m); break;
+#endif
+    default: break;
+    }
+}
+
+/* ---- workers ---------------------------------------------------------------- */
+
+typedef struct shared {
+    pthread_barrier_t bar;
+    _Atomic uint64_t buckets;  /* relocatable pointer to the bucket array */
+    uint64_t nbuckets;
+    _Atomic uint64_t matches;
+    _Atomic int64_t sum;
+    _Atomic long minflt;
+    _Atomic int err;
+} shared;
+
+typedef struct wk {
+    shared *sh;
+    int id, nt;
+    bool forked;
+    void *chunks; /* malloc peers: list of chunks to free (first 8 bytes link) */
+} wk;
+
+static void worker(wk *w) {
+    shared *sh = w->sh;
+    be_worker_begin(w->forked);
+    struct rusage r0, r1;
+    pthread_barrier_wait(&sh->bar); /* start */
+    getrusage(w->forked ? RUSAGE_SELF : RUSAGE_THREAD, &r0);
+    uint64_t nb = sh->nbuckets, mask = nb - 1;
+    if (w->id == 0) { /* PHJ_BUILD_ALLOCATE: one participant allocates the buckets */
+        uint64_t rp = 0;
+        void *m = be_alloc(nb * 8, false, &rp);
+        if (!m) atomic_store(&sh->err, 1);
+        atomic_store(&sh->buckets, rp);
+    }
+    pthread_barrier_wait(&sh->bar);
+    _Atomic uint64_t *buckets = be_addr(atomic_load(&sh->buckets));
+    if (!buckets) atomic_store(&sh->err, 1);
+    uint64_t z0 = nb * (uint64_t)w->id / (uint64_t)w->nt, z1 = nb * (uint64_t)(w->id + 1) / (uint64_t)w->nt;
+    if (buckets) memset((void *)(buckets + z0), 0, (z1 - z0) * 8);
+    pthread_barrier_wait(&sh->bar);
+    long lo = N * w->id / w->nt, hi = N * (w->id + 1) / w->nt;
+    char *chunk = NULL;
+    uint64_t chunk_rp = 0;
+    size_t used = CHUNK_SIZE;
+    for (long i = lo; i < hi && buckets; i++) {
+        if (used + sizeof(hj_tuple) > CHUNK_SIZE) { /* a new chunk */
+            chunk = be_alloc(CHUNK_SIZE, true, &chunk_rp);
+            if (!chunk) {
+                atomic_store(&sh->err, 2);
+                break;
+            }
+            if (!S.b->shared) { /* remember it to free it later */
+                *(void **)chunk = w->chunks;
+                w->chunks = chunk;
+            }
+            used = CHUNK_HDR;
+        }
+        hj_tuple *t = (hj_tuple *)(chunk + used);
+        uint64_t tp = chunk_rp + used;
+        used += sizeof(hj_tuple);
+        uint32_t h = hash32(rel[i].key);
+        t->hash = h;
+        t->key = rel[i].key;
+        t->payload = rel[i].payload;
+        _Atomic uint64_t *bk = &buckets[h & mask];
+        uint64_t old = atomic_load_explicit(bk, memory_order_relaxed);
+        do
+            t->next = old;
+        /* release: the tuple's fields are visible to whoever follows the pointer */
+        while (!atomic_compare_exchange_weak_explicit(bk, &old, tp, memory_order_release,
+                                                      memory_order_relaxed));
+    }
+    pthread_barrier_wait(&sh->bar); /* built */
+    uint64_t matches = 0;
+    int64_t sum = 0;
+    for (long i = lo; i < hi && buckets; i++) {
+        uint32_t h = hash32(rel[i].key);
+        uint64_t p = atomic_load_explicit(&buckets[h & mask], memory_order_relaxed); /* after the barrier */
+        while (p) {
+            const hj_tuple *t = be_addr(p);
+            if (t->hash == h && t->key == rel[i].key) {
+                matches++;
+                sum += t->payload;
+            }
+            p = t->next;
+        }
+    }
+    atomic_fetch_add(&sh->matches, matches);
+    atomic_fetch_add(&sh->sum, sum);
+    getrusage(w->forked ? RUSAGE_SELF : RUSAGE_THREAD, &r1);
+    atomic_fetch_add(&sh->minflt, r1.ru_minflt - r0.ru_minflt);
+    pthread_barrier_wait(&sh->bar); /* probed */
+}
+
+static void *thread_main(void *arg) {
+    worker(arg);
+    return NULL;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int tlb_open(void) {
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_HW_CACHE;
+    a.config = PERF_COUNT_HW_CACHE_DTLB | (PERF_COUNT_HW_CACHE_OP_READ << 8) |
+               (PERF_COUNT_HW_CACHE_RESULT_MISS << 16);
+    a.inherit = 1;
+    a.exclude_kernel = 1;
+    a.exclude_hv = 1;
+    return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+}
+
+typedef struct meas {
+    double build, probe;
+    long minflt;
+    long long dtlb; /* -1: n/a */
+    int err;        /* 0, or 1 wrong answer, 2 failure */
+} meas;
+
+static meas one_round(int nt, bool procs) {
+    meas m = {0, 0, 0, -1, 0};
+    shared *sh = mmap(NULL, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    pthread_barrierattr_t ba;
+    pthread_barrierattr_init(&ba);
+    pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
+    pthread_barrier_init(&sh->bar, &ba, (unsigned)nt + 1);
+    sh->nbuckets = 1;
+    while (sh->nbuckets < (uint64_t)N) sh->nbuckets <<= 1;
+    if (be_round_begin() != 0) {
+        m.err = 2;
+        return m;
+    }
+    int tlb = tlb_open();
+    wk w[MAXT];
+    pthread_t tid[MAXT];
+    pid_t pid[MAXT];
+    for (int i = 0; i < nt; i++) {
+        w[i] = (wk){sh, i, nt, procs, NULL};
+        if (procs) {
+            fflush(NULL);
+            if ((pid[i] = fork()) == 0) {
+                worker(&w[i]);
+                _exit(0);
+            }
+        } else {
+            pthread_create(&tid[i], NULL, thread_main, &w[i]);
+        }
+    }
+    pthread_barrier_wait(&sh->bar);
+    double t0 = now_s();
+    pthread_barrier_wait(&sh->bar); /* allocated */
+    pthread_barrier_wait(&sh->bar); /* zeroed */
+    pthread_barrier_wait(&sh->bar); /* built */
+    double t1 = now_s();
+    pthread_barrier_wait(&sh->bar); /* probed */
+    double t2 = now_s();
+    for (int i = 0; i < nt; i++) {
+        if (procs) {
+            int st;
+            waitpid(pid[i], &st, 0);
+            if (!WIFEXITED(st) || WEXITSTATUS(st)) m.err = 2;
+        } else {
+            pthread_join(tid[i], NULL);
+        }
+    }
+    if (tlb >= 0) {
+        long long v;
+        if (read(tlb, &v, sizeof v) == (ssize_t)sizeof v) m.dtlb = v;
+        close(tlb);
+    }
+    m.build = t1 - t0;
+    m.probe = t2 - t1;
+    m.minflt = atomic_load(&sh->minflt);
+    if (atomic_load(&sh->err)) m.err = 2;
+    else if (atomic_load(&sh->matches) != want_matches || atomic_load(&sh->sum) != want_sum) m.err = 1;
+    if (!S.b->shared) {
+        for (int i = 0; i < nt; i++)
+            for (void *c = w[i].chunks, *next; c; c = next) {
+                next = *(void **)c;
+                be_free_private(c);
+            }
+        be_free_private((void *)(uintptr_t)atomic_load(&sh->buckets));
+    }
+    be_round_end();
+    pthread_barrier_destroy(&sh->bar);
+    munmap(sh, sizeof *sh);
+    return m;
+}
+
+/* ---- driver ------------------------------------------------------------------ */
+
+typedef struct result {
+    const backend *b;
+    char pages[32];
+    bool procs;
+    int t;
+    double build, probe, total;
+    long minflt;
+    long long dtlb;
+    int err;
+    char skip[300];
+} result;
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return v[n / 2];
+}
+
+static void usage(const char *p) {
+    fprintf(stderr,
+            "usage: %s [--rows N] [--threads 1,2,4] [--rounds R] [--mode threads|procs|both]\n"
+            "          [--backends a,b,...] [--dup D] [--zipf S] [--seed S] [--out DIR]\n"
+            "          [--hugepages-needed]\n"
+            "backends:", p);
+    for (size_t i = 0; i < NBACKENDS; i++) fprintf(stderr, " %s", backends[i].id);
+    fprintf(stderr, "\n");
+    exit(2);
+}
+
+static bool listed(const char *list, const char *id) {
+    if (!list) return true;
+    size_t n = strlen(id);
+    for (const char *p = list; (p = strstr(p, id)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return true;
+    return false;
+}
+
+static const char *fmt_count(long long v, char *buf, size_t n) {
+    if (v < 0) snprintf(buf, n, "n/a");
+    else if (v >= 10000000) snprintf(buf, n, "%.1fM", (double)v / 1e6);
+    else if (v >= 10000) snprintf(buf, n, "%.1fk", (double)v / 1e3);
+    else snprintf(buf, n, "%lld", v);
+    return buf;
+}
+
+int main(int argc, char **argv) {
+    long rows = 10000000;
+    int ts[32], nts = 0, rounds = 3, dup = 1;
+    double zs = 0;
+    bool procs = false, both = true, need_huge = false;
+    const char *blist = NULL, *out = "bench/results";
+    uint64_t seed = 20261130;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool more = i + 1 < argc;
+        if (!strcmp(a, "--rows") && more) rows = atol(argv[++i]);
+        else if (!strcmp(a, "--threads") && more) {
+            const char *s = argv[++i];
+            while (*s && nts < 32) {
+                ts[nts++] = atoi(s);
+                while (*s && *s != ',') s++;
+                if (*s) s++;
+            }
+        } else if (!strcmp(a, "--rounds") && more) rounds = atoi(argv[++i]);
+        else if (!strcmp(a, "--mode") && more) {
+            const char *m = argv[++i];
+            both = !strcmp(m, "both");
+            procs = !strcmp(m, "procs");
+            if (!both && !procs && strcmp(m, "threads")) usage(argv[0]);
+        } else if (!strcmp(a, "--procs")) {
+            procs = true;
+            both = false;
+        }
+        else if (!strcmp(a, "--backends") && more) blist = argv[++i];
+        else if (!strcmp(a, "--dup") && more) dup = atoi(argv[++i]);
+        else if (!strcmp(a, "--zipf") && more) zs = atof(argv[++i]);
+        else if (!strcmp(a, "--seed") && more) seed = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(a, "--out") && more) out = argv[++i];
+        else if (!strcmp(a, "--hugepages-needed")) need_huge = true;
+        else usage(argv[0]);
+    }
+    if (rows < 1 || rows > 1000000000 || rounds < 1 || rounds > 99) usage(argv[0]);
+    N = rows;
+    if (need_huge) { /* for the set-up script: 2 MiB pages the largest backend needs */
+        printf("%zu\n", (size_t)(pool_bytes() / (2 * MIB) + 8));
+        return 0;
+    }
+    if (!nts) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        for (long t = 1; t <= n && nts < 31; t *= 2) ts[nts++] = (int)t;
+        if (ts[nts - 1] != n) ts[nts++] = (int)n;
+    }
+    for (int i = 0; i < nts; i++)
+        if (ts[i] < 1 || ts[i] > MAXT) usage(argv[0]);
+    fprintf(stderr, "hashjoin: %ld rows%s, generating...\n", N,
+            zs > 0 ? " (zipf keys)" : dup > 1 ? " (duplicate keys)" : " (unique keys)");
+    make_data(N, dup, zs, seed);
+    fprintf(stderr, "hashjoin: expecting %llu matches\n", (unsigned long long)want_matches);
+
+    int nmodes = both ? 2 : 1;
+    result *res = calloc(NBACKENDS * (size_t)nts * 2, sizeof *res);
+    int nres = 0, wrong = 0;
+    for (int mode = 0; mode < nmodes; mode++) {
+        bool pm = both ? mode == 1 : procs;
+        for (size_t bi = 0; bi < NBACKENDS; bi++) {
+            const backend *b = &backends[bi];
+            if (!listed(blist, b->id) || (pm && !b->shared)) continue;
+            char why[300] = "";
+            bool ok = be_setup(b, why, sizeof why) == 0;
+            for (int ti = 0; ti < nts; ti++) {
+                result *r = &res[nres++];
+                r->b = b;
+                r->procs = pm;
+                r->t = ts[ti];
+                snprintf(r->pages, sizeof r->pages, "%s", S.pages);
+                if (!ok) {
+                    snprintf(r->skip, sizeof r->skip, "%s", why);
+                    continue;
+                }
+                double bv[100], pv[100], tv[100];
+                long flt[100];
+                long long tl[100];
+                if (!isatty(2))
+                    fprintf(stderr, "  %-15s %-7s T=%d\n", b->id, pm ? "procs" : "threads", ts[ti]);
+                for (int k = 0; k < rounds; k++) {
+                    if (isatty(2))
+                        fprintf(stderr, "  %-15s %-7s T=%-3d round %d/%d\r", b->id, pm ? "procs" : "threads",
+                                ts[ti], k + 1, rounds);
+                    meas m = one_round(ts[ti], pm);
+                    if (m.err) {
+                        r->err = m.err;
+                        if (m.err == 1) wrong++;
+                        break;
+                    }
+                    bv[k] = m.build;
+                    pv[k] = m.probe;
+                    tv[k] = m.build + m.probe;
+                    flt[k] = m.minflt;
+                    tl[k] = m.dtlb;
+                }
+                if (r->err) continue;
+                /* the median round by total time gives the faults and misses */
+                double tcopy[100];
+                memcpy(tcopy, tv, sizeof(double) * (size_t)rounds);
+                r->total = median(tcopy, rounds);
+                for (int k = 0; k < rounds; k++)
+                    if (tv[k] == r->total) {
+                        r->minflt = flt[k];
+                        r->dtlb = tl[k];
+                    }
+                r->build = median(bv, rounds);
+                r->probe = median(pv, rounds);
+            }
+            if (ok) be_teardown();
+        }
+    }
+    if (isatty(2)) fprintf(stderr, "%79s\r", "");
+
+    /* the table */
+    printf("hash join of %ld x %ld rows%s, %d round%s (median), %ld CPUs\n", N, N,
+           zs > 0 ? " (zipf)" : dup > 1 ? " (dup)" : "", rounds, rounds > 1 ? "s" : "",
+           sysconf(_SC_NPROCESSORS_ONLN));
+    printf("%-12s %-12s %-7s %3s %8s %8s %8s %8s %9s %9s\n", "backend", "pages", "workers", "T",
+           "build s", "probe s", "total s", "speedup", "minflt", "dTLB miss");
+    for (int i = 0; i < nres; i++) {
+        result *r = &res[i];
+        const char *mode = r->procs ? "procs" : "threads";
+        if (r->skip[0]) {
+            if (i == 0 || res[i - 1].b != r->b || res[i - 1].procs != r->procs)
+                printf("%-12s %-12s %-7s     skipped: %s\n", r->b->name, r->pages, mode, r->skip);
+            continue;
+        }
+        if (r->err) {
+            printf("%-12s %-12s %-7s %3d %s\n", r->b->name, r->pages, mode, r->t,
+                   r->err == 1 ? "WRONG ANSWER" : "FAILED");
+            continue;
+        }
+        double base = 0;
+        for (int j = 0; j < nres; j++)
+            if (res[j].b->kind == BK_PGDSA && res[j].procs == r->procs && res[j].t == r->t && !res[j].err &&
+                !res[j].skip[0])
+                base = res[j].total;
+        char sp[16] = "-", f1[16], f2[16];
+        if (base > 0) snprintf(sp, sizeof sp, "%.2fx", base / r->total);
+        printf("%-12s %-12s %-7s %3d %8.3f %8.3f %8.3f %8s %9s %9s\n", r->b->name, r->pages, mode, r->t,
+               r->build, r->probe, r->total, sp, fmt_count(r->minflt, f1, sizeof f1),
+               fmt_count(r->dtlb, f2, sizeof f2));
+    }
+    /* the targets, stated */
+    printf("\ntargets:\n");
+    for (int mode = 0; mode < 2; mode++) {
+        for (int ti = 0; ti < nts; ti++) {
+            result *d2 = NULL, *pg = NULL, *je = NULL;
+            for (int j = 0; j < nres; j++) {
+                result *r = &res[j];
+                if (r->procs != mode || r->t != ts[ti] || r->err || r->skip[0]) continue;
+                if (r->b->kind == BK_DSMPOOL && r->b->huge_size == 2 * MIB) d2 = r;
+                if (r->b->kind == BK_PGDSA) pg = r;
+                if (r->b->kind == BK_JEMALLOC) je = r;
+            }
+            if (d2 && pg)
+                printf("  %s T=%d: dsmpool 2 MiB vs pg-dsa 4 KiB, total: %.2fx (target >= 1.37: %s)\n",
+                       mode ? "procs" : "threads", ts[ti], pg->total / d2->total,
+                       pg->total / d2->total >= 1.37 ? "met" : "MISSED");
+            if (d2 && je)
+                printf("  %s T=%d: dsmpool 2 MiB vs jemalloc, build: %.2fx (target >= 1: %s)\n",
+                       mode ? "procs" : "threads", ts[ti], je->build / d2->build,
+                       je->build >= d2->build ? "met" : "MISSED");
+        }
+    }
+    /* CSV, gnuplot data files (one per mode, a block per series), the plot */
+    mkdir(out, 0755);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/hashjoin.csv", out);
+    FILE *f = fopen(path, "w");
+    FILE *d[2] = {NULL, NULL};
+    char modes[32] = "";
+    for (int mode = 0; mode < 2; mode++) {
+        bool any = false;
+        for (int i = 0; i < nres; i++) any |= res[i].procs == mode && !res[i].skip[0] && !res[i].err;
+        if (!any) continue;
+        snprintf(path, sizeof path, "%s/hashjoin-%s.dat", out, mode ? "procs" : "threads");
+        d[mode] = fopen(path, "w");
+        strcat(modes, mode ? "procs " : "threads ");
+    }
+    if (f) {
+        fprintf(f, "backend,pages,mode,workers,build_s,probe_s,total_s,speedup_vs_pgdsa,minflt,dtlb_miss,rows,rounds\n");
+        for (int i = 0; i < nres; i++) {
+            result *r = &res[i];
+            if (r->skip[0] || r->err) continue;
+            double base = 0;
+            for (int j = 0; j < nres; j++)
+                if (res[j].b->kind == BK_PGDSA && res[j].procs == r->procs && res[j].t == r->t &&
+                    !res[j].err && !res[j].skip[0])
+                    base = res[j].total;
+            fprintf(f, "%s,%s,%s,%d,%.4f,%.4f,%.4f,%.3f,%ld,%lld,%ld,%d\n", r->b->name, r->pages,
+                    r->procs ? "procs" : "threads", r->t, r->build, r->probe, r->total,
+                    base > 0 ? base / r->total : 0, r->minflt, r->dtlb, N, rounds);
+            FILE *df = d[r->procs];
+            if (!df) continue;
+            bool first = i == 0 || res[i - 1].b != r->b || res[i - 1].procs != r->procs ||
+                         res[i - 1].skip[0] || res[i - 1].err;
+            if (first) fprintf(df, "%s\"%s %s\" build total speedup\n", ftell(df) ? "\n\n" : "",
+                               r->b->name, r->pages);
+            fprintf(df, "%d %.4f %.4f %.3f\n", r->t, r->build, r->total, base > 0 ? base / r->total : 0);
+        }
+        fclose(f);
+        for (int m = 0; m < 2; m++)
+            if (d[m]) fclose(d[m]);
+        printf("\nCSV: %s/hashjoin.csv\n", out);
+        char cmd[9000];
+        snprintf(cmd, sizeof cmd, "gnuplot -e \"dir='%s'; modes='%s'; rows=%ld\" bench/plot-hashjoin.gp 2>/dev/null",
+                 out, modes, N);
+        if (access("bench/plot-hashjoin.gp", R_OK) == 0 && system(cmd) == 0)
+            printf("plot: %s/hashjoin.png\n", out);
+        else
+            printf("plot: not drawn (needs gnuplot and bench/plot-hashjoin.gp, run from the repository)\n");
+    }
+    if (wrong) fprintf(stderr, "hashjoin: %d WRONG ANSWER(S)\n", wrong);
+    return wrong ? 1 : 0;
+}

@@ -1,0 +1,42 @@
+/*
+ * pgdsa.h -- an imitation of PostgreSQL's dynamic shared memory areas
+ * (dsa.c over dsm.c / dsm_impl.c), as the parallel hash join uses them, for
+ * the benchmark's "pg-dsa" and "pg-prealloc" backends. See pgdsa.c for what
+ * it imitates and what it leaves out.
+ */
+#ifndef PGDSA_H
+#define PGDSA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint64_t pgdsa_pointer; /* segment index << 40 | offset; 0 = InvalidDsaPointer */
+
+typedef struct pgdsa_area pgdsa_area;  /* a process's handle */
+
+/* pg-prealloc: the preallocated region (min_dynamic_shared_memory), created
+ * once before workers fork; huge_2m asks for 2 MiB hugetlb pages. */
+int pgdsa_region_create(size_t bytes, bool huge_2m, bool prefault);
+void pgdsa_region_destroy(void);
+size_t pgdsa_region_page_size(void);
+
+/* The leader creates an area (its control lives in a new DSM segment, or in
+ * the region); workers forked afterwards use the same pgdsa_area pointer and
+ * call pgdsa_worker_begin() first (their segment map starts empty). */
+pgdsa_area *pgdsa_create(bool prealloc);
+void pgdsa_worker_begin(pgdsa_area *a);
+void pgdsa_destroy(pgdsa_area *a);
+
+/* dsa_allocate_extended: takes the area lock; may create a segment while
+ * holding it. Returns 0 when out of memory. */
+pgdsa_pointer pgdsa_allocate(pgdsa_area *a, size_t size);
+/* The hash join's own lock around chunk allocation (ExecParallelHashTupleAlloc
+ * holds pstate->lock while it calls dsa_allocate for a new chunk). */
+pgdsa_pointer pgdsa_allocate_chunk(pgdsa_area *a, size_t size);
+/* dsa_get_address: maps the segment into this process on first use. */
+void *pgdsa_get_address(pgdsa_area *a, pgdsa_pointer p);
+
+unsigned pgdsa_segments(pgdsa_area *a);
+
+#endif
