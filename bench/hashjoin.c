@@ -284,9 +284,9 @@ static inline void *be_addr(uint64_t p) {
 static void *be_alloc(size_t size, bool chunk, uint64_t *rp) {
     void *m = NULL;
     switch (S.b->kind) {
-    case BK_DSMPOOL: {
+    case BK_DSMPOOL: { /* the bucket array: interleaved over the nodes, as every node probes it */
         dsmpool_ptr p;
-        if (dsmpool_area_alloc(S.area, size, 0, &p) != 0) return NULL;
+        if (dsmpool_area_alloc(S.area, size, chunk ? 0 : DSMPOOL_ALLOC_INTERLEAVE, &p) != 0) return NULL;
         *rp = p;
         return dsmpool_area_addr(S.area, p);
     }

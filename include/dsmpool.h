@@ -88,6 +88,14 @@ typedef enum {
     DSMPOOL_HUGE_TRANSPARENT /* base-page shmem with madvise(MADV_HUGEPAGE) */
 } dsmpool_huge;
 
+typedef enum {
+    DSMPOOL_NUMA_AUTO, /* a sub-pool per NUMA node with memory (one on a one-node machine) */
+    DSMPOOL_NUMA_OFF   /* one sub-pool, placed as the kernel likes */
+} dsmpool_numa;
+
+#define DSMPOOL_MAX_NODES 64
+#define DSMPOOL_INTERLEAVE_NONE ((size_t)-1)
+
 typedef struct dsmpool_config {
     size_t size;             /* bytes in the region (header and tables included) */
     dsmpool_backing backing;
@@ -103,6 +111,18 @@ typedef struct dsmpool_config {
     size_t map_align;        /* virtual address alignment of the mapping; 0: 2 MiB.
                                 1 GiB lets Linux share page tables of hugetlb
                                 mappings between processes. Power of two. */
+    /* NUMA: each node's sub-pool is bound to the node (mbind) before it is
+     * prefaulted by threads running on that node's CPUs; an extra
+     * interleaved sub-pool spreads 2 MiB granules round-robin over the
+     * nodes, for structures every node reads. */
+    dsmpool_numa numa;
+    unsigned nnodes;         /* 0: every node with memory; else the ids in nodes[] */
+    unsigned nodes[DSMPOOL_MAX_NODES];
+    size_t node_size[DSMPOOL_MAX_NODES]; /* data bytes per node sub-pool, in the order of
+                                nodes[] (or of the machine's nodes); all 0: an even split;
+                                multiples of 2 MiB (of the huge page size) */
+    size_t interleave_size;  /* 0: 1/4 of the data when there are several nodes;
+                                DSMPOOL_INTERLEAVE_NONE: no interleaved sub-pool */
 } dsmpool_config;
 
 /* ---- the pool ---------------------------------------------------------- */
@@ -148,6 +168,11 @@ DSMPOOL_EXPORT int dsmpool_prefault(dsmpool *pool);
 /* ---- segments ---------------------------------------------------------- */
 
 #define DSMPOOL_SEG_NO_FALLBACK (1u << 0) /* a flag bit: fail instead of using an OS segment */
+/* Placement (default: the calling thread's node, then the nearest by
+ * distance, then an OS segment). */
+#define DSMPOOL_SEG_LOCAL_ONLY (1u << 1)   /* do not cross to another node */
+#define DSMPOOL_SEG_INTERLEAVE (1u << 2)   /* from the interleaved sub-pool (if any) */
+#define DSMPOOL_SEG_ON_NODE(n) ((1u << 3) | (((unsigned)(n) & 0xffu) << 8)) /* prefer node n */
 
 /* Create a segment of at least size bytes (rounded up to a power of two of at
  * least 4 KiB when served from the pool; exactly size, rounded to the page,
@@ -201,6 +226,8 @@ typedef uint64_t dsmpool_ptr;             /* relocatable pointer; 0 is the null 
 #define DSMPOOL_PRIptr "016llx"
 
 #define DSMPOOL_ALLOC_ZERO (1u << 0)       /* alloc flag: zeroed memory */
+#define DSMPOOL_ALLOC_INTERLEAVE (1u << 1) /* alloc flag, > 1 MiB: from the interleaved sub-pool
+                                              (bucket arrays every node reads) */
 #define DSMPOOL_AREA_CHECKED (1u << 0)     /* create flag: detect every bad free */
 #define DSMPOOL_AREA_NO_FALLBACK (1u << 1) /* create flag: never use OS segments */
 
@@ -245,13 +272,12 @@ DSMPOOL_EXPORT int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats
 
 /* ---- statistics -------------------------------------------------------- */
 
-#define DSMPOOL_MAX_NODES 64
-
 typedef struct dsmpool_subpool_stats {
-    int node;               /* NUMA node (0 on single-node machines) */
+    int node;               /* NUMA node; -1 for the interleaved sub-pool */
     size_t size;            /* bytes managed */
     size_t free;            /* bytes free, empty half-used blocks included */
     size_t largest_free;    /* largest block that one allocation can get now */
+    uint64_t fallbacks;     /* allocations that wanted this node and got another */
 } dsmpool_subpool_stats;
 
 /* Counters are exact when the pool is quiet and approximate while others run. */
@@ -281,6 +307,14 @@ typedef struct dsmpool_stats {
 } dsmpool_stats;
 
 DSMPOOL_EXPORT int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out);
+
+/* Where memory really is: how many 4 KiB pages of [addr, addr+len) sit on
+ * each node (counts[id] for ids < ncounts), from move_pages(2). Pages not
+ * yet faulted are not counted. Returns the pages counted, or -errno. */
+DSMPOOL_EXPORT long dsmpool_pages_per_node(const void *addr, size_t len, size_t *counts,
+                                           unsigned ncounts);
+DSMPOOL_EXPORT long dsmpool_seg_pages_per_node(const dsmpool_seg *seg, size_t *counts,
+                                               unsigned ncounts);
 
 /* ---- errors ------------------------------------------------------------ */
 

@@ -591,8 +591,8 @@ static int held_reserve(ar_ctl *ctl, uint64_t bytes) {
 }
 
 /* A fresh span of class cls, or a large block of 2^order frames. */
-static int acquire(struct dsmpool_area *a, unsigned cls, unsigned order, uint64_t *entry,
-                   dsmpool_ptr *base) {
+static int acquire(struct dsmpool_area *a, unsigned cls, unsigned order, unsigned place,
+                   uint64_t *entry, dsmpool_ptr *base) {
     dsmpool *p = a->pool;
     ar_ctl *ctl = a->ctl;
     uint64_t bytes = (uint64_t)DP_FRAME_SIZE << order;
@@ -624,7 +624,7 @@ static int acquire(struct dsmpool_area *a, unsigned cls, unsigned order, uint64_
     dp_store_relaxed(&sp->info, info);
     uint64_t blk;
     dp_inflight_begin(p);
-    r = dp_pool_alloc(p, order, &blk);
+    r = dp_pool_alloc_placed(p, order, place, &blk); /* spans: the thread's own node first */
     if (r == 0) {
         dp_store_release(&sp->block, blk); /* release: owned before the bracket ends */
         dp_inflight_end(p);
@@ -699,7 +699,7 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
     }
     uint64_t e;
     dsmpool_ptr base;
-    int r = acquire(a, c, AR_SPAN_SHIFT - DP_FRAME_SHIFT, &e, &base);
+    int r = acquire(a, c, AR_SPAN_SHIFT - DP_FRAME_SHIFT, 0, &e, &base);
     if (r) return r;
     tc->span_ptr[c] = base;
     dp_store_relaxed(&rec->bump[c], BUMP(e + 1, 0, cls_chunks(c)));
@@ -754,7 +754,8 @@ static int alloc_large(struct dsmpool_area *a, size_t size, unsigned flags, dsmp
     if (dp_self(a->pool) != 0) return -ENOSPC;
     uint64_t e;
     dsmpool_ptr base;
-    int r = acquire(a, AR_LARGE_CLS, order, &e, &base);
+    unsigned place = (flags & DSMPOOL_ALLOC_INTERLEAVE) ? DSMPOOL_SEG_INTERLEAVE : 0;
+    int r = acquire(a, AR_LARGE_CLS, order, place, &e, &base);
     if (r) return r;
     if (flags & DSMPOOL_ALLOC_ZERO) memset(ar_addr(a, base), 0, size);
     *out = base;
@@ -767,7 +768,8 @@ int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_
     int r = area_ok(area);
     if (r) return r;
     if (size == 0) return dp_fail(-EINVAL, "size 0");
-    if (flags & ~DSMPOOL_ALLOC_ZERO) return dp_fail(-EINVAL, "unknown flags 0x%x", flags);
+    if (flags & ~(DSMPOOL_ALLOC_ZERO | DSMPOOL_ALLOC_INTERLEAVE))
+        return dp_fail(-EINVAL, "unknown flags 0x%x", flags);
     if (size > AR_SMALL_MAX) return alloc_large(area, size, flags, out);
     unsigned c = cls_of(size);
     ar_tc *tc = tc_get(area);

@@ -116,9 +116,11 @@ typedef struct dp_seg_desc {
 
 /* ---- the header ---------------------------------------------------------- */
 
+#define DP_NODE_INTERLEAVE 0xffffffffu /* the interleaved sub-pool's "node" */
+
 typedef struct dp_sub {
     uint64_t data_off; /* [imm] region offset of frame 0 */
-    uint32_t node;     /* [imm] NUMA node */
+    uint32_t node;     /* [imm] NUMA node id, or DP_NODE_INTERLEAVE */
     uint32_t pad;
     dp_pa_geom geom;   /* [imm] */
 } dp_sub;
@@ -147,6 +149,7 @@ typedef struct dp_header {
     dp_a64 procs_recovered;         /* relaxed counter */
     dp_a64 destroyed;               /* release/acquire: the name is gone */
     dp_a64 sweep_needed;            /* relaxed: a process died inside an ownership change */
+    dp_a64 fallbacks[DSMPOOL_MAX_NODES]; /* relaxed counters: wanted sub-pool s, got another */
 } dp_header;
 
 /* ---- process-local ------------------------------------------------------- */
@@ -182,6 +185,9 @@ struct dsmpool {
     dp_a64 *dir;             /* span directory (area.c) */
     uint32_t nsub;
     dp_pa pa[DSMPOOL_MAX_NODES];
+    int il_sub;              /* the interleaved sub-pool, or -1 */
+    int8_t node_sub[256];    /* node id -> its sub-pool, -1 none */
+    uint8_t order[DSMPOOL_MAX_NODES][DSMPOOL_MAX_NODES]; /* per sub-pool: node sub-pools, nearest first */
     /* this process's identity in the pool */
     uint32_t slot;           /* index into procs */
     bool has_slot;           /* slot is ours (false in a fork()ed child until it adopts) */
@@ -207,7 +213,9 @@ typedef struct dp_layout_in {
     uint32_t proc_cap;
     uint32_t nsub;
     uint32_t nhints;
+    uint64_t data_align;               /* where data starts: 2 MiB, or the huge page */
     uint32_t nodes[DSMPOOL_MAX_NODES];
+    uint64_t units[DSMPOOL_MAX_NODES]; /* 2 MiB units of data per sub-pool */
 } dp_layout_in;
 
 int dp_layout(const dp_layout_in *in, dp_header *h);
@@ -258,7 +266,10 @@ bool dp_segset_has(struct dsmpool_seg *seg);
 void dp_seg_unmap_all(struct dsmpool *pool, bool drop_refs);
 void dp_fallback_name(const struct dsmpool *pool, uint64_t idx, uint32_t gen, char *buf,
                       size_t n);
-int dp_pool_alloc(struct dsmpool *pool, unsigned order, uint64_t *block);
+int dp_pool_alloc(struct dsmpool *pool, unsigned order, uint64_t *block); /* local, then nearest */
+/* With a placement: DSMPOOL_SEG_ON_NODE / LOCAL_ONLY / INTERLEAVE bits. */
+int dp_pool_alloc_placed(struct dsmpool *pool, unsigned order, unsigned flags, uint64_t *block);
+void dp_pool_placement_init(struct dsmpool *pool);
 int dp_pool_free(struct dsmpool *pool, uint64_t block);
 
 /* ---- areas (area.c) ------------------------------------------------------ */

@@ -28,6 +28,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include "../numa/dp_numa.h"
 #include "dp_internal.h"
 #include "dp_os.h"
@@ -42,7 +44,8 @@ static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1)
 int dp_layout(const dp_layout_in *in, dp_header *h) {
     if (!in->region_size || in->region_size % DP_FRAME_SIZE || !in->seg_cap ||
         in->seg_cap > DP_SEG_MAX || !in->proc_cap || in->proc_cap > DP_PA_OWNER_MAX ||
-        !in->nsub || in->nsub > DSMPOOL_MAX_NODES || !in->nhints || in->nhints > 4096)
+        !in->nsub || in->nsub > DSMPOOL_MAX_NODES || !in->nhints || in->nhints > 4096 ||
+        in->data_align < 2 * MIB || in->data_align > GIB || (in->data_align & (in->data_align - 1)))
         return -EINVAL;
     uint64_t off = align_up(sizeof(dp_header), 64);
     h->region_size = in->region_size;
@@ -57,25 +60,18 @@ int dp_layout(const dp_layout_in *in, dp_header *h) {
     off = align_up(off + h->dir_count * sizeof(uint64_t), 64);
     h->nsub = in->nsub;
     h->nhints = in->nhints;
-    uint64_t fixed = off;
-    if (fixed >= in->region_size) return -ENOSPC;
-    uint64_t hf = DP_HUGE_FRAMES * (uint64_t)DP_FRAME_SIZE;
-    uint64_t data = (in->region_size - align_up(fixed, hf)) / hf * hf;
-    for (;;) {
-        if (data < (uint64_t)in->nsub * hf || data > in->region_size) return -ENOSPC;
-        uint64_t units = data / hf, cur = fixed;
-        for (uint32_t s = 0; s < in->nsub; s++) {
-            uint64_t u = units / in->nsub + (s < units % in->nsub ? 1 : 0);
-            h->sub[s].node = in->nodes[s];
-            h->sub[s].pad = 0;
-            if (dp_pa_layout(u * DP_HUGE_FRAMES, in->nhints, &cur, &h->sub[s].geom) != 0)
-                return -EINVAL;
-        }
-        h->meta_end = cur;
-        h->data_off = align_up(cur, hf);
-        if (h->data_off <= in->region_size && data <= in->region_size - h->data_off) break;
-        data -= hf;
+    uint64_t hf = DP_HUGE_FRAMES * (uint64_t)DP_FRAME_SIZE, data = 0;
+    for (uint32_t s = 0; s < in->nsub; s++) {
+        if (!in->units[s] || in->units[s] > DP_PA_MAX_FRAMES / DP_HUGE_FRAMES) return -EINVAL;
+        h->sub[s].node = in->nodes[s];
+        h->sub[s].pad = 0;
+        if (dp_pa_layout(in->units[s] * DP_HUGE_FRAMES, in->nhints, &off, &h->sub[s].geom) != 0)
+            return -EINVAL;
+        data += in->units[s] * hf;
     }
+    h->meta_end = off;
+    h->data_off = align_up(off, in->data_align);
+    if (h->data_off > in->region_size || data > in->region_size - h->data_off) return -ENOSPC;
     h->data_size = data;
     uint64_t d = h->data_off;
     for (uint32_t s = 0; s < in->nsub; s++) {
@@ -105,9 +101,13 @@ static int validate_header(const dp_header *c, size_t real_size) {
         return dp_fail(-EPROTO, "corrupt header: bad alignment, page size or backing");
     if (c->nsub < 1 || c->nsub > DSMPOOL_MAX_NODES)
         return dp_fail(-EPROTO, "corrupt header: %u sub-pools", c->nsub);
-    dp_layout_in in = {c->region_size, c->seg_cap, (uint32_t)c->proc_cap, c->nsub, c->nhints, {0}};
+    dp_layout_in in = {c->region_size, c->seg_cap, (uint32_t)c->proc_cap, c->nsub, c->nhints,
+                       c->page_size > 2 * MIB ? c->page_size : 2 * MIB, {0}, {0}};
     if (c->proc_cap > DP_PA_OWNER_MAX) return dp_fail(-EPROTO, "corrupt header: process slots");
-    for (uint32_t s = 0; s < c->nsub; s++) in.nodes[s] = c->sub[s].node;
+    for (uint32_t s = 0; s < c->nsub; s++) {
+        in.nodes[s] = c->sub[s].node;
+        in.units[s] = c->sub[s].geom.frames / DP_HUGE_FRAMES;
+    }
     dp_header *want = calloc(1, sizeof *want);
     if (!want) return dp_fail(-ENOMEM, "out of memory validating the header");
     int r = dp_layout(&in, want);
@@ -135,6 +135,7 @@ static int build_view(dsmpool *p, const dp_header *c) {
     for (uint32_t s = 0; s < c->nsub; s++)
         if (dp_pa_view(&p->pa[s], p->base, c->region_size, &c->sub[s].geom) != 0)
             return dp_fail(-EPROTO, "corrupt header: allocator tree of sub-pool %u", s);
+    dp_pool_placement_init(p);
     return 0;
 }
 
@@ -317,6 +318,183 @@ static void init_header(dsmpool *p, dp_header *h, const dsmpool_config *cfg) {
     (void)p;
 }
 
+/* ---- NUMA planning: which sub-pools, how big, bound where --------------- */
+
+typedef struct plan {
+    uint32_t nsub, nnode;           /* sub-pools; of which node sub-pools (the rest: interleave) */
+    uint32_t nodes[DSMPOOL_MAX_NODES];
+    uint64_t want[DSMPOOL_MAX_NODES]; /* explicit 2 MiB units per sub-pool, 0 = share */
+    bool bind;                      /* real NUMA: mbind and pin */
+} plan;
+
+static int plan_nodes(const dsmpool_config *cfg, plan *pl) {
+    const dp_topo *t = dp_numa_topo();
+    memset(pl, 0, sizeof *pl);
+    if ((unsigned)cfg->numa > DSMPOOL_NUMA_OFF) return dp_fail(-EINVAL, "unknown numa mode %d", (int)cfg->numa);
+    if (cfg->nnodes >= DSMPOOL_MAX_NODES)
+        return dp_fail(-EINVAL, "nnodes %u: at most %d nodes", cfg->nnodes, DSMPOOL_MAX_NODES - 1);
+    bool numa = cfg->numa == DSMPOOL_NUMA_AUTO && t->real;
+    uint32_t n = 0;
+    if (cfg->nnodes) {
+        for (unsigned i = 0; i < cfg->nnodes; i++) {
+            uint32_t id = cfg->nodes[i];
+            if (dp_numa_index(id) < 0) {
+                char have[256] = "";
+                for (unsigned k = 0; k < t->nnodes && strlen(have) < 200; k++)
+                    snprintf(have + strlen(have), sizeof have - strlen(have), " %u", t->node[k]);
+                return dp_fail(-EINVAL, "node %u has no memory here (nodes with memory:%s)", id, have);
+            }
+            for (unsigned k = 0; k < n; k++)
+                if (pl->nodes[k] == id) return dp_fail(-EINVAL, "node %u listed twice", id);
+            pl->nodes[n++] = id;
+        }
+        if (n > 1 && !numa)
+            return dp_fail(-EINVAL, "%u nodes listed, but NUMA is %s", n,
+                           cfg->numa == DSMPOOL_NUMA_OFF ? "off in the config" : "not available");
+    } else if (numa) {
+        for (unsigned k = 0; k < t->nnodes; k++) pl->nodes[n++] = t->node[k];
+    } else {
+        pl->nodes[n++] = t->node[0];
+    }
+    bool any = false, all = true;
+    for (unsigned i = 0; i < DSMPOOL_MAX_NODES; i++) {
+        size_t sz = cfg->node_size[i];
+        if (i >= n && sz) return dp_fail(-EINVAL, "node_size[%u] set for a node not in the pool", i);
+        if (i >= n) continue;
+        if (sz % (2 * MIB)) return dp_fail(-EINVAL, "node_size[%u] = %zu is not a multiple of 2 MiB", i, sz);
+        any |= sz != 0;
+        all &= sz != 0;
+        pl->want[i] = sz / (2 * MIB);
+    }
+    if (any && !all) return dp_fail(-EINVAL, "node_size: give every node's size, or none");
+    pl->nnode = n;
+    pl->bind = numa && n > 1;
+    if (n > 1 && cfg->interleave_size != DSMPOOL_INTERLEAVE_NONE) {
+        if (cfg->interleave_size % (2 * MIB))
+            return dp_fail(-EINVAL, "interleave_size is not a multiple of 2 MiB");
+        pl->nodes[n] = DP_NODE_INTERLEAVE;
+        pl->want[n] = cfg->interleave_size / (2 * MIB);
+        n++;
+    }
+    pl->nsub = n;
+    return 0;
+}
+
+/* Split total 2 MiB units (in steps of g) among the sub-pools. */
+static int plan_units(const plan *pl, uint64_t total, uint64_t g, uint64_t *units) {
+    uint64_t used = 0, il = 0;
+    bool has_il = pl->nsub > pl->nnode;
+    if (has_il) {
+        il = pl->want[pl->nnode];
+        if (!il) il = total / 4 / (g * pl->nnode) * (g * pl->nnode);
+        if (il < g * pl->nnode) il = g * pl->nnode;
+        if (il % g) return -EINVAL;
+        units[pl->nnode] = il;
+    }
+    if (pl->want[0]) {
+        for (uint32_t i = 0; i < pl->nnode; i++) {
+            if (pl->want[i] % g) return -EINVAL;
+            units[i] = pl->want[i];
+            used += units[i];
+        }
+        return used + il <= total ? 0 : -ENOSPC;
+    }
+    if (total < il + g * pl->nnode) return -ENOSPC;
+    uint64_t steps = (total - il) / g, per = steps / pl->nnode, extra = steps % pl->nnode;
+    for (uint32_t i = 0; i < pl->nnode; i++) units[i] = (per + (i < extra)) * g;
+    return 0;
+}
+
+/* hugetlb pools are per node: with bound sub-pools, each node must have its
+ * share free, or the prefault (or a later fault) would fail there. */
+static int plan_huge_check(const plan *pl, const uint64_t *units, size_t hs) {
+    if (!pl->bind || !hs) return 0;
+    uint64_t need[DSMPOOL_MAX_NODES] = {0};
+    for (uint32_t i = 0; i < pl->nnode; i++) need[i] = units[i] * (2 * MIB) / hs;
+    if (pl->nsub > pl->nnode) {
+        uint64_t gran = units[pl->nnode] * (2 * MIB) / hs;
+        for (uint64_t g = 0; g < gran; g++) need[g % pl->nnode]++;
+    }
+    for (uint32_t i = 0; i < pl->nnode; i++) {
+        long fr = dp_numa_huge_free(pl->nodes[i], hs);
+        if (fr >= 0 && (uint64_t)fr < need[i])
+            return dp_fail(-ENOMEM, "huge pages unavailable on node %u: need %llu pages of %zu kB, "
+                           "%ld free; reserve them with: echo %llu > /sys/devices/system/node/node%u/"
+                           "hugepages/hugepages-%zukB/nr_hugepages", pl->nodes[i],
+                           (unsigned long long)need[i], hs >> 10, fr, (unsigned long long)need[i],
+                           pl->nodes[i], hs >> 10);
+    }
+    return 0;
+}
+
+/* Bind every node sub-pool to its node and each granule of the interleaved
+ * one round-robin, before anything touches them. */
+static int bind_subpools(dsmpool *p, const dp_header *h, const plan *pl, size_t page) {
+    if (!pl->bind) return 0;
+    size_t gran = page > 2 * MIB ? page : 2 * MIB;
+    for (uint32_t s = 0; s < h->nsub; s++) {
+        char *a = p->base + h->sub[s].data_off;
+        size_t len = h->sub[s].geom.frames * DP_FRAME_SIZE;
+        int r = 0;
+        if (h->sub[s].node != DP_NODE_INTERLEAVE)
+            r = dp_numa_bind(a, len, h->sub[s].node);
+        else
+            for (size_t g = 0; g * gran < len && !r; g++)
+                r = dp_numa_bind(a + g * gran, gran, pl->nodes[g % pl->nnode]);
+        if (r) return dp_fail(r, "mbind of sub-pool %u failed: %s", s, strerror(-r));
+    }
+    return 0;
+}
+
+typedef struct pf_job {
+    char *addr;
+    size_t len;
+    int64_t node; /* pin to this node first, or -1 */
+    int err;
+    pthread_t tid;
+} pf_job;
+
+static void *pf_thread(void *arg) {
+    pf_job *j = arg;
+    if (j->node >= 0) dp_numa_run_on_node((uint32_t)j->node);
+    j->err = dp_os_populate(j->addr, j->len, 1);
+    return NULL;
+}
+
+/* Prefault: the tables, then each sub-pool by threads on its own node. */
+static int prefault_pool(dsmpool *p, const dp_header *h, const plan *pl, unsigned threads) {
+    enum { MAXJ = 64 };
+    pf_job jobs[MAXJ];
+    unsigned nj = 0;
+    jobs[nj++] = (pf_job){p->base, h->data_off, -1, 0, 0};
+    unsigned per = threads / h->nsub ? threads / h->nsub : 1;
+    for (uint32_t s = 0; s < h->nsub && nj < MAXJ; s++) {
+        char *a = p->base + h->sub[s].data_off;
+        size_t len = h->sub[s].geom.frames * DP_FRAME_SIZE;
+        size_t slice = (len / per + 2 * MIB - 1) & ~(size_t)(2 * MIB - 1);
+        int64_t node = pl->bind && h->sub[s].node != DP_NODE_INTERLEAVE ? (int64_t)h->sub[s].node : -1;
+        for (size_t o = 0; o < len && nj < MAXJ; o += slice)
+            jobs[nj++] = (pf_job){a + o, o + slice > len ? len - o : slice, node, 0, 0};
+    }
+    if (p->size > h->data_off + h->data_size) /* the tail past the data */
+        if (nj < MAXJ) jobs[nj++] = (pf_job){p->base + h->data_off + h->data_size,
+                                             p->size - h->data_off - h->data_size, -1, 0, 0};
+    int err = 0;
+    for (unsigned i = 0; i < nj; i += threads ? threads : 1) { /* at most `threads` at a time */
+        unsigned end = i + (threads ? threads : 1) < nj ? i + (threads ? threads : 1) : nj;
+        for (unsigned k = i; k < end; k++)
+            if (pthread_create(&jobs[k].tid, NULL, pf_thread, &jobs[k]) != 0) {
+                jobs[k].tid = 0;
+                pf_thread(&jobs[k]);
+            }
+        for (unsigned k = i; k < end; k++) {
+            if (jobs[k].tid) pthread_join(jobs[k].tid, NULL);
+            if (jobs[k].err && !err) err = jobs[k].err;
+        }
+    }
+    return err;
+}
+
 int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
     dp_clear_error();
     if (!cfg || !out) return dp_fail(-EINVAL, "cfg and out must not be NULL");
@@ -340,6 +518,8 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
     if (!cfgv.mode) cfgv.mode = 0600;
     cfg = &cfgv;
     const dp_caps *caps = dp_os_caps();
+    plan pl;
+    if ((r = plan_nodes(cfg, &pl)) != 0) return r;
     bool want_huge = cfg->huge_pages == DSMPOOL_HUGE_ON || cfg->huge_pages == DSMPOOL_HUGE_TRY;
     size_t huge_sz = want_huge ? huge_size_for(cfg) : 0;
     if (want_huge && huge_sz != 2 * MIB && huge_sz != GIB)
@@ -376,17 +556,39 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
         align = cfg->map_align ? cfg->map_align : 2 * MIB;
         if (align < page) align = page;
         if (align < 2 * MIB) align = 2 * MIB;
-        dp_layout_in in = {len, 0, cfg->max_procs ? cfg->max_procs : 1024, 0, 0, {0}};
-        in.nsub = dp_numa_subpool_nodes(in.nodes, DSMPOOL_MAX_NODES);
+        dp_layout_in in = {len, 0, cfg->max_procs ? cfg->max_procs : 1024, pl.nsub, 0,
+                           page > 2 * MIB ? page : 2 * MIB, {0}, {0}};
+        memcpy(in.nodes, pl.nodes, sizeof in.nodes);
         in.nhints = caps->ncpus_conf < 1 ? 1 : caps->ncpus_conf > 4096 ? 4096 : caps->ncpus_conf;
         uint64_t est = len / (16 * 1024);
         in.seg_cap = cfg->max_segments ? cfg->max_segments : (est > 1024 ? est : 1024);
         if (in.seg_cap > DP_SEG_MAX) in.seg_cap = DP_SEG_MAX;
-        if (dp_layout(&in, h) != 0) {
-            r = dp_fail(-EINVAL, "size %zu is too small for %u sub-pool(s) of 2 MiB plus tables "
-                        "(%llu segments, %u process slots)", cfg->size, in.nsub,
-                        (unsigned long long)in.seg_cap, in.proc_cap);
+        /* the most data that fits beside the tables, split as the plan says */
+        uint64_t g = in.data_align / (2 * MIB), total = len / (2 * MIB) / g * g;
+        int lr = -ENOSPC;
+        for (; total >= g; total -= g) {
+            int pr = plan_units(&pl, total, g, in.units);
+            if (pr == -EINVAL) {
+                lr = -EINVAL;
+                break;
+            }
+            if (pr == 0 && (lr = dp_layout(&in, h)) == 0) break;
+            if (pl.want[0]) break; /* explicit sizes: no smaller split to try */
+        }
+        if (lr != 0) {
+            r = dp_fail(-EINVAL, lr == -EINVAL && pl.want[0]
+                            ? "node sizes must be multiples of the page size (%zu)"
+                            : "size %zu is too small for %u sub-pool(s) plus tables "
+                              "(%llu segments, %u process slots)%s",
+                        lr == -EINVAL && pl.want[0] ? page : cfg->size, in.nsub,
+                        (unsigned long long)in.seg_cap, in.proc_cap,
+                        pl.want[0] ? ", or the node sizes do not fit" : "");
             break;
+        }
+        if (hs && (r = plan_huge_check(&pl, in.units, hs)) != 0) {
+            if (cfg->huge_pages == DSMPOOL_HUGE_ON) break;
+            r = -ENOMEM;
+            continue; /* TRY: base pages */
         }
         r = map_backing(&c, cfg, len, align, hs);
         if (r && hs && (r == -ENOMEM || r == -EINVAL || r == -ENOSPC || r == -EPERM))
@@ -409,18 +611,25 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
     h->map_align = align;
     if (cfg->huge_pages == DSMPOOL_HUGE_TRANSPARENT)
         h->thp_advised = dp_os_madvise_hugepage(p->base, len) == 0;
+    if ((r = bind_subpools(p, h, &pl, page)) != 0) {
+        region_undo(&c);
+        free(h);
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return r;
+    }
     if (cfg->prefault) {
         unsigned t = cfg->prefault_threads ? cfg->prefault_threads : caps->ncpus_online;
         if (t > 16 && !cfg->prefault_threads) t = 16;
-        r = dp_os_populate(p->base, len, t);
+        r = prefault_pool(p, h, &pl, t);
         if (r) {
             region_undo(&c);
             free(h);
             pthread_mutex_destroy(&p->lock);
             free(p);
             return dp_fail(r == -ENOMEM || r == -EFAULT ? -ENOMEM : r,
-                           "prefaulting %zu bytes failed (%s): not enough memory for the region",
-                           len, strerror(-r));
+                           "prefaulting %zu bytes failed (%s): not enough memory for the region%s",
+                           len, strerror(-r), pl.bind ? " on some node" : "");
         }
         h->prefaulted_bytes = len;
     }

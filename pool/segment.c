@@ -39,25 +39,87 @@
 #include "dp_internal.h"
 #include "dp_os.h"
 
-#define SEG_KNOWN_FLAGS (DSMPOOL_SEG_NO_FALLBACK)
+#define SEG_ON_NODE_BIT (1u << 3)
+#define SEG_KNOWN_FLAGS (DSMPOOL_SEG_NO_FALLBACK | DSMPOOL_SEG_LOCAL_ONLY | DSMPOOL_SEG_INTERLEAVE | \
+                         SEG_ON_NODE_BIT | (0xffu << 8))
 #define SEG_COUNT_ONE (1ull << 3)
 #define SEG_PIN_BIT (1ull << 2)
 
-/* ---- pool blocks: the allocator of every sub-pool -------------------- */
+/* ---- pool blocks: placement over the sub-pools ------------------------ */
 
-int dp_pool_alloc(dsmpool *p, unsigned order, uint64_t *block) {
+/* Per sub-pool, the node sub-pools nearest first (by the machine's SLIT
+ * distances; ties by index), and the map from node id to sub-pool. */
+void dp_pool_placement_init(dsmpool *p) {
+    const dp_topo *t = dp_numa_topo();
+    p->il_sub = -1;
+    memset(p->node_sub, -1, sizeof p->node_sub);
+    uint32_t nn = 0, idx[DSMPOOL_MAX_NODES];
+    for (uint32_t s = 0; s < p->nsub; s++) {
+        uint32_t node = p->geo.sub[s].node;
+        if (node == DP_NODE_INTERLEAVE) {
+            p->il_sub = (int)s;
+            continue;
+        }
+        if (node < 256) p->node_sub[node] = (int8_t)s;
+        idx[nn++] = s;
+    }
+    for (uint32_t s = 0; s < p->nsub; s++) {
+        int from = dp_numa_index(p->geo.sub[s].node);
+        uint32_t ord[DSMPOOL_MAX_NODES];
+        memcpy(ord, idx, sizeof(uint32_t) * nn);
+        for (uint32_t i = 1; i < nn; i++) /* insertion sort by distance from s's node */
+            for (uint32_t j = i; j > 0; j--) {
+                int a = dp_numa_index(p->geo.sub[ord[j - 1]].node), b = dp_numa_index(p->geo.sub[ord[j]].node);
+                int da = from >= 0 && a >= 0 ? t->dist[from][a] : (ord[j - 1] == s ? 0 : 100);
+                int db = from >= 0 && b >= 0 ? t->dist[from][b] : (ord[j] == s ? 0 : 100);
+                if (ord[j - 1] == s) da = -1; /* yourself first */
+                if (ord[j] == s) db = -1;
+                if (db >= da) break;
+                uint32_t x = ord[j];
+                ord[j] = ord[j - 1];
+                ord[j - 1] = x;
+            }
+        for (uint32_t k = 0; k < DSMPOOL_MAX_NODES; k++) p->order[s][k] = k < nn ? (uint8_t)ord[k] : 0xff;
+    }
+}
+
+static int try_sub(dsmpool *p, uint32_t k, unsigned order, unsigned cpu, uint64_t *block) {
+    uint64_t frame;
+    int r = dp_pa_alloc(&p->pa[k], order, dp_owner(p), cpu, &frame);
+    if (r == 0) *block = DP_BLOCK_MK(p->geo.sub[k].data_off + frame * DP_FRAME_SIZE, order);
+    return r;
+}
+
+/* Interleaved: the interleaved sub-pool. Otherwise the preferred node's (the
+ * calling CPU's, or DSMPOOL_SEG_ON_NODE's), then the others nearest first,
+ * unless DSMPOOL_SEG_LOCAL_ONLY. A placement the pool cannot honour because
+ * the node has no sub-pool falls back to the local one. */
+int dp_pool_alloc_placed(dsmpool *p, unsigned order, unsigned flags, uint64_t *block) {
     unsigned cpu = dp_numa_cpu();
-    int err = -ENOMEM;
-    for (uint32_t k = 0; k < p->nsub; k++) {
-        uint64_t frame;
-        int r = dp_pa_alloc(&p->pa[k], order, dp_owner(p), cpu, &frame);
-        if (r == 0) {
-            *block = DP_BLOCK_MK(p->geo.sub[k].data_off + frame * DP_FRAME_SIZE, order);
+    bool only = flags & DSMPOOL_SEG_LOCAL_ONLY;
+    int err = -ENOMEM, r;
+    if ((flags & DSMPOOL_SEG_INTERLEAVE) && p->il_sub >= 0) {
+        if ((r = try_sub(p, (uint32_t)p->il_sub, order, cpu, block)) == 0) return 0;
+        if (only) return r;
+        if (r != -EINVAL) err = r;
+    }
+    uint32_t node = (flags & SEG_ON_NODE_BIT) ? (flags >> 8) & 0xff : dp_numa_current_node();
+    int pref = node < 256 ? p->node_sub[node] : -1;
+    if (pref < 0) pref = p->il_sub == 0 ? 1 : 0;
+    for (uint32_t k = 0; k < DSMPOOL_MAX_NODES && p->order[pref][k] != 0xff; k++) {
+        uint32_t s = p->order[pref][k];
+        if ((r = try_sub(p, s, order, cpu, block)) == 0) {
+            if (s != (uint32_t)pref) dp_fetch_add_relaxed(&p->hdr->fallbacks[pref], 1); /* relaxed: a counter */
             return 0;
         }
         if (r != -EINVAL) err = r;
+        if (only) break;
     }
     return err;
+}
+
+int dp_pool_alloc(dsmpool *p, unsigned order, uint64_t *block) {
+    return dp_pool_alloc_placed(p, order, 0, block);
 }
 
 int dp_pool_free(dsmpool *p, uint64_t block) {
@@ -263,6 +325,18 @@ static int pool_ok(dsmpool *pool) {
     return dp_self(pool);
 }
 
+long dsmpool_pages_per_node(const void *addr, size_t len, size_t *counts, unsigned ncounts) {
+    dp_clear_error();
+    if (!addr || !counts) return dp_fail(-EINVAL, "addr and counts must not be NULL");
+    long r = dp_numa_pages_on_nodes(addr, len, counts, ncounts);
+    return r < 0 ? dp_fail((int)r, "move_pages failed: %s", strerror((int)-r)) : r;
+}
+
+long dsmpool_seg_pages_per_node(const dsmpool_seg *seg, size_t *counts, unsigned ncounts) {
+    if (!seg) return dp_fail(-EINVAL, "seg is NULL");
+    return dsmpool_pages_per_node(seg->addr, seg->size, counts, ncounts);
+}
+
 static int handle_ok(dsmpool *pool, dsmpool_handle h) {
     if (h == 0) return dp_fail(-EINVAL, "handle 0 is never valid");
     if ((h & 0xc0000000u) || DP_HANDLE_IDX(h) >= pool->nsegs)
@@ -276,6 +350,11 @@ int dsmpool_seg_create(dsmpool *pool, size_t size, unsigned flags, dsmpool_seg *
     if (!out) return dp_fail(-EINVAL, "out must not be NULL");
     *out = NULL;
     if (flags & ~SEG_KNOWN_FLAGS) return dp_fail(-EINVAL, "unknown flags 0x%x", flags & ~SEG_KNOWN_FLAGS);
+    if ((flags >> 8) & 0xff && !(flags & SEG_ON_NODE_BIT))
+        return dp_fail(-EINVAL, "node bits without DSMPOOL_SEG_ON_NODE");
+    if ((flags & SEG_ON_NODE_BIT) && pool && pool->magic == DP_POOL_MAGIC &&
+        pool->node_sub[(flags >> 8) & 0xff] < 0)
+        return dp_fail(-EINVAL, "node %u has no sub-pool in this pool", (flags >> 8) & 0xff);
     return dp_seg_create_internal(pool, size, flags, out);
 }
 
@@ -297,7 +376,7 @@ int dp_seg_create_internal(dsmpool *pool, size_t size, unsigned flags, dsmpool_s
     unsigned order = size <= DP_FRAME_SIZE ? 0 : 64u - (unsigned)__builtin_clzll(size - 1) - DP_FRAME_SHIFT;
     uint64_t blk, bytes;
     dp_inflight_begin(pool); /* until the block is in the descriptor (proc.c rule 6) */
-    r = dp_pool_alloc(pool, order, &blk);
+    r = dp_pool_alloc_placed(pool, order, flags, &blk);
     if (r == 0) {
         bytes = (uint64_t)DP_FRAME_SIZE << order;
         s->addr = dp_at(pool, DP_BLOCK_OFF(blk));

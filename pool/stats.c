@@ -48,7 +48,8 @@ int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out) {
     for (uint32_t s = 0; s < pool->nsub; s++) {
         dp_pa_walk w;
         dp_pa_walk_tree(&pool->pa[s], &w, NULL, NULL, NULL);
-        out->subpool[s].node = (int)g->sub[s].node;
+        out->subpool[s].node = g->sub[s].node == DP_NODE_INTERLEAVE ? -1 : (int)g->sub[s].node;
+        out->subpool[s].fallbacks = dp_load_relaxed(&pool->hdr->fallbacks[s]); /* relaxed: counter */
         out->subpool[s].size = g->sub[s].geom.frames * DP_FRAME_SIZE;
         out->subpool[s].free = w.free_frames * DP_FRAME_SIZE;
         out->subpool[s].largest_free =
