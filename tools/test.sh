@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command: installs what it needs, then builds and runs every test
-# suite three ways -- plain, ASan+UBSan, TSan -- and ends with the line
+# suite three ways -- plain, ASan+UBSan, TSan -- plus the NUMA placement tests
+# on emulated 2- and 4-node machines (qemu), and ends with the line
 # "N passed, N failed" summed over all of them. Exit status 0 only if none
-# failed. Usage: tools/test.sh [plain] [asan] [tsan]   (default: all three)
+# failed. Usage: tools/test.sh [plain] [asan] [tsan] [numa-vm]   (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if ! tools/deps.sh; then
@@ -11,10 +12,23 @@ if ! tools/deps.sh; then
     exit 1
 fi
 ways=("$@")
-[ ${#ways[@]} -eq 0 ] && ways=(plain asan tsan)
+[ ${#ways[@]} -eq 0 ] && ways=(plain asan tsan numa-vm)
 passed=0
 failed=0
 for way in "${ways[@]}"; do
+    if [ "$way" = numa-vm ]; then
+        echo "=== numa-vm: boot 2- and 4-node machines under qemu" >&2
+        out=$(tests/numa-vm/run.sh 2>&1)
+        echo "$out" | grep -E '^(numa-vm|FAIL|  )' >&2
+        last=$(echo "$out" | tail -1)
+        p=$(echo "$last" | awk '/passed,/ {print $1}')
+        f=$(echo "$last" | awk '/passed,/ {print $3}')
+        [ -n "$p" ] || { p=0; f=1; echo "$out" | tail -20 >&2; }
+        echo "=== numa-vm: $p passed, $f failed" >&2
+        passed=$((passed + p))
+        failed=$((failed + f))
+        continue
+    fi
     dir="build-test-$way"
     case "$way" in
     plain) opts=(-Dbuildtype=debugoptimized) ;;
