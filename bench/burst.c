@@ -19,21 +19,19 @@
  */
 #include <dsmpool.h>
 #include <jemalloc/jemalloc.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../tests/seccomp_forbid.h"
 
 extern void *__libc_malloc(size_t);
 extern void __libc_free(void *);
@@ -89,26 +87,6 @@ static int b_setup(int backend, size_t pool_bytes, bool huge) {
         return -1;
     }
     return 0;
-}
-
-static int forbid_memory_syscalls(void) {
-    static const int nrs[] = {SYS_mmap, SYS_munmap, SYS_mremap, SYS_madvise, SYS_mprotect,
-                              SYS_brk, SYS_ftruncate, SYS_fallocate, SYS_openat, SYS_shmget,
-                              SYS_shmat};
-    struct sock_filter f[4 + 2 * 11 + 1];
-    unsigned n = 0;
-    f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
-    f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
-    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
-    f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
-    for (unsigned i = 0; i < sizeof nrs / sizeof *nrs; i++) {
-        f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nrs[i], 0, 1);
-        f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
-    }
-    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-    struct sock_fprog prog = {(unsigned short)n, f};
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
-    return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
 }
 
 /* ---- single thread -------------------------------------------------------- */

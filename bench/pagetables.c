@@ -58,19 +58,9 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static long meminfo_kb(const char *field) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    long v = -1;
-    size_t n = strlen(field);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, field, n) && line[n] == ':') v = atol(line + n + 1);
-    if (f) fclose(f);
-    return v;
-}
-
-static long status_kb(const char *field) {
-    FILE *f = fopen("/proc/self/status", "r");
+/* A "Field:   123 kB" line of a /proc file, in kB; -1 if missing. */
+static long proc_kb(const char *path, const char *field) {
+    FILE *f = fopen(path, "r");
     char line[256];
     long v = -1;
     size_t n = strlen(field);
@@ -95,7 +85,7 @@ static void child(int fd, sync_t *sy) {
     }
     getrusage(RUSAGE_SELF, &ru);
     atomic_fetch_add(&sy->minflt, ru.ru_minflt - f0);
-    atomic_fetch_add(&sy->pte_kb, status_kb("VmPTE"));
+    atomic_fetch_add(&sy->pte_kb, proc_kb("/proc/self/status", "VmPTE"));
     atomic_fetch_add(&sy->done, 1);
     while (!atomic_load(&sy->go)) usleep(2000);
     dsmpool_detach(p);
@@ -137,7 +127,7 @@ static int run(const config *c, int procs, size_t size, result *r) {
     int fd = dup(dsmpool_fd(pool));
     dsmpool_detach(pool); /* the parent keeps the fd only: no mapping to inherit */
     sync_t *sy = mmap(NULL, sizeof *sy, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    long pt0 = meminfo_kb("PageTables");
+    long pt0 = proc_kb("/proc/meminfo", "PageTables");
     double t0 = now_s();
     pid_t *pids = calloc((size_t)procs, sizeof *pids);
     int started = 0;
@@ -153,7 +143,7 @@ static int run(const config *c, int procs, size_t size, result *r) {
     }
     while (atomic_load(&sy->done) < started) usleep(1000);
     r->seconds = now_s() - t0;
-    r->pagetables_kb = meminfo_kb("PageTables") - pt0;
+    r->pagetables_kb = proc_kb("/proc/meminfo", "PageTables") - pt0;
     r->pte_kb = atomic_load(&sy->pte_kb);
     r->minflt = atomic_load(&sy->minflt);
     if (atomic_load(&sy->failed) && !r->skip[0]) snprintf(r->skip, sizeof r->skip, "a child could not attach");

@@ -948,6 +948,18 @@ static void area_free_local(struct dsmpool_area *a) {
     free(a);
 }
 
+/* The process-local object for an attached control segment. */
+static int area_open(dsmpool *pool, dsmpool_seg *seg, dsmpool_area **out) {
+    struct dsmpool_area *a = area_new(pool, seg);
+    if (!a) {
+        dsmpool_seg_detach(seg);
+        return dp_fail(-ENOMEM, "out of memory");
+    }
+    area_register(a);
+    *out = a;
+    return 0;
+}
+
 int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out) {
     dp_clear_error();
     if (!out) return dp_fail(-EINVAL, "out must not be NULL");
@@ -966,14 +978,7 @@ int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out) {
     ctl->flags = flags;
     ctl->magic = AR_MAGIC;
     dp_store_release(&ctl->state, AR_LIVE); /* release: publishes the control block */
-    struct dsmpool_area *a = area_new(pool, seg);
-    if (!a) {
-        dsmpool_seg_detach(seg);
-        return dp_fail(-ENOMEM, "out of memory");
-    }
-    area_register(a);
-    *out = a;
-    return 0;
+    return area_open(pool, seg, out);
 }
 
 int dsmpool_area_attach(dsmpool *pool, dsmpool_handle h, dsmpool_area **out) {
@@ -994,14 +999,7 @@ int dsmpool_area_attach(dsmpool *pool, dsmpool_handle h, dsmpool_area **out) {
         dsmpool_seg_detach(seg);
         return dp_fail(-ESTALE, "the area %016llx was destroyed", (unsigned long long)h);
     }
-    struct dsmpool_area *a = area_new(pool, seg);
-    if (!a) {
-        dsmpool_seg_detach(seg);
-        return dp_fail(-ENOMEM, "out of memory");
-    }
-    area_register(a);
-    *out = a;
-    return 0;
+    return area_open(pool, seg, out);
 }
 
 dsmpool_handle dsmpool_area_handle(const dsmpool_area *area) {

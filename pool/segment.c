@@ -320,6 +320,19 @@ static void seg_free_obj(struct dsmpool_seg *s) {
     free(s);
 }
 
+/* Make an attached segment object known to the process (list and set). */
+static int seg_publish(dsmpool *pool, struct dsmpool_seg *s, dsmpool_seg **out) {
+    seg_link(pool, s);
+    if (!dp_segset_add(s)) {
+        seg_unlink(pool, s);
+        seg_unref(pool, s);
+        seg_free_obj(s);
+        return dp_fail(-ENOMEM, "out of memory");
+    }
+    *out = s;
+    return 0;
+}
+
 static int pool_ok(dsmpool *pool) {
     if (!pool || pool->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
     return dp_self(pool);
@@ -423,15 +436,7 @@ int dp_seg_create_internal(dsmpool *pool, size_t size, unsigned flags, dsmpool_s
     }
     dp_store_release(rec, DP_REC(gen, idx, DP_REC_ACTIVE)); /* release: for recovery */
     s->rec = rec;
-    seg_link(pool, s);
-    if (!dp_segset_add(s)) {
-        seg_unlink(pool, s);
-        seg_unref(pool, s);
-        seg_free_obj(s);
-        return dp_fail(-ENOMEM, "out of memory");
-    }
-    *out = s;
-    return 0;
+    return seg_publish(pool, s, out);
 }
 
 int dsmpool_seg_attach(dsmpool *pool, dsmpool_handle h, dsmpool_seg **out) {
@@ -453,15 +458,7 @@ int dsmpool_seg_attach(dsmpool *pool, dsmpool_handle h, dsmpool_seg **out) {
         free(s);
         return r;
     }
-    seg_link(pool, s);
-    if (!dp_segset_add(s)) {
-        seg_unlink(pool, s);
-        seg_unref(pool, s);
-        seg_free_obj(s);
-        return dp_fail(-ENOMEM, "out of memory");
-    }
-    *out = s;
-    return 0;
+    return seg_publish(pool, s, out);
 }
 
 int dsmpool_seg_detach(dsmpool_seg *seg) {

@@ -6,45 +6,15 @@
  */
 #include <criterion/criterion.h>
 #include <dsmpool.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stddef.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <linux/futex.h>
 
+#include "seccomp_forbid.h"
 #include "testutil.h"
-
-#define MIB (1ull << 20)
-#define KIB (1ull << 10)
-
-static dsmpool *mkpool(dsmpool_backing b, const char *name, size_t size) {
-    dsmpool_config cfg;
-    dsmpool_config_init(&cfg);
-    cfg.size = size;
-    cfg.backing = b;
-    cfg.name = name;
-    dsmpool *p = NULL;
-    int r = dsmpool_create(&cfg, &p);
-    cr_assert_eq(r, 0, "create: %s", dsmpool_last_error());
-    return p;
-}
-
-static size_t pool_free(dsmpool *p) {
-    dsmpool_stats st;
-    dsmpool_get_stats(p, &st);
-    return st.subpool[0].free;
-}
-
-static void check_ok(dsmpool *p) {
-    int r = dsmpool_check(p);
-    cr_assert_eq(r, 0, "check: %s", dsmpool_last_error());
-}
 
 static dsmpool_area *mkarea(dsmpool *p, unsigned flags) {
     dsmpool_area *a;
@@ -54,8 +24,8 @@ static dsmpool_area *mkarea(dsmpool *p, unsigned flags) {
 }
 
 Test(area, classes_alignment_and_destroy_returns_everything) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    size_t free0 = pool_free(p);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    size_t free0 = test_pool_free(p);
     dsmpool_area *a = mkarea(p, 0);
     size_t sizes[] = {1, 63, 64, 65, 100, 4096, 32 * KIB - 1, 32 * KIB, 32 * KIB + 1, MIB, MIB + 1, 5 * MIB};
     /* chunks are aligned to their class; large blocks to 2 MiB (a huge page) */
@@ -76,7 +46,7 @@ Test(area, classes_alignment_and_destroy_returns_everything) {
         cr_expect_eq(m[0], i + 1, "allocation %d overwritten", i);
         cr_expect_eq(m[sizes[i] - 1], i + 1, "allocation %d overwritten at its end", i);
     }
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_area_stats st;
     cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
     cr_expect_eq(st.large_blocks, 2);
@@ -84,16 +54,16 @@ Test(area, classes_alignment_and_destroy_returns_everything) {
     for (int i = 0; i < 6; i++) cr_assert_eq(dsmpool_area_free(a, ptrs[i]), 0);
     dsmpool_handle h = dsmpool_area_handle(a);
     cr_assert_eq(dsmpool_area_destroy(a), 0);
-    cr_expect_eq(pool_free(p), free0, "destroy gave back every span, block and cache");
-    check_ok(p);
+    cr_expect_eq(test_pool_free(p), free0, "destroy gave back every span, block and cache");
+    test_check_ok(p);
     dsmpool_area *b;
     cr_expect_eq(dsmpool_area_attach(p, h, &b), -ESTALE, "stale area handle");
     dsmpool_detach(p);
 }
 
 Test(area, last_detach_destroys_and_flush_returns_spans) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    size_t free0 = pool_free(p);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    size_t free0 = test_pool_free(p);
     dsmpool_area *a = mkarea(p, 0);
     dsmpool_ptr v[300];
     for (int i = 0; i < 300; i++) cr_assert_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &v[i]), 0);
@@ -102,17 +72,17 @@ Test(area, last_detach_destroys_and_flush_returns_spans) {
     dsmpool_area_stats st;
     dsmpool_area_get_stats(a, &st);
     cr_expect_eq(st.spans, 0, "all chunks returned: every span went back to the pool");
-    check_ok(p);
+    test_check_ok(p);
     cr_assert_eq(dsmpool_area_alloc(a, 100, 0, &v[0]), 0);
     cr_assert_eq(dsmpool_area_detach(a), 0);
-    cr_expect_eq(pool_free(p), free0, "the last detach destroyed the area");
+    cr_expect_eq(test_pool_free(p), free0, "the last detach destroyed the area");
     cr_expect_eq(dsmpool_area_detach(a), -EINVAL, "detach twice");
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_detach(p);
 }
 
 Test(area, bad_input) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     dsmpool_area *a = mkarea(p, DSMPOOL_AREA_CHECKED), *b = mkarea(p, 0);
     dsmpool_ptr x = 1, y, z, big;
     cr_expect_eq(dsmpool_area_alloc(a, 0, 0, &x), -EINVAL);
@@ -137,7 +107,7 @@ Test(area, bad_input) {
     cr_expect_eq(dsmpool_area_free(a, big), -EINVAL, "double free of a large block (always)");
     cr_expect_null(dsmpool_area_addr(a, 0));
     cr_expect_null(dsmpool_area_addr(NULL, y));
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_handle hb = dsmpool_area_handle(b);
     dsmpool_area_destroy(b);
     dsmpool_area *c;
@@ -148,12 +118,12 @@ Test(area, bad_input) {
     cr_expect_eq(dsmpool_area_attach(p, dsmpool_seg_handle(s), &c), -EINVAL, "a segment, not an area");
     dsmpool_seg_detach(s);
     dsmpool_area_destroy(a);
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_detach(p);
 }
 
 Test(area, limit_fails_cleanly) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     dsmpool_area *a = mkarea(p, 0);
     cr_assert_eq(dsmpool_area_set_limit(a, 4 * MIB), 0);
     dsmpool_ptr v[256];
@@ -166,7 +136,7 @@ Test(area, limit_fails_cleanly) {
     cr_expect_eq(st.held, 4 * MIB, "the failed call changed nothing");
     dsmpool_ptr big;
     cr_expect_eq(dsmpool_area_alloc(a, 2 * MIB, 0, &big), -ENOMEM);
-    check_ok(p);
+    test_check_ok(p);
     cr_assert_eq(dsmpool_area_free(a, v[5]), 0);
     cr_expect_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &v[5]), 0, "room again after a free");
     cr_assert_eq(dsmpool_area_set_limit(a, 0), 0);
@@ -232,8 +202,8 @@ static void *mix_thread(void *arg) {
 }
 
 static void mix_threads(unsigned nt) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
-    size_t free0 = pool_free(p);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
+    size_t free0 = test_pool_free(p);
     dsmpool_area *a = mkarea(p, DSMPOOL_AREA_CHECKED);
     pthread_t t[8];
     mix_arg args[8];
@@ -246,10 +216,10 @@ static void mix_threads(unsigned nt) {
         cr_expect_null(args[i].err, "thread %u: %s", i, args[i].err);
         cr_expect_gt(args[i].ops, 100);
     }
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_area_destroy(a);
-    cr_expect_eq(pool_free(p), free0);
-    check_ok(p);
+    cr_expect_eq(test_pool_free(p), free0);
+    test_check_ok(p);
     dsmpool_detach(p);
 }
 
@@ -257,7 +227,7 @@ Test(area_threads, two, .timeout = 90) { mix_threads(2); }
 Test(area_threads, four, .timeout = 90) { mix_threads(4); }
 
 Test(area_threads, exiting_threads_return_their_caches, .timeout = 60) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
     dsmpool_area *a = mkarea(p, 0);
     for (int round = 0; round < 4; round++) {
         pthread_t t[4];
@@ -275,14 +245,14 @@ Test(area_threads, exiting_threads_return_their_caches, .timeout = 60) {
         cr_expect_eq(st.caches, 0, "exited threads released their caches");
         cr_expect_eq(st.spans + st.large_blocks, 0, "and every span went back");
     }
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_area_destroy(a);
     dsmpool_detach(p);
 }
 
 Test(area_process, forked_workers_mix_sizes, .timeout = 90) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
-    size_t free0 = pool_free(p);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
+    size_t free0 = test_pool_free(p);
     dsmpool_area *a = mkarea(p, DSMPOOL_AREA_CHECKED);
     dsmpool_handle h = dsmpool_area_handle(a);
     pid_t kids[3];
@@ -304,18 +274,18 @@ Test(area_process, forked_workers_mix_sizes, .timeout = 90) {
     cr_expect_null(err, "parent: %s", err);
     for (int i = 0; i < 3; i++) cr_expect_eq(test_wait(kids[i]), 0, "child %d", i);
     dsmpool_recover(p);
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_area_destroy(a);
-    cr_expect_eq(pool_free(p), free0);
+    cr_expect_eq(test_pool_free(p), free0);
     dsmpool_detach(p);
 }
 
 Test(area_process, sigkilled_worker_caches_come_back, .timeout = 60) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
     dsmpool_area *a = mkarea(p, 0);
     dsmpool_ptr keep;
     cr_assert_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &keep), 0);
-    size_t free_before = pool_free(p);
+    size_t free_before = test_pool_free(p);
     int ready[2];
     cr_assert_eq(pipe(ready), 0);
     pid_t kid = fork();
@@ -332,12 +302,12 @@ Test(area_process, sigkilled_worker_caches_come_back, .timeout = 60) {
     }
     char c;
     cr_assert_eq(read(ready[0], &c, 1), 1);
-    cr_expect_lt(pool_free(p), free_before, "the worker holds spans");
+    cr_expect_lt(test_pool_free(p), free_before, "the worker holds spans");
     kill(kid, SIGKILL);
     test_wait(kid);
     cr_assert_eq(dsmpool_recover(p), 0);
-    cr_expect_eq(pool_free(p), free_before, "recovery returned the dead worker's cached chunks");
-    check_ok(p);
+    cr_expect_eq(test_pool_free(p), free_before, "recovery returned the dead worker's cached chunks");
+    test_check_ok(p);
     cr_expect_eq(dsmpool_area_free(a, keep), 0);
     dsmpool_area_destroy(a);
     dsmpool_detach(p);
@@ -348,7 +318,7 @@ Test(area_process, sigkilled_worker_caches_come_back, .timeout = 60) {
 Test(area_process, relocatable_pointers_across_exec, .timeout = 60) {
     char name[64];
     test_name(name, sizeof name, "relptr");
-    dsmpool *p = mkpool(DSMPOOL_BACKING_POSIX, name, 32 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_POSIX, name, 32 * MIB);
     dsmpool_area *a = mkarea(p, 0);
     enum { N = 200 };
     dsmpool_ptr head = 0;
@@ -408,33 +378,12 @@ Test(area_process, relocatable_pointers_across_exec, .timeout = 60) {
     sscanf(nw, "new=%llx", &q);
     cr_expect_eq(((unsigned long *)dsmpool_area_addr(a, q))[1], 4242, "its node, read here");
     dsmpool_recover(p);
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_area_destroy(a);
     dsmpool_destroy(p);
 }
 
 /* ---- the hot path: no system call, no page fault ------------------------- */
-
-/* Kill the process on any memory or object system call (this thread only). */
-static int forbid_memory_syscalls(void) {
-    static const int nrs[] = {SYS_mmap, SYS_munmap, SYS_mremap, SYS_madvise, SYS_mprotect,
-                              SYS_brk, SYS_ftruncate, SYS_fallocate, SYS_openat, SYS_shmget,
-                              SYS_shmat};
-    struct sock_filter f[4 + 2 * 11 + 1];
-    unsigned n = 0;
-    f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
-    f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
-    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
-    f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
-    for (unsigned i = 0; i < sizeof nrs / sizeof *nrs; i++) {
-        f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nrs[i], 0, 1);
-        f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
-    }
-    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-    struct sock_fprog prog = {(unsigned short)n, f};
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -errno;
-    return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0 ? 0 : -errno;
-}
 
 #define BURST 512 /* chunks: 16 MiB */
 
@@ -496,7 +445,7 @@ static void seccomp_threads(int nt) {
     cr_skip_test("TSan's runtime maps memory for every thread it tracks: a seccomp filter on "
                  "mmap would catch the runtime, not dsmpool (the plain and ASan runs test this)");
 #endif
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 512 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 512 * MIB);
     static sc_shared s;
     memset(&s, 0, sizeof s);
     s.a = mkarea(p, 0);
@@ -527,7 +476,7 @@ static void futex_wait(_Atomic int *w, int v) { syscall(SYS_futex, w, FUTEX_WAIT
 static void futex_wake(_Atomic int *w) { syscall(SYS_futex, w, FUTEX_WAKE, 1 << 30, NULL, NULL, 0); }
 
 Test(area_hotpath, two_processes_no_syscall_no_fault, .timeout = 120) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 512 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 512 * MIB);
     dsmpool_area *a = mkarea(p, 0);
     struct sync { _Atomic int ready, go; _Atomic long faults[2]; _Atomic int err[2]; } *sy;
     sy = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -561,7 +510,7 @@ Test(area_hotpath, two_processes_no_syscall_no_fault, .timeout = 120) {
                          i, atomic_load(&sy->faults[i]));
     }
     dsmpool_recover(p);
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_area_destroy(a);
     dsmpool_detach(p);
 }
@@ -570,8 +519,8 @@ Test(area_hotpath, two_processes_no_syscall_no_fault, .timeout = 120) {
  * and are SIGKILLed at random moments; after each round recovery must leave
  * a consistent pool, and destroying the area must give every frame back. */
 Test(area_process, sigkill_at_random_points_then_destroy_is_exact, .timeout = 240) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
-    size_t free0 = pool_free(p);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
+    size_t free0 = test_pool_free(p);
     dsmpool_area *a = mkarea(p, 0);
     dsmpool_handle h = dsmpool_area_handle(a);
     uint64_t seed = test_seed();
@@ -612,7 +561,7 @@ Test(area_process, sigkill_at_random_points_then_destroy_is_exact, .timeout = 24
         cr_assert_eq(st.caches, 0, "round %d: the dead workers' caches were released", round);
     }
     cr_assert_eq(dsmpool_area_destroy(a), 0);
-    check_ok(p);
-    cr_expect_eq(pool_free(p), free0, "every frame back after the area is destroyed");
+    test_check_ok(p);
+    cr_expect_eq(test_pool_free(p), free0, "every frame back after the area is destroyed");
     dsmpool_detach(p);
 }

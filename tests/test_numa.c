@@ -9,8 +9,6 @@
 #include "../numa/dp_numa.h"
 #include "testutil.h"
 
-#define MIB (1ull << 20)
-
 static dsmpool *mk(dsmpool_config *c) {
     dsmpool *p = NULL;
     int r = dsmpool_create(c, &p);

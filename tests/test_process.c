@@ -14,37 +14,6 @@
 
 #include "testutil.h"
 
-#define MIB (1ull << 20)
-
-static dsmpool *mkpool(dsmpool_backing b, const char *name, size_t size) {
-    dsmpool_config cfg;
-    dsmpool_config_init(&cfg);
-    cfg.size = size;
-    cfg.backing = b;
-    cfg.name = name;
-    dsmpool *p = NULL;
-    int r = dsmpool_create(&cfg, &p);
-    cr_assert_eq(r, 0, "create: %s", dsmpool_last_error());
-    return p;
-}
-
-static size_t pool_free(dsmpool *p) {
-    dsmpool_stats st;
-    dsmpool_get_stats(p, &st);
-    return st.subpool[0].free;
-}
-
-static size_t live_segments(dsmpool *p) {
-    dsmpool_stats st;
-    dsmpool_get_stats(p, &st);
-    return st.segments_live;
-}
-
-static void check_ok(dsmpool *p) {
-    int r = dsmpool_check(p);
-    cr_assert_eq(r, 0, "check: %s", dsmpool_last_error());
-}
-
 /* A one-byte pipe handshake. */
 static void say(int fd) { (void)!write(fd, "x", 1); }
 static void hear(int fd) {
@@ -53,7 +22,7 @@ static void hear(int fd) {
 }
 
 Test(process, forked_children_attach_by_handle, .timeout = 60) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
     dsmpool_seg *s;
     cr_assert_eq(dsmpool_seg_create(p, 64 * 1024, 0, &s), 0);
     dsmpool_handle h = dsmpool_seg_handle(s);
@@ -73,19 +42,19 @@ Test(process, forked_children_attach_by_handle, .timeout = 60) {
     }
     for (int i = 0; i < 4; i++) cr_expect_eq(test_wait(kids[i]), 0, "child %d", i);
     for (int i = 0; i < 4; i++) cr_expect_eq(mem[i], 0x10 + i, "child %d's write", i);
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_stats st;
     dsmpool_get_stats(p, &st);
     cr_expect_eq(st.procs_attached, 1, "children left their slots");
     cr_expect_eq(st.segments_live, 1);
     dsmpool_seg_detach(s);
-    cr_expect_eq(live_segments(p), 0);
+    cr_expect_eq(test_live_segments(p), 0);
     dsmpool_detach(p);
 }
 
 Test(process, last_detach_in_any_process_destroys, .timeout = 60) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
-    size_t free0 = pool_free(p);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
+    size_t free0 = test_pool_free(p);
     dsmpool_seg *s;
     cr_assert_eq(dsmpool_seg_create(p, 8192, 0, &s), 0);
     dsmpool_handle h = dsmpool_seg_handle(s);
@@ -104,20 +73,20 @@ Test(process, last_detach_in_any_process_destroys, .timeout = 60) {
     }
     hear(to_parent[0]);
     cr_assert_eq(dsmpool_seg_detach(s), 0);
-    cr_expect_eq(live_segments(p), 1, "the child's reference keeps it");
+    cr_expect_eq(test_live_segments(p), 1, "the child's reference keeps it");
     say(to_child[1]);
     cr_expect_eq(test_wait(kid), 0);
-    cr_expect_eq(live_segments(p), 0, "the child's detach was the last");
+    cr_expect_eq(test_live_segments(p), 0, "the child's detach was the last");
     dsmpool_recover(p); /* the child exited without dsmpool_detach: free its slot */
-    cr_expect_eq(pool_free(p), free0);
-    check_ok(p);
+    cr_expect_eq(test_pool_free(p), free0);
+    test_check_ok(p);
     dsmpool_detach(p);
 }
 
 Test(process, exec_attaches_posix_pool_by_name, .timeout = 60) {
     char name[64];
     test_name(name, sizeof name, "exec");
-    dsmpool *p = mkpool(DSMPOOL_BACKING_POSIX, name, 32 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_POSIX, name, 32 * MIB);
     dsmpool_seg *s;
     cr_assert_eq(dsmpool_seg_create(p, 3 * 4096, 0, &s), 0);
     memset(dsmpool_seg_address(s), 51, 3 * 4096);
@@ -133,7 +102,7 @@ Test(process, exec_attaches_posix_pool_by_name, .timeout = 60) {
     cr_expect_eq(test_wait(kid), 0, "the exec'ed program could not attach or saw wrong data");
     cr_expect_eq(((unsigned char *)dsmpool_seg_address(s))[12287], 52, "its write is visible here");
     dsmpool_recover(p);
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_seg_detach(s);
     cr_assert_eq(dsmpool_destroy(p), 0);
     dsmpool *q;
@@ -143,7 +112,7 @@ Test(process, exec_attaches_posix_pool_by_name, .timeout = 60) {
 Test(process, exec_attaches_sysv_pool_by_key, .timeout = 60) {
     char name[64];
     snprintf(name, sizeof name, "dsmpool-test-sysv-%d", (int)getpid());
-    dsmpool *p = mkpool(DSMPOOL_BACKING_SYSV, name, 16 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_SYSV, name, 16 * MIB);
     dsmpool_seg *s;
     cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &s), 0);
     memset(dsmpool_seg_address(s), 9, 4096);
@@ -165,7 +134,7 @@ Test(process, exec_attaches_sysv_pool_by_key, .timeout = 60) {
 }
 
 Test(process, memfd_attached_through_its_fd, .timeout = 60) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_MEMFD, NULL, 16 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_MEMFD, NULL, 16 * MIB);
     int fd = dsmpool_fd(p);
     cr_assert_geq(fd, 0);
     dsmpool_seg *s;
@@ -185,13 +154,13 @@ Test(process, memfd_attached_through_its_fd, .timeout = 60) {
     }
     cr_expect_eq(test_wait(kid), 0);
     dsmpool_recover(p);
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_detach(p);
 }
 
 Test(process, sigkilled_child_references_recovered, .timeout = 60) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
-    size_t free0 = pool_free(p);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
+    size_t free0 = test_pool_free(p);
     dsmpool_seg *s[3];
     dsmpool_handle h[3];
     for (int i = 0; i < 3; i++) {
@@ -212,24 +181,24 @@ Test(process, sigkilled_child_references_recovered, .timeout = 60) {
         _exit(0);
     }
     hear(ready[0]);
-    cr_expect_eq(live_segments(p), 23);
+    cr_expect_eq(test_live_segments(p), 23);
     kill(kid, SIGKILL);
     cr_expect_eq(test_wait(kid), 128 + SIGKILL);
     for (int i = 0; i < 3; i++) dsmpool_seg_detach(s[i]);
-    cr_expect_eq(live_segments(p), 23, "the dead child still holds references");
+    cr_expect_eq(test_live_segments(p), 23, "the dead child still holds references");
     cr_assert_eq(dsmpool_recover(p), 0);
-    cr_expect_eq(live_segments(p), 0, "recovery released them");
-    cr_expect_eq(pool_free(p), free0, "and every block");
+    cr_expect_eq(test_live_segments(p), 0, "recovery released them");
+    cr_expect_eq(test_pool_free(p), free0, "and every block");
     dsmpool_stats st;
     dsmpool_get_stats(p, &st);
     cr_expect_eq(st.procs_recovered, 1);
     cr_expect_eq(st.procs_attached, 1);
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_detach(p);
 }
 
 Test(process, zombie_counts_as_dead, .timeout = 60) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
     dsmpool_seg *s;
     cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &s), 0);
     dsmpool_handle h = dsmpool_seg_handle(s);
@@ -241,15 +210,15 @@ Test(process, zombie_counts_as_dead, .timeout = 60) {
     siginfo_t si;
     cr_assert_eq(waitid(P_PID, (id_t)kid, &si, WEXITED | WNOWAIT), 0); /* not reaped */
     dsmpool_seg_detach(s);
-    cr_expect_eq(live_segments(p), 1);
+    cr_expect_eq(test_live_segments(p), 1);
     dsmpool_recover(p);
-    cr_expect_eq(live_segments(p), 0, "an unreaped zombie holds nothing");
+    cr_expect_eq(test_live_segments(p), 0, "an unreaped zombie holds nothing");
     cr_expect_eq(test_wait(kid), 0);
     dsmpool_detach(p);
 }
 
 Test(process, inherited_attachments_become_the_childs, .timeout = 60) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
     dsmpool_seg *s;
     cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &s), 0);
     strcpy(dsmpool_seg_address(s), "parent");
@@ -268,17 +237,17 @@ Test(process, inherited_attachments_become_the_childs, .timeout = 60) {
     }
     hear(ready[0]);
     cr_assert_eq(dsmpool_seg_detach(s), 0);
-    cr_expect_eq(live_segments(p), 1, "the child's inherited attachment holds it");
+    cr_expect_eq(test_live_segments(p), 1, "the child's inherited attachment holds it");
     say(go[1]);
     cr_expect_eq(test_wait(kid), 0);
-    cr_expect_eq(live_segments(p), 0);
-    check_ok(p);
+    cr_expect_eq(test_live_segments(p), 0);
+    test_check_ok(p);
     dsmpool_detach(p);
 }
 
 Test(process, many_processes_contend, .timeout = 120) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    size_t free0 = pool_free(p);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    size_t free0 = test_pool_free(p);
     dsmpool_seg *shared;
     cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &shared), 0);
     dsmpool_handle h = dsmpool_seg_handle(shared);
@@ -302,8 +271,8 @@ Test(process, many_processes_contend, .timeout = 120) {
     }
     for (int i = 0; i < 6; i++) cr_expect_eq(test_wait(kids[i]), 0, "child %d", i);
     dsmpool_seg_detach(shared);
-    check_ok(p);
-    cr_expect_eq(pool_free(p), free0);
+    test_check_ok(p);
+    cr_expect_eq(test_pool_free(p), free0);
     dsmpool_detach(p);
 }
 
@@ -312,13 +281,13 @@ Test(process, many_processes_contend, .timeout = 120) {
  * at random moments. After every round, recovery must give back everything
  * and the full check must pass: no leak, no lost reference, nothing half-done. */
 Test(process, sigkill_at_random_points_then_recover_is_exact, .timeout = 240) {
-    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     dsmpool_seg *shared;
     cr_assert_eq(dsmpool_seg_create(p, 8192, 0, &shared), 0);
     dsmpool_handle h = dsmpool_seg_handle(shared);
     /* the shared segment lists the handles children pin: [0] counts them */
     _Atomic uint64_t *pins = dsmpool_seg_address(shared);
-    size_t free0 = pool_free(p);
+    size_t free0 = test_pool_free(p);
     uint64_t seed = test_seed();
     int rounds = (int)(40 * test_seconds(1.0));
     for (int round = 0; round < rounds; round++) {
@@ -370,8 +339,8 @@ Test(process, sigkill_at_random_points_then_recover_is_exact, .timeout = 240) {
         int r = dsmpool_check(p);
         cr_assert_eq(r, 0, "round %d (seed %llu): %s", round, (unsigned long long)test_seed(),
                      dsmpool_last_error());
-        cr_assert_eq(live_segments(p), 1, "round %d: only the shared segment is left", round);
-        cr_assert_eq(pool_free(p), free0, "round %d: every block came back", round);
+        cr_assert_eq(test_live_segments(p), 1, "round %d: only the shared segment is left", round);
+        cr_assert_eq(test_pool_free(p), free0, "round %d: every block came back", round);
     }
     cr_expect_gt(atomic_load(&pins[1023]), 100 * (uint64_t)rounds, "children got work done: %llu ops",
                  (unsigned long long)atomic_load(&pins[1023]));

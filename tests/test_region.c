@@ -14,7 +14,6 @@
 
 #include "testutil.h"
 
-#define MIB (1ull << 20)
 #define NR_HUGE "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
 #define FREE_HUGE "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"
 #define THP_SHMEM "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
@@ -26,11 +25,6 @@ static dsmpool_config cfg_of(dsmpool_backing b, const char *name, size_t size) {
     c.name = name;
     c.size = size;
     return c;
-}
-
-static void check_ok(dsmpool *p) {
-    int r = dsmpool_check(p);
-    cr_assert_eq(r, 0, "check: %s", dsmpool_last_error());
 }
 
 Test(region, every_backing_base_pages) {
@@ -68,7 +62,7 @@ Test(region, every_backing_base_pages) {
         cr_expect_eq(kps, 4, "%s: kernel page size %ld kB", dsmpool_backing_name(bs[i]), kps);
         cr_expect_geq(rss, 16 * 1024 - 4, "%s: prefaulted, Rss %ld kB", dsmpool_backing_name(bs[i]), rss);
         dsmpool_seg_detach(s);
-        check_ok(p);
+        test_check_ok(p);
         cr_assert_eq(dsmpool_destroy(p), 0, "%s", dsmpool_last_error());
     }
 }
@@ -206,7 +200,7 @@ Test(region, corrupt_or_truncated_regions_are_refused) {
     dsmpool_detach(q);
     /* nothing else changed */
     cr_expect_str_eq(dsmpool_seg_address(s), "intact");
-    check_ok(p);
+    test_check_ok(p);
     munmap(raw, 16 * MIB);
     /* truncated: the creator must not touch its mapping past the new end */
     cr_assert_eq(ftruncate(fd, 8 * MIB), 0);
@@ -336,7 +330,7 @@ Test(huge, on_gets_2mib_pages_on_every_backing, .timeout = 60) {
             dsmpool_detach(q);
         }
         dsmpool_seg_detach(s);
-        check_ok(p);
+        test_check_ok(p);
         cr_assert_eq(dsmpool_destroy(p), 0);
         cr_expect_eq(huge_free(), before, "pages returned");
     }

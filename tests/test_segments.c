@@ -10,34 +10,9 @@
 
 #include "testutil.h"
 
-#define MIB (1ull << 20)
-
-static dsmpool *mkpool(size_t size) {
-    dsmpool_config cfg;
-    dsmpool_config_init(&cfg);
-    cfg.size = size;
-    dsmpool *p = NULL;
-    int r = dsmpool_create(&cfg, &p);
-    cr_assert_eq(r, 0, "create: %s", dsmpool_last_error());
-    return p;
-}
-
-static size_t pool_free(dsmpool *p) {
-    dsmpool_stats st;
-    cr_assert_eq(dsmpool_get_stats(p, &st), 0);
-    size_t f = 0;
-    for (unsigned i = 0; i < st.nsubpools; i++) f += st.subpool[i].free;
-    return f;
-}
-
-static void check_ok(dsmpool *p) {
-    int r = dsmpool_check(p);
-    cr_assert_eq(r, 0, "check: %s", dsmpool_last_error());
-}
-
 Test(segments, create_attach_detach_refcount) {
-    dsmpool *p = mkpool(32 * MIB);
-    size_t free0 = pool_free(p);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
+    size_t free0 = test_pool_free(p);
     dsmpool_seg *a, *b, *c;
     cr_assert_eq(dsmpool_seg_create(p, 100000, 0, &a), 0);
     cr_expect_geq(dsmpool_seg_size(a), 100000);
@@ -51,8 +26,8 @@ Test(segments, create_attach_detach_refcount) {
     cr_assert_eq(dsmpool_seg_attach(p, h, &c), 0);
     cr_expect_eq(dsmpool_seg_address(b), dsmpool_seg_address(a));
     cr_expect_eq(((unsigned char *)dsmpool_seg_address(c))[99999], 0x5a);
-    check_ok(p);
-    cr_expect_eq(pool_free(p), free0 - 128 * 1024);
+    test_check_ok(p);
+    cr_expect_eq(test_pool_free(p), free0 - 128 * 1024);
     cr_assert_eq(dsmpool_seg_detach(a), 0);
     cr_assert_eq(dsmpool_seg_detach(b), 0);
     dsmpool_stats st;
@@ -61,15 +36,15 @@ Test(segments, create_attach_detach_refcount) {
     cr_assert_eq(dsmpool_seg_detach(c), 0);
     dsmpool_get_stats(p, &st);
     cr_expect_eq(st.segments_live, 0, "destroyed by the last detach");
-    cr_expect_eq(pool_free(p), free0);
+    cr_expect_eq(test_pool_free(p), free0);
     dsmpool_seg *d;
     cr_expect_eq(dsmpool_seg_attach(p, h, &d), -ESTALE);
-    check_ok(p);
+    test_check_ok(p);
     cr_assert_eq(dsmpool_detach(p), 0);
 }
 
 Test(segments, pin_keeps_alive_unpin_destroys) {
-    dsmpool *p = mkpool(32 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
     dsmpool_seg *a, *b;
     cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &a), 0);
     dsmpool_handle h = dsmpool_seg_handle(a);
@@ -91,16 +66,16 @@ Test(segments, pin_keeps_alive_unpin_destroys) {
     cr_assert_eq(dsmpool_seg_unpin(p, h), 0);
     cr_expect_eq(dsmpool_seg_attach(p, h, &b), -ESTALE);
     cr_expect_eq(dsmpool_seg_unpin(p, h), -ESTALE);
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_detach(p);
 }
 
 Test(segments, thousand_small_segments_in_16mib, .timeout = 60) {
-    dsmpool *p = mkpool(16 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
     dsmpool_stats st;
     dsmpool_get_stats(p, &st);
     cr_assert_geq(st.segments_capacity, 1024);
-    size_t free0 = pool_free(p);
+    size_t free0 = test_pool_free(p);
     static dsmpool_seg *s[1024];
     for (int i = 0; i < 1024; i++) {
         int r = dsmpool_seg_create(p, 4096, DSMPOOL_SEG_NO_FALLBACK, &s[i]);
@@ -110,14 +85,14 @@ Test(segments, thousand_small_segments_in_16mib, .timeout = 60) {
     dsmpool_get_stats(p, &st);
     cr_expect_eq(st.segments_live, 1024);
     cr_expect_eq(st.fallback_segments_live, 0);
-    check_ok(p);
+    test_check_ok(p);
     for (int i = 0; i < 1024; i++) {
         cr_assert_eq(*(int *)dsmpool_seg_address(s[i]), i, "segments overlap");
         cr_assert_eq(dsmpool_seg_detach(s[i]), 0);
     }
     /* the attachment record blocks went back with... nothing: they stay with the slot */
-    check_ok(p);
-    cr_expect_leq(free0 - pool_free(p), 8 * 4096, "only record blocks remain allocated");
+    test_check_ok(p);
+    cr_expect_leq(free0 - test_pool_free(p), 8 * 4096, "only record blocks remain allocated");
     dsmpool_detach(p);
 }
 
@@ -149,12 +124,12 @@ Test(segments, stale_handle_after_slot_reuse) {
     cr_expect(strstr(dsmpool_last_error(), "max_segments") != NULL, "%s", dsmpool_last_error());
     while (n--) dsmpool_seg_detach(more[n]);
     dsmpool_seg_detach(a);
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_detach(p);
 }
 
 Test(segments, fallback_to_os_and_no_fallback) {
-    dsmpool *p = mkpool(8 * MIB);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 8 * MIB);
     dsmpool_stats st;
     dsmpool_get_stats(p, &st);
     dsmpool_seg *a, *b;
@@ -170,7 +145,7 @@ Test(segments, fallback_to_os_and_no_fallback) {
     dsmpool_get_stats(p, &st);
     cr_expect_eq(st.fallback_segments_live, 1);
     cr_expect_eq(st.fallback_segments_created, 1);
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_seg_detach(a);
     dsmpool_seg_detach(b);
     dsmpool_get_stats(p, &st);
@@ -179,8 +154,8 @@ Test(segments, fallback_to_os_and_no_fallback) {
 }
 
 Test(segments, bad_input) {
-    dsmpool *p = mkpool(8 * MIB);
-    size_t free0 = pool_free(p);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 8 * MIB);
+    size_t free0 = test_pool_free(p);
     dsmpool_seg *s = (dsmpool_seg *)0x1, *t;
     cr_expect_eq(dsmpool_seg_create(p, 0, 0, &s), -EINVAL);
     cr_expect_null(s, "out is cleared on failure");
@@ -202,8 +177,8 @@ Test(segments, bad_input) {
     cr_expect_eq(dsmpool_seg_attach(p, h, &t), -ESTALE);
     cr_expect_eq(dsmpool_seg_unpin(p, h), -ESTALE);
     cr_expect_eq(dsmpool_seg_unpin(p, 0), -EINVAL);
-    cr_expect_eq(pool_free(p), free0, "nothing changed");
-    check_ok(p);
+    cr_expect_eq(test_pool_free(p), free0, "nothing changed");
+    test_check_ok(p);
     cr_expect_neq(strcmp(dsmpool_strerror(-ESTALE), "unknown error"), 0);
     cr_assert_eq(dsmpool_detach(p), 0);
     cr_expect_eq(dsmpool_detach(p), -EINVAL, "pool detach twice");
@@ -267,8 +242,8 @@ static void *seg_thread(void *argp) {
 }
 
 static void seg_threads(unsigned nt) {
-    dsmpool *p = mkpool(64 * MIB);
-    size_t free0 = pool_free(p);
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    size_t free0 = test_pool_free(p);
     pthread_t tid[8];
     seg_thr args[8];
     for (unsigned i = 0; i < nt; i++) {
@@ -282,11 +257,11 @@ static void seg_threads(unsigned nt) {
         ops += args[i].ops;
     }
     cr_expect_gt(ops, 100);
-    check_ok(p);
+    test_check_ok(p);
     dsmpool_stats st;
     dsmpool_get_stats(p, &st);
     cr_expect_eq(st.segments_live, 0);
-    cr_expect_geq(pool_free(p) + 16 * 4096, free0, "all memory free (record blocks aside)");
+    cr_expect_geq(test_pool_free(p) + 16 * 4096, free0, "all memory free (record blocks aside)");
     dsmpool_detach(p);
 }
 

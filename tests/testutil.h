@@ -10,6 +10,7 @@
 #define DSMPOOL_TESTUTIL_H
 
 #include <criterion/criterion.h>
+#include <dsmpool.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -19,6 +20,41 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#define KIB (1ull << 10)
+#define MIB (1ull << 20)
+
+/* A pool of the given backing and size, or the test fails. */
+static inline dsmpool *test_pool(dsmpool_backing b, const char *name, size_t size) {
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = size;
+    cfg.backing = b;
+    cfg.name = name;
+    dsmpool *p = NULL;
+    int r = dsmpool_create(&cfg, &p);
+    cr_assert_eq(r, 0, "create: %s", dsmpool_last_error());
+    return p;
+}
+
+static inline size_t test_pool_free(dsmpool *p) { /* over every sub-pool */
+    dsmpool_stats st;
+    cr_assert_eq(dsmpool_get_stats(p, &st), 0);
+    size_t f = 0;
+    for (unsigned i = 0; i < st.nsubpools; i++) f += st.subpool[i].free;
+    return f;
+}
+
+static inline size_t test_live_segments(dsmpool *p) {
+    dsmpool_stats st;
+    cr_assert_eq(dsmpool_get_stats(p, &st), 0);
+    return st.segments_live;
+}
+
+static inline void test_check_ok(dsmpool *p) {
+    int r = dsmpool_check(p);
+    cr_assert_eq(r, 0, "check: %s", dsmpool_last_error());
+}
 
 static inline uint64_t test_seed(void) {
     const char *s = getenv("DSMPOOL_TEST_SEED");
