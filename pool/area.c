@@ -261,7 +261,8 @@ static void entry_free(ar_span *sp, uint32_t gen) {
 
 /* Give back what an entry holds (it is INIT/RETIRED by us, or we destroy
  * the area): directory, block or OS segment, bitmap; then FREE it. */
-static void entry_release(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span *sp) {
+static void entry_release(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span *sp,
+                          uint32_t slot) {
     uint64_t w = dp_load_acquire(&sp->state); /* acquire: the state's owner wrote the rest */
     uint64_t blk = dp_load_acquire(&sp->block), info = dp_load_relaxed(&sp->info);
     dp_inflight_begin(p);
@@ -284,10 +285,11 @@ static void entry_release(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_
         if (h) {
             uint64_t idx = DP_HANDLE_IDX(h);
             if (idx < p->nsegs) bytes = dp_load_relaxed(&p->segs[idx].size);
-            dp_seg_unpin_quiet(p, h);
+            dp_seg_unpin_quiet(p, h, slot);
         }
     }
     uint64_t bm = info & ~0xfffull;
+    dp_store_release(&sp->info, info & 0xff); /* unrecord the bitmap, then free it */
     if (bm && dp_block_ok(p, bm, DP_FRAME_SIZE)) dp_pool_free(p, DP_BLOCK_MK(bm, 0));
     dp_inflight_end(p);
     if (bytes && SPW_ST(w) != SP_INIT) dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
@@ -437,7 +439,7 @@ static void span_push(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span
         /* acq_rel: acquire sees every chunk's link; release claims the entry */
         if (dp_cas_acq_rel(&sp->state, &nw, rw)) {
             dp_fetch_add_relaxed(&ctl->partial[cls], (uint64_t)-1);
-            entry_release(p, ctl, aid, e, sp);
+            entry_release(p, ctl, aid, e, sp, retire_slot);
         }
     }
 }
@@ -616,7 +618,7 @@ static int acquire(struct dsmpool_area *a, unsigned cls, unsigned order, unsigne
         }
         dp_inflight_end(p);
         if (!(info & ~0xffull)) {
-            entry_release(p, ctl, a->aid, (uint64_t)e, sp);
+            entry_release(p, ctl, a->aid, (uint64_t)e, sp, p->slot);
             dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
             return dp_fail(-ENOMEM, "no pool memory for the checked-mode bitmap");
         }
@@ -637,7 +639,7 @@ static int acquire(struct dsmpool_area *a, unsigned cls, unsigned order, unsigne
         if (!(ctl->flags & DSMPOOL_AREA_NO_FALLBACK) && bytes <= (1ull << 32))
             r = dp_seg_os_create(p, bytes, &h, &m);
         if (r || !h) {
-            entry_release(p, ctl, a->aid, (uint64_t)e, sp);
+            entry_release(p, ctl, a->aid, (uint64_t)e, sp, p->slot);
             dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
             return dp_fail(-ENOMEM, "no free block of %llu bytes in the pool%s",
                            (unsigned long long)bytes,
@@ -821,7 +823,7 @@ int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
         if (!dp_cas_acq_rel(&l.sp->state, &w, SPW_OWNED(SPW_GEN(w) + 1, area->pool->slot, SP_RETIRED)))
             return dp_fail(-EINVAL, "%016llx was freed by someone else at the same time",
                            (unsigned long long)p);
-        entry_release(area->pool, area->ctl, area->aid, l.e, l.sp);
+        entry_release(area->pool, area->ctl, area->aid, l.e, l.sp, area->pool->slot);
         return 0;
     }
     unsigned sh = cls_shift(l.cls);
@@ -856,7 +858,7 @@ int dsmpool_area_flush(dsmpool_area *area) {
 
 /* Rule 5: give everything back. Works from the pool and the control block
  * alone (seg_destroy calls it for the last reference, in any process). */
-void dp_area_destroy_contents(dsmpool *p, void *ctlp, uint64_t aid) {
+void dp_area_destroy_contents(dsmpool *p, void *ctlp, uint64_t aid, uint32_t owner) {
     ar_ctl *ctl = ctlp;
     if (ctl->magic != AR_MAGIC) return;
     dp_store_release(&ctl->state, AR_DESTROYED); /* release: pairs with area_ok's acquire */
@@ -867,7 +869,7 @@ void dp_area_destroy_contents(dsmpool *p, void *ctlp, uint64_t aid) {
         ar_span *pg = dp_at(p, off);
         for (uint32_t i = 0; i < AR_PER_PAGE; i++)
             if (SPW_ST(dp_load_acquire(&pg[i].state)) != SP_FREE)
-                entry_release(p, ctl, aid, (uint64_t)k * AR_PER_PAGE + i, &pg[i]);
+                entry_release(p, ctl, aid, (uint64_t)k * AR_PER_PAGE + i, &pg[i], owner);
         dp_inflight_begin(p);
         dp_store_release(&ctl->regpage[k], 0);
         dp_pool_free(p, DP_BLOCK_MK(off, 0));
@@ -1018,7 +1020,7 @@ int dsmpool_area_destroy(dsmpool_area *area) {
     dp_clear_error();
     if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
     if (dp_self(area->pool) != 0) return -ENOSPC;
-    dp_area_destroy_contents(area->pool, area->ctl, area->aid);
+    dp_area_destroy_contents(area->pool, area->ctl, area->aid, area->pool->slot);
     return dsmpool_area_detach(area);
 }
 
@@ -1100,7 +1102,7 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
                 uint64_t w = dp_load_acquire(&sp->state);
                 unsigned st = SPW_ST(w);
                 if ((st == SP_INIT || st == SP_RETIRED) && SPW_OWNER(w) == slot)
-                    entry_release(p, ctl, tmp.aid, (uint64_t)k * AR_PER_PAGE + i, sp);
+                    entry_release(p, ctl, tmp.aid, (uint64_t)k * AR_PER_PAGE + i, sp, slot);
             }
         }
         area_free_fb(&tmp);

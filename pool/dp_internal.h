@@ -49,7 +49,9 @@ typedef uint64_t dp_off; /* offset from the region base; 0 = invalid */
 
 /* Slot state word: [pid:32][start_lo:24][state:8]. Claimed and released by
  * one CAS each, so identity and state change together. */
-enum { DP_SLOT_FREE = 0, DP_SLOT_LIVE = 1, DP_SLOT_RECOVERING = 2 };
+/* LEAVING: the owner is detaching and clearing its records (they no longer
+ * count); RECOVERING: a recoverer (named in the word) owns the slot. */
+enum { DP_SLOT_FREE = 0, DP_SLOT_LIVE = 1, DP_SLOT_RECOVERING = 2, DP_SLOT_LEAVING = 3 };
 #define DP_SLOT_STATE(w) ((unsigned)((w) & 0xff))
 #define DP_SLOT_PID(w) ((pid_t)((w) >> 32))
 #define DP_SLOT_START_LO(w) ((uint32_t)(((w) >> 8) & 0xffffff))
@@ -149,6 +151,7 @@ typedef struct dp_header {
     dp_a64 procs_recovered;         /* relaxed counter */
     dp_a64 destroyed;               /* release/acquire: the name is gone */
     dp_a64 sweep_needed;            /* relaxed: a process died inside an ownership change */
+    dp_a64 sweep_owner;             /* acq_rel: the one sweeper (its slot word), or 0 */
     dp_a64 fallbacks[DSMPOOL_MAX_NODES]; /* relaxed counters: wanted sub-pool s, got another */
 } dp_header;
 
@@ -161,6 +164,7 @@ struct dsmpool_seg {
     void *addr;
     size_t size;
     bool fallback;          /* addr is our own mapping of an OS segment */
+    bool stale;             /* a fork()ed child could not take it over: gone */
     dp_a64 *rec;            /* our attachment record (in our slot) */
     struct dsmpool_seg *next, *prev; /* the pool's list of attached segments */
 };
@@ -255,7 +259,7 @@ unsigned dp_seg_flags(struct dsmpool *pool, dsmpool_handle h);
  * structure, which unpins it to destroy it. *addr is our mapping. */
 int dp_seg_os_create(struct dsmpool *pool, size_t bytes, dsmpool_handle *h, void **addr);
 int dp_seg_os_map(struct dsmpool *pool, dsmpool_handle h, void **addr, size_t *len);
-void dp_seg_unpin_quiet(struct dsmpool *pool, dsmpool_handle h);
+void dp_seg_unpin_quiet(struct dsmpool *pool, dsmpool_handle h, uint32_t owner_slot);
 
 int dp_seg_ref_drop(struct dsmpool *pool, uint64_t idx, uint32_t gen, uint32_t slot);
 void dp_seg_recover_slot(struct dsmpool *pool, uint32_t slot);
@@ -274,7 +278,7 @@ int dp_pool_free(struct dsmpool *pool, uint64_t block);
 
 /* ---- areas (area.c) ------------------------------------------------------ */
 
-void dp_area_destroy_contents(struct dsmpool *pool, void *ctl, uint64_t aid);
+void dp_area_destroy_contents(struct dsmpool *pool, void *ctl, uint64_t aid, uint32_t owner_slot);
 void dp_area_recover_slot(struct dsmpool *pool, uint32_t slot);
 void dp_area_owned(struct dsmpool *pool,
                    void (*mark)(void *arg, uint64_t off, uint64_t len, const char *what), void *arg);

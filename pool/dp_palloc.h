@@ -77,11 +77,10 @@ void dp_pa_format(dp_pa *pa);
 int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_t *frame);
 
 /* Free a block; order must be the one it was allocated with. -EINVAL when
- * the frames are not allocated as such a block (double or foreign free). */
+ * the frames are not allocated at that level (a double free, or frames that
+ * were never handed out). It cannot tell one block from adjacent smaller
+ * blocks of the same span: callers keep the order (segments and areas do). */
 int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order);
-
-/* Is [frame, frame + 2^order) allocated (as one or more blocks)? */
-bool dp_pa_is_allocated(dp_pa *pa, uint64_t frame, unsigned order);
 
 /* Finish the multi-step operations of owners that is_dead() says are dead,
  * claiming them as my_owner first. Returns how many were finished. */

@@ -7,6 +7,7 @@
  */
 #include "dp_os.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -400,6 +401,16 @@ int dp_os_proc_start(pid_t pid, uint64_t *start, bool *zombie) {
     }
     if (field != 22) OS_RET(-EIO);
     *start = v;
+    if (zombie && *zombie) { /* a leader that called pthread_exit shows Z while its threads run */
+        snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+        DIR *d = opendir(path);
+        int tasks = 0;
+        if (d) {
+            for (struct dirent *e; (e = readdir(d));) tasks += e->d_name[0] != '.';
+            closedir(d);
+        }
+        if (tasks > 1) *zombie = false;
+    }
     OS_RET(0);
 }
 

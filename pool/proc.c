@@ -19,9 +19,14 @@
  *      from the pool and linked by CAS; they go back when the slot is freed.
  *   3. Recovery claims a dead slot by CAS (state RECOVERING, the recoverer's
  *      identity in the word), finishes the dead process's half-done allocator
- *      steps, drops its references, destroys segments it was creating or
- *      destroying, frees its record blocks and frees the slot. Every step is
- *      idempotent, so a recoverer that dies is simply recovered in turn.
+ *      steps, returns its area caches, drops the references of its ACTIVE
+ *      records, re-syncs the count of every segment its ambiguous records
+ *      name (from the ACTIVE records of all other slots), destroys segments
+ *      it was creating or destroying, frees its record blocks (each unlinked
+ *      before it is freed) and frees the slot. Every step is idempotent, so a
+ *      recoverer that dies is simply recovered in turn (and a sweep is asked
+ *      for, since a recoverer works outside any bracket). A process that
+ *      detaches marks its slot LEAVING first: its records no longer count.
  *   4. fork(): a child inherits the dsmpool pointer but not the slot. A
  *      pthread_atfork child handler bumps dp_fork_epoch; the first call on
  *      the pool in the child sees the epoch differ (one load) and takes a new
@@ -40,9 +45,12 @@
  *      count, sequence), builds the allocator's map and the owners' map,
  *      and frees "allocated, owned by nothing" only if no live slot was
  *      inside a bracket and no snapshot value moved meanwhile (a seqlock:
- *      begin ends with a release fence, the sweeper's second read follows an
- *      acquire fence, so a sweeper that saw any effect of a change also sees
- *      its sequence number move).
+ *      begin raises the count, then the sequence, then fences (release); end
+ *      raises the sequence again, then lowers the count; the sweeper reads
+ *      sequence then count, builds the maps, fences (acquire) and reads both
+ *      again, so any change it saw any effect of shows as a moved sequence).
+ *      One sweeper at a time (a lock word naming it; a dead holder is taken
+ *      over): two could free the same frame twice.
  *
  * Memory ordering: the slot claim CAS is acq_rel (acquire: pairs with the
  * release that freed the slot, so the zeroed records are seen; release: the
@@ -188,7 +196,7 @@ static bool slot_word_dead(dsmpool *p, uint32_t i, uint64_t w) {
     if (r == -ESRCH) return true;
     if (r != 0) return !dp_os_pid_alive(pid); /* /proc unreadable: ask kill(0) */
     if (zombie) return true;
-    uint64_t full = dp_load_relaxed(&p->procs[i].start); /* relaxed: owner-written identity */
+    uint64_t full = i < p->nprocs ? dp_load_relaxed(&p->procs[i].start) : 0; /* relaxed: identity */
     if (st == DP_SLOT_LIVE && full) return full != start;
     return (start & 0xffffff) != DP_SLOT_START_LO(w);
 }
@@ -296,12 +304,18 @@ void dp_rec_clear(dp_a64 *rec) { dp_store_release(rec, 0); }
 static void slot_clear(dsmpool *p, uint32_t slot, bool bracket) {
     dp_proc *sl = &p->procs[slot];
     if (bracket) dp_inflight_begin(p);
+    /* one block at a time, unlinked before it is freed: whoever stops in the
+     * middle leaves a chain of blocks still owned, or one unowned block that
+     * the sweep returns -- never a link to a freed block */
     uint64_t off = dp_load_acquire(&sl->overflow); /* acquire: pairs with the linking CAS */
-    dp_store_relaxed(&sl->overflow, 0);
     for (uint64_t guard = p->geo.data_size / DP_FRAME_SIZE; off && guard; guard--) {
-        if (!dp_block_ok(p, off, DP_FRAME_SIZE)) break;
+        if (!dp_block_ok(p, off, DP_FRAME_SIZE)) {
+            dp_store_release(&sl->overflow, 0);
+            break;
+        }
         dp_recblk *b = dp_at(p, off);
         uint64_t next = dp_load_acquire(&b->next);
+        dp_store_release(&sl->overflow, next); /* release: for the sweep's acquire */
         dp_pool_free(p, DP_BLOCK_MK(off, 0));
         off = next;
     }
@@ -311,6 +325,11 @@ static void slot_clear(dsmpool *p, uint32_t slot, bool bracket) {
 }
 
 void dp_slot_release(dsmpool *p) {
+    /* LEAVING: our records no longer count (the segments are detached), and a
+     * recovery that finds us dead from here on finishes the clearing */
+    dp_a64 *st = &p->procs[p->slot].state;
+    uint64_t w = dp_load_relaxed(st);
+    dp_cas_acq_rel(st, &w, (w & ~0xffull) | DP_SLOT_LEAVING); /* acq_rel: a state change */
     slot_clear(p, p->slot, true);
     p->has_slot = false;
     /* release: the cleared records are visible to the next claimer (acquire) */
@@ -322,8 +341,10 @@ void dp_slot_release(dsmpool *p) {
 void dp_inflight_begin(dsmpool *p) {
     if (!p->has_slot) return; /* recovery without a slot: RECOVERING protects it */
     dp_proc *sl = &p->procs[p->slot];
-    dp_fetch_add_relaxed(&sl->opseq, 1);    /* relaxed: ordered by the fence below */
-    dp_fetch_add_relaxed(&sl->inflight, 1);
+    /* inflight first, then opseq: the sweeper reads opseq, then inflight, so
+     * it either sees the bracket open or sees opseq move on its second read */
+    dp_fetch_add_acq_rel(&sl->inflight, 1);
+    dp_fetch_add_acq_rel(&sl->opseq, 1);
     /* release fence: pairs with the sweeper's acquire fence; any write of the
      * bracket that the sweeper sees implies it sees opseq move */
     atomic_thread_fence(memory_order_release);
@@ -331,13 +352,27 @@ void dp_inflight_begin(dsmpool *p) {
 
 void dp_inflight_end(dsmpool *p) {
     if (!p->has_slot) return;
+    dp_proc *sl = &p->procs[p->slot];
+    dp_fetch_add_acq_rel(&sl->opseq, 1); /* a bracket that opened and closed between reads shows */
     /* release: the bracket's records are visible to whoever reads the count */
-    dp_fetch_add_acq_rel(&p->procs[p->slot].inflight, (uint64_t)-1);
+    dp_fetch_add_acq_rel(&sl->inflight, (uint64_t)-1);
 }
 
 typedef struct snap {
     uint64_t state, opseq;
 } snap;
+
+/* Only one process sweeps at a time: two sweeps could free the same leaked
+ * frame twice, the second after someone had allocated it again. The lock
+ * word names its holder (a slot word: pid + start); a dead holder is taken
+ * over. */
+static bool sweep_lock(dsmpool *p, uint64_t me) {
+    uint64_t w = 0;
+    /* acq_rel: pairs with the release of the previous sweeper */
+    if (dp_cas_acq_rel(&p->hdr->sweep_owner, &w, me)) return true;
+    if (!slot_word_dead(p, UINT32_MAX, w)) return false;
+    return dp_cas_acq_rel(&p->hdr->sweep_owner, &w, me);
+}
 
 /* Free the frames that are allocated but owned by nothing, if it is safe to
  * decide so now (rule 6). Returns true when the sweep ran to the end. */
@@ -353,17 +388,20 @@ static bool sweep(dsmpool *p) {
         s1[i].opseq = dp_load_acquire(&sl->opseq);
         uint64_t infl = dp_load_acquire(&sl->inflight); /* acquire: pairs with dp_inflight_end */
         unsigned st = DP_SLOT_STATE(s1[i].state);
-        if (st == DP_SLOT_RECOVERING || (st == DP_SLOT_LIVE && infl && !slot_word_dead(p, i, s1[i].state)))
+        if (st == DP_SLOT_RECOVERING || (st != DP_SLOT_FREE && infl && !slot_word_dead(p, i, s1[i].state)))
             goto out; /* a live process is inside a bracket, or a recovery runs: later */
     }
     if (dp_used_maps(p, used, why, sizeof why, false) != 0 ||
         dp_owned_maps(p, owned, why, sizeof why) != 0)
         goto out;
     atomic_thread_fence(memory_order_acquire); /* pairs with dp_inflight_begin's release fence */
-    for (uint32_t i = 0; i < p->nprocs; i++)
-        if (dp_load_relaxed(&p->procs[i].state) != s1[i].state ||
-            dp_load_relaxed(&p->procs[i].opseq) != s1[i].opseq)
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        uint64_t st = dp_load_relaxed(&p->procs[i].state);
+        if (st != s1[i].state || dp_load_relaxed(&p->procs[i].opseq) != s1[i].opseq ||
+            (DP_SLOT_STATE(st) != DP_SLOT_FREE && dp_load_relaxed(&p->procs[i].inflight) &&
+             !slot_word_dead(p, i, st)))
             goto out;
+    }
     static const unsigned unit_orders[] = {0, 5, 9, 13, 17, 21, 25, 29, 33};
     for (uint32_t s = 0; s < p->nsub; s++) {
         uint64_t frames = p->geo.sub[s].geom.frames;
@@ -441,9 +479,15 @@ int dp_recover_all(dsmpool *p) {
         uint64_t w = dp_load_acquire(&sl->state); /* acquire: pairs with the owner's claim CAS */
         if (!slot_word_dead(p, i, w)) continue;
         /* acq_rel: exclusive claim; acquire sees everything the dead owner released */
+        unsigned was = DP_SLOT_STATE(w);
         if (!dp_cas_acq_rel(&sl->state, &w, DP_SLOT_WORD(me, mystart, DP_SLOT_RECOVERING)))
             continue;
-        if (dp_load_acquire(&sl->inflight)) /* acquire: pairs with dp_inflight_end */
+        /* release fence: a sweeper that sees any of our writes below sees the
+         * slot RECOVERING (pairs with the sweeper's acquire fence) */
+        atomic_thread_fence(memory_order_release);
+        /* a dead owner inside a bracket, or a dead recoverer (which has no
+         * bracket), may have left a block unowned */
+        if (dp_load_acquire(&sl->inflight) || was == DP_SLOT_RECOVERING) /* acquire: dp_inflight_end */
             dp_store_relaxed(&p->hdr->sweep_needed, 1);
         recover_slot(p, i);
         dp_store_relaxed(&sl->inflight, 0);
@@ -452,8 +496,11 @@ int dp_recover_all(dsmpool *p) {
         n++;
     }
     /* relaxed: a flag; a sweep that finds nothing to do is harmless */
-    if (dp_load_relaxed(&p->hdr->sweep_needed) && sweep(p))
-        dp_store_relaxed(&p->hdr->sweep_needed, 0);
+    uint64_t token = DP_SLOT_WORD(me, mystart, DP_SLOT_RECOVERING);
+    if (dp_load_relaxed(&p->hdr->sweep_needed) && sweep_lock(p, token)) {
+        if (sweep(p)) dp_store_relaxed(&p->hdr->sweep_needed, 0);
+        dp_store_release(&p->hdr->sweep_owner, 0); /* release: pairs with sweep_lock */
+    }
     return n;
 }
 

@@ -31,6 +31,7 @@
  * writes into the segment happen before the destroyer hands the block back
  * (and the allocator's own release/acquire carries that to the next owner).
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,22 +161,29 @@ static int seg_claim(dsmpool *p, uint64_t *idx, uint32_t *gen) {
                    (unsigned long long)n);
 }
 
-/* Rule 5's second half: free what the descriptor holds, then FREE it. */
-static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen) {
+/* Rule 5's second half: give back what the descriptor holds, then FREE it.
+ * owner is the slot named in DYING/INIT (recovery passes the dead one). An
+ * area's contents go first (idempotent); then the block is unrecorded and
+ * only then freed, inside an ownership bracket, so a death in between leaves
+ * an unowned block for the sweep, never a block freed twice. */
+static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t owner) {
     dp_seg_desc *d = &p->segs[idx];
     dp_inflight_begin(p);
-    uint64_t blk = dp_load_relaxed(&d->block); /* relaxed: we own the descriptor */
+    uint64_t blk = dp_load_acquire(&d->block); /* acquire: the creator's store */
+    bool pool_blk = blk && blk != DP_BLOCK_FALLBACK &&
+                    dp_block_ok(p, DP_BLOCK_OFF(blk), (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31));
+    if (pool_blk && (dp_load_relaxed(&d->flags) & DP_SEG_AREA)) /* an area goes with its last reference */
+        dp_area_destroy_contents(p, dp_at(p, DP_BLOCK_OFF(blk)), idx + 1, owner);
+    /* acq_rel: the exchange is the unrecording; whoever re-runs this sees 0 */
+    blk = atomic_exchange_explicit(&d->block, 0, memory_order_acq_rel);
     if (blk == DP_BLOCK_FALLBACK || blk == 0) {
         /* 0: a creator died before recording; its OS object may exist */
         char nm[96];
         dp_fallback_name(p, idx, gen, nm, sizeof nm);
         dp_os_shm_unlink(nm);
-    } else if (dp_block_ok(p, DP_BLOCK_OFF(blk), (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk))) {
-        if (dp_load_relaxed(&d->flags) & DP_SEG_AREA) /* an area goes with its last reference */
-            dp_area_destroy_contents(p, dp_at(p, DP_BLOCK_OFF(blk)), idx + 1);
+    } else if (pool_blk) {
         dp_pool_free(p, blk);
     }
-    dp_store_relaxed(&d->block, 0);
     dp_store_relaxed(&d->size, 0);
     dp_inflight_end(p);
     /* release: pairs with the acq_rel claim of the next creator */
@@ -192,7 +200,7 @@ int dp_seg_ref_drop(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t slot) {
         uint64_t nw = last ? DP_SEG_WORD(gen, slot + 1, 0, DP_SEG_DYING) : w - SEG_COUNT_ONE;
         /* acq_rel: release our writes to the segment; the destroyer acquires all */
         if (dp_cas_acq_rel(&d->state, &w, nw)) {
-            if (last) seg_destroy(p, idx, gen);
+            if (last) seg_destroy(p, idx, gen, slot);
             return 0;
         }
     }
@@ -430,7 +438,7 @@ int dp_seg_create_internal(dsmpool *pool, size_t size, unsigned flags, dsmpool_s
     if (!rec || !dp_cas_release(&d->state, &w, DP_SEG_WORD(gen, 1, 0, DP_SEG_LIVE))) {
         if (rec) dp_rec_clear(rec);
         if (s->fallback) dp_os_unmap(s->addr, bytes);
-        seg_destroy(pool, idx, gen);
+        seg_destroy(pool, idx, gen, pool->slot);
         free(s);
         return dp_fail(-ENOSPC, "no memory left in the pool for an attachment record");
     }
@@ -468,15 +476,29 @@ int dsmpool_seg_detach(dsmpool_seg *seg) {
     dsmpool *p = seg->pool;
     int r = dp_self(p); /* a fork()ed child adopts the segment first */
     seg_unlink(p, seg);
-    if (r == 0) seg_unref(p, seg);
+    if (r == 0 && seg->stale) r = dp_fail(-ESTALE, "the segment was destroyed before this process "
+                                          "(a fork()ed child) took it over");
+    else if (r == 0) seg_unref(p, seg);
     seg_free_obj(seg);
     return r;
 }
 
+/* In a fork()ed child: take a reference, in the child's name, on an
+ * inherited attachment. If the segment went away between the fork and now
+ * (the parent detached it), or no record fits, the object turns stale: no
+ * address, and detach says -ESTALE. */
 void dp_seg_adopt(dsmpool *p, struct dsmpool_seg *s) {
     dp_a64 *rec;
     s->rec = NULL;
-    if (seg_ref(p, DP_HANDLE_IDX(s->handle), DP_HANDLE_GEN(s->handle), &rec) == 0) s->rec = rec;
+    if (seg_ref(p, DP_HANDLE_IDX(s->handle), DP_HANDLE_GEN(s->handle), &rec) == 0) {
+        s->rec = rec;
+        return;
+    }
+    if (s->fallback && s->addr) dp_os_unmap(s->addr, s->size);
+    s->addr = NULL;
+    s->size = 0;
+    s->fallback = false;
+    s->stale = true;
 }
 
 void dp_seg_unmap_all(dsmpool *p, bool drop_refs) {
@@ -525,7 +547,7 @@ int dsmpool_seg_unpin(dsmpool *pool, dsmpool_handle h) {
         bool last = DP_SEG_COUNT(w) == 0;
         uint64_t nw = last ? DP_SEG_WORD(gen, pool->slot + 1, 0, DP_SEG_DYING) : w & ~SEG_PIN_BIT;
         if (dp_cas_acq_rel(&d->state, &w, nw)) { /* acq_rel: as in dp_seg_ref_drop */
-            if (last) seg_destroy(pool, idx, gen);
+            if (last) seg_destroy(pool, idx, gen, pool->slot);
             return 0;
         }
     }
@@ -575,7 +597,7 @@ int dp_seg_os_map(dsmpool *pool, dsmpool_handle h, void **addr, size_t *len) {
     return r;
 }
 
-void dp_seg_unpin_quiet(dsmpool *pool, dsmpool_handle h) {
+void dp_seg_unpin_quiet(dsmpool *pool, dsmpool_handle h, uint32_t owner) {
     if (!h || DP_HANDLE_IDX(h) >= pool->nsegs) return;
     uint64_t idx = DP_HANDLE_IDX(h);
     uint32_t gen = DP_HANDLE_GEN(h);
@@ -583,9 +605,9 @@ void dp_seg_unpin_quiet(dsmpool *pool, dsmpool_handle h) {
     uint64_t w = dp_load_relaxed(&d->state);
     while (DP_SEG_GEN(w) == gen && DP_SEG_ST(w) == DP_SEG_LIVE && DP_SEG_PINNED(w)) {
         bool last = DP_SEG_COUNT(w) == 0;
-        uint64_t nw = last ? DP_SEG_WORD(gen, pool->slot + 1, 0, DP_SEG_DYING) : w & ~SEG_PIN_BIT;
+        uint64_t nw = last ? DP_SEG_WORD(gen, owner + 1, 0, DP_SEG_DYING) : w & ~SEG_PIN_BIT;
         if (dp_cas_acq_rel(&d->state, &w, nw)) { /* acq_rel: as in dp_seg_ref_drop */
-            if (last) seg_destroy(pool, idx, gen);
+            if (last) seg_destroy(pool, idx, gen, owner);
             return;
         }
     }
@@ -605,6 +627,11 @@ typedef struct rec_ctx {
     bool overflow;       /* more than 64: resync every live segment */
 } rec_ctx;
 
+/* Pass 1 over a dead slot's records: ACTIVE ones drop their reference
+ * (marked DETACHING first, so a recoverer that dies here is not followed
+ * by a second drop); ambiguous ones (PENDING, DETACHING) stay where they
+ * are until the resync has settled their segment, so a recoverer that dies
+ * meanwhile leaves them to the next. */
 static void rec_recover(dsmpool *p, dp_a64 *r, void *arg) {
     rec_ctx *c = arg;
     uint64_t v = dp_load_acquire(r); /* acquire: pairs with the dead owner's record stores */
@@ -614,10 +641,24 @@ static void rec_recover(dsmpool *p, dp_a64 *r, void *arg) {
     if (DP_REC_ST(v) == DP_REC_ACTIVE) {
         dp_store_relaxed(r, DP_REC(gen, idx, DP_REC_DETACHING)); /* idempotence: see proc.c rule 3 */
         if (idx < p->nsegs) dp_seg_ref_drop(p, idx, gen, c->slot);
-    } else if (idx < p->nsegs) { /* PENDING or DETACHING: did the count move? resync decides */
+        dp_store_release(r, 0);
+        return;
+    }
+    if (idx < p->nsegs && DP_REC_ST(v) == DP_REC_PENDING) {
         if (c->n < 64) c->amb[c->n++] = DP_HANDLE(gen, idx);
         else c->overflow = true;
     }
+    /* DETACHING: the count was lowered, or a leaked reference that the
+     * resync of PENDING-free segments cannot see; resync it too */
+    if (idx < p->nsegs && DP_REC_ST(v) == DP_REC_DETACHING) {
+        if (c->n < 64) c->amb[c->n++] = DP_HANDLE(gen, idx);
+        else c->overflow = true;
+    }
+}
+
+static void rec_clear(dsmpool *p, dp_a64 *r, void *arg) {
+    (void)p;
+    (void)arg;
     dp_store_release(r, 0);
 }
 
@@ -635,25 +676,32 @@ static void rec_count(dsmpool *p, dp_a64 *r, void *arg) {
     else c->in_flight = true;
 }
 
-/* Set a segment's count to the number of ACTIVE records that name it, when
- * no attach or detach of it is in flight; the CAS fails (and we look again)
- * if anything changed the count meanwhile. slot owns the destruction if the
- * count reaches 0. Used after a death left an ambiguous record. */
+/* Set a segment's count to the number of ACTIVE records that name it in
+ * every slot but the one being recovered (whose ambiguous records are what
+ * we are settling), when no attach or detach of it is in flight elsewhere;
+ * the CAS fails (and we look again) if anything changed the count meanwhile.
+ * slot owns the destruction if the count reaches 0. */
 static void seg_resync(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t slot) {
     dp_seg_desc *d = &p->segs[idx];
-    for (int tries = 0; tries < 16; tries++) {
+    for (int tries = 0; tries < 1000; tries++) {
         uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with every count CAS */
         if (DP_SEG_GEN(w) != gen || DP_SEG_ST(w) != DP_SEG_LIVE) return;
         count_ctx c = {DP_HANDLE(gen, idx), 0, false};
-        for (uint32_t sl = 0; sl < p->nprocs; sl++)
-            if (DP_SLOT_STATE(dp_load_acquire(&p->procs[sl].state)) != DP_SLOT_FREE)
+        for (uint32_t sl = 0; sl < p->nprocs; sl++) {
+            unsigned st = DP_SLOT_STATE(dp_load_acquire(&p->procs[sl].state));
+            if (sl != slot && st != DP_SLOT_FREE && st != DP_SLOT_LEAVING)
                 dp_slot_records(p, sl, rec_count, &c);
-        if (c.in_flight || c.active == DP_SEG_COUNT(w)) return;
+        }
+        if (c.in_flight) { /* a live attach or detach: it finishes in a moment */
+            sched_yield();
+            continue;
+        }
+        if (c.active == DP_SEG_COUNT(w)) return;
         bool dies = c.active == 0 && !DP_SEG_PINNED(w);
         uint64_t nw = dies ? DP_SEG_WORD(gen, slot + 1, 0, DP_SEG_DYING)
                            : DP_SEG_WORD(gen, c.active, DP_SEG_PINNED(w), DP_SEG_LIVE);
         if (dp_cas_acq_rel(&d->state, &w, nw)) { /* acq_rel: as in dp_seg_ref_drop */
-            if (dies) seg_destroy(p, idx, gen);
+            if (dies) seg_destroy(p, idx, gen, slot);
             return;
         }
     }
@@ -669,10 +717,11 @@ void dp_seg_recover_slot(dsmpool *p, uint32_t slot) {
             uint64_t w = dp_load_relaxed(&p->segs[i].state);
             if (DP_SEG_ST(w) == DP_SEG_LIVE) seg_resync(p, i, DP_SEG_GEN(w), slot);
         }
+    dp_slot_records(p, slot, rec_clear, NULL); /* pass 2: settled */
     for (uint64_t i = 0; i < p->nsegs; i++) {
         uint64_t w = dp_load_acquire(&p->segs[i].state); /* acquire: the dead owner's writes */
         unsigned st = DP_SEG_ST(w);
         if ((st == DP_SEG_INIT || st == DP_SEG_DYING) && DP_SEG_COUNT(w) == slot + 1)
-            seg_destroy(p, i, DP_SEG_GEN(w));
+            seg_destroy(p, i, DP_SEG_GEN(w), slot);
     }
 }

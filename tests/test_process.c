@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 #include <dsmpool.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 
@@ -345,5 +346,75 @@ Test(process, sigkill_at_random_points_then_recover_is_exact, .timeout = 240) {
     cr_expect_gt(atomic_load(&pins[1023]), 100 * (uint64_t)rounds, "children got work done: %llu ops",
                  (unsigned long long)atomic_load(&pins[1023]));
     dsmpool_seg_detach(shared);
+    dsmpool_detach(p);
+}
+
+/* A process whose main thread called pthread_exit shows as a zombie in
+ * /proc while its other threads run: it is alive, and recovery must leave
+ * its references alone. */
+static void *hold_on(void *arg) {
+    int fd = *(int *)arg;
+    say(fd);
+    for (;;) pause();
+    return NULL;
+}
+
+Test(process, leader_exited_but_threads_live_is_not_dead, .timeout = 60) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &s), 0);
+    dsmpool_handle h = dsmpool_seg_handle(s);
+    int ready[2];
+    cr_assert_eq(pipe(ready), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        dsmpool_seg *c;
+        if (dsmpool_seg_attach(p, h, &c) != 0) _exit(3);
+        pthread_t t;
+        pthread_create(&t, NULL, hold_on, &ready[1]);
+        pthread_exit(NULL); /* the leader goes; the process lives on */
+    }
+    hear(ready[0]);
+    usleep(100000); /* let the leader become a zombie */
+    dsmpool_seg_detach(s);
+    cr_assert_eq(dsmpool_recover(p), 0);
+    dsmpool_stats st;
+    dsmpool_get_stats(p, &st);
+    cr_expect_eq(st.segments_live, 1, "the live child's reference survived recovery");
+    cr_expect_eq(st.procs_recovered, 0);
+    kill(kid, SIGKILL);
+    test_wait(kid);
+    cr_assert_eq(dsmpool_recover(p), 0);
+    cr_expect_eq(test_live_segments(p), 0, "and went with the child");
+    test_check_ok(p);
+    dsmpool_detach(p);
+}
+
+/* The parent destroys a segment between fork() and the child's first call:
+ * the child's inherited object turns stale instead of pointing at reused
+ * memory. */
+Test(process, inherited_segment_destroyed_before_adoption_is_stale, .timeout = 60) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool_seg *s, *other;
+    cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &s), 0);
+    cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &other), 0);
+    int go[2], done[2];
+    cr_assert_eq(pipe(go), 0);
+    cr_assert_eq(pipe(done), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        hear(go[0]); /* the parent has destroyed s */
+        if (dsmpool_recover(p) != 0) _exit(3); /* the first call: adoption */
+        if (dsmpool_seg_address(s) != NULL) _exit(4);
+        if (dsmpool_seg_detach(s) != -ESTALE) _exit(5);
+        if (dsmpool_seg_address(other) == NULL) _exit(6); /* the other one was taken over */
+        _exit(dsmpool_seg_detach(other) == 0 && dsmpool_detach(p) == 0 ? 0 : 7);
+    }
+    cr_assert_eq(dsmpool_seg_detach(s), 0);
+    say(go[1]);
+    cr_expect_eq(test_wait(kid), 0);
+    dsmpool_seg_detach(other);
+    cr_expect_eq(test_live_segments(p), 0);
+    test_check_ok(p);
     dsmpool_detach(p);
 }
