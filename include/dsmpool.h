@@ -205,13 +205,19 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * Lifetime: an area lives while any process is attached; the last detach,
  * or dsmpool_area_destroy() from any process, returns everything (cached
  * chunks of every process included) to the pool at once. Afterwards calls on
- * it return -ESTALE. Detach or destroy while other threads of the same
- * process still use the area is a use-after-free, as with free().
+ * it return -ESTALE; a process still allocating when another destroys the
+ * area gets -ESTALE and loses nothing to the pool (the pool stays consistent),
+ * but memory it had been handed out is gone, as with free(). Detaching or
+ * destroying while other threads of the same process still use the area is
+ * a use-after-free. dsmpool_detach() detaches the process's areas too.
  *
  * Errors, besides the pool's: -ENOMEM when the area's limit or the memory
  * (pool and OS) is exhausted (nothing else changes); -EINVAL for a pointer
  * that is not the start of a live allocation of this area; -ENOSPC when more
- * than 256 threads hold caches on one area at once.
+ * than 256 threads hold caches on one area at once (dead processes' caches
+ * are reclaimed first); -ESTALE for a pointer into an OS segment that this
+ * process can no longer map (the pool was destroyed). OS segments need one
+ * of 16383 area tags; an area created when none is left uses the pool only.
  *
  * Free checking: always on, at no measurable cost -- pointers of another
  * area (span directory lookup), pointers that are not the start of a chunk

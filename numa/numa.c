@@ -109,7 +109,7 @@ int dp_numa_bind(void *addr, size_t len, uint32_t node) {
 #ifdef HAVE_LIBNUMA
     if (!dp_numa_topo()->real) return 0;
     int saved = errno;
-    unsigned long mask[DP_NUMA_MAX / (8 * sizeof(unsigned long)) + 1];
+    unsigned long mask[1024 / (8 * sizeof(unsigned long))];
     memset(mask, 0, sizeof mask);
     if (node >= 8 * sizeof mask) return -EINVAL;
     mask[node / (8 * sizeof(unsigned long))] |= 1ul << (node % (8 * sizeof(unsigned long)));

@@ -95,8 +95,12 @@ enum { SP_FREE = 0, SP_INIT = 1, SP_SPAN = 2, SP_LARGE = 3, SP_RETIRED = 4 };
 #define SPW_HEAD(w) ((uint32_t)(((w) >> 8) & 0xffff))
 #define SPW_COUNT(w) ((uint32_t)(((w) >> 24) & 0xffff))
 #define SPW_GEN(w) ((uint32_t)((w) >> 40))
+/* INIT and RETIRED name their owner (slot + 1, bits 8-27); INIT also the
+ * order of the block it reserved held bytes for (bits 28-33). */
 #define SPW_OWNED(gen, slot, st) (((uint64_t)(gen) << 40) | ((uint64_t)((slot) + 1) << 8) | (st))
-#define SPW_OWNER(w) ((uint32_t)(((w) >> 8) & 0xffffffff) - 1)
+#define SPW_INIT(gen, slot, order) (SPW_OWNED(gen, slot, SP_INIT) | ((uint64_t)(order) << 28))
+#define SPW_OWNER(w) ((uint32_t)(((w) >> 8) & 0xfffff) - 1)
+#define SPW_INIT_ORDER(w) ((unsigned)(((w) >> 28) & 63))
 
 /* directory word: [area id (ctl descriptor + 1):33][entry + 1:27][class:4] */
 #define DIRW(aid, e, cls) (((uint64_t)(aid) << 31) | ((uint64_t)((e) + 1) << 4) | (cls))
@@ -141,7 +145,8 @@ typedef struct ar_ctl {
     uint32_t version;    /* [imm] */
     uint32_t ncaches;    /* [imm] */
     uint64_t flags;      /* [imm] DSMPOOL_AREA_* */
-    uint64_t pad;
+    uint32_t tag;        /* [imm] unique among live areas of the pool (0: none, no OS segments) */
+    uint32_t pad;
     dp_a64 state;        /* [atom] 1 LIVE, 2 DESTROYED */
     dp_a64 limit;        /* [atom] relaxed: bytes, 0 = none */
     dp_a64 held;         /* [atom] bytes of spans and large blocks */
@@ -154,14 +159,15 @@ enum { AR_LIVE = 1, AR_DESTROYED = 2 };
 
 /* ---- process-local ------------------------------------------------------ */
 
-typedef struct ar_fb {
-    _Atomic(char *) base; /* this process's mapping of a fallback entry */
+typedef struct ar_fb { /* this process's mapping of one fallback entry's OS segment */
+    char *base;
     uint64_t len;
-    dsmpool_handle seg;   /* which OS segment it maps (entries are reused) */
+    dsmpool_handle seg;    /* which segment (entries are reused) */
+    struct ar_fb *retired; /* replaced records: unmapped at detach, never under a reader */
 } ar_fb;
 
 typedef struct ar_tc { /* one per (thread, area) */
-    struct dsmpool_area *area;
+    _Atomic(struct dsmpool_area *) area; /* NULL once the area is detached (relaxed) */
     unsigned epoch;
     ar_cache *rec;
     uint64_t span_ptr[AR_NCLS]; /* base pointer of the bump span, per class */
@@ -182,7 +188,8 @@ struct dsmpool_area {
     uint64_t data_off, data_size, region_size;
     pthread_mutex_t lock;
     ar_tc *tcs;
-    ar_fb *fb[AR_MAX_ENTRIES / 512]; /* two-level map: entry -> local mapping */
+    _Atomic(ar_fb *) *fb[AR_MAX_ENTRIES / 512]; /* two-level map: entry -> local mapping */
+    ar_fb *fb_retired;
     struct dsmpool_area *reg_next;
 };
 #define AR_OBJ_MAGIC 0x616572416c636f6cull
@@ -217,9 +224,9 @@ static void dir_set(dsmpool *p, uint64_t off, uint64_t bytes, uint64_t w) {
     }
 }
 
-/* Claim a FREE registry entry as INIT(owner); adds a registry page if all
- * are taken. Returns the entry index or -errno. */
-static int64_t entry_claim(dsmpool *p, ar_ctl *ctl) {
+/* Claim a FREE registry entry as INIT(owner, order); adds a registry page if
+ * all are taken. Returns the entry index or -errno. */
+static int64_t entry_claim(dsmpool *p, ar_ctl *ctl, unsigned order) {
     for (uint32_t k = 0; k < AR_REGPAGES; k++) {
         uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: pairs with the link CAS */
         if (!off) {
@@ -245,96 +252,123 @@ static int64_t entry_claim(dsmpool *p, ar_ctl *ctl) {
             uint64_t w = dp_load_relaxed(&pg[i].state); /* relaxed: the CAS validates */
             if (SPW_ST(w) != SP_FREE) continue;
             /* acq_rel: acquire pairs with the FREE store of the last user */
-            if (dp_cas_acq_rel(&pg[i].state, &w, SPW_OWNED(SPW_GEN(w) + 1, p->slot, SP_INIT)))
+            if (dp_cas_acq_rel(&pg[i].state, &w, SPW_INIT(SPW_GEN(w) + 1, p->slot, order)))
                 return (int64_t)k * AR_PER_PAGE + i;
         }
     }
     return -ENOSPC;
 }
 
-static void entry_free(ar_span *sp, uint32_t gen) {
-    dp_store_relaxed(&sp->block, 0);
-    dp_store_relaxed(&sp->seg, 0);
-    dp_store_relaxed(&sp->info, 0);
-    dp_store_release(&sp->state, SPW(gen, 0, 0, SP_FREE)); /* release: pairs with entry_claim */
+/* Clear the directory words of [off, off+bytes) that name (aid, e). */
+static void dir_clear(dsmpool *p, uint64_t aid, uint64_t e, uint64_t off, uint64_t bytes) {
+    for (uint64_t o = off; o < off + bytes; o += AR_SPAN) {
+        uint64_t k = (o - p->geo.data_off) >> AR_SPAN_SHIFT;
+        if (k >= p->geo.dir_count) break;
+        uint64_t dw = dp_load_relaxed(&p->dir[k]);
+        if (DIRW_AID(dw) == aid && DIRW_ENTRY(dw) == e)
+            dp_store_release(&p->dir[k], 0); /* release: before the block goes */
+    }
 }
 
-/* Give back what an entry holds (it is INIT/RETIRED by us, or we destroy
- * the area): directory, block or OS segment, bitmap; then FREE it. */
+/* Give back what an entry holds, then FREE it. The caller owns the entry:
+ * it moved it to RETIRED(itself) by CAS (prev is the word before), or it is
+ * recovering a dead owner's INIT/RETIRED. Every part is taken by exchange,
+ * so of two parties that both reach here exactly one frees each part. */
 static void entry_release(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span *sp,
-                          uint32_t slot) {
-    uint64_t w = dp_load_acquire(&sp->state); /* acquire: the state's owner wrote the rest */
-    uint64_t blk = dp_load_acquire(&sp->block), info = dp_load_relaxed(&sp->info);
+                          uint64_t prev, uint32_t slot) {
     dp_inflight_begin(p);
-    uint64_t bytes = 0;
+    /* acq_rel: the exchange is the unrecording; acquire sees the filler's writes */
+    uint64_t blk = atomic_exchange_explicit(&sp->block, 0, memory_order_acq_rel);
+    uint64_t bytes = SPW_ST(prev) == SP_INIT ? (uint64_t)DP_FRAME_SIZE << SPW_INIT_ORDER(prev) : 0;
     if (blk && blk != DP_BLOCK_FALLBACK) {
-        bytes = (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk);
-        if (dp_block_ok(p, DP_BLOCK_OFF(blk), bytes)) {
-            for (uint64_t o = DP_BLOCK_OFF(blk); o < DP_BLOCK_OFF(blk) + bytes; o += AR_SPAN) {
-                uint64_t k = (o - p->geo.data_off) >> AR_SPAN_SHIFT;
-                uint64_t dw = dp_load_relaxed(&p->dir[k]);
-                if (DIRW_AID(dw) == aid && DIRW_ENTRY(dw) == e)
-                    dp_store_release(&p->dir[k], 0); /* release: before the block goes */
-            }
-            dp_store_relaxed(&sp->block, 0);
+        uint64_t n = (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31);
+        if (dp_block_ok(p, DP_BLOCK_OFF(blk), n)) {
+            dir_clear(p, aid, e, DP_BLOCK_OFF(blk), n);
             dp_pool_free(p, blk);
+            bytes = n;
         }
     } else if (blk == DP_BLOCK_FALLBACK) {
         dsmpool_handle h = dp_load_relaxed(&sp->seg);
-        dp_store_relaxed(&sp->block, 0);
         if (h) {
             uint64_t idx = DP_HANDLE_IDX(h);
             if (idx < p->nsegs) bytes = dp_load_relaxed(&p->segs[idx].size);
             dp_seg_unpin_quiet(p, h, slot);
         }
     }
-    uint64_t bm = info & ~0xfffull;
-    dp_store_release(&sp->info, info & 0xff); /* unrecord the bitmap, then free it */
+    uint64_t bm = atomic_exchange_explicit(&sp->info, 0, memory_order_acq_rel) & ~0xfffull;
     if (bm && dp_block_ok(p, bm, DP_FRAME_SIZE)) dp_pool_free(p, DP_BLOCK_MK(bm, 0));
     dp_inflight_end(p);
-    if (bytes && SPW_ST(w) != SP_INIT) dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
-    entry_free(sp, SPW_GEN(w));
+    unsigned st = SPW_ST(prev);
+    if (bytes && (st == SP_INIT || st == SP_SPAN || st == SP_LARGE || st == SP_RETIRED))
+        dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
+    dp_store_relaxed(&sp->seg, 0);
+    dp_store_release(&sp->state, SPW(SPW_GEN(prev) + 1, 0, 0, SP_FREE)); /* release: entry_claim */
+}
+
+/* Take an entry for release: SPAN, LARGE or INIT -> RETIRED(slot) by CAS.
+ * False if someone else has it (released, or releasing it now). */
+static bool entry_take(ar_span *sp, uint32_t slot, uint64_t *prev) {
+    uint64_t w = dp_load_acquire(&sp->state); /* acquire: the entry's publication */
+    for (;;) {
+        unsigned st = SPW_ST(w);
+        if (st != SP_SPAN && st != SP_LARGE && st != SP_INIT) return false;
+        /* acq_rel: exclusive; acquire sees the owner's writes */
+        if (dp_cas_acq_rel(&sp->state, &w, SPW_OWNED(SPW_GEN(w) + 1, slot, SP_RETIRED))) {
+            *prev = w;
+            return true;
+        }
+    }
 }
 
 /* ---- pointers ----------------------------------------------------------- */
 
 /* This process's mapping of fallback entry e, if it maps the entry's
- * current OS segment (an entry can be reused for another segment). */
-static char *fb_lookup(struct dsmpool_area *a, uint64_t e, uint64_t *len) {
-    ar_fb *page = __atomic_load_n(&a->fb[e / 512], __ATOMIC_ACQUIRE); /* pairs with fb_remember */
+ * current OS segment (an entry can be reused for another segment). Records
+ * are published whole by pointer and never freed under a reader. */
+static ar_fb *fb_lookup(struct dsmpool_area *a, uint64_t e) {
+    _Atomic(ar_fb *) *page = __atomic_load_n(&a->fb[e / 512], __ATOMIC_ACQUIRE); /* pairs with fb_remember */
     if (!page) return NULL;
-    char *b = atomic_load_explicit(&page[e % 512].base, memory_order_acquire);
-    if (!b) return NULL;
+    ar_fb *r = atomic_load_explicit(&page[e % 512], memory_order_acquire); /* pairs with fb_remember */
+    if (!r) return NULL;
     ar_span *sp = ar_entry(a->pool, a->ctl, e);
-    if (!sp || dp_load_relaxed(&sp->seg) != page[e % 512].seg) return NULL;
-    if (len) *len = page[e % 512].len;
-    return b;
+    return sp && dp_load_relaxed(&sp->seg) == r->seg ? r : NULL;
 }
 
-static int fb_remember(struct dsmpool_area *a, uint64_t e, char *base, uint64_t len, dsmpool_handle seg) {
+/* Install our mapping of segment seg for entry e, or, if another thread got
+ * there first with the same segment, keep theirs and drop ours. Returns the
+ * record in use; NULL (and ours unmapped) when out of memory. */
+static ar_fb *fb_remember(struct dsmpool_area *a, uint64_t e, char *base, uint64_t len,
+                          dsmpool_handle seg) {
     pthread_mutex_lock(&a->lock);
-    ar_fb *page = a->fb[e / 512];
-    if (!page) {
-        page = calloc(512, sizeof *page);
-        if (!page) {
-            pthread_mutex_unlock(&a->lock);
-            return -ENOMEM;
-        }
+    _Atomic(ar_fb *) *page = a->fb[e / 512];
+    ar_fb *r = NULL, *cur;
+    if (!page && (page = calloc(512, sizeof *page)) != NULL)
         __atomic_store_n(&a->fb[e / 512], page, __ATOMIC_RELEASE);
+    if (!page) goto out;
+    cur = atomic_load_explicit(&page[e % 512], memory_order_relaxed);
+    if (cur && cur->seg == seg) { /* someone mapped it meanwhile */
+        r = cur;
+        goto out;
     }
-    char *old = atomic_load_explicit(&page[e % 512].base, memory_order_relaxed);
-    if (old) dp_os_unmap(old, page[e % 512].len); /* an earlier span of this entry */
-    page[e % 512].len = len;
-    page[e % 512].seg = seg;
-    atomic_store_explicit(&page[e % 512].base, base, memory_order_release);
+    if (!(r = malloc(sizeof *r))) goto out;
+    *r = (ar_fb){base, len, seg, NULL};
+    if (cur) { /* an earlier segment of this entry: unmapped at detach */
+        cur->retired = a->fb_retired;
+        a->fb_retired = cur;
+    }
+    atomic_store_explicit(&page[e % 512], r, memory_order_release); /* release: the record's fields */
     pthread_mutex_unlock(&a->lock);
-    return 0;
+    return r;
+out:
+    pthread_mutex_unlock(&a->lock);
+    dp_os_unmap(base, len);
+    return r;
 }
 
 /* Map a fallback entry in this process the first time a pointer needs it. */
-static char *fb_map(struct dsmpool_area *a, uint64_t e, uint64_t *len) {
-    char *b = fb_lookup(a, e, len);
-    if (b) return b;
+static ar_fb *fb_map(struct dsmpool_area *a, uint64_t e) {
+    ar_fb *r = fb_lookup(a, e);
+    if (r) return r;
     ar_span *sp = ar_entry(a->pool, a->ctl, e);
     if (!sp) return NULL;
     uint64_t w = dp_load_acquire(&sp->state); /* acquire: pairs with the entry's publication */
@@ -344,21 +378,23 @@ static char *fb_map(struct dsmpool_area *a, uint64_t e, uint64_t *len) {
     size_t l;
     dsmpool_handle h = dp_load_relaxed(&sp->seg);
     if (dp_seg_os_map(a->pool, h, &m, &l) != 0) return NULL;
-    if (fb_remember(a, e, m, l, h) != 0) {
-        dp_os_unmap(m, l);
-        return NULL;
-    }
-    if (len) *len = l;
-    return m;
+    return fb_remember(a, e, m, l, h);
 }
 
-static inline char *ar_addr(struct dsmpool_area *a, dsmpool_ptr p) {
-    if (!(p & FB_BIT)) return p && p < a->region_size ? a->base + p : NULL;
-    uint64_t len = 0;
-    char *b = fb_lookup(a, FB_ENTRY(p), &len);
-    if (!b) b = fb_map(a, FB_ENTRY(p), &len);
-    return b && FB_OFF(p) < len ? b + FB_OFF(p) : NULL;
+/* The local address of p, with room for need bytes there, or NULL. Pool
+ * pointers must lie in the data; fallback ones in their segment. */
+static inline char *ar_addr_n(struct dsmpool_area *a, dsmpool_ptr p, uint64_t need) {
+    if (!(p & FB_BIT))
+        return p >= a->data_off && p - a->data_off < a->data_size &&
+                       need <= a->data_size - (p - a->data_off)
+                   ? a->base + p
+                   : NULL;
+    if (FB_TAG(p) != a->tag || !a->tag) return NULL; /* another area's */
+    ar_fb *r = fb_map(a, FB_ENTRY(p));
+    return r && FB_OFF(p) < r->len && need <= r->len - FB_OFF(p) ? r->base + FB_OFF(p) : NULL;
 }
+
+static inline char *ar_addr(struct dsmpool_area *a, dsmpool_ptr p) { return ar_addr_n(a, p, 1); }
 
 char *dsmpool_area_base(const dsmpool_area *area) {
     return area && area->magic == AR_OBJ_MAGIC ? area->base : NULL;
@@ -407,6 +443,7 @@ static int ar_locate(struct dsmpool_area *a, dsmpool_ptr p, ar_loc *l) {
     if (SPW_ST(w) == SP_LARGE) l->cls = AR_LARGE_CLS;
     else if (SPW_ST(w) == SP_SPAN) l->cls = (unsigned)(dp_load_relaxed(&l->sp->info) & 0xff);
     else return -EINVAL;
+    if (l->cls >= AR_NCLS && l->cls != AR_LARGE_CLS) return -EINVAL; /* a corrupt entry */
     l->span = FB_PTR(a->tag, l->e, 0);
     l->off = FB_OFF(p);
     return 0;
@@ -437,9 +474,10 @@ static void span_push(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span
     if (SPW_COUNT(nw) == n) {
         uint64_t rw = SPW_OWNED(SPW_GEN(nw) + 1, retire_slot, SP_RETIRED);
         /* acq_rel: acquire sees every chunk's link; release claims the entry */
+        uint64_t prev = nw;
         if (dp_cas_acq_rel(&sp->state, &nw, rw)) {
             dp_fetch_add_relaxed(&ctl->partial[cls], (uint64_t)-1);
-            entry_release(p, ctl, aid, e, sp, retire_slot);
+            entry_release(p, ctl, aid, e, sp, prev, retire_slot);
         }
     }
 }
@@ -450,7 +488,7 @@ static void chunk_return(struct dsmpool_area *a, dsmpool_ptr c, uint32_t retire_
     if (ar_locate(a, c, &l) != 0 || l.cls == AR_LARGE_CLS) return;
     unsigned sh = cls_shift(l.cls);
     if (l.off & ((1ull << sh) - 1) || (l.off >> sh) >= cls_chunks(l.cls)) return;
-    char *m = ar_addr(a, c);
+    char *m = ar_addr_n(a, c, 4);
     if (m && locate_entry(a, &l))
         span_push(a->pool, a->ctl, a->aid, l.e, l.sp, l.cls, (uint32_t)(l.off >> sh), m, retire_slot);
 }
@@ -465,7 +503,7 @@ static void cache_drain_all(struct dsmpool_area *a, ar_cache *rec, uint32_t reti
     for (unsigned c = 0; c < AR_NCLS; c++) {
         dsmpool_ptr h = dp_load_relaxed(&rec->head[c]);
         for (uint64_t guard = AR_GUARD; h && guard; guard--) {
-            char *m = ar_addr(a, h);
+            char *m = ar_addr_n(a, h, 8); /* validated: it may be a dead process's garbage */
             if (!m) break;
             dsmpool_ptr next;
             memcpy(&next, m, 8);
@@ -486,7 +524,7 @@ static void cache_drain_all(struct dsmpool_area *a, ar_cache *rec, uint32_t reti
         dsmpool_ptr base = blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e1 - 1, 0) : DP_BLOCK_OFF(blk);
         for (uint32_t k = 0; k < left; k++) {
             dsmpool_ptr cp = base + ((uint64_t)(idx + k) << cls_shift(c));
-            char *m = ar_addr(a, cp);
+            char *m = ar_addr_n(a, cp, 4);
             if (m) span_push(a->pool, a->ctl, a->aid, e1 - 1, sp, c, idx + k, m, retire_slot);
         }
     }
@@ -498,7 +536,7 @@ static void cache_release(struct dsmpool_area *a, ar_cache *rec, uint32_t slot) 
 }
 
 static void tc_unlink_area(ar_tc *tc) { /* ar_reg_lock and area->lock held */
-    struct dsmpool_area *a = tc->area;
+    struct dsmpool_area *a = atomic_load_explicit(&tc->area, memory_order_relaxed);
     if (tc->aprev) tc->aprev->anext = tc->anext;
     else a->tcs = tc->anext;
     if (tc->anext) tc->anext->aprev = tc->aprev;
@@ -511,7 +549,7 @@ static void tc_destructor(void *arg) {
     pthread_mutex_lock(&ar_reg_lock);
     for (ar_tc *tc = tc_head, *next; tc; tc = next) {
         next = tc->tnext;
-        struct dsmpool_area *a = tc->area;
+        struct dsmpool_area *a = atomic_load_explicit(&tc->area, memory_order_relaxed);
         if (a && tc->epoch == dp_fork_epoch) {
             pthread_mutex_lock(&a->lock);
             tc_unlink_area(tc);
@@ -524,30 +562,54 @@ static void tc_destructor(void *arg) {
     pthread_mutex_unlock(&ar_reg_lock);
 }
 
-static ar_tc *tc_get_slow(struct dsmpool_area *a) {
-    if (dp_self(a->pool) != 0) return NULL;
-    for (ar_tc *tc = tc_head; tc; tc = tc->tnext)
-        if (tc->area == a && tc->epoch == dp_fork_epoch) return tc_last = tc;
-    pthread_once(&tc_once, tc_key_init);
-    ar_tc *tc = calloc(1, sizeof *tc);
-    if (!tc) {
-        dp_fail(-ENOMEM, "out of memory");
-        return NULL;
-    }
-    ar_ctl *ctl = a->ctl;
-    uint64_t me = (uint64_t)(a->pool->slot + 1) | ((uint64_t)(uint32_t)syscall(SYS_gettid) << 32);
+static _Thread_local int tc_err; /* why tc_get gave NULL */
+
+static ar_cache *cache_claim(ar_ctl *ctl, uint64_t me) {
     for (uint32_t i = 0; i < ctl->ncaches && i < AR_NCACHES; i++) {
         uint64_t z = 0;
         if (dp_load_relaxed(&ctl->cache[i].owner) != 0) continue;
         /* acq_rel: acquire pairs with cache_release; release: the claim */
-        if (!dp_cas_acq_rel(&ctl->cache[i].owner, &z, me)) continue;
-        tc->rec = &ctl->cache[i];
-        break;
+        if (dp_cas_acq_rel(&ctl->cache[i].owner, &z, me)) return &ctl->cache[i];
+    }
+    return NULL;
+}
+
+static ar_tc *tc_get_slow(struct dsmpool_area *a) {
+    if ((tc_err = dp_self(a->pool)) != 0) return NULL;
+    /* this thread's objects of areas detached since: free them now */
+    pthread_mutex_lock(&ar_reg_lock);
+    for (ar_tc **pp = &tc_head; *pp;) {
+        ar_tc *tc = *pp;
+        if (!atomic_load_explicit(&tc->area, memory_order_relaxed) || tc->epoch != dp_fork_epoch) {
+            *pp = tc->tnext;
+            if (tc_last == tc) tc_last = NULL;
+            if (tc->epoch == dp_fork_epoch) free(tc); /* (a fork child's copies: the parent's) */
+            continue;
+        }
+        if (atomic_load_explicit(&tc->area, memory_order_relaxed) == a) {
+            pthread_mutex_unlock(&ar_reg_lock);
+            return tc_last = tc;
+        }
+        pp = &tc->tnext;
+    }
+    pthread_mutex_unlock(&ar_reg_lock);
+    pthread_once(&tc_once, tc_key_init);
+    ar_tc *tc = calloc(1, sizeof *tc);
+    if (!tc) {
+        tc_err = dp_fail(-ENOMEM, "out of memory");
+        return NULL;
+    }
+    ar_ctl *ctl = a->ctl;
+    uint64_t me = (uint64_t)(a->pool->slot + 1) | ((uint64_t)(uint32_t)syscall(SYS_gettid) << 32);
+    tc->rec = cache_claim(ctl, me);
+    if (!tc->rec) { /* dead processes' caches may hold them all: recover, then once more */
+        dp_recover_all(a->pool);
+        tc->rec = cache_claim(ctl, me);
     }
     if (!tc->rec) {
         free(tc);
-        dp_fail(-ENOSPC, "all %u thread caches of this area are held (more than %u threads "
-                "use it at once)", AR_NCACHES, AR_NCACHES);
+        tc_err = dp_fail(-ENOSPC, "all %u thread caches of this area are held (more than %u "
+                         "threads use it at once)", AR_NCACHES, AR_NCACHES);
         return NULL;
     }
     for (unsigned c = 0; c < AR_NCLS; c++) { /* a released record is empty; say so anyway */
@@ -555,7 +617,7 @@ static ar_tc *tc_get_slow(struct dsmpool_area *a) {
         dp_store_relaxed(&tc->rec->bump[c], 0);
         dp_store_relaxed(&tc->rec->count[c], 0);
     }
-    tc->area = a;
+    atomic_store_explicit(&tc->area, a, memory_order_relaxed);
     tc->epoch = dp_fork_epoch;
     pthread_mutex_lock(&ar_reg_lock);
     pthread_mutex_lock(&a->lock);
@@ -572,7 +634,10 @@ static ar_tc *tc_get_slow(struct dsmpool_area *a) {
 
 static inline ar_tc *tc_get(struct dsmpool_area *a) {
     ar_tc *tc = tc_last;
-    if (__builtin_expect(tc && tc->area == a && tc->epoch == dp_fork_epoch, 1)) return tc;
+    /* relaxed: only another thread's detach changes it, which is a use-after-free anyway */
+    if (__builtin_expect(tc && atomic_load_explicit(&tc->area, memory_order_relaxed) == a &&
+                         tc->epoch == dp_fork_epoch, 1))
+        return tc;
     return tc_get_slow(a);
 }
 
@@ -600,31 +665,34 @@ static int acquire(struct dsmpool_area *a, unsigned cls, unsigned order, unsigne
     uint64_t bytes = (uint64_t)DP_FRAME_SIZE << order;
     int r = held_reserve(ctl, bytes);
     if (r) return r;
-    int64_t e = entry_claim(p, ctl);
+    int64_t e = entry_claim(p, ctl, order);
     if (e < 0) {
         dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
         return dp_fail(e == -ENOSPC ? -ENOMEM : (int)e, "the area's registry is full (%u entries)",
                        AR_MAX_ENTRIES);
     }
+    /* From here the entry is INIT(us): a failure hands it to entry_release
+     * (which returns the held reservation); a destroyer may take it from us
+     * at any moment, so every part we put in is put where its exchange finds it. */
     ar_span *sp = ar_entry(p, ctl, (uint64_t)e);
-    uint64_t info = cls;
+    uint64_t mine = dp_load_relaxed(&sp->state), prev;
     if ((ctl->flags & DSMPOOL_AREA_CHECKED) && cls != AR_LARGE_CLS) {
         uint64_t bm;
         dp_inflight_begin(p);
-        if (dp_pool_alloc(p, 0, &bm) == 0) {
+        r = dp_pool_alloc(p, 0, &bm);
+        if (r == 0) {
             memset(dp_at(p, DP_BLOCK_OFF(bm)), 0, DP_FRAME_SIZE);
-            info |= DP_BLOCK_OFF(bm);
-            dp_store_release(&sp->info, info);
+            dp_store_release(&sp->info, DP_BLOCK_OFF(bm) | cls); /* release: owned before the bracket ends */
         }
         dp_inflight_end(p);
-        if (!(info & ~0xffull)) {
-            entry_release(p, ctl, a->aid, (uint64_t)e, sp, p->slot);
-            dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
+        if (r) {
+            if (entry_take(sp, p->slot, &prev)) entry_release(p, ctl, a->aid, (uint64_t)e, sp, prev, p->slot);
             return dp_fail(-ENOMEM, "no pool memory for the checked-mode bitmap");
         }
+    } else {
+        dp_store_release(&sp->info, cls);
     }
-    dp_store_relaxed(&sp->info, info);
-    uint64_t blk;
+    uint64_t blk = 0;
     dp_inflight_begin(p);
     r = dp_pool_alloc_placed(p, order, place, &blk); /* spans: the thread's own node first */
     if (r == 0) {
@@ -636,24 +704,38 @@ static int acquire(struct dsmpool_area *a, unsigned cls, unsigned order, unsigne
         dp_inflight_end(p);
         void *m = NULL;
         dsmpool_handle h = 0;
-        if (!(ctl->flags & DSMPOOL_AREA_NO_FALLBACK) && bytes <= (1ull << 32))
+        if (!(ctl->flags & DSMPOOL_AREA_NO_FALLBACK) && a->tag && bytes <= (1ull << 32))
             r = dp_seg_os_create(p, bytes, &h, &m);
         if (r || !h) {
-            entry_release(p, ctl, a->aid, (uint64_t)e, sp, p->slot);
-            dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
+            if (entry_take(sp, p->slot, &prev)) entry_release(p, ctl, a->aid, (uint64_t)e, sp, prev, p->slot);
             return dp_fail(-ENOMEM, "no free block of %llu bytes in the pool%s",
                            (unsigned long long)bytes,
                            (ctl->flags & DSMPOOL_AREA_NO_FALLBACK) ? " (DSMPOOL_AREA_NO_FALLBACK)"
-                                                                   : " and the OS fallback failed");
+                           : !a->tag ? " (and the area has no tag for OS segments)"
+                                     : " and the OS fallback failed");
         }
         dp_store_relaxed(&sp->seg, h);
         dp_store_release(&sp->block, DP_BLOCK_FALLBACK);
-        fb_remember(a, (uint64_t)e, m, bytes, h);
+        fb_remember(a, (uint64_t)e, m, bytes, h); /* without memory: mapped again on first use */
         *base = FB_PTR(a->tag, (uint64_t)e, 0);
     }
-    uint64_t w = dp_load_relaxed(&sp->state);
     /* release: block, info and directory are set before the entry is live */
-    dp_store_release(&sp->state, SPW(SPW_GEN(w), 0, 0, cls == AR_LARGE_CLS ? SP_LARGE : SP_SPAN));
+    uint64_t live = SPW(SPW_GEN(mine), 0, 0, cls == AR_LARGE_CLS ? SP_LARGE : SP_SPAN);
+    if (!dp_cas_release(&sp->state, &mine, live)) {
+        /* A destroyer took the entry: whichever of us gets each part frees it. */
+        uint64_t got = atomic_exchange_explicit(&sp->block, 0, memory_order_acq_rel);
+        if (got && got != DP_BLOCK_FALLBACK) {
+            dir_clear(p, a->aid, (uint64_t)e, DP_BLOCK_OFF(got), bytes);
+            dp_inflight_begin(p);
+            dp_pool_free(p, got);
+            dp_inflight_end(p);
+        } else if (got == DP_BLOCK_FALLBACK) {
+            dp_seg_unpin_quiet(p, dp_load_relaxed(&sp->seg), p->slot);
+        }
+        uint64_t bm = atomic_exchange_explicit(&sp->info, 0, memory_order_acq_rel) & ~0xfffull;
+        if (bm && dp_block_ok(p, bm, DP_FRAME_SIZE)) dp_pool_free(p, DP_BLOCK_MK(bm, 0));
+        return dp_fail(-ESTALE, "the area was destroyed");
+    }
     *entry = (uint64_t)e;
     return 0;
 }
@@ -683,7 +765,7 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
                 dsmpool_ptr head = dp_load_relaxed(&rec->head[c]);
                 while (idx && got < n && idx <= cls_chunks(c)) {
                     dsmpool_ptr cp = base + ((uint64_t)(idx - 1) << cls_shift(c));
-                    char *m = ar_addr(a, cp);
+                    char *m = ar_addr_n(a, cp, 8);
                     if (!m) break;
                     uint32_t next;
                     memcpy(&next, m, 4);
@@ -714,7 +796,7 @@ static void drain(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
     uint32_t n = cls_batch(c);
     dsmpool_ptr h = dp_load_relaxed(&rec->head[c]);
     for (uint32_t k = 0; k < n && h; k++) {
-        char *m = ar_addr(a, h);
+        char *m = ar_addr_n(a, h, 8);
         if (!m) break;
         dsmpool_ptr next;
         memcpy(&next, m, 8);
@@ -753,13 +835,20 @@ static int area_ok(struct dsmpool_area *a) {
 static int alloc_large(struct dsmpool_area *a, size_t size, unsigned flags, dsmpool_ptr *out) {
     if (size > (1ull << 46)) return dp_fail(-ENOMEM, "%zu bytes is more than any pool holds", size);
     unsigned order = 64u - (unsigned)__builtin_clzll(size - 1) - DP_FRAME_SHIFT;
-    if (dp_self(a->pool) != 0) return -ENOSPC;
+    int r = dp_self(a->pool);
+    if (r) return r;
     uint64_t e;
     dsmpool_ptr base;
     unsigned place = (flags & DSMPOOL_ALLOC_INTERLEAVE) ? DSMPOOL_SEG_INTERLEAVE : 0;
-    int r = acquire(a, AR_LARGE_CLS, order, place, &e, &base);
-    if (r) return r;
-    if (flags & DSMPOOL_ALLOC_ZERO) memset(ar_addr(a, base), 0, size);
+    if ((r = acquire(a, AR_LARGE_CLS, order, place, &e, &base)) != 0) return r;
+    if (flags & DSMPOOL_ALLOC_ZERO) {
+        char *m = ar_addr_n(a, base, size);
+        if (!m) {
+            dsmpool_area_free(a, base);
+            return dp_fail(-ENOMEM, "cannot map the new block's OS segment in this process");
+        }
+        memset(m, 0, size);
+    }
     *out = base;
     return 0;
 }
@@ -775,15 +864,24 @@ int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_
     if (size > AR_SMALL_MAX) return alloc_large(area, size, flags, out);
     unsigned c = cls_of(size);
     ar_tc *tc = tc_get(area);
-    if (!tc) return -ENOSPC;
+    if (!tc) return tc_err;
     ar_cache *rec = tc->rec;
     dsmpool_ptr h;
+    char *m = NULL;
     for (;;) {
         h = dp_load_relaxed(&rec->head[c]); /* relaxed: only this thread writes it (rule 1) */
         if (h) {
-            char *m = ar_addr(area, h);
-            dsmpool_ptr next;
-            memcpy(&next, m, 8);
+            m = ar_addr_n(area, h, 8);
+            dsmpool_ptr next = 0;
+            if (m) memcpy(&next, m, 8);
+            /* a link a use-after-free overwrote must not become an address
+             * we hand out: the list is dropped (its chunks leak) instead */
+            if (!m || (next && !(next & FB_BIT) && (next & ((1ull << cls_shift(c)) - 1)))) {
+                dp_store_relaxed(&rec->head[c], 0);
+                dp_store_relaxed(&rec->count[c], 0);
+                if (!m) continue;
+                next = 0;
+            }
             dp_store_relaxed(&rec->head[c], next);
             dp_store_relaxed(&rec->count[c], dp_load_relaxed(&rec->count[c]) - 1);
             break;
@@ -801,7 +899,13 @@ int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_
         if (ar_locate(area, h, &l) == 0 && locate_entry(area, &l))
             checked_flip(area->pool, l.sp, (uint32_t)(l.off >> cls_shift(c)), true);
     }
-    if (flags & DSMPOOL_ALLOC_ZERO) memset(ar_addr(area, h), 0, size);
+    if (flags & DSMPOOL_ALLOC_ZERO) {
+        if (!m && !(m = ar_addr_n(area, h, size))) {
+            dsmpool_area_free(area, h);
+            return dp_fail(-ENOMEM, "cannot map the OS segment of the new chunk in this process");
+        }
+        memset(m, 0, size);
+    }
     *out = h;
     return 0;
 }
@@ -819,11 +923,12 @@ int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
         if (SPW_ST(w) != SP_LARGE || l.off != 0)
             return dp_fail(-EINVAL, "%016llx is not the start of a live block (double free?)",
                            (unsigned long long)p);
-        if (dp_self(area->pool) != 0) return -ENOSPC;
+        if ((r = dp_self(area->pool)) != 0) return r;
+        uint64_t prev = w;
         if (!dp_cas_acq_rel(&l.sp->state, &w, SPW_OWNED(SPW_GEN(w) + 1, area->pool->slot, SP_RETIRED)))
             return dp_fail(-EINVAL, "%016llx was freed by someone else at the same time",
                            (unsigned long long)p);
-        entry_release(area->pool, area->ctl, area->aid, l.e, l.sp, area->pool->slot);
+        entry_release(area->pool, area->ctl, area->aid, l.e, l.sp, prev, area->pool->slot);
         return 0;
     }
     unsigned sh = cls_shift(l.cls);
@@ -833,9 +938,12 @@ int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
         (!locate_entry(area, &l) || !checked_flip(area->pool, l.sp, (uint32_t)(l.off >> sh), false)))
         return dp_fail(-EINVAL, "%016llx is not allocated (double free)", (unsigned long long)p);
     ar_tc *tc = tc_get(area);
-    if (!tc) return -ENOSPC;
+    if (!tc) return tc_err;
     ar_cache *rec = tc->rec;
-    char *m = ar_addr(area, p);
+    char *m = ar_addr_n(area, p, 8);
+    if (!m) /* an OS segment this process cannot map (its name is gone: the pool was destroyed) */
+        return dp_fail(-ESTALE, "%016llx is in an OS segment that cannot be mapped here",
+                       (unsigned long long)p);
     dsmpool_ptr head = dp_load_relaxed(&rec->head[l.cls]); /* relaxed: rule 1 */
     memcpy(m, &head, 8);
     dp_store_relaxed(&rec->head[l.cls], p);
@@ -849,7 +957,7 @@ int dsmpool_area_flush(dsmpool_area *area) {
     int r = area_ok(area);
     if (r) return r;
     ar_tc *tc = tc_get(area);
-    if (!tc) return -ENOSPC;
+    if (!tc) return tc_err;
     cache_drain_all(area, tc->rec, area->pool->slot);
     return 0;
 }
@@ -857,30 +965,76 @@ int dsmpool_area_flush(dsmpool_area *area) {
 /* ---- lifetime --------------------------------------------------------------- */
 
 /* Rule 5: give everything back. Works from the pool and the control block
- * alone (seg_destroy calls it for the last reference, in any process). */
-void dp_area_destroy_contents(dsmpool *p, void *ctlp, uint64_t aid, uint32_t owner) {
+ * alone. An explicit destroy (final = false) takes every entry it can by CAS
+ * and releases it -- a process still inside an allocation loses its entry
+ * to us and gets -ESTALE; the registry pages stay until the last reference
+ * (final = true, from seg_destroy in any process), so a late writer never
+ * writes into a freed page. Idempotent. */
+void dp_area_destroy_contents(dsmpool *p, void *ctlp, uint64_t aid, uint32_t owner, bool final) {
     ar_ctl *ctl = ctlp;
     if (ctl->magic != AR_MAGIC) return;
     dp_store_release(&ctl->state, AR_DESTROYED); /* release: pairs with area_ok's acquire */
     for (uint32_t k = 0; k < AR_REGPAGES; k++) {
         uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: the link CAS */
-        if (!off) continue;
-        if (!dp_block_ok(p, off, DP_FRAME_SIZE)) continue;
+        if (!off || !dp_block_ok(p, off, DP_FRAME_SIZE)) continue;
         ar_span *pg = dp_at(p, off);
-        for (uint32_t i = 0; i < AR_PER_PAGE; i++)
-            if (SPW_ST(dp_load_acquire(&pg[i].state)) != SP_FREE)
-                entry_release(p, ctl, aid, (uint64_t)k * AR_PER_PAGE + i, &pg[i], owner);
+        for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
+            uint64_t prev;
+            if (entry_take(&pg[i], owner, &prev))
+                entry_release(p, ctl, aid, (uint64_t)k * AR_PER_PAGE + i, &pg[i], prev, owner);
+        }
+        if (!final) continue;
         dp_inflight_begin(p);
-        dp_store_release(&ctl->regpage[k], 0);
+        dp_store_release(&ctl->regpage[k], 0); /* unrecord, then free */
         dp_pool_free(p, DP_BLOCK_MK(off, 0));
         dp_inflight_end(p);
     }
     for (uint32_t i = 0; i < AR_NCACHES; i++) dp_store_release(&ctl->cache[i].owner, 0);
     for (unsigned c = 0; c < AR_NCLS; c++) dp_store_relaxed(&ctl->partial[c], 0);
-    dp_store_relaxed(&ctl->held, 0);
+    if (final) dp_area_tag_free(p, ctl->tag);
 }
 
+/* Fallback pointers carry a 14-bit tag naming their area; tags come from a
+ * pool-wide bitmap so that no two live areas share one (a pointer of one
+ * area is then always refused by another). 0: none left; the area then
+ * uses no OS segments. */
+static uint32_t tag_alloc(dsmpool *p) {
+    for (unsigned w = 0; w < 256; w++) {
+        uint64_t v = dp_load_relaxed(&p->hdr->area_tags[w]); /* relaxed: the CAS validates */
+        while (~v) {
+            unsigned b = (unsigned)__builtin_ctzll(~v);
+            uint32_t tag = w * 64 + b + 1;
+            if (tag > 0x3fff) return 0;
+            /* acq_rel: pairs with dp_area_tag_free */
+            if (dp_cas_acq_rel(&p->hdr->area_tags[w], &v, v | (1ull << b))) return tag;
+        }
+    }
+    return 0;
+}
+
+void dp_area_tag_free(dsmpool *p, uint32_t tag) {
+    if (!tag || tag > 0x3fff) return;
+    atomic_fetch_and_explicit(&p->hdr->area_tags[(tag - 1) / 64], ~(1ull << ((tag - 1) % 64)),
+                              memory_order_acq_rel); /* acq_rel: pairs with tag_alloc */
+}
+
+/* fork() while another thread holds one of these locks must not leave the
+ * child with it held: take them all around fork (registry, then areas). */
+static void ar_prepare(void) {
+    pthread_mutex_lock(&ar_reg_lock);
+    for (struct dsmpool_area *a = ar_reg; a; a = a->reg_next) pthread_mutex_lock(&a->lock);
+}
+
+static void ar_after(void) {
+    for (struct dsmpool_area *a = ar_reg; a; a = a->reg_next) pthread_mutex_unlock(&a->lock);
+    pthread_mutex_unlock(&ar_reg_lock);
+}
+
+static pthread_once_t ar_atfork_once = PTHREAD_ONCE_INIT;
+static void ar_atfork_install(void) { pthread_atfork(ar_prepare, ar_after, ar_after); }
+
 static void area_register(struct dsmpool_area *a) {
+    pthread_once(&ar_atfork_once, ar_atfork_install);
     pthread_mutex_lock(&ar_reg_lock);
     a->reg_next = ar_reg;
     ar_reg = a;
@@ -901,7 +1055,7 @@ static bool area_unregister(struct dsmpool_area *a) {
         for (ar_tc *tc = a->tcs, *next; tc; tc = next) {
             next = tc->anext;
             if (tc->epoch == dp_fork_epoch) cache_release(a, tc->rec, a->pool->slot);
-            tc->area = NULL; /* the owning thread frees tc */
+            atomic_store_explicit(&tc->area, NULL, memory_order_relaxed); /* its thread frees tc */
             tc->anext = tc->aprev = NULL;
         }
         a->tcs = NULL;
@@ -909,6 +1063,21 @@ static bool area_unregister(struct dsmpool_area *a) {
     }
     pthread_mutex_unlock(&ar_reg_lock);
     return found;
+}
+
+static void area_free_local(struct dsmpool_area *a);
+
+/* dsmpool_detach: this process's areas of the pool go first (their thread
+ * caches are released; their control segments go with the pool's). */
+void dp_area_detach_pool(dsmpool *pool) {
+    for (;;) {
+        pthread_mutex_lock(&ar_reg_lock);
+        struct dsmpool_area *a = ar_reg;
+        while (a && a->pool != pool) a = a->reg_next;
+        pthread_mutex_unlock(&ar_reg_lock);
+        if (!a) return;
+        if (area_unregister(a)) area_free_local(a);
+    }
 }
 
 static struct dsmpool_area *area_new(dsmpool *pool, dsmpool_seg *seg) {
@@ -920,7 +1089,7 @@ static struct dsmpool_area *area_new(dsmpool *pool, dsmpool_seg *seg) {
     a->ctl = dsmpool_seg_address(seg);
     a->handle = dsmpool_seg_handle(seg);
     a->aid = DP_HANDLE_IDX(a->handle) + 1;
-    a->tag = (uint32_t)(a->aid * 0x9e3779b1u >> 7) & 0x3fff;
+    a->tag = a->ctl->tag & 0x3fff;
     a->base = pool->base;
     a->data_off = pool->geo.data_off;
     a->data_size = pool->geo.data_size;
@@ -932,15 +1101,24 @@ static struct dsmpool_area *area_new(dsmpool *pool, dsmpool_seg *seg) {
 /* Unmap this process's mappings of fallback entries. */
 static void area_free_fb(struct dsmpool_area *a) {
     for (unsigned i = 0; i < AR_MAX_ENTRIES / 512; i++) {
-        ar_fb *page = a->fb[i];
+        _Atomic(ar_fb *) *page = a->fb[i];
         if (!page) continue;
         for (unsigned k = 0; k < 512; k++) {
-            char *b = atomic_load_explicit(&page[k].base, memory_order_relaxed);
-            if (b) dp_os_unmap(b, page[k].len);
+            ar_fb *r = atomic_load_explicit(&page[k], memory_order_relaxed);
+            if (r) {
+                dp_os_unmap(r->base, r->len);
+                free(r);
+            }
         }
         free(page);
         a->fb[i] = NULL;
     }
+    for (ar_fb *r = a->fb_retired, *next; r; r = next) {
+        next = r->retired;
+        dp_os_unmap(r->base, r->len);
+        free(r);
+    }
+    a->fb_retired = NULL;
     pthread_mutex_destroy(&a->lock);
 }
 
@@ -978,6 +1156,7 @@ int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out) {
     ctl->version = AR_VERSION;
     ctl->ncaches = AR_NCACHES;
     ctl->flags = flags;
+    ctl->tag = (flags & DSMPOOL_AREA_NO_FALLBACK) ? 0 : tag_alloc(pool);
     ctl->magic = AR_MAGIC;
     dp_store_release(&ctl->state, AR_LIVE); /* release: publishes the control block */
     return area_open(pool, seg, out);
@@ -1020,7 +1199,7 @@ int dsmpool_area_destroy(dsmpool_area *area) {
     dp_clear_error();
     if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
     if (dp_self(area->pool) != 0) return -ENOSPC;
-    dp_area_destroy_contents(area->pool, area->ctl, area->aid, area->pool->slot);
+    dp_area_destroy_contents(area->pool, area->ctl, area->aid, area->pool->slot, false);
     return dsmpool_area_detach(area);
 }
 
@@ -1084,7 +1263,7 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
         tmp.pool = p;
         tmp.ctl = ctl;
         tmp.aid = idx + 1;
-        tmp.tag = (uint32_t)(tmp.aid * 0x9e3779b1u >> 7) & 0x3fff;
+        tmp.tag = ctl->tag & 0x3fff;
         tmp.base = p->base;
         tmp.data_off = p->geo.data_off;
         tmp.data_size = p->geo.data_size;
@@ -1102,7 +1281,7 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
                 uint64_t w = dp_load_acquire(&sp->state);
                 unsigned st = SPW_ST(w);
                 if ((st == SP_INIT || st == SP_RETIRED) && SPW_OWNER(w) == slot)
-                    entry_release(p, ctl, tmp.aid, (uint64_t)k * AR_PER_PAGE + i, sp, slot);
+                    entry_release(p, ctl, tmp.aid, (uint64_t)k * AR_PER_PAGE + i, sp, w, slot);
             }
         }
         area_free_fb(&tmp);

@@ -153,6 +153,7 @@ typedef struct dp_header {
     dp_a64 sweep_needed;            /* relaxed: a process died inside an ownership change */
     dp_a64 sweep_owner;             /* acq_rel: the one sweeper (its slot word), or 0 */
     dp_a64 fallbacks[DSMPOOL_MAX_NODES]; /* relaxed counters: wanted sub-pool s, got another */
+    dp_a64 area_tags[256];          /* acq_rel: tags in use by areas (bit t-1 for tag t) */
 } dp_header;
 
 /* ---- process-local ------------------------------------------------------- */
@@ -278,7 +279,10 @@ int dp_pool_free(struct dsmpool *pool, uint64_t block);
 
 /* ---- areas (area.c) ------------------------------------------------------ */
 
-void dp_area_destroy_contents(struct dsmpool *pool, void *ctl, uint64_t aid, uint32_t owner_slot);
+void dp_area_destroy_contents(struct dsmpool *pool, void *ctl, uint64_t aid, uint32_t owner_slot,
+                              bool final);
+void dp_area_tag_free(struct dsmpool *pool, uint32_t tag);
+void dp_area_detach_pool(struct dsmpool *pool); /* this process's areas of the pool */
 void dp_area_recover_slot(struct dsmpool *pool, uint32_t slot);
 void dp_area_owned(struct dsmpool *pool,
                    void (*mark)(void *arg, uint64_t off, uint64_t len, const char *what), void *arg);

@@ -338,6 +338,7 @@ static int plan_nodes(const dsmpool_config *cfg, plan *pl) {
     if (cfg->nnodes) {
         for (unsigned i = 0; i < cfg->nnodes; i++) {
             uint32_t id = cfg->nodes[i];
+            if (id > 255) return dp_fail(-EINVAL, "node %u: node ids above 255 are not supported", id);
             if (dp_numa_index(id) < 0) {
                 char have[256] = "";
                 for (unsigned k = 0; k < t->nnodes && strlen(have) < 200; k++)
@@ -352,7 +353,8 @@ static int plan_nodes(const dsmpool_config *cfg, plan *pl) {
             return dp_fail(-EINVAL, "%u nodes listed, but NUMA is %s", n,
                            cfg->numa == DSMPOOL_NUMA_OFF ? "off in the config" : "not available");
     } else if (numa) {
-        for (unsigned k = 0; k < t->nnodes; k++) pl->nodes[n++] = t->node[k];
+        for (unsigned k = 0; k < t->nnodes && n < DSMPOOL_MAX_NODES - 1; k++)
+            if (t->node[k] <= 255) pl->nodes[n++] = t->node[k];
     } else {
         pl->nodes[n++] = t->node[0];
     }
@@ -461,27 +463,33 @@ static void *pf_thread(void *arg) {
     return NULL;
 }
 
-/* Prefault: the tables, then each sub-pool by threads on its own node. */
-static int prefault_pool(dsmpool *p, const dp_header *h, const plan *pl, unsigned threads) {
+/* Prefault: the tables, then each sub-pool in slices by threads pinned to
+ * its node, at most `threads` at a time. Slices are whole pages (gran). */
+static int prefault_pool(dsmpool *p, const dp_header *h, const plan *pl, unsigned threads,
+                         size_t gran, size_t *done) {
     enum { MAXJ = 64 };
     pf_job jobs[MAXJ];
     unsigned nj = 0;
+    if (!threads) threads = 1;
     jobs[nj++] = (pf_job){p->base, h->data_off, -1, 0, 0};
-    unsigned per = threads / h->nsub ? threads / h->nsub : 1;
-    for (uint32_t s = 0; s < h->nsub && nj < MAXJ; s++) {
+    unsigned per = threads / h->nsub;
+    if (per < 1) per = 1;
+    if (per > (MAXJ - 2) / h->nsub) per = (MAXJ - 2) / h->nsub; /* every slice gets a job */
+    for (uint32_t s = 0; s < h->nsub; s++) {
         char *a = p->base + h->sub[s].data_off;
         size_t len = h->sub[s].geom.frames * DP_FRAME_SIZE;
-        size_t slice = (len / per + 2 * MIB - 1) & ~(size_t)(2 * MIB - 1);
+        size_t slice = (len / per + gran - 1) / gran * gran;
         int64_t node = pl->bind && h->sub[s].node != DP_NODE_INTERLEAVE ? (int64_t)h->sub[s].node : -1;
-        for (size_t o = 0; o < len && nj < MAXJ; o += slice)
+        for (size_t o = 0; o < len; o += slice)
             jobs[nj++] = (pf_job){a + o, o + slice > len ? len - o : slice, node, 0, 0};
     }
     if (p->size > h->data_off + h->data_size) /* the tail past the data */
-        if (nj < MAXJ) jobs[nj++] = (pf_job){p->base + h->data_off + h->data_size,
-                                             p->size - h->data_off - h->data_size, -1, 0, 0};
+        jobs[nj++] = (pf_job){p->base + h->data_off + h->data_size, p->size - h->data_off - h->data_size,
+                              -1, 0, 0};
     int err = 0;
-    for (unsigned i = 0; i < nj; i += threads ? threads : 1) { /* at most `threads` at a time */
-        unsigned end = i + (threads ? threads : 1) < nj ? i + (threads ? threads : 1) : nj;
+    *done = 0;
+    for (unsigned i = 0; i < nj; i += threads) {
+        unsigned end = i + threads < nj ? i + threads : nj;
         for (unsigned k = i; k < end; k++)
             if (pthread_create(&jobs[k].tid, NULL, pf_thread, &jobs[k]) != 0) {
                 jobs[k].tid = 0;
@@ -490,6 +498,7 @@ static int prefault_pool(dsmpool *p, const dp_header *h, const plan *pl, unsigne
         for (unsigned k = i; k < end; k++) {
             if (jobs[k].tid) pthread_join(jobs[k].tid, NULL);
             if (jobs[k].err && !err) err = jobs[k].err;
+            if (!jobs[k].err) *done += jobs[k].len;
         }
     }
     return err;
@@ -621,7 +630,8 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
     if (cfg->prefault) {
         unsigned t = cfg->prefault_threads ? cfg->prefault_threads : caps->ncpus_online;
         if (t > 16 && !cfg->prefault_threads) t = 16;
-        r = prefault_pool(p, h, &pl, t);
+        size_t done = 0;
+        r = prefault_pool(p, h, &pl, t, page > 2 * MIB ? page : 2 * MIB, &done);
         if (r) {
             region_undo(&c);
             free(h);
@@ -631,7 +641,7 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
                            "prefaulting %zu bytes failed (%s): not enough memory for the region%s",
                            len, strerror(-r), pl.bind ? " on some node" : "");
         }
-        h->prefaulted_bytes = len;
+        h->prefaulted_bytes = done;
     }
     /* The tables: fresh objects are zero, but say so rather than rely on it. */
     memset(p->base, 0, h->meta_end);
@@ -844,6 +854,7 @@ static int pool_leave(dsmpool *p) {
     /* Detach segments and release the slot (the child of a fork that never
      * used the pool holds neither: it only unmaps). */
     bool mine = p->fork_epoch == dp_fork_epoch;
+    dp_area_detach_pool(p); /* areas first: their caches go back while the pool is mapped */
     dp_seg_unmap_all(p, mine);
     if (mine) dp_slot_release(p);
     if (p->shmid >= 0)

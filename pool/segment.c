@@ -173,7 +173,7 @@ static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t owner) 
     bool pool_blk = blk && blk != DP_BLOCK_FALLBACK &&
                     dp_block_ok(p, DP_BLOCK_OFF(blk), (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31));
     if (pool_blk && (dp_load_relaxed(&d->flags) & DP_SEG_AREA)) /* an area goes with its last reference */
-        dp_area_destroy_contents(p, dp_at(p, DP_BLOCK_OFF(blk)), idx + 1, owner);
+        dp_area_destroy_contents(p, dp_at(p, DP_BLOCK_OFF(blk)), idx + 1, owner, true);
     /* acq_rel: the exchange is the unrecording; whoever re-runs this sees 0 */
     blk = atomic_exchange_explicit(&d->block, 0, memory_order_acq_rel);
     if (blk == DP_BLOCK_FALLBACK || blk == 0) {

@@ -565,3 +565,200 @@ Test(area_process, sigkill_at_random_points_then_destroy_is_exact, .timeout = 24
     cr_expect_eq(test_pool_free(p), free0, "every frame back after the area is destroyed");
     dsmpool_detach(p);
 }
+
+/* ---- regressions from review ----------------------------------------------- */
+
+/* Fill the pool so that an area's next spans must come from OS segments. */
+static dsmpool_seg *fill_pool(dsmpool *p) {
+    dsmpool_stats st;
+    dsmpool_get_stats(p, &st);
+    dsmpool_seg *big = NULL, *s;
+    cr_assert_eq(dsmpool_seg_create(p, st.subpool[0].largest_free, DSMPOOL_SEG_NO_FALLBACK, &big), 0);
+    while (dsmpool_seg_create(p, 2 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s) == 0) {}
+    return big;
+}
+
+typedef struct conv_arg {
+    dsmpool_area *a;
+    dsmpool_ptr *v;
+    int n;
+    int bad;
+    pthread_barrier_t *go;
+} conv_arg;
+
+static void *convert_all(void *arg) {
+    conv_arg *c = arg;
+    if (c->go) pthread_barrier_wait(c->go); /* both start together */
+    for (int i = 0; i < c->n; i++) {
+        unsigned long *m = dsmpool_area_addr(c->a, c->v[i]);
+        if (!m || m[0] != (unsigned long)i) c->bad++;
+    }
+    return NULL;
+}
+
+/* Two threads of a process that has mapped none of an area's OS segments
+ * convert the same pointers at once: both must get working mappings. */
+Test(area_review, fallback_mapped_by_two_threads_at_once, .timeout = 60) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool_area *a = mkarea(p, 0);
+    fill_pool(p);
+    enum { N = 64 };
+    static dsmpool_ptr v[N];
+    for (int i = 0; i < N; i++) { /* 512 KiB blocks: each takes a new OS span */
+        cr_assert_eq(dsmpool_area_alloc(a, 512 * KIB, 0, &v[i]), 0, "%s", dsmpool_last_error());
+        cr_assert(v[i] & DSMPOOL_PTR_OS_BIT);
+        *(unsigned long *)dsmpool_area_addr(a, v[i]) = (unsigned long)i;
+    }
+    pid_t kid = fork();
+    if (kid == 0) {
+        dsmpool_area *b;
+        if (dsmpool_area_attach(p, dsmpool_area_handle(a), &b) != 0) _exit(3);
+        pthread_t t1, t2;
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, 2);
+        conv_arg c1 = {b, v, N, 0, &go}, c2 = {b, v, N, 0, &go};
+        pthread_create(&t1, NULL, convert_all, &c1);
+        pthread_create(&t2, NULL, convert_all, &c2);
+        pthread_join(t1, NULL);
+        pthread_join(t2, NULL);
+        conv_arg c3 = {b, v, N, 0, NULL}; /* and again, after both installed theirs */
+        convert_all(&c3);
+        _exit(c1.bad || c2.bad || c3.bad ? 4 : 0);
+    }
+    cr_expect_eq(test_wait(kid), 0, "every conversion gave a working mapping");
+    dsmpool_recover(p);
+    dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
+
+/* A pointer into another area's OS segment is refused, tags being unique. */
+Test(area_review, fallback_pointer_of_another_area_refused, .timeout = 60) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool_area *a = mkarea(p, 0), *b = mkarea(p, 0);
+    fill_pool(p);
+    dsmpool_ptr pa, pb;
+    cr_assert_eq(dsmpool_area_alloc(a, 512 * KIB, 0, &pa), 0);
+    cr_assert_eq(dsmpool_area_alloc(b, 512 * KIB, 0, &pb), 0);
+    cr_assert((pa & DSMPOOL_PTR_OS_BIT) && (pb & DSMPOOL_PTR_OS_BIT));
+    cr_expect_neq(pa, pb);
+    cr_expect_eq(dsmpool_area_free(b, pa), -EINVAL);
+    cr_expect_eq(dsmpool_area_free(a, pb), -EINVAL);
+    cr_expect_null(dsmpool_area_addr(b, pa), "no address for a foreign pointer");
+    cr_expect_eq(dsmpool_area_free(a, pa), 0);
+    dsmpool_area_destroy(a);
+    dsmpool_area_destroy(b);
+    dsmpool_detach(p);
+}
+
+/* The pool is destroyed (the OS segments' names go) before another process
+ * frees a pointer into one it never mapped: an error, not a crash. */
+Test(area_review, free_after_names_are_gone_is_an_error, .timeout = 60) {
+    char name[64];
+    test_name(name, sizeof name, "gone");
+    dsmpool *p = test_pool(DSMPOOL_BACKING_POSIX, name, 16 * MIB);
+    dsmpool_area *a = mkarea(p, 0);
+    fill_pool(p);
+    dsmpool_ptr v;
+    cr_assert_eq(dsmpool_area_alloc(a, 512 * KIB, 0, &v), 0);
+    dsmpool *q;
+    cr_assert_eq(dsmpool_attach(name, &q), 0);
+    dsmpool_area *b;
+    cr_assert_eq(dsmpool_area_attach(q, dsmpool_area_handle(a), &b), 0);
+    dsmpool_area_detach(a);
+    cr_assert_eq(dsmpool_destroy(p), 0);
+    cr_expect_eq(dsmpool_area_free(b, v), -ESTALE, "%s", dsmpool_last_error());
+    cr_expect_null(dsmpool_area_addr(b, v));
+    dsmpool_area_detach(b);
+    dsmpool_detach(q);
+}
+
+static pthread_barrier_t used, detached;
+
+static void *alloc_then_exit(void *arg) {
+    dsmpool_ptr v;
+    dsmpool_area_alloc(arg, 32 * KIB, 0, &v);
+    dsmpool_area_free(arg, v);
+    pthread_barrier_wait(&used);
+    pthread_barrier_wait(&detached); /* exits (its destructor runs) after the pool is gone */
+    return NULL;
+}
+
+/* dsmpool_detach with areas still attached: they go with the pool, and a
+ * thread that exits later does not touch freed memory. */
+Test(area_review, pool_detach_takes_its_areas, .timeout = 60) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
+    dsmpool_area *a = mkarea(p, 0);
+    pthread_t t;
+    pthread_barrier_init(&used, NULL, 2);
+    pthread_barrier_init(&detached, NULL, 2);
+    pthread_create(&t, NULL, alloc_then_exit, a);
+    pthread_barrier_wait(&used);
+    cr_assert_eq(dsmpool_detach(p), 0);
+    pthread_barrier_wait(&detached);
+    pthread_join(t, NULL);
+    cr_expect_eq(dsmpool_area_detach(a), -EINVAL, "already gone with the pool");
+}
+
+/* Dead processes that never detached still hold cache records: a new
+ * thread finds one after the library recovers them on its own. */
+Test(area_review, dead_processes_caches_are_reclaimed, .timeout = 120) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_area *a = mkarea(p, 0);
+    for (int i = 0; i < 260; i++) {
+        pid_t kid = fork();
+        if (kid == 0) {
+            dsmpool_ptr v;
+            _exit(dsmpool_area_alloc(a, 100, 0, &v) == 0 ? 0 : 3); /* exits holding a cache */
+        }
+        int st = test_wait(kid);
+        if (i < 256) cr_assert_eq(st, 0, "child %d", i);
+        else cr_expect_eq(st, 0, "child %d found a cache after recovery", i);
+    }
+    dsmpool_ptr v;
+    cr_expect_eq(dsmpool_area_alloc(a, 100, 0, &v), 0, "%s", dsmpool_last_error());
+    dsmpool_area_destroy(a);
+    test_check_ok(p);
+    dsmpool_detach(p);
+}
+
+/* Destroy while children are still allocating: their calls fail with
+ * -ESTALE; nothing in the pool is lost or freed twice. */
+Test(area_review, destroy_while_others_allocate, .timeout = 120) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
+    size_t free0 = test_pool_free(p);
+    for (int round = 0; round < (int)(8 * test_seconds(1.0)); round++) {
+        dsmpool_area *a = mkarea(p, 0);
+        dsmpool_handle h = dsmpool_area_handle(a);
+        pid_t kids[3];
+        for (int k = 0; k < 3; k++) {
+            if ((kids[k] = fork()) == 0) {
+                dsmpool_area *mine;
+                if (dsmpool_area_attach(p, h, &mine) != 0) _exit(0); /* already destroyed */
+                uint64_t s = test_seed() + (uint64_t)k;
+                dsmpool_ptr held[64];
+                int n = 0;
+                for (;;) {
+                    int r;
+                    if (n < 64 && test_rand(&s) % 2) {
+                        size_t sz = test_rand(&s) % 4 ? 32 * KIB : MIB + 1;
+                        r = dsmpool_area_alloc(mine, sz, 0, &held[n]);
+                        if (r == 0) n++;
+                    } else if (n) {
+                        r = dsmpool_area_free(mine, held[--n]);
+                    } else {
+                        continue;
+                    }
+                    if (r == -ESTALE) _exit(0);
+                }
+            }
+        }
+        usleep(5000 + 1000 * round);
+        cr_assert_eq(dsmpool_area_destroy(a), 0);
+        for (int k = 0; k < 3; k++) cr_expect_eq(test_wait(kids[k]), 0);
+        cr_assert_eq(dsmpool_recover(p), 0);
+        int r = dsmpool_check(p);
+        cr_assert_eq(r, 0, "round %d: %s", round, dsmpool_last_error());
+    }
+    cr_expect_eq(test_pool_free(p), free0, "every frame back once the areas are gone");
+    dsmpool_detach(p);
+}
