@@ -72,7 +72,7 @@ typedef struct dsmpool_seg dsmpool_seg; /* a process's attachment to a segment *
 typedef uint64_t dsmpool_handle;        /* names a segment in every process; 0 is never valid */
 
 #define DSMPOOL_HANDLE_INVALID ((dsmpool_handle)0)
-#define DSMPOOL_PRIhandle "016llx" /* printf("%" DSMPOOL_PRIhandle, (unsigned long long)h) */
+#define DSMPOOL_PRIhandle "016llx" /* format: "%" DSMPOOL_PRIhandle, (unsigned long long)h */
 
 typedef enum {
     DSMPOOL_BACKING_ANON,  /* anonymous shared: inherited over fork, no name */

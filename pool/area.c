@@ -280,27 +280,21 @@ static void entry_release(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_
     /* acq_rel: the exchange is the unrecording; acquire sees the filler's writes */
     uint64_t blk = atomic_exchange_explicit(&sp->block, 0, memory_order_acq_rel);
     uint64_t bytes = SPW_ST(prev) == SP_INIT ? (uint64_t)DP_FRAME_SIZE << SPW_INIT_ORDER(prev) : 0;
-    if (blk && blk != DP_BLOCK_FALLBACK) {
-        uint64_t n = (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31);
-        if (dp_block_ok(p, DP_BLOCK_OFF(blk), n)) {
-            dir_clear(p, aid, e, DP_BLOCK_OFF(blk), n);
-            dp_pool_free(p, blk);
-            bytes = n;
-        }
-    } else if (blk == DP_BLOCK_FALLBACK) {
-        dsmpool_handle h = dp_load_relaxed(&sp->seg);
-        if (h) {
-            uint64_t idx = DP_HANDLE_IDX(h);
-            if (idx < p->nsegs) bytes = dp_load_relaxed(&p->segs[idx].size);
-            dp_seg_unpin_quiet(p, h, slot);
-        }
+    uint64_t n = blk && blk != DP_BLOCK_FALLBACK ? (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31) : 0;
+    dsmpool_handle h = blk == DP_BLOCK_FALLBACK ? dp_load_relaxed(&sp->seg) : 0;
+    if (n) bytes = n;
+    else if (h && DP_HANDLE_IDX(h) < p->nsegs) bytes = dp_load_relaxed(&p->segs[DP_HANDLE_IDX(h)].size);
+    /* the held bytes go with the part that was taken (whoever took it) */
+    if (bytes && (blk || SPW_ST(prev) == SP_INIT)) dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
+    if (n && dp_block_ok(p, DP_BLOCK_OFF(blk), n)) {
+        dir_clear(p, aid, e, DP_BLOCK_OFF(blk), n);
+        dp_pool_free(p, blk);
+    } else if (h) {
+        dp_seg_unpin_quiet(p, h, slot);
     }
     uint64_t bm = atomic_exchange_explicit(&sp->info, 0, memory_order_acq_rel) & ~0xfffull;
     if (bm && dp_block_ok(p, bm, DP_FRAME_SIZE)) dp_pool_free(p, DP_BLOCK_MK(bm, 0));
     dp_inflight_end(p);
-    unsigned st = SPW_ST(prev);
-    if (bytes && (st == SP_INIT || st == SP_SPAN || st == SP_LARGE || st == SP_RETIRED))
-        dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
     dp_store_relaxed(&sp->seg, 0);
     dp_store_release(&sp->state, SPW(SPW_GEN(prev) + 1, 0, 0, SP_FREE)); /* release: entry_claim */
 }
