@@ -185,7 +185,7 @@ struct dsmpool_area {
     uint64_t aid;
     uint32_t tag;
     char *base;
-    uint64_t data_off, data_size, region_size;
+    uint64_t data_off, data_size;
     pthread_mutex_t lock;
     ar_tc *tcs;
     _Atomic(ar_fb *) *fb[AR_MAX_ENTRIES / 512]; /* two-level map: entry -> local mapping */
@@ -228,24 +228,8 @@ static void dir_set(dsmpool *p, uint64_t off, uint64_t bytes, uint64_t w) {
  * all are taken. Returns the entry index or -errno. */
 static int64_t entry_claim(dsmpool *p, ar_ctl *ctl, unsigned order) {
     for (uint32_t k = 0; k < AR_REGPAGES; k++) {
-        uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: pairs with the link CAS */
-        if (!off) {
-            uint64_t blk;
-            dp_inflight_begin(p);
-            if (dp_pool_alloc(p, 0, &blk) != 0) {
-                dp_inflight_end(p);
-                return -ENOMEM;
-            }
-            memset(dp_at(p, DP_BLOCK_OFF(blk)), 0, DP_FRAME_SIZE);
-            uint64_t z = 0;
-            /* release: publishes the zeroed page */
-            if (dp_cas_release(&ctl->regpage[k], &z, DP_BLOCK_OFF(blk))) off = DP_BLOCK_OFF(blk);
-            else {
-                dp_pool_free(p, blk);
-                off = z;
-            }
-            dp_inflight_end(p);
-        }
+        uint64_t off = dp_frame_link(p, &ctl->regpage[k]);
+        if (!off) return -ENOMEM;
         if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return -EPROTO;
         ar_span *pg = dp_at(p, off);
         for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
@@ -270,31 +254,41 @@ static void dir_clear(dsmpool *p, uint64_t aid, uint64_t e, uint64_t off, uint64
     }
 }
 
-/* Give back what an entry holds, then FREE it. The caller owns the entry:
- * it moved it to RETIRED(itself) by CAS (prev is the word before), or it is
- * recovering a dead owner's INIT/RETIRED. Every part is taken by exchange,
- * so of two parties that both reach here exactly one frees each part. */
-static void entry_release(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span *sp,
-                          uint64_t prev, uint32_t slot) {
+/* Take and give back the parts an entry holds: its block (a pool block, or
+ * the pin of a fallback OS segment) and its checked-mode bitmap. Each part
+ * is taken by exchange, so of two parties that both get here exactly one
+ * frees it. Returns the bytes of the block this call took (0: none). */
+static uint64_t entry_free_parts(dsmpool *p, uint64_t aid, uint64_t e, ar_span *sp, uint32_t slot) {
     dp_inflight_begin(p);
     /* acq_rel: the exchange is the unrecording; acquire sees the filler's writes */
-    uint64_t blk = atomic_exchange_explicit(&sp->block, 0, memory_order_acq_rel);
-    uint64_t bytes = SPW_ST(prev) == SP_INIT ? (uint64_t)DP_FRAME_SIZE << SPW_INIT_ORDER(prev) : 0;
-    uint64_t n = blk && blk != DP_BLOCK_FALLBACK ? (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31) : 0;
-    dsmpool_handle h = blk == DP_BLOCK_FALLBACK ? dp_load_relaxed(&sp->seg) : 0;
-    if (n) bytes = n;
-    else if (h && DP_HANDLE_IDX(h) < p->nsegs) bytes = dp_load_relaxed(&p->segs[DP_HANDLE_IDX(h)].size);
-    /* the held bytes go with the part that was taken (whoever took it) */
-    if (bytes && (blk || SPW_ST(prev) == SP_INIT)) dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
-    if (n && dp_block_ok(p, DP_BLOCK_OFF(blk), n)) {
-        dir_clear(p, aid, e, DP_BLOCK_OFF(blk), n);
-        dp_pool_free(p, blk);
-    } else if (h) {
+    uint64_t blk = atomic_exchange_explicit(&sp->block, 0, memory_order_acq_rel), took = 0;
+    if (blk == DP_BLOCK_FALLBACK) {
+        dsmpool_handle h = dp_load_relaxed(&sp->seg);
+        if (h && DP_HANDLE_IDX(h) < p->nsegs) took = dp_load_relaxed(&p->segs[DP_HANDLE_IDX(h)].size);
         dp_seg_unpin_quiet(p, h, slot);
+    } else if (blk) {
+        took = (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31);
+        if (dp_block_ok(p, DP_BLOCK_OFF(blk), took)) {
+            dir_clear(p, aid, e, DP_BLOCK_OFF(blk), took);
+            dp_pool_free(p, blk);
+        }
     }
     uint64_t bm = atomic_exchange_explicit(&sp->info, 0, memory_order_acq_rel) & ~0xfffull;
     if (bm && dp_block_ok(p, bm, DP_FRAME_SIZE)) dp_pool_free(p, DP_BLOCK_MK(bm, 0));
     dp_inflight_end(p);
+    return took;
+}
+
+/* Give back what an entry holds, then FREE it. The caller owns the entry:
+ * it moved it to RETIRED(itself) by CAS (prev is the word before), or it is
+ * recovering a dead owner's INIT/RETIRED. */
+static void entry_release(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span *sp,
+                          uint64_t prev, uint32_t slot) {
+    uint64_t bytes = entry_free_parts(p, aid, e, sp, slot);
+    /* the held bytes go with the block that was taken, or with the INIT
+     * reservation when nobody had put a block in yet (or its filler took it) */
+    if (!bytes && SPW_ST(prev) == SP_INIT) bytes = (uint64_t)DP_FRAME_SIZE << SPW_INIT_ORDER(prev);
+    if (bytes) dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
     dp_store_relaxed(&sp->seg, 0);
     dp_store_release(&sp->state, SPW(SPW_GEN(prev) + 1, 0, 0, SP_FREE)); /* release: entry_claim */
 }
@@ -716,18 +710,9 @@ static int acquire(struct dsmpool_area *a, unsigned cls, unsigned order, unsigne
     /* release: block, info and directory are set before the entry is live */
     uint64_t live = SPW(SPW_GEN(mine), 0, 0, cls == AR_LARGE_CLS ? SP_LARGE : SP_SPAN);
     if (!dp_cas_release(&sp->state, &mine, live)) {
-        /* A destroyer took the entry: whichever of us gets each part frees it. */
-        uint64_t got = atomic_exchange_explicit(&sp->block, 0, memory_order_acq_rel);
-        if (got && got != DP_BLOCK_FALLBACK) {
-            dir_clear(p, a->aid, (uint64_t)e, DP_BLOCK_OFF(got), bytes);
-            dp_inflight_begin(p);
-            dp_pool_free(p, got);
-            dp_inflight_end(p);
-        } else if (got == DP_BLOCK_FALLBACK) {
-            dp_seg_unpin_quiet(p, dp_load_relaxed(&sp->seg), p->slot);
-        }
-        uint64_t bm = atomic_exchange_explicit(&sp->info, 0, memory_order_acq_rel) & ~0xfffull;
-        if (bm && dp_block_ok(p, bm, DP_FRAME_SIZE)) dp_pool_free(p, DP_BLOCK_MK(bm, 0));
+        /* A destroyer took the entry: whichever of us gets each part frees it
+         * (the destroyer returns the held bytes, the entry being INIT). */
+        entry_free_parts(p, a->aid, (uint64_t)e, sp, p->slot);
         return dp_fail(-ESTALE, "the area was destroyed");
     }
     *entry = (uint64_t)e;
@@ -1074,21 +1059,25 @@ void dp_area_detach_pool(dsmpool *pool) {
     }
 }
 
-static struct dsmpool_area *area_new(dsmpool *pool, dsmpool_seg *seg) {
-    struct dsmpool_area *a = calloc(1, sizeof *a);
-    if (!a) return NULL;
+/* The process-local fields of an area object for control block ctl. */
+static void area_fill(struct dsmpool_area *a, dsmpool *pool, ar_ctl *ctl, uint64_t aid) {
     a->magic = AR_OBJ_MAGIC;
     a->pool = pool;
-    a->seg = seg;
-    a->ctl = dsmpool_seg_address(seg);
-    a->handle = dsmpool_seg_handle(seg);
-    a->aid = DP_HANDLE_IDX(a->handle) + 1;
-    a->tag = a->ctl->tag & 0x3fff;
+    a->ctl = ctl;
+    a->aid = aid;
+    a->tag = ctl->tag & 0x3fff;
     a->base = pool->base;
     a->data_off = pool->geo.data_off;
     a->data_size = pool->geo.data_size;
-    a->region_size = pool->geo.region_size;
     pthread_mutex_init(&a->lock, NULL);
+}
+
+static struct dsmpool_area *area_new(dsmpool *pool, dsmpool_seg *seg) {
+    struct dsmpool_area *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    a->seg = seg;
+    a->handle = dsmpool_seg_handle(seg);
+    area_fill(a, pool, dsmpool_seg_address(seg), DP_HANDLE_IDX(a->handle) + 1);
     return a;
 }
 
@@ -1253,16 +1242,7 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
         if (!ctl || dp_load_acquire(&ctl->state) != AR_LIVE) continue;
         static _Thread_local struct dsmpool_area tmp; /* 2 KiB of map pointers: not on the stack */
         memset(&tmp, 0, sizeof tmp);
-        tmp.magic = AR_OBJ_MAGIC;
-        tmp.pool = p;
-        tmp.ctl = ctl;
-        tmp.aid = idx + 1;
-        tmp.tag = ctl->tag & 0x3fff;
-        tmp.base = p->base;
-        tmp.data_off = p->geo.data_off;
-        tmp.data_size = p->geo.data_size;
-        tmp.region_size = p->geo.region_size;
-        pthread_mutex_init(&tmp.lock, NULL);
+        area_fill(&tmp, p, ctl, idx + 1);
         for (uint32_t i = 0; i < AR_NCACHES; i++) {
             uint64_t o = dp_load_acquire(&ctl->cache[i].owner); /* acquire: the owner's claim */
             if (o && (uint32_t)o == slot + 1) cache_release(&tmp, &ctl->cache[i], slot);
