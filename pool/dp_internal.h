@@ -111,6 +111,8 @@ typedef struct dp_seg_desc {
 
 #define DP_REC(gen, idx, st) (((uint64_t)(gen) << 32) | ((uint64_t)(st) << 30) | ((uint64_t)(idx) + 1))
 #define DP_REC_ST(r) ((unsigned)(((r) >> 30) & 3))
+#define DP_REC_IDX(r) ((uint64_t)((r) & 0x3fffffff) - 1)
+#define DP_REC_GEN(r) ((uint32_t)((r) >> 32))
 #define DP_HANDLE(gen, idx) (((uint64_t)(gen) << 32) | ((uint64_t)(idx) + 1))
 #define DP_HANDLE_IDX(h) ((uint64_t)((h) & 0x3fffffff) - 1)
 #define DP_HANDLE_GEN(h) ((uint32_t)((h) >> 32))
@@ -236,6 +238,9 @@ void dp_slot_release(struct dsmpool *pool);
 uint32_t dp_owner(const struct dsmpool *pool); /* palloc owner id: slot + 1 */
 bool dp_slot_dead(struct dsmpool *pool, uint32_t slot);
 dp_a64 *dp_rec_add(struct dsmpool *pool, uint64_t rec);
+/* The frame *link names, or, if none, a zeroed frame from the pool linked
+ * there by CAS (a racing linker's wins); 0 when the pool has no frame. */
+uint64_t dp_frame_link(struct dsmpool *pool, dp_a64 *link);
 void dp_rec_clear(dp_a64 *rec);
 int dp_recover_all(struct dsmpool *pool);   /* returns slots recovered */
 void dp_inflight_begin(struct dsmpool *pool);

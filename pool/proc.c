@@ -263,32 +263,36 @@ static bool rec_try(dp_a64 *r, uint64_t rec) {
     return dp_load_relaxed(r) == 0 && dp_cas_release(r, &z, rec);
 }
 
+uint64_t dp_frame_link(dsmpool *p, dp_a64 *link) {
+    uint64_t off = dp_load_acquire(link); /* acquire: pairs with the linking CAS below */
+    if (off) return off;
+    uint64_t blk;
+    dp_inflight_begin(p); /* until the frame is linked or freed (rule 6) */
+    if (dp_pool_alloc(p, 0, &blk) != 0) {
+        dp_inflight_end(p);
+        return 0;
+    }
+    memset(dp_at(p, DP_BLOCK_OFF(blk)), 0, DP_FRAME_SIZE);
+    uint64_t z = 0;
+    /* release: publishes the zeroed frame with its link */
+    if (dp_cas_release(link, &z, DP_BLOCK_OFF(blk))) {
+        off = DP_BLOCK_OFF(blk);
+    } else { /* someone linked one first: use theirs */
+        dp_pool_free(p, blk);
+        off = z;
+    }
+    dp_inflight_end(p);
+    return off;
+}
+
 dp_a64 *dp_rec_add(dsmpool *p, uint64_t rec) {
     dp_proc *sl = &p->procs[p->slot];
     for (int i = 0; i < DP_REC_INLINE; i++)
         if (rec_try(&sl->rec[i], rec)) return &sl->rec[i];
     dp_a64 *link = &sl->overflow;
     for (uint64_t guard = p->geo.data_size / DP_FRAME_SIZE; guard; guard--) {
-        uint64_t off = dp_load_acquire(link); /* acquire: pairs with the linking CAS below */
-        if (off == 0) {
-            uint64_t blk;
-            dp_inflight_begin(p);
-            if (dp_pool_alloc(p, 0, &blk) != 0) {
-                dp_inflight_end(p);
-                return NULL;
-            }
-            memset(dp_at(p, DP_BLOCK_OFF(blk)), 0, DP_FRAME_SIZE);
-            uint64_t z = 0;
-            /* release: publishes the zeroed block with its link */
-            if (dp_cas_release(link, &z, DP_BLOCK_OFF(blk))) {
-                off = DP_BLOCK_OFF(blk);
-            } else {
-                dp_pool_free(p, blk);
-                off = z;
-            }
-            dp_inflight_end(p);
-        }
-        if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return NULL;
+        uint64_t off = dp_frame_link(p, link);
+        if (!off || !dp_block_ok(p, off, DP_FRAME_SIZE)) return NULL;
         dp_recblk *b = dp_at(p, off);
         for (unsigned i = 0; i < DP_REC_PER_BLOCK; i++)
             if (rec_try(&b->rec[i], rec)) return &b->rec[i];

@@ -532,25 +532,31 @@ int dsmpool_seg_pin(dsmpool_seg *seg) {
     }
 }
 
+/* Drop the pin of segment (idx, gen); if no reference is left, owner
+ * destroys it. 0, -ESTALE (destroyed) or -EINVAL (not pinned). */
+static int seg_unpin(dsmpool *pool, uint64_t idx, uint32_t gen, uint32_t owner) {
+    dp_seg_desc *d = &pool->segs[idx];
+    uint64_t w = dp_load_relaxed(&d->state);
+    for (;;) {
+        if (DP_SEG_GEN(w) != gen || DP_SEG_ST(w) != DP_SEG_LIVE) return -ESTALE;
+        if (!DP_SEG_PINNED(w)) return -EINVAL;
+        bool last = DP_SEG_COUNT(w) == 0;
+        uint64_t nw = last ? DP_SEG_WORD(gen, owner + 1, 0, DP_SEG_DYING) : w & ~SEG_PIN_BIT;
+        if (dp_cas_acq_rel(&d->state, &w, nw)) { /* acq_rel: as in dp_seg_ref_drop */
+            if (last) seg_destroy(pool, idx, gen, owner);
+            return 0;
+        }
+    }
+}
+
 int dsmpool_seg_unpin(dsmpool *pool, dsmpool_handle h) {
     dp_clear_error();
     int r = pool_ok(pool);
     if (r || (r = handle_ok(pool, h)) != 0) return r;
-    uint64_t idx = DP_HANDLE_IDX(h);
-    uint32_t gen = DP_HANDLE_GEN(h);
-    dp_seg_desc *d = &pool->segs[idx];
-    uint64_t w = dp_load_relaxed(&d->state);
-    for (;;) {
-        if (DP_SEG_GEN(w) != gen || DP_SEG_ST(w) != DP_SEG_LIVE)
-            return dp_fail(-ESTALE, "segment %016llx was destroyed", (unsigned long long)h);
-        if (!DP_SEG_PINNED(w)) return dp_fail(-EINVAL, "segment %016llx is not pinned", (unsigned long long)h);
-        bool last = DP_SEG_COUNT(w) == 0;
-        uint64_t nw = last ? DP_SEG_WORD(gen, pool->slot + 1, 0, DP_SEG_DYING) : w & ~SEG_PIN_BIT;
-        if (dp_cas_acq_rel(&d->state, &w, nw)) { /* acq_rel: as in dp_seg_ref_drop */
-            if (last) seg_destroy(pool, idx, gen, pool->slot);
-            return 0;
-        }
-    }
+    r = seg_unpin(pool, DP_HANDLE_IDX(h), DP_HANDLE_GEN(h), pool->slot);
+    if (r == -ESTALE) return dp_fail(r, "segment %016llx was destroyed", (unsigned long long)h);
+    if (r) return dp_fail(r, "segment %016llx is not pinned", (unsigned long long)h);
+    return 0;
 }
 
 unsigned dp_seg_flags(dsmpool *pool, dsmpool_handle h) {
@@ -598,19 +604,7 @@ int dp_seg_os_map(dsmpool *pool, dsmpool_handle h, void **addr, size_t *len) {
 }
 
 void dp_seg_unpin_quiet(dsmpool *pool, dsmpool_handle h, uint32_t owner) {
-    if (!h || DP_HANDLE_IDX(h) >= pool->nsegs) return;
-    uint64_t idx = DP_HANDLE_IDX(h);
-    uint32_t gen = DP_HANDLE_GEN(h);
-    dp_seg_desc *d = &pool->segs[idx];
-    uint64_t w = dp_load_relaxed(&d->state);
-    while (DP_SEG_GEN(w) == gen && DP_SEG_ST(w) == DP_SEG_LIVE && DP_SEG_PINNED(w)) {
-        bool last = DP_SEG_COUNT(w) == 0;
-        uint64_t nw = last ? DP_SEG_WORD(gen, owner + 1, 0, DP_SEG_DYING) : w & ~SEG_PIN_BIT;
-        if (dp_cas_acq_rel(&d->state, &w, nw)) { /* acq_rel: as in dp_seg_ref_drop */
-            if (last) seg_destroy(pool, idx, gen, owner);
-            return;
-        }
-    }
+    if (h && DP_HANDLE_IDX(h) < pool->nsegs) (void)seg_unpin(pool, DP_HANDLE_IDX(h), DP_HANDLE_GEN(h), owner);
 }
 
 dsmpool_handle dsmpool_seg_handle(const dsmpool_seg *seg) { return seg ? seg->handle : 0; }
@@ -636,21 +630,19 @@ static void rec_recover(dsmpool *p, dp_a64 *r, void *arg) {
     rec_ctx *c = arg;
     uint64_t v = dp_load_acquire(r); /* acquire: pairs with the dead owner's record stores */
     if (!v) return;
-    uint64_t idx = (v & 0x3fffffff) - 1;
-    uint32_t gen = (uint32_t)(v >> 32);
+    uint64_t idx = DP_REC_IDX(v);
+    uint32_t gen = DP_REC_GEN(v);
     if (DP_REC_ST(v) == DP_REC_ACTIVE) {
         dp_store_relaxed(r, DP_REC(gen, idx, DP_REC_DETACHING)); /* idempotence: see proc.c rule 3 */
         if (idx < p->nsegs) dp_seg_ref_drop(p, idx, gen, c->slot);
         dp_store_release(r, 0);
         return;
     }
-    if (idx < p->nsegs && DP_REC_ST(v) == DP_REC_PENDING) {
-        if (c->n < 64) c->amb[c->n++] = DP_HANDLE(gen, idx);
-        else c->overflow = true;
-    }
-    /* DETACHING: the count was lowered, or a leaked reference that the
-     * resync of PENDING-free segments cannot see; resync it too */
-    if (idx < p->nsegs && DP_REC_ST(v) == DP_REC_DETACHING) {
+    /* PENDING: the count may or may not have been raised; DETACHING: it may
+     * or may not have been lowered (or a reference leaked). The resync
+     * settles either. */
+    unsigned st = DP_REC_ST(v);
+    if (idx < p->nsegs && (st == DP_REC_PENDING || st == DP_REC_DETACHING)) {
         if (c->n < 64) c->amb[c->n++] = DP_HANDLE(gen, idx);
         else c->overflow = true;
     }
@@ -671,7 +663,7 @@ typedef struct count_ctx {
 static void rec_count(dsmpool *p, dp_a64 *r, void *arg) {
     count_ctx *c = arg;
     uint64_t v = dp_load_acquire(r); /* acquire: pairs with the record's release store */
-    if (!v || DP_HANDLE(v >> 32, (v & 0x3fffffff) - 1) != c->handle) return;
+    if (!v || DP_HANDLE(DP_REC_GEN(v), DP_REC_IDX(v)) != c->handle) return;
     if (DP_REC_ST(v) == DP_REC_ACTIVE) c->active++;
     else c->in_flight = true;
 }

@@ -211,7 +211,7 @@ static void ck_record(dsmpool *p, dp_a64 *r, void *arg) {
     ref_ctx *c = arg;
     uint64_t v = dp_load_acquire(r); /* acquire: pairs with the record's release store */
     if (!v || c->err) return;
-    uint64_t idx = (v & 0x3fffffff) - 1;
+    uint64_t idx = DP_REC_IDX(v);
     if (idx >= p->nsegs) {
         c->err = -EUCLEAN;
         snprintf(c->why, sizeof c->why, "an attachment record names descriptor %llu of %llu",
@@ -220,7 +220,7 @@ static void ck_record(dsmpool *p, dp_a64 *r, void *arg) {
         c->err = -EBUSY;
         snprintf(c->why, sizeof c->why, "an attach or detach of segment %llu is in progress",
                  (unsigned long long)idx);
-    } else if (DP_SEG_GEN(dp_load_relaxed(&p->segs[idx].state)) == (uint32_t)(v >> 32)) {
+    } else if (DP_SEG_GEN(dp_load_relaxed(&p->segs[idx].state)) == DP_REC_GEN(v)) {
         c->refs[idx]++;
     } else {
         c->err = -EUCLEAN;
