@@ -39,6 +39,10 @@
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 
+/* The data's granule: 2 MiB, or the huge page when larger (sub-pools,
+ * interleave stripes and prefault slices are whole granules). */
+static size_t data_gran(size_t page) { return page > 2 * MIB ? page : 2 * MIB; }
+
 /* ---- layout ------------------------------------------------------------- */
 
 int dp_layout(const dp_layout_in *in, dp_header *h) {
@@ -102,7 +106,7 @@ static int validate_header(const dp_header *c, size_t real_size) {
     if (c->nsub < 1 || c->nsub > DSMPOOL_MAX_NODES)
         return dp_fail(-EPROTO, "corrupt header: %u sub-pools", c->nsub);
     dp_layout_in in = {c->region_size, c->seg_cap, (uint32_t)c->proc_cap, c->nsub, c->nhints,
-                       c->page_size > 2 * MIB ? c->page_size : 2 * MIB, {0}, {0}};
+                       data_gran(c->page_size), {0}, {0}};
     if (c->proc_cap > DP_PA_OWNER_MAX) return dp_fail(-EPROTO, "corrupt header: process slots");
     for (uint32_t s = 0; s < c->nsub; s++) {
         in.nodes[s] = c->sub[s].node;
@@ -191,6 +195,16 @@ static void region_undo(creating *c) {
     p->fd = p->shmid = -1;
     c->va = NULL;
     c->mapped = c->named = false;
+}
+
+/* A create that failed after the pool object exists: undo the region
+ * (idempotent, also when nothing was mapped) and free the objects. */
+static int create_fail(creating *c, dp_header *h, int r) {
+    region_undo(c);
+    free(h);
+    pthread_mutex_destroy(&c->p->lock);
+    free(c->p);
+    return r;
 }
 
 static bool posix_name_taken(const char *name) {
@@ -433,7 +447,7 @@ static int plan_huge_check(const plan *pl, const uint64_t *units, size_t hs) {
  * one round-robin, before anything touches them. */
 static int bind_subpools(dsmpool *p, const dp_header *h, const plan *pl, size_t page) {
     if (!pl->bind) return 0;
-    size_t gran = page > 2 * MIB ? page : 2 * MIB;
+    size_t gran = data_gran(page);
     for (uint32_t s = 0; s < h->nsub; s++) {
         char *a = p->base + h->sub[s].data_off;
         size_t len = h->sub[s].geom.frames * DP_FRAME_SIZE;
@@ -566,7 +580,7 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
         if (align < page) align = page;
         if (align < 2 * MIB) align = 2 * MIB;
         dp_layout_in in = {len, 0, cfg->max_procs ? cfg->max_procs : 1024, pl.nsub, 0,
-                           page > 2 * MIB ? page : 2 * MIB, {0}, {0}};
+                           data_gran(page), {0}, {0}};
         memcpy(in.nodes, pl.nodes, sizeof in.nodes);
         in.nhints = caps->ncpus_conf < 1 ? 1 : caps->ncpus_conf > 4096 ? 4096 : caps->ncpus_conf;
         uint64_t est = len / (16 * 1024);
@@ -605,12 +619,7 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
         if (r && r != -ENOMEM) break; /* only a huge-page shortage is worth a retry */
     }
     bool fallback = c.mapped && want_huge && page == 4096;
-    if (!c.mapped) {
-        free(h);
-        pthread_mutex_destroy(&p->lock);
-        free(p);
-        return r ? r : dp_fail(-ENOMEM, "could not create the region");
-    }
+    if (!c.mapped) return create_fail(&c, h, r ? r : dp_fail(-ENOMEM, "could not create the region"));
     p->base = c.va;
     p->size = len;
     init_header(p, h, cfg);
@@ -620,27 +629,17 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
     h->map_align = align;
     if (cfg->huge_pages == DSMPOOL_HUGE_TRANSPARENT)
         h->thp_advised = dp_os_madvise_hugepage(p->base, len) == 0;
-    if ((r = bind_subpools(p, h, &pl, page)) != 0) {
-        region_undo(&c);
-        free(h);
-        pthread_mutex_destroy(&p->lock);
-        free(p);
-        return r;
-    }
+    if ((r = bind_subpools(p, h, &pl, page)) != 0) return create_fail(&c, h, r);
     if (cfg->prefault) {
         unsigned t = cfg->prefault_threads ? cfg->prefault_threads : caps->ncpus_online;
         if (t > 16 && !cfg->prefault_threads) t = 16;
         size_t done = 0;
-        r = prefault_pool(p, h, &pl, t, page > 2 * MIB ? page : 2 * MIB, &done);
-        if (r) {
-            region_undo(&c);
-            free(h);
-            pthread_mutex_destroy(&p->lock);
-            free(p);
-            return dp_fail(r == -ENOMEM || r == -EFAULT ? -ENOMEM : r,
-                           "prefaulting %zu bytes failed (%s): not enough memory for the region%s",
-                           len, strerror(-r), pl.bind ? " on some node" : "");
-        }
+        r = prefault_pool(p, h, &pl, t, data_gran(page), &done);
+        if (r)
+            return create_fail(&c, h, dp_fail(r == -ENOMEM || r == -EFAULT ? -ENOMEM : r,
+                                              "prefaulting %zu bytes failed (%s): not enough memory "
+                                              "for the region%s", len, strerror(-r),
+                                              pl.bind ? " on some node" : ""));
         h->prefaulted_bytes = done;
     }
     /* The tables: fresh objects are zero, but say so rather than rely on it. */
@@ -649,20 +648,10 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
     p->hdr = (dp_header *)p->base;
     r = build_view(p, h);
     free(h);
-    if (r) { /* cannot happen: we just computed it */
-        region_undo(&c);
-        pthread_mutex_destroy(&p->lock);
-        free(p);
-        return r;
-    }
+    if (r) return create_fail(&c, NULL, r); /* cannot happen: we just computed it */
     for (uint32_t s = 0; s < p->nsub; s++) dp_pa_format(&p->pa[s]);
     p->magic = DP_POOL_MAGIC;
-    if ((r = dp_slot_claim(p)) != 0) {
-        region_undo(&c);
-        pthread_mutex_destroy(&p->lock);
-        free(p);
-        return r;
-    }
+    if ((r = dp_slot_claim(p)) != 0) return create_fail(&c, NULL, r);
     /* release: pairs with the acquire load of the magic in attach (rule 2) */
     dp_store_release(&p->hdr->magic, DP_MAGIC);
     dp_registry_add(p);
