@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "../tests/seccomp_forbid.h"
+#include "bench_util.h"
 
 extern void *__libc_malloc(size_t);
 extern void __libc_free(void *);
@@ -41,12 +42,6 @@ extern void __libc_free(void *);
 
 enum { B_DSMPOOL, B_JEMALLOC, B_GLIBC, NB };
 static const char *bname[NB] = {"dsmpool", "jemalloc", "glibc"};
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static struct {
     int backend;
@@ -152,11 +147,6 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 typedef struct result {
     double ms, gbs, single_ns;
     long faults;
@@ -197,8 +187,7 @@ static void run_child(int backend, int nthreads, int rounds, double gib, bool hu
             res.faults += w[i].faults;
             if (w[i].err) res.err = w[i].err;
         }
-        qsort(round_s, (size_t)rounds, sizeof *round_s, cmp_d);
-        double med = round_s[rounds / 2];
+        double med = median(round_s, rounds);
         res.ms = med * 1e3;
         res.gbs = (double)total * CHUNK / med / 1e9;
     }

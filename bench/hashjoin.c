@@ -51,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "pgdsa.h"
 
 extern void *__libc_malloc(size_t);
@@ -414,12 +415,6 @@ static void *thread_main(void *arg) {
     return NULL;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int tlb_open(void) {
     struct perf_event_attr a;
     memset(&a, 0, sizeof a);
@@ -523,16 +518,6 @@ typedef struct result {
     int err;
     char skip[300];
 } result;
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return v[n / 2];
-}
 
 static void usage(const char *p) {
     fprintf(stderr,

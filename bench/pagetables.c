@@ -31,6 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
+
 #define MIB (1ull << 20)
 
 typedef struct config {
@@ -51,12 +53,6 @@ typedef struct sync {
     _Atomic int done, go, failed;
     _Atomic long pte_kb, minflt;
 } sync_t;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* A "Field:   123 kB" line of a /proc file, in kB; -1 if missing. */
 static long proc_kb(const char *path, const char *field) {

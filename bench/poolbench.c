@@ -22,16 +22,11 @@
 #include <unistd.h>
 
 #include "../numa/dp_numa.h"
+#include "bench_util.h"
 #include "dp_internal.h"
 #include "dp_os.h"
 
 #define MIB (1ull << 20)
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 typedef struct job {
     dsmpool *pool; /* NULL: malloc baseline */
