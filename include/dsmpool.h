@@ -310,6 +310,9 @@ typedef struct dsmpool_stats {
     unsigned procs_attached;
     unsigned procs_capacity;
     uint64_t procs_recovered;  /* dead processes released by recovery */
+    unsigned procs_unguarded;  /* attached without a liveness lock of their own (a memfd pool
+                                  attached where /proc/self/fd cannot be opened): never
+                                  recovered if they die without detaching */
 } dsmpool_stats;
 
 DSMPOOL_EXPORT int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out);

@@ -1,31 +1,33 @@
 /*
  * area.c -- areas: a heap of relocatable allocations on top of the pool.
  *
+ * Layer: above segments (an area's control block is a segment) and the
+ * ledger; below recovery and the checker, which call its recovery and
+ * verification by name. It registers its destructor for area control
+ * segments with the segment layer (dp_area_layer_init).
+ *
  * Geometry
  *   Classes: 64 B << c for c = 0..14 (64 B .. 1 MiB), powers of two so that
- *   a class is a shift and a chunk's class follows from its span. Why not
- *   finer classes: the hot user is the hash-join build, which asks for whole
- *   32 KiB chunks and fills them itself; small allocations are rare and
- *   short-lived, and power-of-two spans keep every chunk naturally aligned.
- *   Span: a 2 MiB pool block (one huge page, one allocator node) of one
- *   class, carved into 2 MiB >> (6 + c) chunks. Larger requests get their own
+ *   a class is a shift and a chunk's class follows from its span. Span: a
+ *   2 MiB pool block (one huge page, one allocator node) of one class,
+ *   carved into 2 MiB >> (6 + c) chunks. Larger requests get their own
  *   power-of-two block ("large"). When the pool cannot serve, spans and large
  *   blocks come from pinned OS segments.
  *
  * Shared state (all offsets; the control block lives in a pool segment
  * whose handle is the area's handle, and whose reference count is the
  * area's):
- *   ctl       magic, state (LIVE/DESTROYED), limit, held bytes, a table of
- *             registry pages, per-class "spans with returned chunks" hints,
- *             and 256 thread cache records.
+ *   ctl       magic, state (LIVE/DESTROYED), limit, held bytes, a random key
+ *             (free tags), a table of registry pages, per-class "spans with
+ *             returned chunks" hints, and 256 thread cache records.
  *   registry  4 KiB pages of 32-byte span entries {state, block, segment,
  *             info}; entry e is page e/128, slot e%128.
  *   directory a pool-wide word per 2 MiB of data naming (area, entry, class)
  *             of the span or large block there: free() finds a chunk's span
  *             with one load, and a pointer of another area is refused.
- *   cache     per thread and class: a free list threaded through the free
- *             chunks (head + advisory count) and a bump range in the current
- *             span ([entry+1][next index][left] in one word).
+ *   cache     per thread: an operation sequence, and per class a free list
+ *             threaded through the free chunks (head + advisory count) and a
+ *             bump range in the current span ([entry+1][next index][left]).
  *
  * Rules
  *   1. Hot path (alloc): pop the thread's free list, else take the next
@@ -42,15 +44,45 @@
  *      their first 4 bytes). The push that makes a span's count whole
  *      retires it: CAS to RETIRED(owner), clear the directory, free the block.
  *   4. A thread that exits, or a process that detaches, drains everything it
- *      caches; dsmpool_recover() does the same for the caches of dead
- *      processes (every offset it reads is validated first).
- *   5. Destroy (explicit, or the control segment's last reference): state
- *      DESTROYED, then every registry entry's block goes back to the pool,
- *      the registry pages too, every cache record is released. Idempotent,
- *      so a destroyer that dies is finished by recovery.
- *   6. Ownership changes of pool blocks are bracketed (proc.c rule 6), and
- *      entries being filled or emptied are INIT/RETIRED with the owner slot,
- *      so recovery and the leak sweep can finish them.
+ *      caches; recovery does the same for the caches of dead processes
+ *      (every offset it reads is validated first).
+ *   5. Entries. An entry is filled by its owner in INIT(owner) and published
+ *      by one CAS to SPAN or LARGE. Whoever gives an entry's parts back owns
+ *      it first: it moved the entry to RETIRED(itself) by a CAS on the word it
+ *      read (generation included). Nobody takes an INIT or RETIRED entry whose
+ *      owner lives: a destroyer that finds one marks it DOOMED and leaves it,
+ *      and the owner's publishing CAS then fails and it gives the parts back
+ *      itself; an owner never writes into, or frees from, an entry that is
+ *      not in the state it left it in.
+ *   6. Destroy (explicit): one CAS makes the area DESTROYED; then, if other
+ *      threads hold caches, membarrier(GLOBAL) (every running thread passes a
+ *      full barrier), then every cache record whose owner lives is waited for
+ *      until its sequence is even (bounded: 50 ms in all). After that no
+ *      operation can touch the area's spans: one that began before saw
+ *      LIVE and has ended, one that begins later sees DESTROYED (rule 7). Then
+ *      every entry is taken and released (rule 5). If an operation is still
+ *      running when the bound passes (its thread stopped or preempted), the
+ *      destroyer releases nothing: the last reference's destroy (from the
+ *      segment layer: no process attached, so no operation) releases it all.
+ *      The final destroy also frees the registry pages and the area's tag.
+ *   7. Operations. Every alloc, free, flush and cache drain runs inside its
+ *      cache record's operation: seq made odd (relaxed store, then a fence
+ *      that keeps the operation's accesses after it), the area state read,
+ *      the work, seq made even (release). This pairs with rule 6 as an
+ *      asymmetric Dekker fence (the destroyer's side is membarrier), and is
+ *      the seqlock the checker reads (proc.c rule 7): no RMW on the hot path.
+ *   8. Recovery of a dead slot (recover.c): its cache records are taken by
+ *      CAS (owner word set to the dead slot with a recovery mark, so a
+ *      recoverer that dies leaves them to the next), drained inside an
+ *      operation, released; its INIT and RETIRED entries are taken and
+ *      released (rule 5). The recoverer holds the dead slot's liveness lock
+ *      throughout, so a destroyer sees the marked records as live (rule 6).
+ *   9. Free tags: a freed chunk holds key ^ ptr at +8 (the key is random per
+ *      area); allocation clears it. A free that finds its tag intact is a
+ *      double free: refused (-EINVAL), and looked for in this thread's cache
+ *      and the span's stack for the message. A correct program cannot
+ *      produce the tag: it would have to know the key. DSMPOOL_AREA_CHECKED
+ *      adds the exact bitmap.
  *
  * Crash bound: a process killed between writing a freed chunk's link and
  * publishing the new list head loses that one chunk until the area is
@@ -60,9 +92,16 @@
  * Memory ordering: span-stack CASes are release (pushes publish the link in
  * the chunk) and acquire (steals read the links); registry entries and
  * directory words are published with release stores after their block is
- * written and read with acquire loads; the cache record needs none (one
- * writer; recovery reads it after the writer's death).
+ * written and read with acquire loads; the cache record needs none for its
+ * lists (one writer; recovery reads it after the writer's death, through the
+ * acquire of the liveness lock and the owner CAS); its sequence: rule 7.
+ *
+ * Injection points (tests): "area.op.checked" (inside an operation, the
+ * state read LIVE), "area.acquire.stored" (an INIT entry holds its block,
+ * before the publishing CAS), "area.destroy.marked" (DESTROYED, before the
+ * caches are waited for).
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +113,7 @@
 #include "dp_os.h"
 
 #define AR_MAGIC 0x31414552415044ull /* "DPAREA1" */
-#define AR_VERSION 1u
+#define AR_VERSION 2u
 #define AR_NCLS 15u
 #define AR_MIN_SHIFT 6u
 #define AR_SMALL_MAX (1u << 20)
@@ -86,6 +125,7 @@
 #define AR_MAX_ENTRIES (AR_REGPAGES * AR_PER_PAGE)
 #define AR_LARGE_CLS 15u
 #define AR_GUARD (1ull << 28) /* bound on list walks in recovery: never loop on garbage */
+#define AR_QUIESCE_NS 50000000ull /* rule 6: how long a destroyer waits for operations */
 
 /* span entry state word */
 enum { SP_FREE = 0, SP_INIT = 1, SP_SPAN = 2, SP_LARGE = 3, SP_RETIRED = 4 };
@@ -96,11 +136,13 @@ enum { SP_FREE = 0, SP_INIT = 1, SP_SPAN = 2, SP_LARGE = 3, SP_RETIRED = 4 };
 #define SPW_COUNT(w) ((uint32_t)(((w) >> 24) & 0xffff))
 #define SPW_GEN(w) ((uint32_t)((w) >> 40))
 /* INIT and RETIRED name their owner (slot + 1, bits 8-27); INIT also the
- * order of the block it reserved held bytes for (bits 28-33). */
+ * order of the block it reserved held bytes for (bits 28-33), and DOOMED
+ * (bit 34): a destroyer asks the owner to give it back (rule 5). */
 #define SPW_OWNED(gen, slot, st) (((uint64_t)(gen) << 40) | ((uint64_t)((slot) + 1) << 8) | (st))
 #define SPW_INIT(gen, slot, order) (SPW_OWNED(gen, slot, SP_INIT) | ((uint64_t)(order) << 28))
 #define SPW_OWNER(w) ((uint32_t)(((w) >> 8) & 0xfffff) - 1)
 #define SPW_INIT_ORDER(w) ((unsigned)(((w) >> 28) & 63))
+#define SPW_DOOMED (1ull << 34)
 
 /* directory word: [area id (ctl descriptor + 1):33][entry + 1:27][class:4] */
 #define DIRW(aid, e, cls) (((uint64_t)(aid) << 31) | ((uint64_t)((e) + 1) << 4) | (cls))
@@ -131,14 +173,17 @@ typedef struct ar_span {
 _Static_assert(sizeof(ar_span) * AR_PER_PAGE == DP_FRAME_SIZE, "a registry page is one frame");
 
 typedef struct ar_cache {
-    dp_a64 owner;          /* [atom] 0 free; (slot + 1) | tid << 32 while held */
-    dp_a64 pad0[7];
+    dp_a64 owner;          /* [atom] 0 free; (slot + 1) | tid << 32 while held;
+                              (slot + 1) | AR_RECOVERY while a recoverer drains it */
+    dp_a64 seq;            /* [own] operation sequence, odd inside one (rule 7) */
+    dp_a64 pad0[6];
     dp_a64 head[AR_NCLS];  /* [own] first free chunk (dsmpool_ptr) */
     dp_a64 bump[AR_NCLS];  /* [own] BUMP word */
     dp_a64 count[AR_NCLS]; /* [own] free-list length (advisory) */
     dp_a64 pad1[3];
 } ar_cache;
 _Static_assert(sizeof(ar_cache) % 64 == 0, "cache records on their own lines");
+#define AR_RECOVERY (0xffffffffull << 32)
 
 typedef struct ar_ctl {
     uint64_t magic;      /* [imm] */
@@ -147,6 +192,7 @@ typedef struct ar_ctl {
     uint64_t flags;      /* [imm] DSMPOOL_AREA_* */
     uint32_t tag;        /* [imm] unique among live areas of the pool (0: none, no OS segments) */
     uint32_t pad;
+    uint64_t key;        /* [imm] random: free tags (rule 9) */
     dp_a64 state;        /* [atom] 1 LIVE, 2 DESTROYED */
     dp_a64 limit;        /* [atom] relaxed: bytes, 0 = none */
     dp_a64 held;         /* [atom] bytes of spans and large blocks */
@@ -184,6 +230,7 @@ struct dsmpool_area {
     dsmpool_handle handle;
     uint64_t aid;
     uint32_t tag;
+    uint64_t key;            /* ctl->key, read once */
     char *base;
     uint64_t data_off, data_size;
     pthread_mutex_t lock;
@@ -200,6 +247,7 @@ static _Thread_local ar_tc *tc_last;
 static _Thread_local ar_tc *tc_head;
 static pthread_key_t tc_key;
 static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
+
 
 static inline unsigned cls_of(size_t size) {
     return size <= 64 ? 0 : 64u - (unsigned)__builtin_clzll(size - 1) - AR_MIN_SHIFT;
@@ -230,7 +278,7 @@ static int64_t entry_claim(dsmpool *p, ar_ctl *ctl, unsigned order) {
     for (uint32_t k = 0; k < AR_REGPAGES; k++) {
         uint64_t off = dp_frame_link(p, &ctl->regpage[k]);
         if (!off) return -ENOMEM;
-        if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return -EPROTO;
+        if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return -EUCLEAN;
         ar_span *pg = dp_at(p, off);
         for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
             uint64_t w = dp_load_relaxed(&pg[i].state); /* relaxed: the CAS validates */
@@ -255,22 +303,25 @@ static void dir_clear(dsmpool *p, uint64_t aid, uint64_t e, uint64_t off, uint64
 }
 
 /* Take and give back the parts an entry holds: its block (a pool block, or
- * the pin of a fallback OS segment) and its checked-mode bitmap. Each part
- * is taken by exchange, so of two parties that both get here exactly one
- * frees it. Returns the bytes of the block this call took (0: none). */
+ * the pin of a fallback OS segment) and its checked-mode bitmap. Only the
+ * entry's owner calls this (rule 5); each part is taken by exchange all the
+ * same, so a recoverer that repeats a dead owner's release frees nothing
+ * twice. Returns the bytes of the block this call took (0: none). */
 static uint64_t entry_free_parts(dsmpool *p, uint64_t aid, uint64_t e, ar_span *sp, uint32_t slot) {
     dp_inflight_begin(p);
     /* acq_rel: the exchange is the unrecording; acquire sees the filler's writes */
     uint64_t blk = atomic_exchange_explicit(&sp->block, 0, memory_order_acq_rel), took = 0;
     if (blk == DP_BLOCK_FALLBACK) {
         dsmpool_handle h = dp_load_relaxed(&sp->seg);
-        if (h && DP_HANDLE_IDX(h) < p->nsegs) took = dp_load_relaxed(&p->segs[DP_HANDLE_IDX(h)].size);
+        took = dp_seg_os_size(p, h);
         dp_seg_unpin_quiet(p, h, slot);
-    } else if (blk) {
-        took = (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31);
+    } else if (blk && DP_BLOCK_ORDER(blk) <= DP_PA_MAX_ORDER) {
+        took = (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk);
         if (dp_block_ok(p, DP_BLOCK_OFF(blk), took)) {
             dir_clear(p, aid, e, DP_BLOCK_OFF(blk), took);
             dp_pool_free(p, blk);
+        } else {
+            took = 0; /* a damaged word: never free what it names */
         }
     }
     uint64_t bm = atomic_exchange_explicit(&sp->info, 0, memory_order_acq_rel) & ~0xfffull;
@@ -280,8 +331,7 @@ static uint64_t entry_free_parts(dsmpool *p, uint64_t aid, uint64_t e, ar_span *
 }
 
 /* Give back what an entry holds, then FREE it. The caller owns the entry:
- * it moved it to RETIRED(itself) by CAS (prev is the word before), or it is
- * recovering a dead owner's INIT/RETIRED. */
+ * it moved it to RETIRED(itself) by CAS from prev (rule 5). */
 static void entry_release(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span *sp,
                           uint64_t prev, uint32_t slot) {
     uint64_t bytes = entry_free_parts(p, aid, e, sp, slot);
@@ -293,19 +343,21 @@ static void entry_release(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_
     dp_store_release(&sp->state, SPW(SPW_GEN(prev) + 1, 0, 0, SP_FREE)); /* release: entry_claim */
 }
 
-/* Take an entry for release: SPAN, LARGE or INIT -> RETIRED(slot) by CAS.
- * False if someone else has it (released, or releasing it now). */
-static bool entry_take(ar_span *sp, uint32_t slot, uint64_t *prev) {
-    uint64_t w = dp_load_acquire(&sp->state); /* acquire: the entry's publication */
-    for (;;) {
-        unsigned st = SPW_ST(w);
-        if (st != SP_SPAN && st != SP_LARGE && st != SP_INIT) return false;
-        /* acq_rel: exclusive; acquire sees the owner's writes */
-        if (dp_cas_acq_rel(&sp->state, &w, SPW_OWNED(SPW_GEN(w) + 1, slot, SP_RETIRED))) {
-            *prev = w;
-            return true;
-        }
-    }
+/* Rule 5: own the entry whose word is *w by one CAS to RETIRED(slot). */
+static bool entry_take_from(ar_span *sp, uint64_t *w, uint32_t slot) {
+    uint64_t prev = *w;
+    /* acq_rel: exclusive; acquire sees the previous owner's writes */
+    if (!dp_cas_acq_rel(&sp->state, w, SPW_OWNED(SPW_GEN(prev) + 1, slot, SP_RETIRED))) return false;
+    *w = prev;
+    return true;
+}
+
+/* The owner of INIT(mine) gives it back itself (a failed fill, or DOOMED). */
+static void entry_abandon(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span *sp,
+                          uint64_t mine) {
+    uint64_t w = dp_load_acquire(&sp->state); /* acquire: a destroyer's DOOMED */
+    if ((w & ~SPW_DOOMED) != mine) return; /* not ours any more: a damaged word; never touch it */
+    if (entry_take_from(sp, &w, p->slot)) entry_release(p, ctl, aid, e, sp, w, p->slot);
 }
 
 /* ---- pointers ----------------------------------------------------------- */
@@ -481,12 +533,39 @@ static void chunk_return(struct dsmpool_area *a, dsmpool_ptr c, uint32_t retire_
         span_push(a->pool, a->ctl, a->aid, l.e, l.sp, l.cls, (uint32_t)(l.off >> sh), m, retire_slot);
 }
 
+
+/* ---- operations (rule 7) -------------------------------------------------- */
+
+static inline void op_begin(ar_cache *rec) {
+    uint64_t s = dp_load_relaxed(&rec->seq); /* relaxed: this thread is its only writer */
+    dp_store_relaxed(&rec->seq, (s + 1) | 1); /* odd, and changed even if a dead owner left it odd */
+    /* release fence: the operation's writes stay after the odd value (the
+     * checker's seqlock); both fences keep the compiler from moving the
+     * state load above the store, and the destroyer's membarrier does the
+     * same for the CPU (rule 6) */
+    atomic_thread_fence(memory_order_release);
+    atomic_signal_fence(memory_order_seq_cst);
+}
+
+static inline void op_end(ar_cache *rec) {
+    uint64_t s = dp_load_relaxed(&rec->seq);
+    /* release: pairs with the destroyer's and the checker's acquire loads */
+    dp_store_release(&rec->seq, s + 1);
+}
+
+static inline bool area_live(const struct dsmpool_area *a) {
+    /* relaxed: ordered by the operation's fences (rule 7) and by
+     * membarrier on the destroyer's side (rule 6) */
+    return dp_load_relaxed(&a->ctl->state) == AR_LIVE;
+}
+
 /* ---- thread caches ------------------------------------------------------ */
 
 static void tc_destructor(void *arg);
 static void tc_key_init(void) { pthread_key_create(&tc_key, tc_destructor); }
 
-/* Rule 4: everything a cache record holds goes back to the spans. */
+/* Rule 4: everything a cache record holds goes back to the spans. Inside an
+ * operation on rec. */
 static void cache_drain_all(struct dsmpool_area *a, ar_cache *rec, uint32_t retire_slot) {
     for (unsigned c = 0; c < AR_NCLS; c++) {
         dsmpool_ptr h = dp_load_relaxed(&rec->head[c]);
@@ -518,8 +597,11 @@ static void cache_drain_all(struct dsmpool_area *a, ar_cache *rec, uint32_t reti
     }
 }
 
+/* Give a cache record up: drained if the area lives, then free. */
 static void cache_release(struct dsmpool_area *a, ar_cache *rec, uint32_t slot) {
-    if (dp_load_acquire(&a->ctl->state) == AR_LIVE) cache_drain_all(a, rec, slot);
+    op_begin(rec);
+    if (area_live(a)) cache_drain_all(a, rec, slot);
+    op_end(rec);
     dp_store_release(&rec->owner, 0); /* release: pairs with the next claim */
 }
 
@@ -534,11 +616,12 @@ static void tc_unlink_area(ar_tc *tc) { /* ar_reg_lock and area->lock held */
 /* Thread exit: release this thread's caches of every area still attached. */
 static void tc_destructor(void *arg) {
     (void)arg;
+    unsigned e = dp_epoch();
     pthread_mutex_lock(&ar_reg_lock);
     for (ar_tc *tc = tc_head, *next; tc; tc = next) {
         next = tc->tnext;
         struct dsmpool_area *a = atomic_load_explicit(&tc->area, memory_order_relaxed);
-        if (a && tc->epoch == dp_fork_epoch) {
+        if (a && tc->epoch == e) {
             pthread_mutex_lock(&a->lock);
             tc_unlink_area(tc);
             pthread_mutex_unlock(&a->lock);
@@ -553,7 +636,7 @@ static void tc_destructor(void *arg) {
 static _Thread_local int tc_err; /* why tc_get gave NULL */
 
 static ar_cache *cache_claim(ar_ctl *ctl, uint64_t me) {
-    for (uint32_t i = 0; i < ctl->ncaches && i < AR_NCACHES; i++) {
+    for (uint32_t i = 0; i < AR_NCACHES; i++) {
         uint64_t z = 0;
         if (dp_load_relaxed(&ctl->cache[i].owner) != 0) continue;
         /* acq_rel: acquire pairs with cache_release; release: the claim */
@@ -564,14 +647,15 @@ static ar_cache *cache_claim(ar_ctl *ctl, uint64_t me) {
 
 static ar_tc *tc_get_slow(struct dsmpool_area *a) {
     if ((tc_err = dp_self(a->pool)) != 0) return NULL;
+    unsigned e = dp_epoch();
     /* this thread's objects of areas detached since: free them now */
     pthread_mutex_lock(&ar_reg_lock);
     for (ar_tc **pp = &tc_head; *pp;) {
         ar_tc *tc = *pp;
-        if (!atomic_load_explicit(&tc->area, memory_order_relaxed) || tc->epoch != dp_fork_epoch) {
+        if (!atomic_load_explicit(&tc->area, memory_order_relaxed) || tc->epoch != e) {
             *pp = tc->tnext;
             if (tc_last == tc) tc_last = NULL;
-            if (tc->epoch == dp_fork_epoch) free(tc); /* (a fork child's copies: the parent's) */
+            if (tc->epoch == e) free(tc); /* (a fork child's copies: the parent's) */
             continue;
         }
         if (atomic_load_explicit(&tc->area, memory_order_relaxed) == a) {
@@ -590,23 +674,23 @@ static ar_tc *tc_get_slow(struct dsmpool_area *a) {
     ar_ctl *ctl = a->ctl;
     uint64_t me = (uint64_t)(a->pool->slot + 1) | ((uint64_t)(uint32_t)syscall(SYS_gettid) << 32);
     tc->rec = cache_claim(ctl, me);
-    if (!tc->rec) { /* dead processes' caches may hold them all: recover, then once more */
-        dp_recover_all(a->pool);
+    if (!tc->rec && dp_reclaim(a->pool) > 0) /* dead processes' caches may hold them all */
         tc->rec = cache_claim(ctl, me);
-    }
     if (!tc->rec) {
         free(tc);
         tc_err = dp_fail(-ENOSPC, "all %u thread caches of this area are held (more than %u "
                          "threads use it at once)", AR_NCACHES, AR_NCACHES);
         return NULL;
     }
+    op_begin(tc->rec);
     for (unsigned c = 0; c < AR_NCLS; c++) { /* a released record is empty; say so anyway */
         dp_store_relaxed(&tc->rec->head[c], 0);
         dp_store_relaxed(&tc->rec->bump[c], 0);
         dp_store_relaxed(&tc->rec->count[c], 0);
     }
+    op_end(tc->rec);
     atomic_store_explicit(&tc->area, a, memory_order_relaxed);
-    tc->epoch = dp_fork_epoch;
+    tc->epoch = e;
     pthread_mutex_lock(&ar_reg_lock);
     pthread_mutex_lock(&a->lock);
     tc->anext = a->tcs;
@@ -624,9 +708,17 @@ static inline ar_tc *tc_get(struct dsmpool_area *a) {
     ar_tc *tc = tc_last;
     /* relaxed: only another thread's detach changes it, which is a use-after-free anyway */
     if (__builtin_expect(tc && atomic_load_explicit(&tc->area, memory_order_relaxed) == a &&
-                         tc->epoch == dp_fork_epoch, 1))
+                         tc->epoch == dp_epoch(), 1))
         return tc;
     return tc_get_slow(a);
+}
+
+/* This thread's cache record of a, if it has one (no new one is made). */
+static ar_cache *tc_find(struct dsmpool_area *a) {
+    unsigned e = dp_epoch();
+    for (ar_tc *tc = tc_head; tc; tc = tc->tnext)
+        if (atomic_load_explicit(&tc->area, memory_order_relaxed) == a && tc->epoch == e) return tc->rec;
+    return NULL;
 }
 
 /* ---- acquiring spans and blocks (rule 2) -------------------------------- */
@@ -645,9 +737,11 @@ static int held_reserve(ar_ctl *ctl, uint64_t bytes) {
     }
 }
 
-/* A fresh span of class cls, or a large block of 2^order frames. */
-static int acquire(struct dsmpool_area *a, unsigned cls, unsigned order, unsigned place,
-                   uint64_t *entry, dsmpool_ptr *base) {
+/* A fresh span of class cls, or a large block of 2^order frames: inside an
+ * operation and one bracket (proc.c rule 6), from the claim of the entry to
+ * its publication (rule 5). */
+static int acquire_bracketed(struct dsmpool_area *a, unsigned cls, unsigned order, unsigned place,
+                             uint64_t *entry, dsmpool_ptr *base) {
     dsmpool *p = a->pool;
     ar_ctl *ctl = a->ctl;
     uint64_t bytes = (uint64_t)DP_FRAME_SIZE << order;
@@ -659,43 +753,39 @@ static int acquire(struct dsmpool_area *a, unsigned cls, unsigned order, unsigne
         return dp_fail(e == -ENOSPC ? -ENOMEM : (int)e, "the area's registry is full (%u entries)",
                        AR_MAX_ENTRIES);
     }
-    /* From here the entry is INIT(us): a failure hands it to entry_release
-     * (which returns the held reservation); a destroyer may take it from us
-     * at any moment, so every part we put in is put where its exchange finds it. */
+    /* From here the entry is INIT(us): every part we put in is put where the
+     * release's exchange finds it, and a failure gives the entry back
+     * (entry_abandon returns the held reservation). */
     ar_span *sp = ar_entry(p, ctl, (uint64_t)e);
-    uint64_t mine = dp_load_relaxed(&sp->state), prev;
+    if (!sp) return dp_fail(-EUCLEAN, "the area's registry page vanished (damaged control block)");
+    uint64_t mine = dp_load_relaxed(&sp->state);
     if ((ctl->flags & DSMPOOL_AREA_CHECKED) && cls != AR_LARGE_CLS) {
         uint64_t bm;
-        dp_inflight_begin(p);
         r = dp_pool_alloc(p, 0, &bm);
         if (r == 0) {
             memset(dp_at(p, DP_BLOCK_OFF(bm)), 0, DP_FRAME_SIZE);
             dp_store_release(&sp->info, DP_BLOCK_OFF(bm) | cls); /* release: owned before the bracket ends */
-        }
-        dp_inflight_end(p);
-        if (r) {
-            if (entry_take(sp, p->slot, &prev)) entry_release(p, ctl, a->aid, (uint64_t)e, sp, prev, p->slot);
+        } else {
+            entry_abandon(p, ctl, a->aid, (uint64_t)e, sp, mine);
             return dp_fail(-ENOMEM, "no pool memory for the checked-mode bitmap");
         }
     } else {
         dp_store_release(&sp->info, cls);
     }
     uint64_t blk = 0;
-    dp_inflight_begin(p);
     r = dp_pool_alloc_placed(p, order, place, &blk); /* spans: the thread's own node first */
     if (r == 0) {
         dp_store_release(&sp->block, blk); /* release: owned before the bracket ends */
-        dp_inflight_end(p);
         dir_set(p, DP_BLOCK_OFF(blk), bytes, DIRW(a->aid, (uint64_t)e, cls));
         *base = DP_BLOCK_OFF(blk);
     } else {
-        dp_inflight_end(p);
         void *m = NULL;
         dsmpool_handle h = 0;
-        if (!(ctl->flags & DSMPOOL_AREA_NO_FALLBACK) && a->tag && bytes <= (1ull << 32))
+        if (r != -EUCLEAN && !(ctl->flags & DSMPOOL_AREA_NO_FALLBACK) && a->tag && bytes <= (1ull << 32))
             r = dp_seg_os_create(p, bytes, &h, &m);
         if (r || !h) {
-            if (entry_take(sp, p->slot, &prev)) entry_release(p, ctl, a->aid, (uint64_t)e, sp, prev, p->slot);
+            entry_abandon(p, ctl, a->aid, (uint64_t)e, sp, mine);
+            if (r == -EUCLEAN) return dp_fail(r, "the pool's allocator is damaged; dsmpool_check() says where");
             return dp_fail(-ENOMEM, "no free block of %llu bytes in the pool%s",
                            (unsigned long long)bytes,
                            (ctl->flags & DSMPOOL_AREA_NO_FALLBACK) ? " (DSMPOOL_AREA_NO_FALLBACK)"
@@ -707,16 +797,24 @@ static int acquire(struct dsmpool_area *a, unsigned cls, unsigned order, unsigne
         fb_remember(a, (uint64_t)e, m, bytes, h); /* without memory: mapped again on first use */
         *base = FB_PTR(a->tag, (uint64_t)e, 0);
     }
+    DP_INJECT("area.acquire.stored");
     /* release: block, info and directory are set before the entry is live */
     uint64_t live = SPW(SPW_GEN(mine), 0, 0, cls == AR_LARGE_CLS ? SP_LARGE : SP_SPAN);
     if (!dp_cas_release(&sp->state, &mine, live)) {
-        /* A destroyer took the entry: whichever of us gets each part frees it
-         * (the destroyer returns the held bytes, the entry being INIT). */
-        entry_free_parts(p, a->aid, (uint64_t)e, sp, p->slot);
+        /* DOOMED by a destroyer (rule 5): the entry is still ours; give it back */
+        entry_abandon(p, ctl, a->aid, (uint64_t)e, sp, mine & ~SPW_DOOMED);
         return dp_fail(-ESTALE, "the area was destroyed");
     }
     *entry = (uint64_t)e;
     return 0;
+}
+
+static int acquire(struct dsmpool_area *a, unsigned cls, unsigned order, unsigned place,
+                   uint64_t *entry, dsmpool_ptr *base) {
+    dp_inflight_begin(a->pool);
+    int r = acquire_bracketed(a, cls, order, place, entry, base);
+    dp_inflight_end(a->pool);
+    return r;
 }
 
 /* Rule 2: refill class c of this thread's cache. */
@@ -792,7 +890,7 @@ static void drain(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
  * Returns false when it already had the new value. */
 static bool checked_flip(dsmpool *p, ar_span *sp, uint32_t idx, bool set) {
     uint64_t bm = dp_load_relaxed(&sp->info) & ~0xfffull;
-    if (!bm || !dp_block_ok(p, bm, DP_FRAME_SIZE)) return true;
+    if (!bm || !dp_block_ok(p, bm, DP_FRAME_SIZE) || idx >= 32768) return true;
     dp_a64 *word = (dp_a64 *)dp_at(p, bm) + idx / 64;
     uint64_t bit = 1ull << (idx % 64);
     /* relaxed: the bitmap orders nothing, it only remembers */
@@ -801,29 +899,24 @@ static bool checked_flip(dsmpool *p, ar_span *sp, uint32_t idx, bool set) {
     return set ? !(old & bit) : (old & bit) != 0;
 }
 
-/* ---- alloc / free --------------------------------------------------------- */
+/* ---- alloc / free ---------------------------------------------------------- */
 
-static int area_ok(struct dsmpool_area *a) {
-    if (!a || a->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
-    /* acquire: pairs with the destroyer's release store */
-    if (dp_load_acquire(&a->ctl->state) != AR_LIVE)
-        return dp_fail(-ESTALE, "the area was destroyed");
-    return 0;
-}
+static inline uint64_t free_tag(const struct dsmpool_area *a, dsmpool_ptr p) { return a->key ^ p; }
 
-static int alloc_large(struct dsmpool_area *a, size_t size, unsigned flags, dsmpool_ptr *out) {
+static int free_op(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p);
+
+static int alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, unsigned flags, dsmpool_ptr *out) {
     if (size > (1ull << 46)) return dp_fail(-ENOMEM, "%zu bytes is more than any pool holds", size);
     unsigned order = 64u - (unsigned)__builtin_clzll(size - 1) - DP_FRAME_SHIFT;
-    int r = dp_self(a->pool);
-    if (r) return r;
     uint64_t e;
     dsmpool_ptr base;
     unsigned place = (flags & DSMPOOL_ALLOC_INTERLEAVE) ? DSMPOOL_SEG_INTERLEAVE : 0;
-    if ((r = acquire(a, AR_LARGE_CLS, order, place, &e, &base)) != 0) return r;
+    int r = acquire(a, AR_LARGE_CLS, order, place, &e, &base);
+    if (r) return r;
     if (flags & DSMPOOL_ALLOC_ZERO) {
         char *m = ar_addr_n(a, base, size);
         if (!m) {
-            dsmpool_area_free(a, base);
+            free_op(a, tc, base);
             return dp_fail(-ENOMEM, "cannot map the new block's OS segment in this process");
         }
         memset(m, 0, size);
@@ -832,25 +925,16 @@ static int alloc_large(struct dsmpool_area *a, size_t size, unsigned flags, dsmp
     return 0;
 }
 
-int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_ptr *out) {
-    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
-    *out = 0;
-    int r = area_ok(area);
-    if (r) return r;
-    if (size == 0) return dp_fail(-EINVAL, "size 0");
-    if (flags & ~(DSMPOOL_ALLOC_ZERO | DSMPOOL_ALLOC_INTERLEAVE))
-        return dp_fail(-EINVAL, "unknown flags 0x%x", flags);
-    if (size > AR_SMALL_MAX) return alloc_large(area, size, flags, out);
+static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, unsigned flags,
+                          dsmpool_ptr *out) {
     unsigned c = cls_of(size);
-    ar_tc *tc = tc_get(area);
-    if (!tc) return tc_err;
     ar_cache *rec = tc->rec;
     dsmpool_ptr h;
     char *m = NULL;
     for (;;) {
         h = dp_load_relaxed(&rec->head[c]); /* relaxed: only this thread writes it (rule 1) */
         if (h) {
-            m = ar_addr_n(area, h, 8);
+            m = ar_addr_n(area, h, 16);
             dsmpool_ptr next = 0;
             if (m) memcpy(&next, m, 8);
             /* a link a use-after-free overwrote must not become an address
@@ -867,20 +951,28 @@ int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_
         }
         uint64_t b = dp_load_relaxed(&rec->bump[c]);
         if (BUMP_LEFT(b)) {
+            if (__builtin_expect(BUMP_IDX(b) >= cls_chunks(c), 0)) { /* a damaged word: drop the range */
+                dp_store_relaxed(&rec->bump[c], 0);
+                continue;
+            }
             h = tc->span_ptr[c] + ((uint64_t)BUMP_IDX(b) << cls_shift(c));
             dp_store_relaxed(&rec->bump[c], BUMP_TAKE(b));
+            m = !(h & FB_BIT) ? area->base + h : ar_addr_n(area, h, 16);
+            if (!m) continue;
             break;
         }
-        if ((r = refill(area, tc, c)) != 0) return r;
+        int r = refill(area, tc, c);
+        if (r) return r;
     }
+    memset(m + 8, 0, 8); /* rule 9: an allocated chunk carries no free tag */
     if (area->ctl->flags & DSMPOOL_AREA_CHECKED) {
         ar_loc l;
         if (ar_locate(area, h, &l) == 0 && locate_entry(area, &l))
             checked_flip(area->pool, l.sp, (uint32_t)(l.off >> cls_shift(c)), true);
     }
     if (flags & DSMPOOL_ALLOC_ZERO) {
-        if (!m && !(m = ar_addr_n(area, h, size))) {
-            dsmpool_area_free(area, h);
+        if (!(m = ar_addr_n(area, h, size))) {
+            free_op(area, tc, h);
             return dp_fail(-ENOMEM, "cannot map the OS segment of the new chunk in this process");
         }
         memset(m, 0, size);
@@ -889,10 +981,53 @@ int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_
     return 0;
 }
 
-int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
-    int r = area_ok(area);
-    if (r) return r;
-    if (!p) return dp_fail(-EINVAL, "free of the null pointer");
+int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_ptr *out) {
+    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
+    *out = 0;
+    if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
+    if (size == 0) return dp_fail(-EINVAL, "size 0");
+    if (flags & ~(DSMPOOL_ALLOC_ZERO | DSMPOOL_ALLOC_INTERLEAVE))
+        return dp_fail(-EINVAL, "unknown flags 0x%x", flags);
+    ar_tc *tc = tc_get(area);
+    if (!tc) return tc_err;
+    op_begin(tc->rec);
+    int r;
+    if (!area_live(area)) {
+        r = dp_fail(-ESTALE, "the area was destroyed");
+    } else {
+        DP_INJECT("area.op.checked");
+        r = size > AR_SMALL_MAX ? alloc_large_op(area, tc, size, flags, out)
+                                : alloc_small_op(area, tc, size, flags, out);
+    }
+    op_end(tc->rec);
+    return r;
+}
+
+/* Rule 9: why the tag of p is intact -- for the message only. */
+static const char *double_free_where(struct dsmpool_area *area, ar_tc *tc, ar_loc *l, dsmpool_ptr p) {
+    ar_cache *rec = tc->rec;
+    dsmpool_ptr h = dp_load_relaxed(&rec->head[l->cls]);
+    for (uint64_t k = dp_load_relaxed(&rec->count[l->cls]) + 1; h && k; k--) {
+        if (h == p) return "it is in this thread's cache";
+        char *m = ar_addr_n(area, h, 8);
+        if (!m) break;
+        memcpy(&h, m, 8);
+    }
+    ar_span *sp = locate_entry(area, l);
+    if (sp) {
+        uint64_t w = dp_load_acquire(&sp->state); /* acquire: span_push's release */
+        uint32_t idx = SPW_HEAD(w), want = (uint32_t)(l->off >> cls_shift(l->cls)) + 1;
+        for (uint32_t k = SPW_COUNT(w); idx && k && idx <= cls_chunks(l->cls); k--) {
+            if (idx == want) return "it is back on its span";
+            char *m = ar_addr_n(area, l->span + ((uint64_t)(idx - 1) << cls_shift(l->cls)), 4);
+            if (!m) break;
+            memcpy(&idx, m, 4);
+        }
+    }
+    return "its free tag is intact (freed by another thread or process)";
+}
+
+static int free_op(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p) {
     ar_loc l;
     if (ar_locate(area, p, &l) != 0)
         return dp_fail(-EINVAL, "%016llx does not point into this area (another area's, or "
@@ -902,29 +1037,31 @@ int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
         if (SPW_ST(w) != SP_LARGE || l.off != 0)
             return dp_fail(-EINVAL, "%016llx is not the start of a live block (double free?)",
                            (unsigned long long)p);
-        if ((r = dp_self(area->pool)) != 0) return r;
-        uint64_t prev = w;
-        if (!dp_cas_acq_rel(&l.sp->state, &w, SPW_OWNED(SPW_GEN(w) + 1, area->pool->slot, SP_RETIRED)))
+        if (!entry_take_from(l.sp, &w, area->pool->slot))
             return dp_fail(-EINVAL, "%016llx was freed by someone else at the same time",
                            (unsigned long long)p);
-        entry_release(area->pool, area->ctl, area->aid, l.e, l.sp, prev, area->pool->slot);
+        entry_release(area->pool, area->ctl, area->aid, l.e, l.sp, w, area->pool->slot);
         return 0;
     }
     unsigned sh = cls_shift(l.cls);
     if (l.off & ((1ull << sh) - 1) || (l.off >> sh) >= cls_chunks(l.cls))
         return dp_fail(-EINVAL, "%016llx is not the start of a chunk", (unsigned long long)p);
-    if ((area->ctl->flags & DSMPOOL_AREA_CHECKED) &&
-        (!locate_entry(area, &l) || !checked_flip(area->pool, l.sp, (uint32_t)(l.off >> sh), false)))
-        return dp_fail(-EINVAL, "%016llx is not allocated (double free)", (unsigned long long)p);
-    ar_tc *tc = tc_get(area);
-    if (!tc) return tc_err;
-    ar_cache *rec = tc->rec;
-    char *m = ar_addr_n(area, p, 8);
+    char *m = ar_addr_n(area, p, 16);
     if (!m) /* an OS segment this process cannot map (its name is gone: the pool was destroyed) */
         return dp_fail(-ESTALE, "%016llx is in an OS segment that cannot be mapped here",
                        (unsigned long long)p);
+    if ((area->ctl->flags & DSMPOOL_AREA_CHECKED) &&
+        (!locate_entry(area, &l) || !checked_flip(area->pool, l.sp, (uint32_t)(l.off >> sh), false)))
+        return dp_fail(-EINVAL, "%016llx is not allocated (double free)", (unsigned long long)p);
+    uint64_t tag = free_tag(area, p), have;
+    memcpy(&have, m + 8, 8);
+    if (__builtin_expect(have == tag, 0))
+        return dp_fail(-EINVAL, "double free of %016llx: %s", (unsigned long long)p,
+                       double_free_where(area, tc, &l, p));
+    ar_cache *rec = tc->rec;
     dsmpool_ptr head = dp_load_relaxed(&rec->head[l.cls]); /* relaxed: rule 1 */
     memcpy(m, &head, 8);
+    memcpy(m + 8, &tag, 8);
     dp_store_relaxed(&rec->head[l.cls], p);
     uint64_t n = dp_load_relaxed(&rec->count[l.cls]) + 1;
     dp_store_relaxed(&rec->count[l.cls], n);
@@ -932,45 +1069,126 @@ int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
     return 0;
 }
 
-int dsmpool_area_flush(dsmpool_area *area) {
-    int r = area_ok(area);
-    if (r) return r;
+int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
+    if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
+    if (!p) return dp_fail(-EINVAL, "free of the null pointer");
     ar_tc *tc = tc_get(area);
     if (!tc) return tc_err;
-    cache_drain_all(area, tc->rec, area->pool->slot);
-    return 0;
+    op_begin(tc->rec);
+    int r;
+    if (!area_live(area)) {
+        r = dp_fail(-ESTALE, "the area was destroyed");
+    } else {
+        DP_INJECT("area.op.checked");
+        r = free_op(area, tc, p);
+    }
+    op_end(tc->rec);
+    return r;
 }
+
+int dsmpool_area_flush(dsmpool_area *area) {
+    if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
+    ar_tc *tc = tc_get(area);
+    if (!tc) return tc_err;
+    op_begin(tc->rec);
+    int r = area_live(area) ? 0 : dp_fail(-ESTALE, "the area was destroyed");
+    if (r == 0) cache_drain_all(area, tc->rec, area->pool->slot);
+    op_end(tc->rec);
+    return r;
+}
+
 
 /* ---- lifetime --------------------------------------------------------------- */
 
-/* Rule 5: give everything back. Works from the pool and the control block
- * alone. An explicit destroy (final = false) takes every entry it can by CAS
- * and releases it -- a process still inside an allocation loses its entry
- * to us and gets -ESTALE; the registry pages stay until the last reference
- * (final = true, from seg_destroy in any process), so a late writer never
- * writes into a freed page. Idempotent. */
-void dp_area_destroy_contents(dsmpool *p, void *ctlp, uint64_t aid, uint32_t owner, bool final) {
-    ar_ctl *ctl = ctlp;
-    if (ctl->magic != AR_MAGIC) return;
-    dp_store_release(&ctl->state, AR_DESTROYED); /* release: pairs with area_ok's acquire */
+/* Rules 5 and 6: give back every entry that can be given back now. final:
+ * the last reference went (nobody is attached, no operation can run): take
+ * everything. Otherwise an INIT or RETIRED entry whose owner lives is left
+ * to its owner (INIT ones marked DOOMED). */
+static void release_entries(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint32_t me, bool final) {
     for (uint32_t k = 0; k < AR_REGPAGES; k++) {
         uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: the link CAS */
         if (!off || !dp_block_ok(p, off, DP_FRAME_SIZE)) continue;
         ar_span *pg = dp_at(p, off);
         for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
-            uint64_t prev;
-            if (entry_take(&pg[i], owner, &prev))
-                entry_release(p, ctl, aid, (uint64_t)k * AR_PER_PAGE + i, &pg[i], prev, owner);
+            ar_span *sp = &pg[i];
+            uint64_t e = (uint64_t)k * AR_PER_PAGE + i;
+            uint64_t w = dp_load_acquire(&sp->state); /* acquire: the entry's publication */
+            for (int tries = 0; tries < 64; tries++) { /* until it is given back or not ours to take */
+                unsigned st = SPW_ST(w);
+                if (st == SP_FREE || st > SP_RETIRED) break;
+                bool owned = st == SP_INIT || st == SP_RETIRED;
+                if (owned && !final && dp_slot_alive(p, SPW_OWNER(w))) {
+                    if (st == SP_INIT && !(w & SPW_DOOMED) && !dp_cas_acq_rel(&sp->state, &w, w | SPW_DOOMED))
+                        continue; /* acq_rel: the owner's publishing CAS fails from here on */
+                    break;
+                }
+                if (entry_take_from(sp, &w, me)) {
+                    entry_release(p, ctl, aid, e, sp, w, me);
+                    break;
+                }
+            }
         }
-        if (!final) continue;
+    }
+    for (unsigned c = 0; c < AR_NCLS; c++) dp_store_relaxed(&ctl->partial[c], 0);
+}
+
+/* Rule 6: wait until no operation on this area runs, other than ones of
+ * dead threads. false: one still ran when the bound passed. */
+static bool caches_quiesce(dsmpool *p, ar_ctl *ctl, ar_cache *mine) {
+    uint64_t deadline = dp_os_now_ns() + AR_QUIESCE_NS;
+    for (uint32_t i = 0; i < AR_NCACHES; i++) {
+        ar_cache *rec = &ctl->cache[i];
+        if (rec == mine) continue;
+        for (unsigned spin = 0;; spin++) {
+            uint64_t o = dp_load_acquire(&rec->owner);  /* acquire: pairs with the claim CAS */
+            uint64_t s = dp_load_acquire(&rec->seq);    /* acquire: pairs with op_end's release */
+            if (!o || !(s & 1) || !dp_slot_alive(p, (uint32_t)o - 1)) break;
+            if (dp_os_now_ns() > deadline) return false;
+            if (spin > 64) sched_yield();
+            else dp_cpu_relax();
+        }
+    }
+    return true;
+}
+
+static void destroy_explicit(struct dsmpool_area *a) {
+    dsmpool *p = a->pool;
+    ar_ctl *ctl = a->ctl;
+    dp_inflight_begin(p);
+    uint64_t live = AR_LIVE;
+    /* acq_rel: one destroyer; its writes below come after the mark */
+    if (dp_cas_acq_rel(&ctl->state, &live, AR_DESTROYED)) {
+        DP_INJECT("area.destroy.marked");
+        ar_cache *mine = tc_find(a);
+        bool others = false;
+        for (uint32_t i = 0; i < AR_NCACHES && !others; i++)
+            others = &ctl->cache[i] != mine && dp_load_relaxed(&ctl->cache[i].owner) != 0;
+        /* rule 6: without the barrier we cannot know that a late operation
+         * sees DESTROYED, so we release nothing (the last reference will) */
+        bool safe = !others || dp_os_membarrier_global() == 0;
+        if (safe && caches_quiesce(p, ctl, mine)) release_entries(p, ctl, a->aid, p->slot, false);
+    }
+    dp_inflight_end(p);
+}
+
+/* The segment layer's hook: the control segment's last reference is gone
+ * (rule 6, final). Works from the pool and the control block alone, in any
+ * process (a recoverer's included). Idempotent. */
+static void area_final(dsmpool *p, void *ctlp, uint64_t bytes, uint64_t aid, uint32_t owner) {
+    ar_ctl *ctl = ctlp;
+    if (bytes < sizeof(ar_ctl) || ctl->magic != AR_MAGIC) return;
+    dp_store_release(&ctl->state, AR_DESTROYED); /* release: pairs with area_ok's acquire */
+    release_entries(p, ctl, aid, owner, true);
+    for (uint32_t k = 0; k < AR_REGPAGES; k++) {
+        uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: the link CAS */
+        if (!off) continue;
         dp_inflight_begin(p);
         dp_store_release(&ctl->regpage[k], 0); /* unrecord, then free */
-        dp_pool_free(p, DP_BLOCK_MK(off, 0));
+        if (dp_block_ok(p, off, DP_FRAME_SIZE)) dp_pool_free(p, DP_BLOCK_MK(off, 0));
         dp_inflight_end(p);
     }
     for (uint32_t i = 0; i < AR_NCACHES; i++) dp_store_release(&ctl->cache[i].owner, 0);
-    for (unsigned c = 0; c < AR_NCLS; c++) dp_store_relaxed(&ctl->partial[c], 0);
-    if (final) dp_area_tag_free(p, ctl->tag);
+    dp_area_tag_free(p, ctl->tag);
 }
 
 /* Fallback pointers carry a 14-bit tag naming their area; tags come from a
@@ -1009,11 +1227,19 @@ static void ar_after(void) {
     pthread_mutex_unlock(&ar_reg_lock);
 }
 
-static pthread_once_t ar_atfork_once = PTHREAD_ONCE_INIT;
-static void ar_atfork_install(void) { pthread_atfork(ar_prepare, ar_after, ar_after); }
+/* After a fork that skipped the atfork handlers (proc.c rule 4). */
+static void ar_reset(void) {
+    pthread_mutex_init(&ar_reg_lock, NULL);
+    for (struct dsmpool_area *a = ar_reg; a; a = a->reg_next) pthread_mutex_init(&a->lock, NULL);
+}
+
+void dp_area_layer_init(void) {
+    pthread_atfork(ar_prepare, ar_after, ar_after);
+    dp_seg_set_area_hook(area_final);
+    dp_ledger_on_fork(ar_reset);
+}
 
 static void area_register(struct dsmpool_area *a) {
-    pthread_once(&ar_atfork_once, ar_atfork_install);
     pthread_mutex_lock(&ar_reg_lock);
     a->reg_next = ar_reg;
     ar_reg = a;
@@ -1022,6 +1248,7 @@ static void area_register(struct dsmpool_area *a) {
 
 static bool area_unregister(struct dsmpool_area *a) {
     bool found = false;
+    unsigned e = dp_epoch();
     pthread_mutex_lock(&ar_reg_lock);
     for (struct dsmpool_area **pp = &ar_reg; *pp; pp = &(*pp)->reg_next)
         if (*pp == a) {
@@ -1033,7 +1260,7 @@ static bool area_unregister(struct dsmpool_area *a) {
         pthread_mutex_lock(&a->lock);
         for (ar_tc *tc = a->tcs, *next; tc; tc = next) {
             next = tc->anext;
-            if (tc->epoch == dp_fork_epoch) cache_release(a, tc->rec, a->pool->slot);
+            if (tc->epoch == e) cache_release(a, tc->rec, a->pool->slot);
             atomic_store_explicit(&tc->area, NULL, memory_order_relaxed); /* its thread frees tc */
             tc->anext = tc->aprev = NULL;
         }
@@ -1066,6 +1293,7 @@ static void area_fill(struct dsmpool_area *a, dsmpool *pool, ar_ctl *ctl, uint64
     a->ctl = ctl;
     a->aid = aid;
     a->tag = ctl->tag & 0x3fff;
+    a->key = ctl->key;
     a->base = pool->base;
     a->data_off = pool->geo.data_off;
     a->data_size = pool->geo.data_size;
@@ -1140,6 +1368,7 @@ int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out) {
     ctl->ncaches = AR_NCACHES;
     ctl->flags = flags;
     ctl->tag = (flags & DSMPOOL_AREA_NO_FALLBACK) ? 0 : tag_alloc(pool);
+    ctl->key = dp_os_random64() | 1;
     ctl->magic = AR_MAGIC;
     dp_store_release(&ctl->state, AR_LIVE); /* release: publishes the control block */
     return area_open(pool, seg, out);
@@ -1181,15 +1410,16 @@ int dsmpool_area_detach(dsmpool_area *area) {
 int dsmpool_area_destroy(dsmpool_area *area) {
     dp_clear_error();
     if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
-    if (dp_self(area->pool) != 0) return -ENOSPC;
-    dp_area_destroy_contents(area->pool, area->ctl, area->aid, area->pool->slot, false);
+    int r = dp_self(area->pool);
+    if (r) return r;
+    destroy_explicit(area);
     return dsmpool_area_detach(area);
 }
 
 int dsmpool_area_set_limit(dsmpool_area *area, size_t bytes) {
     dp_clear_error();
-    int r = area_ok(area);
-    if (r) return r;
+    if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
+    if (dp_load_acquire(&area->ctl->state) != AR_LIVE) return dp_fail(-ESTALE, "the area was destroyed");
     dp_store_relaxed(&area->ctl->limit, bytes); /* relaxed: read by held_reserve's CAS loop */
     return 0;
 }
@@ -1197,8 +1427,8 @@ int dsmpool_area_set_limit(dsmpool_area *area, size_t bytes) {
 int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
     dp_clear_error();
     if (!out) return dp_fail(-EINVAL, "out must not be NULL");
-    int r = area_ok(area);
-    if (r) return r;
+    if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
+    if (dp_load_acquire(&area->ctl->state) != AR_LIVE) return dp_fail(-ESTALE, "the area was destroyed");
     memset(out, 0, sizeof *out);
     ar_ctl *ctl = area->ctl;
     out->held = dp_load_relaxed(&ctl->held);
@@ -1220,42 +1450,41 @@ int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
     return 0;
 }
 
-/* ---- recovery and ownership (called from proc.c and stats.c) ------------ */
+/* ---- recovery, ownership and verification (recover.c, stats.c) ---------- */
 
 static ar_ctl *ctl_of(dsmpool *p, uint64_t idx) {
-    uint64_t w = dp_load_acquire(&p->segs[idx].state); /* acquire: create's LIVE CAS */
-    if (DP_SEG_ST(w) == DP_SEG_FREE || !(dp_load_relaxed(&p->segs[idx].flags) & DP_SEG_AREA))
-        return NULL;
-    uint64_t blk = dp_load_relaxed(&p->segs[idx].block);
-    if (!blk || blk == DP_BLOCK_FALLBACK) return NULL;
-    uint64_t bytes = (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31);
-    if (bytes < sizeof(ar_ctl) || !dp_block_ok(p, DP_BLOCK_OFF(blk), bytes)) return NULL;
-    ar_ctl *ctl = dp_at(p, DP_BLOCK_OFF(blk));
-    return ctl->magic == AR_MAGIC ? ctl : NULL;
+    ar_ctl *ctl = dp_seg_area_ctl(p, idx, sizeof(ar_ctl));
+    return ctl && ctl->magic == AR_MAGIC && ctl->ncaches == AR_NCACHES ? ctl : NULL;
 }
 
-/* Rule 4 for a dead process: its caches, and entries it was filling or
- * emptying. A temporary area object lets the drain code run unchanged. */
+/* Rule 8 for a dead slot, whose liveness lock the caller holds. A temporary
+ * area object lets the drain code run unchanged. */
 void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
     for (uint64_t idx = 0; idx < p->nsegs; idx++) {
         ar_ctl *ctl = ctl_of(p, idx);
-        if (!ctl || dp_load_acquire(&ctl->state) != AR_LIVE) continue;
+        if (!ctl) continue;
         static _Thread_local struct dsmpool_area tmp; /* 2 KiB of map pointers: not on the stack */
         memset(&tmp, 0, sizeof tmp);
         area_fill(&tmp, p, ctl, idx + 1);
         for (uint32_t i = 0; i < AR_NCACHES; i++) {
-            uint64_t o = dp_load_acquire(&ctl->cache[i].owner); /* acquire: the owner's claim */
-            if (o && (uint32_t)o == slot + 1) cache_release(&tmp, &ctl->cache[i], slot);
+            ar_cache *rec = &ctl->cache[i];
+            uint64_t o = dp_load_acquire(&rec->owner); /* acquire: the owner's claim */
+            /* acq_rel: the record is ours from here; a recoverer that dies
+             * leaves it in the dead slot's name for the next one */
+            if (o && (uint32_t)o == slot + 1 &&
+                dp_cas_acq_rel(&rec->owner, &o, (uint64_t)(slot + 1) | AR_RECOVERY))
+                cache_release(&tmp, rec, slot);
         }
         for (uint32_t k = 0; k < AR_REGPAGES; k++) {
             if (!dp_load_relaxed(&ctl->regpage[k])) continue;
             for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
-                ar_span *sp = ar_entry(p, ctl, (uint64_t)k * AR_PER_PAGE + i);
+                uint64_t e = (uint64_t)k * AR_PER_PAGE + i;
+                ar_span *sp = ar_entry(p, ctl, e);
                 if (!sp) break;
-                uint64_t w = dp_load_acquire(&sp->state);
+                uint64_t w = dp_load_acquire(&sp->state); /* acquire: the dead owner's writes */
                 unsigned st = SPW_ST(w);
-                if ((st == SP_INIT || st == SP_RETIRED) && SPW_OWNER(w) == slot)
-                    entry_release(p, ctl, tmp.aid, (uint64_t)k * AR_PER_PAGE + i, sp, w, slot);
+                if ((st == SP_INIT || st == SP_RETIRED) && SPW_OWNER(w) == slot && entry_take_from(sp, &w, slot))
+                    entry_release(p, ctl, tmp.aid, e, sp, w, slot);
             }
         }
         area_free_fb(&tmp);
@@ -1264,8 +1493,7 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
 
 /* Mark the frames every area owns: registry pages, spans and large blocks
  * in the pool, checked-mode bitmaps. */
-void dp_area_owned(dsmpool *p, void (*mark)(void *arg, uint64_t off, uint64_t len, const char *what),
-                   void *arg) {
+void dp_area_mark_owned(dsmpool *p, dp_mark_fn mark, void *arg) {
     for (uint64_t idx = 0; idx < p->nsegs; idx++) {
         ar_ctl *ctl = ctl_of(p, idx);
         if (!ctl) continue;
@@ -1285,4 +1513,187 @@ void dp_area_owned(dsmpool *p, void (*mark)(void *arg, uint64_t off, uint64_t le
             }
         }
     }
+}
+
+/* Rule 7 seen from outside: every held cache record's (owner, sequence). */
+int dp_area_quiet_open(dsmpool *p, dp_area_quiet *q) {
+    q->n = 0;
+    for (uint64_t idx = 0; idx < p->nsegs; idx++) {
+        ar_ctl *ctl = ctl_of(p, idx);
+        if (!ctl) continue;
+        for (uint32_t i = 0; i < AR_NCACHES; i++) {
+            ar_cache *rec = &ctl->cache[i];
+            uint64_t o = dp_load_acquire(&rec->owner); /* acquire: pairs with the claim CAS */
+            if (!o) continue;
+            uint64_t s = dp_load_acquire(&rec->seq); /* acquire: pairs with op_end's release */
+            if ((s & 1) && dp_slot_alive(p, (uint32_t)o - 1)) return -EBUSY;
+            if (q->n + 3 > q->cap) {
+                size_t nc = q->cap ? q->cap * 2 : 768;
+                uint64_t *ns = realloc(q->seq, nc * sizeof *ns);
+                if (!ns) return -ENOMEM;
+                q->seq = ns;
+                q->cap = nc;
+            }
+            q->seq[q->n++] = (uintptr_t)&rec->seq;
+            q->seq[q->n++] = s;
+            q->seq[q->n++] = o;
+        }
+    }
+    return 0;
+}
+
+bool dp_area_quiet_holds(dsmpool *p, const dp_area_quiet *q) {
+    atomic_thread_fence(memory_order_acquire); /* pairs with op_begin's release fence */
+    for (size_t i = 0; i < q->n; i += 3) {
+        dp_a64 *seq = (dp_a64 *)(uintptr_t)q->seq[i];
+        ar_cache *rec = (ar_cache *)((char *)seq - offsetof(ar_cache, seq));
+        if (dp_load_relaxed(seq) != q->seq[i + 1] || dp_load_relaxed(&rec->owner) != q->seq[i + 2])
+            return false;
+    }
+    (void)p;
+    return true;
+}
+
+void dp_area_quiet_close(dp_area_quiet *q) {
+    free(q->seq);
+    q->seq = NULL;
+    q->n = q->cap = 0;
+}
+
+/* ---- verification: no chunk on two free lists ------------------------------ */
+
+typedef struct vctx {
+    struct dsmpool_area *a;
+    uint64_t **bits;  /* per entry: a bit per chunk, allocated when first needed */
+    uint64_t *used;   /* entries with bits, to clear after this area */
+    size_t nused;
+    char *why;
+    size_t n;
+    int err;
+} vctx;
+
+static void vfail(vctx *v, const char *fmt, unsigned long long x) {
+    if (v->err) return;
+    v->err = -EUCLEAN;
+    snprintf(v->why, v->n, fmt, x, (unsigned long long)v->a->handle);
+}
+
+/* Mark chunk idx of entry e as free; a second mark is a chunk on two lists. */
+static void vmark(vctx *v, uint64_t e, uint32_t idx, uint32_t nchunks, dsmpool_ptr p) {
+    if (v->err || e >= AR_MAX_ENTRIES || idx >= nchunks) return;
+    if (!v->bits[e]) {
+        if (!(v->bits[e] = calloc((nchunks + 63) / 64, 8))) {
+            v->err = -ENOMEM;
+            snprintf(v->why, v->n, "out of memory");
+            return;
+        }
+        v->used[v->nused++] = e;
+    }
+    uint64_t bit = 1ull << (idx % 64);
+    if (v->bits[e][idx / 64] & bit)
+        vfail(v, "chunk %016llx of area %016llx is on two free lists (a double free)", p);
+    v->bits[e][idx / 64] |= bit;
+}
+
+/* A free chunk pointer of class c: it must lie at a chunk start in one of
+ * this area's spans of that class. */
+static void vchunk(vctx *v, dsmpool_ptr p, unsigned c) {
+    ar_loc l;
+    if (ar_locate(v->a, p, &l) != 0 || l.cls != c || !locate_entry(v->a, &l)) {
+        vfail(v, "a free list links %016llx, which is not a chunk of area %016llx", p);
+        return;
+    }
+    unsigned sh = cls_shift(c);
+    if (l.off & ((1ull << sh) - 1) || SPW_ST(dp_load_relaxed(&l.sp->state)) != SP_SPAN) {
+        vfail(v, "a free list links %016llx, which is not a chunk of a live span of area %016llx", p);
+        return;
+    }
+    vmark(v, l.e, (uint32_t)(l.off >> sh), cls_chunks(c), p);
+}
+
+static void verify_area(vctx *v) {
+    struct dsmpool_area *a = v->a;
+    ar_ctl *ctl = a->ctl;
+    for (uint32_t i = 0; i < AR_NCACHES && !v->err; i++) {
+        ar_cache *rec = &ctl->cache[i];
+        if (!dp_load_acquire(&rec->owner)) continue; /* acquire: the claim */
+        for (unsigned c = 0; c < AR_NCLS && !v->err; c++) {
+            dsmpool_ptr h = dp_load_relaxed(&rec->head[c]);
+            for (uint64_t guard = AR_MAX_ENTRIES * 32768ull; h && !v->err; guard--) {
+                if (!guard) {
+                    vfail(v, "a free list of class %llu of area %016llx has a cycle", c);
+                    break;
+                }
+                vchunk(v, h, c);
+                char *m = ar_addr_n(a, h, 8);
+                if (!m) break;
+                memcpy(&h, m, 8);
+            }
+            uint64_t b = dp_load_relaxed(&rec->bump[c]);
+            uint32_t e1 = BUMP_E1(b), left = BUMP_LEFT(b), idx = BUMP_IDX(b);
+            if (!left) continue;
+            if (!e1 || idx + left > cls_chunks(c) || !ar_entry(a->pool, ctl, e1 - 1)) {
+                vfail(v, "a bump range of class %llu of area %016llx is damaged", c);
+                break;
+            }
+            for (uint32_t k = 0; k < left; k++) vmark(v, e1 - 1, idx + k, cls_chunks(c), 0);
+        }
+    }
+    for (uint64_t e = 0; e < AR_MAX_ENTRIES && !v->err; e++) {
+        if (e % AR_PER_PAGE == 0 && !dp_load_relaxed(&ctl->regpage[e / AR_PER_PAGE])) {
+            e += AR_PER_PAGE - 1;
+            continue;
+        }
+        ar_span *sp = ar_entry(a->pool, ctl, e);
+        if (!sp) continue;
+        uint64_t w = dp_load_acquire(&sp->state); /* acquire: span_push's release */
+        if (SPW_ST(w) != SP_SPAN) continue;
+        unsigned c = (unsigned)(dp_load_relaxed(&sp->info) & 0xff);
+        if (c >= AR_NCLS) {
+            vfail(v, "span entry %llu of area %016llx names no class", e);
+            break;
+        }
+        uint64_t blk = dp_load_relaxed(&sp->block);
+        dsmpool_ptr base = blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e, 0) : DP_BLOCK_OFF(blk);
+        uint32_t idx = SPW_HEAD(w), k = SPW_COUNT(w);
+        for (; idx && k && !v->err; k--) {
+            if (idx > cls_chunks(c)) {
+                vfail(v, "the returned stack of span entry %llu of area %016llx is damaged", e);
+                break;
+            }
+            dsmpool_ptr cp = base + ((uint64_t)(idx - 1) << cls_shift(c));
+            vmark(v, e, idx - 1, cls_chunks(c), cp);
+            char *m = ar_addr_n(a, cp, 4);
+            if (!m) break;
+            memcpy(&idx, m, 4);
+        }
+    }
+}
+
+int dp_area_verify(dsmpool *p, char *why, size_t n) {
+    vctx v = {NULL, calloc(AR_MAX_ENTRIES, sizeof(uint64_t *)), calloc(AR_MAX_ENTRIES, sizeof(uint64_t)),
+              0, why, n, 0};
+    static _Thread_local struct dsmpool_area tmp;
+    if (!v.bits || !v.used) {
+        snprintf(why, n, "out of memory");
+        v.err = -ENOMEM;
+    }
+    for (uint64_t idx = 0; idx < p->nsegs && !v.err; idx++) {
+        ar_ctl *ctl = ctl_of(p, idx);
+        if (!ctl || dp_load_acquire(&ctl->state) != AR_LIVE) continue; /* acquire: destroy's mark */
+        memset(&tmp, 0, sizeof tmp);
+        area_fill(&tmp, p, ctl, idx + 1);
+        tmp.handle = DP_HANDLE(DP_SEG_GEN(dp_load_relaxed(&p->segs[idx].state)), idx);
+        v.a = &tmp;
+        verify_area(&v);
+        for (size_t i = 0; i < v.nused; i++) {
+            free(v.bits[v.used[i]]);
+            v.bits[v.used[i]] = NULL;
+        }
+        v.nused = 0;
+        area_free_fb(&tmp);
+    }
+    free(v.bits);
+    free(v.used);
+    return v.err;
 }

@@ -34,11 +34,12 @@
 #include <sys/types.h>
 
 #include "dp_atomic.h"
+#include "dp_inject.h"
 #include "dp_palloc.h"
 #include "dsmpool.h"
 
 #define DP_MAGIC 0x31304c4f4f504d44ull /* "DMPOOL01" */
-#define DP_FORMAT_VERSION 1u
+#define DP_FORMAT_VERSION 2u
 #define DP_NAME_MAX 240
 
 /* ---- relocatable offsets ------------------------------------------------ */
@@ -47,16 +48,24 @@ typedef uint64_t dp_off; /* offset from the region base; 0 = invalid */
 
 /* ---- process slots ------------------------------------------------------- */
 
-/* Slot state word: [pid:32][start_lo:24][state:8]. Claimed and released by
- * one CAS each, so identity and state change together. */
-/* LEAVING: the owner is detaching and clearing its records (they no longer
- * count); RECOVERING: a recoverer (named in the word) owns the slot. */
+/* Slot state word: [pid:32][flags:8][unused:16][state:8]. Claimed and released
+ * by one CAS each. The pid is for people (tools, messages): whether a slot's
+ * process lives is decided by the liveness oracle alone (live.c), never by
+ * the pid. LEAVING: the owner is detaching and clearing its records (they no
+ * longer count); RECOVERING: a recoverer that holds the slot's liveness lock
+ * is releasing what the dead owner held. */
 enum { DP_SLOT_FREE = 0, DP_SLOT_LIVE = 1, DP_SLOT_RECOVERING = 2, DP_SLOT_LEAVING = 3 };
+#define DP_SLOT_UNGUARDED 1u /* flag: the owner holds no liveness lock; never recovered */
 #define DP_SLOT_STATE(w) ((unsigned)((w) & 0xff))
+#define DP_SLOT_FLAGS(w) ((unsigned)(((w) >> 24) & 0xff))
 #define DP_SLOT_PID(w) ((pid_t)((w) >> 32))
-#define DP_SLOT_START_LO(w) ((uint32_t)(((w) >> 8) & 0xffffff))
-#define DP_SLOT_WORD(pid, start, st) \
-    (((uint64_t)(uint32_t)(pid) << 32) | (((uint64_t)(start) & 0xffffff) << 8) | (st))
+#define DP_SLOT_WORD(pid, flags, st) \
+    (((uint64_t)(uint32_t)(pid) << 32) | ((uint64_t)((flags) & 0xff) << 24) | (st))
+
+/* Liveness lock numbers (live.c): a byte of the lock file, or a semaphore. */
+#define DP_LOCK_CREATE 0u   /* held by a creator until the region is published */
+#define DP_LOCK_SWEEP 1u    /* held by the one process running the leak sweep */
+#define DP_LOCK_SLOT0 64u   /* slot i: DP_LOCK_SLOT0 + i */
 
 /* Attachment record: [gen:32][rstate:2][index+1:30]; 0 = empty. */
 enum { DP_REC_PENDING = 1, DP_REC_ACTIVE = 2, DP_REC_DETACHING = 3 };
@@ -65,10 +74,10 @@ enum { DP_REC_PENDING = 1, DP_REC_ACTIVE = 2, DP_REC_DETACHING = 3 };
 
 typedef struct dp_proc {
     dp_a64 state;              /* [atom] see DP_SLOT_WORD */
-    dp_a64 start;              /* [own] full start time (clock ticks since boot) */
+    dp_a64 reserved;
     dp_a64 overflow;           /* [atom] offset of the first overflow record block */
     dp_a64 inflight;           /* [atom] ownership changes in progress (proc.c rule 6) */
-    dp_a64 opseq;              /* [atom] ownership changes begun, ever */
+    dp_a64 opseq;              /* [atom] ownership changes begun and ended, ever */
     dp_a64 rec[DP_REC_INLINE]; /* [atom] attachment records (threads share a slot) */
 } dp_proc;
 _Static_assert(sizeof(dp_proc) == 192, "slot layout: three cache lines");
@@ -153,7 +162,6 @@ typedef struct dp_header {
     dp_a64 procs_recovered;         /* relaxed counter */
     dp_a64 destroyed;               /* release/acquire: the name is gone */
     dp_a64 sweep_needed;            /* relaxed: a process died inside an ownership change */
-    dp_a64 sweep_owner;             /* acq_rel: the one sweeper (its slot word), or 0 */
     dp_a64 fallbacks[DSMPOOL_MAX_NODES]; /* relaxed counters: wanted sub-pool s, got another */
     dp_a64 area_tags[256];          /* acq_rel: tags in use by areas (bit t-1 for tag t) */
 } dp_header;
@@ -174,17 +182,29 @@ struct dsmpool_seg {
 #define DP_SEGOBJ_MAGIC 0x6a624f6765536bull
 #define DP_SEGOBJ_DEAD 0x646165644f626aull
 
+/* This process's liveness lock (live.c): an open file description of the
+ * pool's lock file that this process opened itself, or a SysV semaphore set;
+ * NONE: this process holds its slot unguarded. */
+enum { DP_LIVE_NONE = 0, DP_LIVE_OFD = 1, DP_LIVE_SEM = 2 };
+typedef struct dp_live {
+    int kind;
+    int fd;    /* DP_LIVE_OFD: our own description, never shown to the caller */
+    int semid; /* DP_LIVE_SEM */
+} dp_live;
+
 struct dsmpool {
     uint64_t magic;          /* DP_POOL_MAGIC while attached */
     char *base;              /* the mapping in this process */
     size_t size;             /* bytes mapped */
     dp_header *hdr;          /* the shared header (counters only are read from it) */
     dp_header geo;           /* validated private copy: the layout is read from here */
-    int fd;                  /* memfd / POSIX / hugetlbfs fd, or -1 */
+    int fd;                  /* memfd / POSIX / hugetlbfs fd (dsmpool_fd), or -1 */
     int shmid;               /* SysV id, or -1 */
+    int32_t sysv_key;        /* SysV key (the semaphore set has the same key) */
     dsmpool_backing backing;
     char name[DP_NAME_MAX + 1];
     char path[4096];         /* hugetlbfs file path when used, else "" */
+    dp_live live;            /* our liveness lock (ledger) */
     dp_proc *procs;
     uint32_t nprocs;
     dp_seg_desc *segs;
@@ -199,8 +219,9 @@ struct dsmpool {
     uint32_t slot;           /* index into procs */
     bool has_slot;           /* slot is ours (false in a fork()ed child until it adopts) */
     pid_t pid;
-    dp_a32 fork_epoch;       /* dp_fork_epoch when the slot was taken (acquire/release) */
+    dp_a32 fork_epoch;       /* dp_epoch() when the slot was taken (acquire/release) */
     pthread_mutex_t lock;    /* guards the process-local seg list and slot changes */
+    pthread_mutex_t recover_lock; /* one recovery at a time in this process (live.c rule 4) */
     struct dsmpool_seg *segs_head;
     struct dsmpool *reg_next; /* registry of pools in this process */
 };
@@ -227,37 +248,120 @@ typedef struct dp_layout_in {
 
 int dp_layout(const dp_layout_in *in, dp_header *h);
 
-/* ---- processes (proc.c) ------------------------------------------------- */
+/* The region itself, below every layer that lives in it. A created region
+ * is mapped and formatted but not published (attachers see no magic) until
+ * dp_region_publish; dp_region_abandon removes a created one again. */
+int dp_region_create(const dsmpool_config *cfg, struct dsmpool **out);
+void dp_region_publish(struct dsmpool *pool);
+void dp_region_abandon(struct dsmpool *pool);
+int dp_region_attach(const char *name, struct dsmpool **out);
+int dp_region_attach_fd(int fd, struct dsmpool **out);
+int dp_region_unlink(struct dsmpool *pool);
+void dp_region_free(struct dsmpool *pool); /* unmap, close, free the object */
 
-extern unsigned dp_fork_epoch;        /* bumped in every fork()ed child */
+/* ---- the ledger (proc.c, live.c): slots, liveness, records, brackets --- */
+
+/* Fork detection (proc.c rule 4): a value that changes in every child of a
+ * fork of any kind, fork(), _Fork(), syscall(SYS_fork) and clone() included
+ * (a MADV_WIPEONFORK page; the atfork handler where the kernel lacks it).
+ * One load on the fast path. */
+typedef struct dp_fork_page {
+    _Atomic unsigned epoch; /* 0: this process was forked since it was last read */
+} dp_fork_page;
+extern dp_fork_page *dp_forkp;
+unsigned dp_epoch_slow(void);
+static inline unsigned dp_epoch(void) {
+    unsigned e = dp_forkp ? atomic_load_explicit(&dp_forkp->epoch, memory_order_relaxed) : 0;
+    return __builtin_expect(e != 0, 1) ? e : dp_epoch_slow();
+}
+
+/* Hooks: how a lower layer reaches what a higher one does (STYLE 13). */
+void dp_ledger_set_reclaim(int (*fn)(struct dsmpool *pool)); /* recovery layer */
+void dp_ledger_set_adopt(void (*fn)(struct dsmpool *pool));  /* segment layer */
+void dp_ledger_on_fork(void (*fn)(void));                    /* process-local locks to reset */
+int dp_reclaim(struct dsmpool *pool); /* recover dead processes now; returns slots recovered */
+
 void dp_registry_add(struct dsmpool *pool);
 bool dp_registry_take(struct dsmpool *pool); /* remove if registered; false if not */
 int dp_self(struct dsmpool *pool);    /* make sure this process holds a slot */
 int dp_slot_claim(struct dsmpool *pool);
 void dp_slot_release(struct dsmpool *pool);
-uint32_t dp_owner(const struct dsmpool *pool); /* palloc owner id: slot + 1 */
-bool dp_slot_dead(struct dsmpool *pool, uint32_t slot);
+static inline uint32_t dp_owner(const struct dsmpool *pool) { return pool->slot + 1; }
+
+/* The liveness oracle (live.c). */
+int dp_live_created(struct dsmpool *pool);  /* the creator opens/creates the lock */
+int dp_live_attached(struct dsmpool *pool); /* an attacher gets a description of its own */
+void dp_live_child(struct dsmpool *pool);   /* a fork()ed child: the same, drop the parent's */
+void dp_live_close(struct dsmpool *pool);
+bool dp_live_guarded(const struct dsmpool *pool);
+int dp_live_take(struct dsmpool *pool, uint64_t lock);  /* 0, -EAGAIN (held elsewhere) */
+void dp_live_give(struct dsmpool *pool, uint64_t lock);
+int dp_live_held(struct dsmpool *pool, uint64_t lock);  /* 1 held elsewhere, 0 free */
+void dp_live_destroy(struct dsmpool *pool); /* remove the SysV semaphore set */
+
+/* Is slot's process alive? For judging only: true when it cannot be told
+ * (unguarded slots, a process without a lock of its own), false for FREE. */
+bool dp_slot_alive(struct dsmpool *pool, uint32_t slot);
+
+/* Take a dead slot's liveness lock for recovery (false: alive or free). */
+bool dp_slot_take_dead(struct dsmpool *pool, uint32_t slot);
+
 dp_a64 *dp_rec_add(struct dsmpool *pool, uint64_t rec);
 /* The frame *link names, or, if none, a zeroed frame from the pool linked
  * there by CAS (a racing linker's wins); 0 when the pool has no frame. */
 uint64_t dp_frame_link(struct dsmpool *pool, dp_a64 *link);
 void dp_rec_clear(dp_a64 *rec);
-int dp_recover_all(struct dsmpool *pool);   /* returns slots recovered */
-void dp_inflight_begin(struct dsmpool *pool);
-void dp_inflight_end(struct dsmpool *pool);
-int dp_owned_maps(struct dsmpool *pool, uint64_t **owned, char *why, size_t n);
-int dp_used_maps(struct dsmpool *pool, uint64_t **used, char *why, size_t n, bool strict);
-uint64_t **dp_maps_new(struct dsmpool *pool);
-void dp_maps_free(struct dsmpool *pool, uint64_t **maps);
-bool dp_slot_live(struct dsmpool *pool, uint32_t slot);
+void dp_slot_clear(struct dsmpool *pool, uint32_t slot, bool bracket); /* records and their blocks */
 void dp_slot_records(struct dsmpool *pool, uint32_t slot,
                      void (*fn)(struct dsmpool *, dp_a64 *, void *), void *arg);
 bool dp_block_ok(const struct dsmpool *pool, uint64_t off, uint64_t len);
+
+/* Brackets (proc.c rule 6): every change of what the pool's structures say
+ * is inside one, or done by a RECOVERING recoverer, or inside an area cache
+ * operation (area.c); the checker and the leak sweep rely on it. */
+void dp_inflight_begin(struct dsmpool *pool);
+void dp_inflight_end(struct dsmpool *pool);
+
+/* A quiet window (proc.c rule 7): a snapshot of every slot's state and
+ * bracket counters; open says -EBUSY when a live process is inside a
+ * bracket or a recovery runs, holds says whether nothing moved since. */
+typedef struct dp_quiet {
+    uint64_t *w; /* 3 words per slot */
+    uint32_t n;
+    uint32_t self; /* our slot, or UINT32_MAX: its brackets are ours */
+} dp_quiet;
+int dp_quiet_open(struct dsmpool *pool, dp_quiet *q);
+bool dp_quiet_holds(struct dsmpool *pool, const dp_quiet *q);
+void dp_quiet_close(dp_quiet *q);
+
+/* Pool blocks: placement over the sub-pools (proc.c rule 8). A block word is
+ * DP_BLOCK_MK(region offset, order); every block handed out is inside the
+ * data. On -ENOMEM after a search blocked by open/close steps, the steps of
+ * dead owners are finished first and the search runs again. */
+int dp_pool_alloc(struct dsmpool *pool, unsigned order, uint64_t *block); /* local, then nearest */
+int dp_pool_alloc_placed(struct dsmpool *pool, unsigned order, unsigned flags, uint64_t *block);
+void dp_pool_placement_init(struct dsmpool *pool);
+int dp_pool_free(struct dsmpool *pool, uint64_t block);
+/* Finish the allocator steps of owners that are dead: for recovery of one
+ * slot (whose lock the caller holds), or of every dead owner (slot == -1). */
+unsigned dp_pool_finish_steps(struct dsmpool *pool, int64_t slot);
+/* The allocator's view: a bit per allocated frame; strict: report broken
+ * invariants, unfinished steps of dead owners and steps in flight. */
+int dp_used_maps(struct dsmpool *pool, uint64_t **used, char *why, size_t n, bool strict);
+uint64_t **dp_maps_new(struct dsmpool *pool);
+void dp_maps_free(struct dsmpool *pool, uint64_t **maps);
+typedef void (*dp_mark_fn)(void *arg, uint64_t off, uint64_t len, const char *what);
+void dp_ledger_mark_owned(struct dsmpool *pool, dp_mark_fn mark, void *arg); /* record blocks */
 
 /* ---- segments (segment.c) ----------------------------------------------- */
 
 #define DP_SEG_AREA (1u << 30) /* internal flag: the segment is an area's control block */
 
+/* A kind of segment whose contents must be released when it is destroyed
+ * (an area's control block): the area layer registers what to do. */
+void dp_seg_set_area_hook(void (*fn)(struct dsmpool *pool, void *ctl, uint64_t bytes,
+                                     uint64_t aid, uint32_t owner_slot));
+void dp_seg_layer_init(void);
 int dp_seg_create_internal(struct dsmpool *pool, size_t size, unsigned flags,
                            struct dsmpool_seg **out);
 unsigned dp_seg_flags(struct dsmpool *pool, dsmpool_handle h);
@@ -266,31 +370,48 @@ unsigned dp_seg_flags(struct dsmpool *pool, dsmpool_handle h);
 int dp_seg_os_create(struct dsmpool *pool, size_t bytes, dsmpool_handle *h, void **addr);
 int dp_seg_os_map(struct dsmpool *pool, dsmpool_handle h, void **addr, size_t *len);
 void dp_seg_unpin_quiet(struct dsmpool *pool, dsmpool_handle h, uint32_t owner_slot);
+uint64_t dp_seg_os_size(struct dsmpool *pool, dsmpool_handle h); /* 0 if not a live OS segment */
+/* The area control block of descriptor idx, validated, or NULL. */
+void *dp_seg_area_ctl(struct dsmpool *pool, uint64_t idx, uint64_t min_bytes);
 
-int dp_seg_ref_drop(struct dsmpool *pool, uint64_t idx, uint32_t gen, uint32_t slot);
 void dp_seg_recover_slot(struct dsmpool *pool, uint32_t slot);
-void dp_seg_adopt(struct dsmpool *pool, struct dsmpool_seg *seg);
 bool dp_segset_add(struct dsmpool_seg *seg);
 bool dp_segset_take(struct dsmpool_seg *seg);
 bool dp_segset_has(struct dsmpool_seg *seg);
 void dp_seg_unmap_all(struct dsmpool *pool, bool drop_refs);
 void dp_fallback_name(const struct dsmpool *pool, uint64_t idx, uint32_t gen, char *buf,
                       size_t n);
-int dp_pool_alloc(struct dsmpool *pool, unsigned order, uint64_t *block); /* local, then nearest */
-/* With a placement: DSMPOOL_SEG_ON_NODE / LOCAL_ONLY / INTERLEAVE bits. */
-int dp_pool_alloc_placed(struct dsmpool *pool, unsigned order, unsigned flags, uint64_t *block);
-void dp_pool_placement_init(struct dsmpool *pool);
-int dp_pool_free(struct dsmpool *pool, uint64_t block);
+void dp_seg_mark_owned(struct dsmpool *pool, dp_mark_fn mark, void *arg);
+/* Segment states and reference counts against the records of every slot:
+ * 0, -EBUSY (in progress) or -EUCLEAN with why. */
+int dp_seg_verify(struct dsmpool *pool, char *why, size_t n);
 
 /* ---- areas (area.c) ------------------------------------------------------ */
 
-void dp_area_destroy_contents(struct dsmpool *pool, void *ctl, uint64_t aid, uint32_t owner_slot,
-                              bool final);
+void dp_area_layer_init(void);
 void dp_area_tag_free(struct dsmpool *pool, uint32_t tag);
 void dp_area_detach_pool(struct dsmpool *pool); /* this process's areas of the pool */
 void dp_area_recover_slot(struct dsmpool *pool, uint32_t slot);
-void dp_area_owned(struct dsmpool *pool,
-                   void (*mark)(void *arg, uint64_t off, uint64_t len, const char *what), void *arg);
+void dp_area_mark_owned(struct dsmpool *pool, dp_mark_fn mark, void *arg);
+/* Cache operations in flight, as a snapshot (area.c rule 7). */
+typedef struct dp_area_quiet {
+    uint64_t *seq;
+    size_t n, cap;
+} dp_area_quiet;
+int dp_area_quiet_open(struct dsmpool *pool, dp_area_quiet *q); /* -EBUSY: an operation runs */
+bool dp_area_quiet_holds(struct dsmpool *pool, const dp_area_quiet *q);
+void dp_area_quiet_close(dp_area_quiet *q);
+/* Free lists, caches, bump ranges and span stacks: no chunk twice, every
+ * link inside its area's spans. 0 or -EUCLEAN with why. */
+int dp_area_verify(struct dsmpool *pool, char *why, size_t n);
+
+/* ---- recovery and the checker (recover.c, stats.c): the top ------------- */
+
+int dp_recover_all(struct dsmpool *pool); /* returns slots recovered */
+void dp_recover_layer_init(void);
+/* Every owner of pool frames marked in owned (segments, record blocks, what
+ * areas hold): 0, or -EUCLEAN with why when two owners claim one frame. */
+int dp_owned_maps(struct dsmpool *pool, uint64_t **owned, char *why, size_t n);
 
 /* ---- validation helpers ------------------------------------------------- */
 

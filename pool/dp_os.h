@@ -71,12 +71,46 @@ int dp_os_populate(void *addr, size_t len, unsigned threads); /* POPULATE_WRITE 
  * (THP PMDs or hugetlb pages), from /proc/self/smaps. */
 int dp_os_smaps_huge(const void *addr, size_t len, size_t *bytes);
 
-/* Processes. start is field 22 of /proc/<pid>/stat (clock ticks since boot);
- * zombie (may be NULL) says whether the process has exited but is not reaped.
- * -ESRCH when there is no such process. */
-int dp_os_proc_start(pid_t pid, uint64_t *start, bool *zombie);
-bool dp_os_pid_alive(pid_t pid);
+/* Liveness locks (ledger, live.c). An OFD write lock on byte n of a file:
+ * owned by the open file description, dropped by the kernel when the last
+ * descriptor of that description closes (process death, exec: O_CLOEXEC).
+ * trylock: 0 taken (or already ours), -EAGAIN held by another description.
+ * test: 1 held by another description, 0 free. test_range: 1 if any byte of
+ * [n, n+len) is held by another description. */
+int dp_os_ofd_trylock(int fd, uint64_t n);
+int dp_os_ofd_unlock(int fd, uint64_t n);
+int dp_os_ofd_test(int fd, uint64_t n);
+int dp_os_ofd_test_range(int fd, uint64_t n, uint64_t len);
+
+/* A new open file description of fd's file, read-write, O_CLOEXEC, through
+ * /proc/self/fd (works for unlinked files and memfds); -errno when /proc is
+ * not there. dp_os_same_file: 1 when both fds name one inode. */
+int dp_os_reopen(int fd);
+int dp_os_same_file(int a, int b);
+
+/* System V semaphores as liveness locks: semaphore n of a set is taken by
+ * raising it from 0 to 1 with SEM_UNDO, so the kernel lowers it again when
+ * the process exits; fork()ed children do not inherit the adjustment. */
+int dp_os_sem_create(int32_t key, unsigned nsems, unsigned mode); /* semid; -EEXIST */
+int dp_os_sem_get(int32_t key);                                   /* semid */
+int dp_os_sem_max(void);                                          /* SEMMSL */
+int dp_os_sem_trylock(int semid, unsigned n);                     /* 0, -EAGAIN */
+int dp_os_sem_unlock(int semid, unsigned n);
+int dp_os_sem_test(int semid, unsigned n);                        /* 1 held, 0 free */
+int dp_os_sem_remove(int semid);
+
+/* Every running thread of every process executes a full memory barrier
+ * before this returns (membarrier MEMBARRIER_CMD_GLOBAL): the slow side of
+ * an asymmetric fence. -errno where the kernel does not offer it. */
+int dp_os_membarrier_global(void);
+
+/* One private page that the kernel zeroes in every child of a fork of any
+ * kind (MADV_WIPEONFORK); *wipes says whether the advice took. */
+int dp_os_fork_page(void **page, bool *wipes);
+
+pid_t dp_os_getpid(void);
 uint64_t dp_os_random64(void);
 uint64_t dp_os_now_ns(void);
+void dp_os_sleep_ns(uint64_t ns);
 
 #endif /* DP_OS_H */

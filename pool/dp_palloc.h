@@ -70,10 +70,14 @@ int dp_pa_view(dp_pa *pa, char *base, uint64_t region_size, const dp_pa_geom *g)
 void dp_pa_format(dp_pa *pa);
 
 /* Allocate a naturally aligned block of 2^order frames; *frame is its first
- * frame. owner (1..DP_PA_OWNER_MAX) names the caller's process slot in the
- * rare multi-step operations, so that recovery can finish them if it dies.
- * cpu picks the per-CPU reservation. Returns 0, -ENOMEM (no such block free)
- * or -EINVAL (order larger than the sub-pool can ever hold). */
+ * frame, always inside the sub-pool (a damaged word that offers frames past
+ * the end is never followed). owner (1..DP_PA_OWNER_MAX) names the caller's
+ * process slot in the rare multi-step operations, so that recovery can
+ * finish them if it dies. cpu picks the per-CPU reservation. Returns 0,
+ * -ENOMEM (no such block free), -EBUSY (none found, but nodes in another
+ * owner's open/close step were in the way: finish the steps of dead owners
+ * and try again), -EINVAL (order larger than the sub-pool can ever hold) or
+ * -EUCLEAN (the geometry is damaged). */
 int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_t *frame);
 
 /* Free a block; order must be the one it was allocated with. -EINVAL when
@@ -82,10 +86,11 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
  * blocks of the same span: callers keep the order (segments and areas do). */
 int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order);
 
-/* Finish the multi-step operations of owners that is_dead() says are dead,
- * claiming them as my_owner first. Returns how many were finished. */
-unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), void *arg,
-                       uint32_t my_owner);
+/* Finish the multi-step operations of owners that is_dead() says are dead.
+ * is_dead must answer true only for an owner that cannot come back and whose
+ * id nobody else can take meanwhile (the ledger holds the owner's liveness
+ * lock while this runs). Returns how many steps were finished. */
+unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), void *arg);
 
 /* Close every node that is entirely free so that large blocks can form. */
 void dp_pa_reclaim(dp_pa *pa, uint32_t owner);

@@ -18,7 +18,9 @@
 #include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/sem.h>
 #include <sys/shm.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -370,56 +372,142 @@ int dp_os_populate(void *addr, size_t len, unsigned threads) {
     OS_RET(err);
 }
 
-int dp_os_proc_start(pid_t pid, uint64_t *start, bool *zombie) {
+static int ofd_lock(int fd, int cmd, short type, uint64_t n, uint64_t len) {
+    struct flock fl;
+    memset(&fl, 0, sizeof fl); /* l_pid must be 0 for OFD locks */
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = (off_t)n;
+    fl.l_len = (off_t)len;
+    int r;
+    do
+        r = fcntl(fd, cmd, &fl);
+    while (r < 0 && errno == EINTR);
+    if (r < 0) return errno == EACCES ? -EAGAIN : -errno;
+    return cmd == F_OFD_GETLK ? (fl.l_type != F_UNLCK) : 0;
+}
+
+int dp_os_ofd_trylock(int fd, uint64_t n) {
     OS_SAVE;
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd;
+    OS_RET(ofd_lock(fd, F_OFD_SETLK, F_WRLCK, n, 1));
+}
+
+int dp_os_ofd_unlock(int fd, uint64_t n) {
+    OS_SAVE;
+    OS_RET(ofd_lock(fd, F_OFD_SETLK, F_UNLCK, n, 1));
+}
+
+int dp_os_ofd_test(int fd, uint64_t n) {
+    OS_SAVE;
+    OS_RET(ofd_lock(fd, F_OFD_GETLK, F_WRLCK, n, 1));
+}
+
+int dp_os_ofd_test_range(int fd, uint64_t n, uint64_t len) {
+    OS_SAVE;
+    OS_RET(ofd_lock(fd, F_OFD_GETLK, F_WRLCK, n, len));
+}
+
+int dp_os_reopen(int fd) {
+    OS_SAVE;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    int r;
     do
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0) OS_RET(errno == ENOENT ? -ESRCH : -errno);
-    ssize_t n;
+        r = open(path, O_RDWR | O_CLOEXEC);
+    while (r < 0 && errno == EINTR);
+    if (r >= 0 && dp_os_same_file(r, fd) != 1) { /* /proc of another pid namespace */
+        close(r);
+        OS_RET(-ESTALE);
+    }
+    OS_RET(r < 0 ? -errno : r);
+}
+
+int dp_os_same_file(int a, int b) {
+    OS_SAVE;
+    struct stat sa, sb;
+    if (fstat(a, &sa) != 0 || fstat(b, &sb) != 0) OS_RET(-errno);
+    OS_RET(sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino);
+}
+
+int dp_os_sem_create(int32_t key, unsigned nsems, unsigned mode) {
+    OS_SAVE;
+    int id = semget((key_t)key, (int)nsems, IPC_CREAT | IPC_EXCL | (int)(mode & 0777));
+    OS_RET(id < 0 ? -errno : id);
+}
+
+int dp_os_sem_get(int32_t key) {
+    OS_SAVE;
+    int id = semget((key_t)key, 0, 0);
+    OS_RET(id < 0 ? -errno : id);
+}
+
+int dp_os_sem_max(void) {
+    OS_SAVE;
+    uint64_t v = 32000;
+    FILE *f = fopen("/proc/sys/kernel/sem", "re");
+    if (f) {
+        unsigned long long a;
+        if (fscanf(f, "%llu", &a) == 1) v = a;
+        fclose(f);
+    }
+    OS_RET(v > 0x7fffffff ? 0x7fffffff : (int)v);
+}
+
+static int sem_op(int semid, struct sembuf *ops, size_t n) {
+    int r;
     do
-        n = read(fd, buf, sizeof buf - 1);
-    while (n < 0 && errno == EINTR);
-    close(fd);
-    if (n <= 0) OS_RET(-ESRCH);
-    buf[n] = 0;
-    /* comm may hold spaces and parentheses: fields start after the last ')'. */
-    char *p = strrchr(buf, ')');
-    if (!p) OS_RET(-EIO);
-    unsigned long long v = 0;
-    int field = 2;
-    if (zombie) *zombie = p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X' || p[2] == 'x');
-    char *save = NULL;
-    for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
-        if (++field == 22) {
-            v = strtoull(tok, NULL, 10);
-            break;
-        }
-    }
-    if (field != 22) OS_RET(-EIO);
-    *start = v;
-    if (zombie && *zombie) { /* a leader that called pthread_exit shows Z while its threads run */
-        snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-        DIR *d = opendir(path);
-        int tasks = 0;
-        if (d) {
-            for (struct dirent *e; (e = readdir(d));) tasks += e->d_name[0] != '.';
-            closedir(d);
-        }
-        if (tasks > 1) *zombie = false;
-    }
+        r = semop(semid, ops, n);
+    while (r < 0 && errno == EINTR);
+    return r < 0 ? -errno : 0;
+}
+
+int dp_os_sem_trylock(int semid, unsigned n) {
+    OS_SAVE;
+    /* atomically: wait for 0 (without waiting), then raise to 1 with undo */
+    struct sembuf ops[2] = {{(unsigned short)n, 0, IPC_NOWAIT},
+                            {(unsigned short)n, 1, SEM_UNDO | IPC_NOWAIT}};
+    OS_RET(sem_op(semid, ops, 2));
+}
+
+int dp_os_sem_unlock(int semid, unsigned n) {
+    OS_SAVE;
+    struct sembuf op = {(unsigned short)n, -1, SEM_UNDO | IPC_NOWAIT};
+    OS_RET(sem_op(semid, &op, 1));
+}
+
+int dp_os_sem_test(int semid, unsigned n) {
+    OS_SAVE;
+    int v = semctl(semid, (int)n, GETVAL);
+    OS_RET(v < 0 ? -errno : v > 0);
+}
+
+int dp_os_sem_remove(int semid) {
+    OS_SAVE;
+    OS_RET(semctl(semid, 0, IPC_RMID) == 0 ? 0 : -errno);
+}
+
+int dp_os_membarrier_global(void) {
+    OS_SAVE;
+    /* MEMBARRIER_CMD_GLOBAL (1): no registration needed; every running
+     * thread on the system passes a barrier before it returns. */
+    long r = syscall(SYS_membarrier, 1, 0, 0);
+    OS_RET(r < 0 ? -errno : 0);
+}
+
+int dp_os_fork_page(void **page, bool *wipes) {
+    OS_SAVE;
+    size_t ps = dp_os_caps()->page_size;
+    void *p = mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) OS_RET(-errno);
+#ifndef MADV_WIPEONFORK
+#define MADV_WIPEONFORK 18
+#endif
+    *wipes = madvise(p, ps, MADV_WIPEONFORK) == 0;
+    *page = p;
     OS_RET(0);
 }
 
-bool dp_os_pid_alive(pid_t pid) {
-    int saved = errno;
-    bool alive = kill(pid, 0) == 0 || errno == EPERM;
-    errno = saved;
-    return alive;
-}
+pid_t dp_os_getpid(void) { return getpid(); }
 
 uint64_t dp_os_random64(void) {
     int saved = errno;
@@ -434,6 +522,14 @@ uint64_t dp_os_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void dp_os_sleep_ns(uint64_t ns) {
+    int saved = errno;
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    errno = saved;
 }
 
 int dp_os_smaps_huge(const void *addr, size_t len, size_t *bytes) {

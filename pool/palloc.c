@@ -253,14 +253,30 @@ void dp_pa_format(dp_pa *pa) {
     /* Publication to other processes is the caller's release of the header. */
 }
 
-/* Rule 2: one CAS in one node. */
-static bool pa_try_node(dp_pa *pa, unsigned L, uint64_t idx, unsigned rs, uint64_t *frame) {
+/* The children of (L, idx) that exist (I4): bit 2i for each. A damaged word
+ * may say FREE where ABSENT belongs; searches use only these bits, so a
+ * scribble can never send a block past the end of the sub-pool. */
+static inline uint32_t present_mask(const dp_pa *pa, unsigned L, uint64_t idx) {
+    uint64_t first = idx * 16, n = pa->count[L - 1];
+    if (first + 16 <= n) return LO2;
+    return first >= n ? 0u : LO2 & ((1u << (2 * (unsigned)(n - first))) - 1u);
+}
+
+/* Rule 2: one CAS in one node. Returns true with *frame set; false when the
+ * node is not open or has no run (phase OPENING/CLOSING sets *stuck). */
+static bool pa_try_node(dp_pa *pa, unsigned L, uint64_t idx, unsigned rs, uint64_t *frame,
+                        bool *stuck) {
+    if (idx >= pa->count[L]) return false;
     dp_a64 *p = pa_node(pa, L, idx);
     uint64_t w = dp_load_relaxed(p); /* relaxed: the CAS below validates it */
+    uint32_t valid = L == 0 ? 0xffffffffu : present_mask(pa, L, idx);
     for (;;) {
-        if (w_phase(w) != PH_OPEN) return false;
+        if (w_phase(w) != PH_OPEN) {
+            if (w_phase(w) != PH_IDLE && stuck) *stuck = true;
+            return false;
+        }
         uint32_t c = (uint32_t)w;
-        int pos = L == 0 ? leaf_find(c, rs) : run_find(ch_free(c), rs);
+        int pos = L == 0 ? leaf_find(c, rs) : run_find(ch_free(c) & valid, rs);
         if (pos < 0) return false;
         uint64_t nw = w | run_used(L, run_mask(L, (unsigned)pos, rs));
         /* acquire: pairs with the release CAS in dp_pa_free (or close) that freed these frames */
@@ -334,14 +350,15 @@ typedef struct pa_req {
     bool avoid;    /* skip nodes other CPUs reserved */
     uint64_t mine; /* my hint at level t, index + 1 */
     uint64_t near; /* the level-t node to start from: its path is tried first */
+    bool stuck;    /* a node on the way was in another owner's open/close step */
 } pa_req;
 
-static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, const pa_req *rq, uint64_t *node,
+static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *node,
                    uint64_t *frame);
 
 /* Try child i of (A, idx): descend if PART, open first if FREE. */
 static bool pa_dfs_child(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, unsigned st,
-                         const pa_req *rq, uint64_t *node, uint64_t *frame) {
+                         pa_req *rq, uint64_t *node, uint64_t *frame) {
     uint64_t ci = idx * 16 + i;
     if (ci >= pa->count[A - 1]) return false;
     /* Whether we opened it or someone else just did, it may have room now. */
@@ -352,18 +369,21 @@ static bool pa_dfs_child(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, unsign
 /* Search the subtree of (A, idx) for a level-t node with room (rule 5): the
  * child towards rq->near first (so CPUs spread out over the tree), then
  * partly used children, then free ones. */
-static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, const pa_req *rq, uint64_t *node,
+static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *node,
                    uint64_t *frame) {
     if (idx >= pa->count[A]) return false;
     if (A == rq->t) {
         if (rq->avoid && (dp_load_relaxed(pa_node(pa, A, idx)) & W_RESV) && idx + 1 != rq->mine)
             return false;
-        if (!pa_try_node(pa, A, idx, rq->rs, frame)) return false;
+        if (!pa_try_node(pa, A, idx, rq->rs, frame, &rq->stuck)) return false;
         *node = idx;
         return true;
     }
     uint64_t w = dp_load_relaxed(pa_node(pa, A, idx));
-    if (w_phase(w) != PH_OPEN) return false;
+    if (w_phase(w) != PH_OPEN) {
+        if (w_phase(w) != PH_IDLE) rq->stuck = true;
+        return false;
+    }
     unsigned pref = 16;
     if ((rq->near >> (4 * (A - rq->t))) == idx) {
         pref = (unsigned)(rq->near >> (4 * (A - 1 - rq->t))) & 15;
@@ -410,32 +430,37 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
     struct dp_pa_hint *h = &pa->hints[cpu % pa->nhints];
     uint64_t hv = dp_load_relaxed_uint32_t(&h->node[t]); /* relaxed: a hint, validated by CAS */
     uint64_t start;
+    bool stuck = false, got = false;
     if (hv && hv - 1 < pa->count[t]) {
-        if (pa_try_node(pa, t, hv - 1, rs, frame)) return 0;
+        got = pa_try_node(pa, t, hv - 1, rs, frame, &stuck);
         start = hv - 1;
     } else {
         hv = 0;
         start = (uint64_t)(cpu % pa->nhints) * pa->count[t] / pa->nhints;
     }
-    for (int pass = 0; pass < 3; pass++) {
+    for (int pass = 0; pass < 3 && !got; pass++) {
         if (pass == 2) {
             if (t == 0) break; /* closing nodes never makes room inside a leaf */
             dp_pa_reclaim(pa, owner);
         }
-        pa_req rq = {t, rs, owner, pass == 0, hv, start};
+        pa_req rq = {t, rs, owner, pass == 0, hv, start, false};
         uint64_t node;
         if (t == root) {
-            if (pa_try_node(pa, root, 0, rs, frame)) return 0;
-            continue;
+            got = pa_try_node(pa, root, 0, rs, frame, &rq.stuck);
+        } else { /* nearby first: the smallest open subtree around start, then larger ones */
+            for (unsigned A = t + 1; A <= root && !got; A++)
+                if (pa_dfs(pa, A, start >> (4 * (A - t)), &rq, &node, frame)) {
+                    pa_adopt(pa, h, t, node);
+                    got = true;
+                }
         }
-        /* nearby first: the smallest open subtree around start, then larger ones */
-        for (unsigned A = t + 1; A <= root; A++)
-            if (pa_dfs(pa, A, start >> (4 * (A - t)), &rq, &node, frame)) {
-                pa_adopt(pa, h, t, node);
-                return 0;
-            }
+        stuck |= rq.stuck;
     }
-    return -ENOMEM;
+    if (!got) return stuck ? -EBUSY : -ENOMEM;
+    /* Searches use only present children, so this cannot fail unless the
+     * geometry itself is broken; never hand out frames past the end. */
+    if (*frame >= pa->frames || (1ull << order) > pa->frames - *frame) return -EUCLEAN;
+    return 0;
 }
 
 int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order) {
@@ -456,8 +481,7 @@ int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order) {
     }
 }
 
-unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), void *arg,
-                       uint32_t my_owner) {
+unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), void *arg) {
     unsigned n = 0;
     for (unsigned L = 0; L + 1 < pa->nlevels; L++) {
         for (uint64_t idx = 0; idx < pa->count[L]; idx++) {
@@ -465,15 +489,16 @@ unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), vo
             uint64_t w = dp_load_acquire(p); /* acquire: pairs with the dead owner's claim CAS */
             unsigned ph = w_phase(w);
             if ((ph != PH_OPENING && ph != PH_CLOSING) || !is_dead(w_owner(w), arg)) continue;
-            /* Claim it, so that a second recoverer cannot repeat the steps. */
-            if (!dp_cas_acq_rel(p, &w, w_mk(ph, my_owner))) continue;
+            /* The caller holds the dead owner's liveness lock (ledger), so no
+             * other recoverer works on this owner and nobody can take its
+             * slot: the word stays in the dead owner's name until IDLE. */
             dp_a64 *pp = pa_node(pa, L + 1, idx >> 4);
             unsigned i = (unsigned)(idx & 15);
             uint64_t pw = dp_load_relaxed(pp);
             while (ch_state(pw, i) == CH_PART &&
                    !dp_cas_acq_rel(pp, &pw, pw & ~(3ull << (2 * i))))
                 ;
-            dp_store_release(p, w_mk(PH_IDLE, 0));
+            dp_store_release(p, w_mk(PH_IDLE, 0)); /* release: pairs with pa_open's claim CAS */
             n++;
         }
     }

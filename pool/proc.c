@@ -1,75 +1,121 @@
 /*
- * proc.c -- processes: slots, attachment records, fork, recovery.
+ * proc.c -- the process ledger: slots, fork, attachment records, brackets,
+ * quiet windows, and pool blocks handed out in a process's name.
+ *
+ * Layer: above the allocator (palloc.c) and the region (region.c); below
+ * segments, areas, recovery and the checker, which reach it by name. What it
+ * needs from above it gets through hooks registered at start-up (STYLE 13):
+ * reclaim (run recovery: the recovery layer), adopt (take over inherited
+ * attachments: the segment layer), fork resets (process-local locks).
  *
  * Rules
- *   1. Every process attached to a pool holds one slot. The slot word holds
- *      pid, the low 24 bits of the start time and the state, so one CAS
- *      claims a slot together with its owner's identity; the full start time
- *      follows in a second word (a reader that sees 0 there uses the 24 bits).
- *      A slot is dead when /proc/<pid>/stat is gone, shows a zombie, or
- *      shows another start time (pid reuse).
+ *   1. Every process attached to a pool holds one slot. It takes the slot's
+ *      liveness lock first (live.c rule 1), then claims the FREE slot by one
+ *      CAS that writes its pid and state; it frees the slot (LEAVING, clear,
+ *      FREE) before it gives the lock back. So a slot that is not FREE has
+ *      its lock held by its owner for as long as the owner lives, and a
+ *      recoverer that can take the lock knows the owner is dead.
  *   2. Each segment attachment is recorded in the slot before the reference
  *      count is raised (PENDING), marked ACTIVE after, and marked DETACHING
  *      before the count is lowered. Recovery drops a reference only for
  *      ACTIVE records: a death between the record step and the count step
- *      can leak one reference, never drop one twice (leaks are safe;
- *      dsmpool_check() reports them as a count/record mismatch).
- *      Records are claimed by CAS (threads of a process share the slot);
- *      when the inline ones are taken, one-frame overflow blocks are taken
- *      from the pool and linked by CAS; they go back when the slot is freed.
- *   3. Recovery claims a dead slot by CAS (state RECOVERING, the recoverer's
- *      identity in the word), finishes the dead process's half-done allocator
- *      steps, returns its area caches, drops the references of its ACTIVE
- *      records, re-syncs the count of every segment its ambiguous records
- *      name (from the ACTIVE records of all other slots), destroys segments
- *      it was creating or destroying, frees its record blocks (each unlinked
- *      before it is freed) and frees the slot. Every step is idempotent, so a
- *      recoverer that dies is simply recovered in turn (and a sweep is asked
- *      for, since a recoverer works outside any bracket). A process that
- *      detaches marks its slot LEAVING first: its records no longer count.
- *   4. fork(): a child inherits the dsmpool pointer but not the slot. A
- *      pthread_atfork child handler bumps dp_fork_epoch; the first call on
- *      the pool in the child sees the epoch differ (one load) and takes a new
- *      slot and a reference on every inherited segment, in its own name.
+ *      can leak one reference, never drop one twice; recovery re-syncs such
+ *      counts (segment.c). Records are claimed by CAS (threads of a process
+ *      share the slot); when the inline ones are taken, one-frame overflow
+ *      blocks are taken from the pool and linked by CAS; they go back when
+ *      the slot is cleared, each unlinked before it is freed.
+ *   3. Recovery (recover.c) works on a dead slot only while it holds the
+ *      slot's lock, and frees the slot before it gives the lock back.
+ *   4. fork(): a child inherits the dsmpool pointer but not the slot. Every
+ *      kind of fork is seen (dp_epoch: a MADV_WIPEONFORK page that the
+ *      kernel zeroes in the child; the pthread_atfork child handler does the
+ *      same where the kernel has no such advice). The first call on the pool
+ *      in the child sees the epoch differ (one load), opens its own liveness
+ *      lock, takes a new slot and a reference on every inherited segment, in
+ *      its own name. After a fork that skipped atfork handlers, the child
+ *      resets the library's process-local locks first (a thread that held one
+ *      in the parent does not exist in the child).
  *   5. Process-local state: a registry of attached pools (so a second
  *      detach is recognised without touching freed memory) and a set of
  *      attached segment objects, each under a mutex; the atfork handlers
- *      take all of them (registry, then each pool, then the set) so the
- *      child never inherits a held lock.
- *
- *   6. Ownership changes of pool blocks (allocate + record, unrecord +
- *      free) are bracketed by dp_inflight_begin/end: a per-slot count of
- *      changes in progress and a sequence number of changes begun. A process
- *      that dies inside a bracket may leave a block allocated but recorded
- *      nowhere; recovery then sweeps: it snapshots every slot's (state,
- *      count, sequence), builds the allocator's map and the owners' map,
- *      and frees "allocated, owned by nothing" only if no live slot was
- *      inside a bracket and no snapshot value moved meanwhile (a seqlock:
- *      begin raises the count, then the sequence, then fences (release); end
- *      raises the sequence again, then lowers the count; the sweeper reads
- *      sequence then count, builds the maps, fences (acquire) and reads both
- *      again, so any change it saw any effect of shows as a moved sequence).
- *      One sweeper at a time (a lock word naming it; a dead holder is taken
- *      over): two could free the same frame twice.
+ *      take all of them (registry, then each pool, then the set).
+ *   6. Brackets. Every change of what the pool's shared structures say --
+ *      allocator words, segment states and counts, records, area entries --
+ *      happens inside a bracket of the changing slot (dp_inflight_begin /
+ *      end: a count of brackets open and a sequence number of brackets
+ *      begun and ended), or by a recoverer while the slot it recovers is
+ *      RECOVERING, or inside an area cache operation (area.c rule 7). A
+ *      process that dies inside a bracket may leave a block allocated but
+ *      recorded nowhere: the leak sweep (recover.c) returns it.
+ *   7. Quiet windows (dp_quiet_open/holds): a seqlock over rule 6. Open reads
+ *      every slot's state, sequence and count and refuses (-EBUSY) if a live
+ *      process is inside a bracket or a recovery or a leave runs; holds
+ *      fences (acquire) and reads them again. Whatever was read between a
+ *      successful open and a holds that says nothing moved was read while
+ *      nobody changed it: begin raises the count, then the sequence, then
+ *      fences (release); end raises the sequence, then lowers the count.
+ *      The checker and the sweep decide only inside such a window.
+ *   8. Pool blocks: the calling thread's node sub-pool first, then the
+ *      others nearest first (DSMPOOL_SEG_* placement flags). Every block is
+ *      checked to lie inside the data before it is returned. An allocation
+ *      that found no block, but found nodes in another owner's open/close
+ *      step in the way (dp_pa_alloc: -EBUSY), finishes the steps of owners
+ *      that are dead (taking their liveness locks, rule 3) and searches
+ *      once more. A live owner stopped mid-step keeps one node's subtree
+ *      (at most 1/16 of its sub-pool) out of reach until it runs again
+ *      (palloc.c, failure bound).
  *
  * Memory ordering: the slot claim CAS is acq_rel (acquire: pairs with the
  * release that freed the slot, so the zeroed records are seen; release: the
- * identity is published). Records are written with release and read by
- * recovery with acquire.
+ * claim is published after the lock is taken). Records are written with
+ * release and read by recovery with acquire. Brackets: see rule 7.
+ *
+ * Injection points (tests, DP_INJECTION builds): "proc.claim.locked" (a
+ * claimer holds the lock of a FREE slot, before its CAS).
  */
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../numa/dp_numa.h"
 #include "dp_internal.h"
 #include "dp_os.h"
 
-unsigned dp_fork_epoch = 1;
+#ifdef DP_INJECTION
+void (*volatile dp_inject_fn)(const char *point);
+#endif
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
 static dsmpool *reg_head;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* ---- hooks (STYLE 13) ---------------------------------------------------- */
+
+static int (*reclaim_hook)(dsmpool *);
+static void (*adopt_hook)(dsmpool *);
+#define FORK_HOOKS 4
+static void (*fork_hooks[FORK_HOOKS])(void);
+static unsigned nfork_hooks;
+
+void dp_ledger_set_reclaim(int (*fn)(dsmpool *)) { reclaim_hook = fn; }
+void dp_ledger_set_adopt(void (*fn)(dsmpool *)) { adopt_hook = fn; }
+void dp_ledger_on_fork(void (*fn)(void)) {
+    for (unsigned i = 0; i < nfork_hooks; i++)
+        if (fork_hooks[i] == fn) return;
+    if (nfork_hooks < FORK_HOOKS) fork_hooks[nfork_hooks++] = fn;
+}
+
+int dp_reclaim(dsmpool *p) { return reclaim_hook ? reclaim_hook(p) : 0; }
+
+/* ---- rule 4: fork detection ---------------------------------------------- */
+
+dp_fork_page *dp_forkp;
+static dp_fork_page fork_static; /* where no page could be mapped */
+static _Atomic unsigned epoch_last; /* plain memory: a child continues its parent's count */
+static bool atfork_ran;             /* the child handler ran in this child */
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 static void atfork_prepare(void) {
     pthread_mutex_lock(&reg_lock);
@@ -84,16 +130,57 @@ static void atfork_parent(void) {
 }
 
 static void atfork_child(void) {
-    dp_fork_epoch++; /* single-threaded here: a plain write is enough */
+    /* single-threaded here: plain stores are enough */
+    if (dp_forkp) atomic_store_explicit(&dp_forkp->epoch, 0, memory_order_relaxed);
+    atfork_ran = true;
     atfork_parent();
 }
 
-static void atfork_install(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+static void fork_init(void) {
+    void *pg = NULL;
+    bool wipes = false;
+    dp_forkp = dp_os_fork_page(&pg, &wipes) == 0 ? pg : &fork_static;
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+/* A fork that skipped the atfork handlers copied the library's locks as
+ * they were: re-initialise them (only this thread exists here). */
+static void reset_after_raw_fork(void) {
+    pthread_mutex_init(&reg_lock, NULL);
+    pthread_mutex_init(&set_lock, NULL);
+    for (dsmpool *p = reg_head; p; p = p->reg_next) {
+        pthread_mutex_init(&p->lock, NULL);
+        pthread_mutex_init(&p->recover_lock, NULL);
+    }
+    for (unsigned i = 0; i < nfork_hooks; i++) fork_hooks[i]();
+}
+
+unsigned dp_epoch_slow(void) {
+    pthread_once(&fork_once, fork_init);
+    unsigned e = atomic_load_explicit(&dp_forkp->epoch, memory_order_relaxed);
+    if (e) return e;
+    /* the first call in this process, or the first in a child: a child has
+     * a parent's count (epoch_last != 0) */
+    if (atomic_load_explicit(&epoch_last, memory_order_relaxed) != 0) {
+        if (!atfork_ran) reset_after_raw_fork();
+        atfork_ran = false;
+    }
+    unsigned ne = atomic_fetch_add_explicit(&epoch_last, 1, memory_order_relaxed) + 1;
+    if (ne == 0) ne = atomic_fetch_add_explicit(&epoch_last, 1, memory_order_relaxed) + 1;
+    unsigned z = 0;
+    /* relaxed: the epoch only has to differ from every value this process
+     * stored before; racing first calls in one process agree on one value */
+    atomic_compare_exchange_strong_explicit(&dp_forkp->epoch, &z, ne, memory_order_relaxed,
+                                            memory_order_relaxed);
+    return atomic_load_explicit(&dp_forkp->epoch, memory_order_relaxed);
+}
+
+/* ---- rule 5: process-local registries ------------------------------------ */
 
 void dp_registry_add(dsmpool *pool) {
-    pthread_once(&atfork_once, atfork_install);
+    unsigned e = dp_epoch();
     pthread_mutex_lock(&reg_lock);
-    atomic_store_explicit(&pool->fork_epoch, dp_fork_epoch, memory_order_relaxed);
+    atomic_store_explicit(&pool->fork_epoch, e, memory_order_relaxed);
     pool->reg_next = reg_head;
     reg_head = pool;
     pthread_mutex_unlock(&reg_lock);
@@ -111,8 +198,6 @@ bool dp_registry_take(dsmpool *pool) {
     pthread_mutex_unlock(&reg_lock);
     return found;
 }
-
-/* ---- the set of attached segment objects (open addressing) ------------ */
 
 #define SET_TOMB ((uintptr_t)1)
 static uintptr_t *set_tab;
@@ -181,61 +266,35 @@ bool dp_segset_has(struct dsmpool_seg *seg) {
     return found;
 }
 
-/* ---- slots -------------------------------------------------------------- */
-
-uint32_t dp_owner(const dsmpool *pool) { return pool->slot + 1; }
-
-static bool slot_word_dead(dsmpool *p, uint32_t i, uint64_t w) {
-    unsigned st = DP_SLOT_STATE(w);
-    if (st == DP_SLOT_FREE) return false;
-    pid_t pid = DP_SLOT_PID(w);
-    if (pid <= 0) return true;
-    uint64_t start;
-    bool zombie = false;
-    int r = dp_os_proc_start(pid, &start, &zombie);
-    if (r == -ESRCH) return true;
-    if (r != 0) return !dp_os_pid_alive(pid); /* /proc unreadable: ask kill(0) */
-    if (zombie) return true;
-    uint64_t full = i < p->nprocs ? dp_load_relaxed(&p->procs[i].start) : 0; /* relaxed: identity */
-    if (st == DP_SLOT_LIVE && full) return full != start;
-    return (start & 0xffffff) != DP_SLOT_START_LO(w);
-}
-
-bool dp_slot_dead(dsmpool *pool, uint32_t slot) {
-    if (slot >= pool->nprocs) return false;
-    /* acquire: pairs with the claim CAS, so the start word is the owner's */
-    return slot_word_dead(pool, slot, dp_load_acquire(&pool->procs[slot].state));
-}
-
-bool dp_slot_live(dsmpool *pool, uint32_t slot) {
-    if (slot >= pool->nprocs) return false;
-    uint64_t w = dp_load_acquire(&pool->procs[slot].state); /* acquire: pairs with the claim CAS */
-    return DP_SLOT_STATE(w) != DP_SLOT_FREE && !slot_word_dead(pool, slot, w);
-}
+/* ---- rule 1: slots -------------------------------------------------------- */
 
 int dp_slot_claim(dsmpool *p) {
-    pid_t pid = getpid();
-    uint64_t start = 0;
-    dp_os_proc_start(pid, &start, NULL);
-    for (int round = 0; round < 2; round++) {
-        uint32_t n = p->nprocs, s0 = (uint32_t)pid % n;
-        for (uint32_t k = 0; k < n; k++) {
-            uint32_t i = (s0 + k) % n;
-            dp_proc *sl = &p->procs[i];
-            uint64_t w = dp_load_relaxed(&sl->state); /* relaxed: the CAS validates */
-            if (DP_SLOT_STATE(w) != DP_SLOT_FREE) continue;
-            /* acq_rel: see the file comment */
-            if (!dp_cas_acq_rel(&sl->state, &w, DP_SLOT_WORD(pid, start, DP_SLOT_LIVE))) continue;
-            dp_store_relaxed(&sl->start, start);
+    pid_t pid = dp_os_getpid();
+    bool guarded = dp_live_guarded(p);
+    uint32_t n = p->nprocs, s0 = (uint32_t)pid % n;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = (s0 + k) % n;
+        dp_proc *sl = &p->procs[i];
+        uint64_t w = dp_load_relaxed(&sl->state); /* relaxed: the CAS validates */
+        if (DP_SLOT_STATE(w) != DP_SLOT_FREE) continue;
+        if (guarded) {
+            int r = dp_live_take(p, DP_LOCK_SLOT0 + i);
+            if (r == -EAGAIN) continue; /* a recoverer is finishing it, or a claimer got there */
+            if (r) return dp_fail(r, "cannot take the liveness lock of slot %u: %s", i, strerror(-r));
+            DP_INJECT("proc.claim.locked");
+            w = dp_load_relaxed(&sl->state);
+        }
+        /* acq_rel: see the file comment */
+        if (DP_SLOT_STATE(w) == DP_SLOT_FREE &&
+            dp_cas_acq_rel(&sl->state, &w, DP_SLOT_WORD(pid, guarded ? 0 : DP_SLOT_UNGUARDED, DP_SLOT_LIVE))) {
             p->slot = i;
             p->pid = pid;
             p->has_slot = true;
             return 0;
         }
-        if (round == 0 && dp_recover_all(p) == 0) break;
+        if (guarded) dp_live_give(p, DP_LOCK_SLOT0 + i);
     }
-    return dp_fail(-ENOSPC, "all %u process slots are held by live processes; raise max_procs",
-                   p->nprocs);
+    return dp_fail(-ENOSPC, "all %u process slots are held by live processes; raise max_procs", n);
 }
 
 bool dp_block_ok(const dsmpool *pool, uint64_t off, uint64_t len) {
@@ -243,14 +302,13 @@ bool dp_block_ok(const dsmpool *pool, uint64_t off, uint64_t len) {
            dp_range_ok(off - pool->geo.data_off, len, pool->geo.data_size);
 }
 
-/* Visit every record word of a slot; stops at a corrupt link. */
-static void slot_records(dsmpool *p, uint32_t slot, void (*fn)(dsmpool *, dp_a64 *, void *),
-                         void *arg) {
+void dp_slot_records(dsmpool *p, uint32_t slot, void (*fn)(dsmpool *, dp_a64 *, void *), void *arg) {
+    if (slot >= p->nprocs) return;
     dp_proc *sl = &p->procs[slot];
     for (int i = 0; i < DP_REC_INLINE; i++) fn(p, &sl->rec[i], arg);
     uint64_t off = dp_load_acquire(&sl->overflow); /* acquire: pairs with the linking CAS */
     for (uint64_t guard = p->geo.data_size / DP_FRAME_SIZE; off && guard; guard--) {
-        if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return;
+        if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return; /* a damaged link: stop, never follow */
         dp_recblk *b = dp_at(p, off);
         for (unsigned i = 0; i < DP_REC_PER_BLOCK; i++) fn(p, &b->rec[i], arg);
         off = dp_load_acquire(&b->next); /* acquire: pairs with the linking CAS */
@@ -303,9 +361,8 @@ dp_a64 *dp_rec_add(dsmpool *p, uint64_t rec) {
 
 void dp_rec_clear(dp_a64 *rec) { dp_store_release(rec, 0); }
 
-/* Free a slot's overflow blocks and clear its records (the slot is ours,
- * or claimed for recovery: nobody else writes it). */
-static void slot_clear(dsmpool *p, uint32_t slot, bool bracket) {
+void dp_slot_clear(dsmpool *p, uint32_t slot, bool bracket) {
+    if (slot >= p->nprocs) return;
     dp_proc *sl = &p->procs[slot];
     if (bracket) dp_inflight_begin(p);
     /* one block at a time, unlinked before it is freed: whoever stops in the
@@ -323,34 +380,61 @@ static void slot_clear(dsmpool *p, uint32_t slot, bool bracket) {
         dp_pool_free(p, DP_BLOCK_MK(off, 0));
         off = next;
     }
-    if (bracket) dp_inflight_end(p);
     for (int i = 0; i < DP_REC_INLINE; i++) dp_store_relaxed(&sl->rec[i], 0);
-    dp_store_relaxed(&sl->start, 0);
+    if (bracket) dp_inflight_end(p);
 }
 
 void dp_slot_release(dsmpool *p) {
     /* LEAVING: our records no longer count (the segments are detached), and a
      * recovery that finds us dead from here on finishes the clearing */
-    dp_a64 *st = &p->procs[p->slot].state;
+    uint32_t slot = p->slot;
+    dp_a64 *st = &p->procs[slot].state;
     uint64_t w = dp_load_relaxed(st);
-    dp_cas_acq_rel(st, &w, (w & ~0xffull) | DP_SLOT_LEAVING); /* acq_rel: a state change */
-    slot_clear(p, p->slot, true);
+    while (!dp_cas_acq_rel(st, &w, (w & ~0xffull) | DP_SLOT_LEAVING)) /* acq_rel: a state change */
+        ;
+    bool guarded = !(DP_SLOT_FLAGS(w) & DP_SLOT_UNGUARDED);
+    dp_slot_clear(p, slot, true);
     p->has_slot = false;
     /* release: the cleared records are visible to the next claimer (acquire) */
-    dp_store_release(&p->procs[p->slot].state, DP_SLOT_FREE);
+    dp_store_release(st, DP_SLOT_FREE);
+    if (guarded) dp_live_give(p, DP_LOCK_SLOT0 + slot); /* rule 1: after the slot is free */
 }
 
-/* ---- rule 6: ownership brackets and the leak sweep --------------------- */
+bool dp_slot_alive(dsmpool *p, uint32_t slot) {
+    if (slot >= p->nprocs) return false;
+    uint64_t w = dp_load_acquire(&p->procs[slot].state); /* acquire: pairs with the claim CAS */
+    if (DP_SLOT_STATE(w) == DP_SLOT_FREE) return false;
+    if ((DP_SLOT_FLAGS(w) & DP_SLOT_UNGUARDED) || (p->has_slot && slot == p->slot) ||
+        !dp_live_guarded(p))
+        return true; /* cannot be judged: alive */
+    return dp_live_held(p, DP_LOCK_SLOT0 + slot) != 0; /* held, or an error: alive */
+}
+
+bool dp_slot_take_dead(dsmpool *p, uint32_t slot) {
+    if (slot >= p->nprocs || (p->has_slot && slot == p->slot) || !dp_live_guarded(p)) return false;
+    uint64_t w = dp_load_acquire(&p->procs[slot].state); /* acquire: pairs with the claim CAS */
+    if (DP_SLOT_STATE(w) == DP_SLOT_FREE || (DP_SLOT_FLAGS(w) & DP_SLOT_UNGUARDED)) return false;
+    if (dp_live_take(p, DP_LOCK_SLOT0 + slot) != 0) return false;
+    /* the lock is ours: the slot cannot change under us any more (rule 1) */
+    w = dp_load_acquire(&p->procs[slot].state);
+    if (DP_SLOT_STATE(w) == DP_SLOT_FREE || (DP_SLOT_FLAGS(w) & DP_SLOT_UNGUARDED)) {
+        dp_live_give(p, DP_LOCK_SLOT0 + slot); /* freed meanwhile */
+        return false;
+    }
+    return true;
+}
+
+/* ---- rule 6: brackets ----------------------------------------------------- */
 
 void dp_inflight_begin(dsmpool *p) {
     if (!p->has_slot) return; /* recovery without a slot: RECOVERING protects it */
     dp_proc *sl = &p->procs[p->slot];
-    /* inflight first, then opseq: the sweeper reads opseq, then inflight, so
-     * it either sees the bracket open or sees opseq move on its second read */
+    /* inflight first, then opseq: a reader reads opseq, then inflight, so it
+     * either sees the bracket open or sees opseq move on its second read */
     dp_fetch_add_acq_rel(&sl->inflight, 1);
     dp_fetch_add_acq_rel(&sl->opseq, 1);
-    /* release fence: pairs with the sweeper's acquire fence; any write of the
-     * bracket that the sweeper sees implies it sees opseq move */
+    /* release fence: pairs with the reader's acquire fence; any write of the
+     * bracket that the reader sees implies it sees opseq move */
     atomic_thread_fence(memory_order_release);
 }
 
@@ -358,166 +442,269 @@ void dp_inflight_end(dsmpool *p) {
     if (!p->has_slot) return;
     dp_proc *sl = &p->procs[p->slot];
     dp_fetch_add_acq_rel(&sl->opseq, 1); /* a bracket that opened and closed between reads shows */
-    /* release: the bracket's records are visible to whoever reads the count */
+    /* release: the bracket's writes are visible to whoever reads the count */
     dp_fetch_add_acq_rel(&sl->inflight, (uint64_t)-1);
 }
 
-typedef struct snap {
-    uint64_t state, opseq;
-} snap;
+/* ---- rule 7: quiet windows -------------------------------------------------- */
 
-/* Only one process sweeps at a time: two sweeps could free the same leaked
- * frame twice, the second after someone had allocated it again. The lock
- * word names its holder (a slot word: pid + start); a dead holder is taken
- * over. */
-static bool sweep_lock(dsmpool *p, uint64_t me) {
-    uint64_t w = 0;
-    /* acq_rel: pairs with the release of the previous sweeper */
-    if (dp_cas_acq_rel(&p->hdr->sweep_owner, &w, me)) return true;
-    if (!slot_word_dead(p, UINT32_MAX, w)) return false;
-    return dp_cas_acq_rel(&p->hdr->sweep_owner, &w, me);
-}
-
-/* Free the frames that are allocated but owned by nothing, if it is safe to
- * decide so now (rule 6). Returns true when the sweep ran to the end. */
-static bool sweep(dsmpool *p) {
-    snap *s1 = calloc(p->nprocs, sizeof *s1);
-    uint64_t **used = dp_maps_new(p), **owned = dp_maps_new(p);
-    bool done = false;
-    char why[200];
-    if (!s1 || !used || !owned) goto out;
-    for (uint32_t i = 0; i < p->nprocs; i++) {
+int dp_quiet_open(dsmpool *p, dp_quiet *q) {
+    q->n = p->nprocs;
+    q->self = UINT32_MAX;
+    q->w = malloc((size_t)q->n * 3 * sizeof *q->w);
+    if (!q->w) return -ENOMEM;
+    for (uint32_t i = 0; i < q->n; i++) {
         dp_proc *sl = &p->procs[i];
-        s1[i].state = dp_load_acquire(&sl->state); /* acquire: pairs with claim/release */
-        s1[i].opseq = dp_load_acquire(&sl->opseq);
-        uint64_t infl = dp_load_acquire(&sl->inflight); /* acquire: pairs with dp_inflight_end */
-        unsigned st = DP_SLOT_STATE(s1[i].state);
-        if (st == DP_SLOT_RECOVERING || (st != DP_SLOT_FREE && infl && !slot_word_dead(p, i, s1[i].state)))
-            goto out; /* a live process is inside a bracket, or a recovery runs: later */
+        uint64_t st = dp_load_acquire(&sl->state); /* acquire: pairs with claim and release */
+        uint64_t seq = dp_load_acquire(&sl->opseq); /* acquire: pairs with dp_inflight_end */
+        uint64_t infl = dp_load_acquire(&sl->inflight);
+        q->w[3 * i] = st;
+        q->w[3 * i + 1] = seq;
+        q->w[3 * i + 2] = infl;
+        unsigned s = DP_SLOT_STATE(st);
+        bool working = s == DP_SLOT_RECOVERING || s == DP_SLOT_LEAVING || (s != DP_SLOT_FREE && infl);
+        if (working && dp_slot_alive(p, i)) return -EBUSY;
     }
-    if (dp_used_maps(p, used, why, sizeof why, false) != 0 ||
-        dp_owned_maps(p, owned, why, sizeof why) != 0)
-        goto out;
-    atomic_thread_fence(memory_order_acquire); /* pairs with dp_inflight_begin's release fence */
-    for (uint32_t i = 0; i < p->nprocs; i++) {
-        uint64_t st = dp_load_relaxed(&p->procs[i].state);
-        if (st != s1[i].state || dp_load_relaxed(&p->procs[i].opseq) != s1[i].opseq ||
-            (DP_SLOT_STATE(st) != DP_SLOT_FREE && dp_load_relaxed(&p->procs[i].inflight) &&
-             !slot_word_dead(p, i, st)))
-            goto out;
-    }
-    static const unsigned unit_orders[] = {0, 5, 9, 13, 17, 21, 25, 29, 33};
-    for (uint32_t s = 0; s < p->nsub; s++) {
-        uint64_t frames = p->geo.sub[s].geom.frames;
-        for (uint64_t f = 0; f < frames;) {
-            uint64_t bit = (used[s][f / 64] & ~owned[s][f / 64]) >> (f % 64) & 1;
-            if (!bit) {
-                f++;
-                continue;
-            }
-            /* free it as the unit it was allocated as: a leaf bit, or a FULL child */
-            uint64_t step = 1;
-            for (unsigned k = 0; k < sizeof unit_orders / sizeof *unit_orders; k++) {
-                uint64_t n = 1ull << unit_orders[k];
-                if (f % n || f + n > frames) break;
-                if (dp_pa_free(&p->pa[s], f, unit_orders[k]) == 0) {
-                    step = n;
-                    break;
-                }
-            }
-            f += step;
-        }
-    }
-    done = true;
-out:
-    free(s1);
-    dp_maps_free(p, used);
-    dp_maps_free(p, owned);
-    return done;
+    return 0;
 }
 
-/* Rule 4: the first call in a fork()ed child. Caller holds pool->lock. */
-static int adopt(dsmpool *p) {
+bool dp_quiet_holds(dsmpool *p, const dp_quiet *q) {
+    atomic_thread_fence(memory_order_acquire); /* pairs with dp_inflight_begin's release fence */
+    for (uint32_t i = 0; i < q->n; i++) {
+        dp_proc *sl = &p->procs[i];
+        if (dp_load_relaxed(&sl->state) != q->w[3 * i] || dp_load_relaxed(&sl->opseq) != q->w[3 * i + 1] ||
+            dp_load_relaxed(&sl->inflight) != q->w[3 * i + 2])
+            return false;
+    }
+    return true;
+}
+
+void dp_quiet_close(dp_quiet *q) {
+    free(q->w);
+    q->w = NULL;
+}
+
+/* ---- rule 4: the first call in a fork()ed child ----------------------------- */
+
+static int adopt(dsmpool *p) { /* caller holds pool->lock */
     p->has_slot = false; /* the inherited slot is the parent's */
+    dp_live_child(p);
     int r = dp_slot_claim(p);
+    if (r == -ENOSPC && dp_reclaim(p) > 0) r = dp_slot_claim(p);
     if (r) return r;
-    for (struct dsmpool_seg *s = p->segs_head; s; s = s->next) dp_seg_adopt(p, s);
+    if (adopt_hook) adopt_hook(p);
     return 0;
 }
 
 int dp_self(dsmpool *pool) {
+    unsigned e = dp_epoch();
     /* acquire: pairs with the release below, so the slot fields are ours */
-    if (atomic_load_explicit(&pool->fork_epoch, memory_order_acquire) == dp_fork_epoch) return 0;
+    if (atomic_load_explicit(&pool->fork_epoch, memory_order_acquire) == e) return 0;
     pthread_mutex_lock(&pool->lock);
     int r = 0;
-    if (atomic_load_explicit(&pool->fork_epoch, memory_order_relaxed) != dp_fork_epoch) {
+    if (atomic_load_explicit(&pool->fork_epoch, memory_order_relaxed) != e) {
         r = adopt(pool);
-        if (r == 0) atomic_store_explicit(&pool->fork_epoch, dp_fork_epoch, memory_order_release);
+        if (r == 0) atomic_store_explicit(&pool->fork_epoch, e, memory_order_release);
     }
     pthread_mutex_unlock(&pool->lock);
     return r;
 }
 
-/* ---- recovery ----------------------------------------------------------- */
+/* ---- rule 8: pool blocks ---------------------------------------------------- */
 
-static bool owner_is(uint32_t owner, void *arg) { return owner == *(uint32_t *)arg; }
-
-static void recover_slot(dsmpool *p, uint32_t slot) {
-    uint32_t owner = slot + 1;
-    for (uint32_t s = 0; s < p->nsub; s++) dp_pa_recover(&p->pa[s], owner_is, &owner, owner);
-    dp_area_recover_slot(p, slot); /* before references drop: an area may go with them */
-    dp_seg_recover_slot(p, slot);
-    /* The slot being recovered is ours to clear (RECOVERING); the recoverer
-     * may hold no slot of its own, so no bracket: a sweep never runs while a
-     * slot is RECOVERING without seeing its state move. */
-    slot_clear(p, slot, false);
-}
-
-int dp_recover_all(dsmpool *p) {
-    pid_t me = getpid();
-    uint64_t mystart = 0;
-    dp_os_proc_start(me, &mystart, NULL);
-    int n = 0;
-    for (uint32_t i = 0; i < p->nprocs; i++) {
-        dp_proc *sl = &p->procs[i];
-        uint64_t w = dp_load_acquire(&sl->state); /* acquire: pairs with the owner's claim CAS */
-        if (!slot_word_dead(p, i, w)) continue;
-        /* acq_rel: exclusive claim; acquire sees everything the dead owner released */
-        unsigned was = DP_SLOT_STATE(w);
-        if (!dp_cas_acq_rel(&sl->state, &w, DP_SLOT_WORD(me, mystart, DP_SLOT_RECOVERING)))
+/* Per sub-pool, the node sub-pools nearest first (by the machine's SLIT
+ * distances; ties by index), and the map from node id to sub-pool. */
+void dp_pool_placement_init(dsmpool *p) {
+    const dp_topo *t = dp_numa_topo();
+    p->il_sub = -1;
+    memset(p->node_sub, -1, sizeof p->node_sub);
+    uint32_t nn = 0, idx[DSMPOOL_MAX_NODES];
+    for (uint32_t s = 0; s < p->nsub; s++) {
+        uint32_t node = p->geo.sub[s].node;
+        if (node == DP_NODE_INTERLEAVE) {
+            p->il_sub = (int)s;
             continue;
-        /* release fence: a sweeper that sees any of our writes below sees the
-         * slot RECOVERING (pairs with the sweeper's acquire fence) */
-        atomic_thread_fence(memory_order_release);
-        /* a dead owner inside a bracket, or a dead recoverer (which has no
-         * bracket), may have left a block unowned */
-        if (dp_load_acquire(&sl->inflight) || was == DP_SLOT_RECOVERING) /* acquire: dp_inflight_end */
-            dp_store_relaxed(&p->hdr->sweep_needed, 1);
-        recover_slot(p, i);
-        dp_store_relaxed(&sl->inflight, 0);
-        dp_store_release(&sl->state, DP_SLOT_FREE); /* release: pairs with the next claim */
-        dp_fetch_add_relaxed(&p->hdr->procs_recovered, 1);
-        n++;
+        }
+        if (node < 256) p->node_sub[node] = (int8_t)s;
+        idx[nn++] = s;
     }
-    /* relaxed: a flag; a sweep that finds nothing to do is harmless */
-    uint64_t token = DP_SLOT_WORD(me, mystart, DP_SLOT_RECOVERING);
-    if (dp_load_relaxed(&p->hdr->sweep_needed) && sweep_lock(p, token)) {
-        if (sweep(p)) dp_store_relaxed(&p->hdr->sweep_needed, 0);
-        dp_store_release(&p->hdr->sweep_owner, 0); /* release: pairs with sweep_lock */
+    for (uint32_t s = 0; s < p->nsub; s++) {
+        int from = dp_numa_index(p->geo.sub[s].node);
+        uint32_t ord[DSMPOOL_MAX_NODES];
+        memcpy(ord, idx, sizeof(uint32_t) * nn);
+        for (uint32_t i = 1; i < nn; i++) /* insertion sort by distance from s's node */
+            for (uint32_t j = i; j > 0; j--) {
+                int a = dp_numa_index(p->geo.sub[ord[j - 1]].node), b = dp_numa_index(p->geo.sub[ord[j]].node);
+                int da = from >= 0 && a >= 0 ? t->dist[from][a] : (ord[j - 1] == s ? 0 : 100);
+                int db = from >= 0 && b >= 0 ? t->dist[from][b] : (ord[j] == s ? 0 : 100);
+                if (ord[j - 1] == s) da = -1; /* yourself first */
+                if (ord[j] == s) db = -1;
+                if (db >= da) break;
+                uint32_t x = ord[j];
+                ord[j] = ord[j - 1];
+                ord[j - 1] = x;
+            }
+        for (uint32_t k = 0; k < DSMPOOL_MAX_NODES; k++) p->order[s][k] = k < nn ? (uint8_t)ord[k] : 0xff;
     }
-    return n;
 }
 
-int dsmpool_recover(dsmpool *pool) {
-    dp_clear_error();
-    if (!pool || pool->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
-    int r = dp_self(pool);
+static int try_sub(dsmpool *p, uint32_t k, unsigned order, unsigned cpu, uint64_t *block) {
+    uint64_t frame;
+    int r = dp_pa_alloc(&p->pa[k], order, dp_owner(p), cpu, &frame);
     if (r) return r;
-    dp_recover_all(pool);
+    uint64_t off = p->geo.sub[k].data_off + frame * DP_FRAME_SIZE;
+    if (!dp_block_ok(p, off, (uint64_t)DP_FRAME_SIZE << order)) return -EUCLEAN; /* never hand it out */
+    *block = DP_BLOCK_MK(off, order);
     return 0;
 }
 
-/* Used by dp_seg_recover_slot through slot_records. */
-void dp_slot_records(dsmpool *p, uint32_t slot, void (*fn)(dsmpool *, dp_a64 *, void *), void *arg) {
-    slot_records(p, slot, fn, arg);
+/* -EINVAL (no sub-pool can hold the order) is the weakest reason; -EBUSY
+ * (blocked by open/close steps) outranks -ENOMEM; -EUCLEAN outranks all. */
+static int worse(int a, int b) {
+    static const int rank[] = {EINVAL, ENOMEM, EBUSY, EUCLEAN};
+    int ra = 0, rb = 0;
+    for (int i = 0; i < 4; i++) {
+        if (-a == rank[i]) ra = i;
+        if (-b == rank[i]) rb = i;
+    }
+    return rb > ra ? b : a;
+}
+
+static int placed_once(dsmpool *p, unsigned order, unsigned flags, uint64_t *block) {
+    unsigned cpu = dp_numa_cpu();
+    bool only = flags & DSMPOOL_SEG_LOCAL_ONLY;
+    int err = -EINVAL, r;
+    if ((flags & DSMPOOL_SEG_INTERLEAVE) && p->il_sub >= 0) {
+        if ((r = try_sub(p, (uint32_t)p->il_sub, order, cpu, block)) == 0) return 0;
+        if (only) return r;
+        err = worse(err, r);
+    }
+    uint32_t node = (flags & (1u << 3)) ? (flags >> 8) & 0xff : dp_numa_current_node();
+    int pref = node < 256 ? p->node_sub[node] : -1;
+    if (pref < 0) pref = p->il_sub == 0 ? 1 : 0;
+    for (uint32_t k = 0; k < DSMPOOL_MAX_NODES && p->order[pref][k] != 0xff; k++) {
+        uint32_t s = p->order[pref][k];
+        if ((r = try_sub(p, s, order, cpu, block)) == 0) {
+            if (s != (uint32_t)pref) dp_fetch_add_relaxed(&p->hdr->fallbacks[pref], 1); /* relaxed: a counter */
+            return 0;
+        }
+        err = worse(err, r);
+        if (only) break;
+    }
+    return err;
+}
+
+int dp_pool_alloc_placed(dsmpool *p, unsigned order, unsigned flags, uint64_t *block) {
+    int r = placed_once(p, order, flags, block);
+    if (r == -EBUSY && dp_pool_finish_steps(p, -1) > 0) r = placed_once(p, order, flags, block);
+    return r == -EBUSY ? -ENOMEM : r;
+}
+
+int dp_pool_alloc(dsmpool *p, unsigned order, uint64_t *block) {
+    return dp_pool_alloc_placed(p, order, 0, block);
+}
+
+int dp_pool_free(dsmpool *p, uint64_t block) {
+    uint64_t off = DP_BLOCK_OFF(block);
+    unsigned order = DP_BLOCK_ORDER(block);
+    for (uint32_t k = 0; k < p->nsub; k++) {
+        uint64_t lo = p->geo.sub[k].data_off, n = p->geo.sub[k].geom.frames;
+        if (off >= lo && (off - lo) / DP_FRAME_SIZE < n)
+            return dp_pa_free(&p->pa[k], (off - lo) / DP_FRAME_SIZE, order);
+    }
+    return -EINVAL;
+}
+
+typedef struct steps_ctx {
+    dsmpool *p;
+    int64_t slot;      /* the one slot whose lock the caller holds, or -1 */
+    uint8_t *verdict;  /* per owner: 0 not asked, 1 dead (lock ours), 2 alive */
+} steps_ctx;
+
+static bool steps_dead(uint32_t owner, void *arg) {
+    steps_ctx *c = arg;
+    if (c->slot >= 0) return owner == (uint64_t)c->slot + 1;
+    if (owner == 0 || owner > c->p->nprocs) return false;
+    if (!c->verdict[owner]) c->verdict[owner] = dp_slot_take_dead(c->p, owner - 1) ? 1 : 2;
+    return c->verdict[owner] == 1;
+}
+
+unsigned dp_pool_finish_steps(dsmpool *p, int64_t slot) {
+    steps_ctx c = {p, slot, NULL};
+    unsigned n = 0;
+    if (slot >= 0) {
+        for (uint32_t s = 0; s < p->nsub; s++) n += dp_pa_recover(&p->pa[s], steps_dead, &c);
+        return n;
+    }
+    if (!dp_live_guarded(p) || !(c.verdict = calloc((size_t)p->nprocs + 1, 1))) return 0;
+    pthread_mutex_lock(&p->recover_lock); /* live.c rule 4 */
+    for (uint32_t s = 0; s < p->nsub; s++) n += dp_pa_recover(&p->pa[s], steps_dead, &c);
+    for (uint32_t o = 1; o <= p->nprocs; o++)
+        if (c.verdict[o] == 1) dp_live_give(p, DP_LOCK_SLOT0 + o - 1); /* the slot's full recovery comes later */
+    pthread_mutex_unlock(&p->recover_lock);
+    free(c.verdict);
+    return n;
+}
+
+/* ---- ownership maps: the allocator's side --------------------------------- */
+
+uint64_t **dp_maps_new(dsmpool *p) {
+    uint64_t **m = calloc(p->nsub, sizeof *m);
+    if (!m) return NULL;
+    for (uint32_t s = 0; s < p->nsub; s++)
+        if (!(m[s] = calloc((p->geo.sub[s].geom.frames + 63) / 64, 8))) {
+            dp_maps_free(p, m);
+            return NULL;
+        }
+    return m;
+}
+
+void dp_maps_free(dsmpool *p, uint64_t **m) {
+    if (!m) return;
+    for (uint32_t s = 0; s < p->nsub; s++) free(m[s]);
+    free(m);
+}
+
+static bool owner_live(uint32_t owner, void *arg) {
+    return owner >= 1 && dp_slot_alive(arg, owner - 1);
+}
+
+int dp_used_maps(dsmpool *p, uint64_t **used, char *why, size_t n, bool strict) {
+    for (uint32_t s = 0; s < p->nsub; s++) {
+        dp_pa_walk w;
+        dp_pa_walk_tree(&p->pa[s], &w, used ? used[s] : NULL, owner_live, p);
+        if (!strict) continue;
+        if (w.bad) {
+            snprintf(why, n, "sub-pool %u: %s", s, w.why);
+            return -EUCLEAN;
+        }
+        if (w.orphaned) {
+            snprintf(why, n, "sub-pool %u: %llu allocator steps of dead processes are unfinished; "
+                     "dsmpool_recover() finishes them", s, (unsigned long long)w.orphaned);
+            return -EUCLEAN;
+        }
+        if (w.busy) {
+            snprintf(why, n, "sub-pool %u: %llu allocator steps in flight", s,
+                     (unsigned long long)w.busy);
+            return -EBUSY;
+        }
+    }
+    return 0;
+}
+
+void dp_ledger_mark_owned(dsmpool *p, dp_mark_fn mark, void *arg) {
+    for (uint32_t sl = 0; sl < p->nprocs; sl++) {
+        uint64_t w = dp_load_acquire(&p->procs[sl].state); /* acquire: the claim CAS */
+        if (DP_SLOT_STATE(w) == DP_SLOT_FREE) continue;
+        uint64_t off = dp_load_acquire(&p->procs[sl].overflow); /* acquire: the linking CAS */
+        for (uint64_t guard = p->geo.data_size / DP_FRAME_SIZE + 1; off; guard--) {
+            if (!guard) {
+                mark(arg, 0, 0, "a cycle of attachment record blocks");
+                break;
+            }
+            mark(arg, off, DP_FRAME_SIZE, "an attachment record block");
+            if (!dp_block_ok(p, off, DP_FRAME_SIZE)) break;
+            off = dp_load_acquire(&((dp_recblk *)dp_at(p, off))->next);
+        }
+    }
 }

@@ -38,6 +38,8 @@
 #define GIB (1ull << 30)
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
+static dsmpool *pool_new(void);
+static void pool_free(dsmpool *p);
 
 /* The data's granule: 2 MiB, or the huge page when larger (sub-pools,
  * interleave stripes and prefault slices are whole granules). */
@@ -202,8 +204,7 @@ static void region_undo(creating *c) {
 static int create_fail(creating *c, dp_header *h, int r) {
     region_undo(c);
     free(h);
-    pthread_mutex_destroy(&c->p->lock);
-    free(c->p);
+    pool_free(c->p);
     return r;
 }
 
@@ -279,6 +280,7 @@ static int map_backing(creating *c, const dsmpool_config *cfg, size_t len, size_
     case DSMPOOL_BACKING_SYSV: {
         int32_t key;
         dp_os_sysv_key(cfg->name, &key);
+        p->sysv_key = key;
         r = dp_os_sysv_get(key, len, true, cfg->mode, huge_sz);
         if (r < 0) {
             if (r == -EEXIST) {
@@ -518,8 +520,7 @@ static int prefault_pool(dsmpool *p, const dp_header *h, const plan *pl, unsigne
     return err;
 }
 
-int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
-    dp_clear_error();
+int dp_region_create(const dsmpool_config *cfg, dsmpool **out) {
     if (!cfg || !out) return dp_fail(-EINVAL, "cfg and out must not be NULL");
     *out = NULL;
     if (cfg->size == 0) return dp_fail(-EINVAL, "size 0");
@@ -554,12 +555,10 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
                        "(/sys/kernel/mm/hugepages/hugepages-%zukB is missing)",
                        huge_sz >> 10, huge_sz >> 10);
 
-    dsmpool *p = calloc(1, sizeof *p);
+    dsmpool *p = pool_new();
     if (!p) return dp_fail(-ENOMEM, "out of memory");
-    p->fd = p->shmid = -1;
     p->backing = cfg->backing;
     if (cfg->name) snprintf(p->name, sizeof p->name, "%s", cfg->name);
-    pthread_mutex_init(&p->lock, NULL);
 
     dp_header *h = calloc(1, sizeof *h);
     if (!h) {
@@ -651,12 +650,19 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
     if (r) return create_fail(&c, NULL, r); /* cannot happen: we just computed it */
     for (uint32_t s = 0; s < p->nsub; s++) dp_pa_format(&p->pa[s]);
     p->magic = DP_POOL_MAGIC;
-    if ((r = dp_slot_claim(p)) != 0) return create_fail(&c, NULL, r);
+    *out = p; /* not yet published: dp_region_publish */
+    return 0;
+}
+
+void dp_region_publish(dsmpool *p) {
     /* release: pairs with the acquire load of the magic in attach (rule 2) */
     dp_store_release(&p->hdr->magic, DP_MAGIC);
-    dp_registry_add(p);
-    *out = p;
-    return 0;
+}
+
+void dp_region_abandon(dsmpool *p) {
+    creating c = {p, p->base, p->size, true, true};
+    region_undo(&c);
+    pool_free(p);
 }
 
 /* ---- attachment --------------------------------------------------------- */
@@ -674,11 +680,6 @@ static int attach_mapped(dsmpool *p, size_t real) {
     if (r) return r;
     p->hdr = (dp_header *)p->base;
     p->magic = DP_POOL_MAGIC;
-    if ((r = dp_slot_claim(p)) != 0) {
-        p->magic = 0;
-        return r;
-    }
-    dp_registry_add(p);
     return 0;
 }
 
@@ -725,19 +726,21 @@ static dsmpool *pool_new(void) {
     dsmpool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->fd = p->shmid = -1;
+    p->live.kind = DP_LIVE_NONE;
+    p->live.fd = p->live.semid = -1;
     pthread_mutex_init(&p->lock, NULL);
+    pthread_mutex_init(&p->recover_lock, NULL);
     return p;
 }
 
 static void pool_free(dsmpool *p) {
     pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->recover_lock);
+    p->magic = DP_POOL_DEAD;
     free(p);
 }
 
-int dsmpool_attach(const char *name, dsmpool **out) {
-    dp_clear_error();
-    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
-    *out = NULL;
+int dp_region_attach(const char *name, dsmpool **out) {
     if (!name || !*name) return dp_fail(-EINVAL, "name must not be empty");
     if (strlen(name) > DP_NAME_MAX) return dp_fail(-EINVAL, "name too long");
     dsmpool *p = pool_new();
@@ -776,6 +779,7 @@ int dsmpool_attach(const char *name, dsmpool **out) {
         p->backing = DSMPOOL_BACKING_SYSV;
         int32_t key;
         dp_os_sysv_key(name, &key);
+        p->sysv_key = key;
         r = dp_os_sysv_get(key, 0, false, 0, 0);
         if (r < 0) {
             pool_free(p);
@@ -809,10 +813,7 @@ int dsmpool_attach(const char *name, dsmpool **out) {
     return 0;
 }
 
-int dsmpool_attach_fd(int fd, dsmpool **out) {
-    dp_clear_error();
-    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
-    *out = NULL;
+int dp_region_attach_fd(int fd, dsmpool **out) {
     if (fd < 0) return dp_fail(-EINVAL, "bad file descriptor %d", fd);
     dsmpool *p = pool_new();
     if (!p) return dp_fail(-ENOMEM, "out of memory");
@@ -839,56 +840,23 @@ int dsmpool_fd(const dsmpool *pool) {
 
 /* ---- teardown ----------------------------------------------------------- */
 
-static int pool_leave(dsmpool *p) {
-    /* Detach segments and release the slot (the child of a fork that never
-     * used the pool holds neither: it only unmaps). */
-    bool mine = p->fork_epoch == dp_fork_epoch;
-    dp_area_detach_pool(p); /* areas first: their caches go back while the pool is mapped */
-    dp_seg_unmap_all(p, mine);
-    if (mine) dp_slot_release(p);
-    if (p->shmid >= 0)
-        dp_os_sysv_detach(p->base);
+void dp_region_free(dsmpool *p) {
+    if (p->shmid >= 0) dp_os_sysv_detach(p->base);
     dp_os_unmap(p->base, p->size);
     if (p->fd >= 0) dp_os_close(p->fd);
-    p->magic = DP_POOL_DEAD;
     pool_free(p);
-    return 0;
 }
 
-int dsmpool_detach(dsmpool *pool) {
-    dp_clear_error();
-    if (!pool) return dp_fail(-EINVAL, "pool is NULL");
-    if (!dp_registry_take(pool))
-        return dp_fail(-EINVAL, "not an attached pool (already detached?)");
-    return pool_leave(pool);
-}
-
-int dsmpool_destroy(dsmpool *pool) {
-    dp_clear_error();
-    if (!pool) return dp_fail(-EINVAL, "pool is NULL");
-    if (!dp_registry_take(pool))
-        return dp_fail(-EINVAL, "not an attached pool (already detached?)");
-    dp_store_release(&pool->hdr->destroyed, 1); /* release: pairs with attach-by-handle's acquire */
-    /* Fallback segments are named objects of their own: remove their names. */
-    for (uint64_t i = 0; i < pool->nsegs; i++) {
-        uint64_t w = dp_load_acquire(&pool->segs[i].state); /* acquire: pairs with create's LIVE CAS */
-        if (DP_SEG_ST(w) == DP_SEG_FREE) continue;
-        if (dp_load_relaxed(&pool->segs[i].block) != DP_BLOCK_FALLBACK) continue;
-        char nm[96];
-        dp_fallback_name(pool, i, DP_SEG_GEN(w), nm, sizeof nm);
-        dp_os_shm_unlink(nm);
-    }
+int dp_region_unlink(dsmpool *p) {
     int r = 0;
-    if (pool->backing == DSMPOOL_BACKING_POSIX) {
-        r = pool->path[0] ? dp_os_file_unlink(pool->path) : dp_os_shm_unlink(pool->name);
+    if (p->backing == DSMPOOL_BACKING_POSIX) {
+        r = p->path[0] ? dp_os_file_unlink(p->path) : dp_os_shm_unlink(p->name);
         if (r == -ENOENT) r = 0; /* someone else destroyed it first */
-    } else if (pool->backing == DSMPOOL_BACKING_SYSV && pool->shmid >= 0) {
-        r = dp_os_sysv_remove(pool->shmid);
+    } else if (p->backing == DSMPOOL_BACKING_SYSV && p->shmid >= 0) {
+        r = dp_os_sysv_remove(p->shmid);
         if (r == -EINVAL || r == -EIDRM) r = 0;
     }
-    int r2 = pool_leave(pool);
-    if (r) return dp_fail(r, "removing the region's name failed: %s", strerror(-r));
-    return r2;
+    return r ? dp_fail(r, "removing the region's name failed: %s", strerror(-r)) : 0;
 }
 
 int dsmpool_prefault(dsmpool *pool) {

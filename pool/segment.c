@@ -46,93 +46,11 @@
 #define SEG_COUNT_ONE (1ull << 3)
 #define SEG_PIN_BIT (1ull << 2)
 
-/* ---- pool blocks: placement over the sub-pools ------------------------ */
+/* ---- layer hooks ------------------------------------------------------ */
 
-/* Per sub-pool, the node sub-pools nearest first (by the machine's SLIT
- * distances; ties by index), and the map from node id to sub-pool. */
-void dp_pool_placement_init(dsmpool *p) {
-    const dp_topo *t = dp_numa_topo();
-    p->il_sub = -1;
-    memset(p->node_sub, -1, sizeof p->node_sub);
-    uint32_t nn = 0, idx[DSMPOOL_MAX_NODES];
-    for (uint32_t s = 0; s < p->nsub; s++) {
-        uint32_t node = p->geo.sub[s].node;
-        if (node == DP_NODE_INTERLEAVE) {
-            p->il_sub = (int)s;
-            continue;
-        }
-        if (node < 256) p->node_sub[node] = (int8_t)s;
-        idx[nn++] = s;
-    }
-    for (uint32_t s = 0; s < p->nsub; s++) {
-        int from = dp_numa_index(p->geo.sub[s].node);
-        uint32_t ord[DSMPOOL_MAX_NODES];
-        memcpy(ord, idx, sizeof(uint32_t) * nn);
-        for (uint32_t i = 1; i < nn; i++) /* insertion sort by distance from s's node */
-            for (uint32_t j = i; j > 0; j--) {
-                int a = dp_numa_index(p->geo.sub[ord[j - 1]].node), b = dp_numa_index(p->geo.sub[ord[j]].node);
-                int da = from >= 0 && a >= 0 ? t->dist[from][a] : (ord[j - 1] == s ? 0 : 100);
-                int db = from >= 0 && b >= 0 ? t->dist[from][b] : (ord[j] == s ? 0 : 100);
-                if (ord[j - 1] == s) da = -1; /* yourself first */
-                if (ord[j] == s) db = -1;
-                if (db >= da) break;
-                uint32_t x = ord[j];
-                ord[j] = ord[j - 1];
-                ord[j - 1] = x;
-            }
-        for (uint32_t k = 0; k < DSMPOOL_MAX_NODES; k++) p->order[s][k] = k < nn ? (uint8_t)ord[k] : 0xff;
-    }
-}
+static void (*area_hook)(dsmpool *, void *, uint64_t, uint64_t, uint32_t);
 
-static int try_sub(dsmpool *p, uint32_t k, unsigned order, unsigned cpu, uint64_t *block) {
-    uint64_t frame;
-    int r = dp_pa_alloc(&p->pa[k], order, dp_owner(p), cpu, &frame);
-    if (r == 0) *block = DP_BLOCK_MK(p->geo.sub[k].data_off + frame * DP_FRAME_SIZE, order);
-    return r;
-}
-
-/* Interleaved: the interleaved sub-pool. Otherwise the preferred node's (the
- * calling CPU's, or DSMPOOL_SEG_ON_NODE's), then the others nearest first,
- * unless DSMPOOL_SEG_LOCAL_ONLY. A placement the pool cannot honour because
- * the node has no sub-pool falls back to the local one. */
-int dp_pool_alloc_placed(dsmpool *p, unsigned order, unsigned flags, uint64_t *block) {
-    unsigned cpu = dp_numa_cpu();
-    bool only = flags & DSMPOOL_SEG_LOCAL_ONLY;
-    int err = -ENOMEM, r;
-    if ((flags & DSMPOOL_SEG_INTERLEAVE) && p->il_sub >= 0) {
-        if ((r = try_sub(p, (uint32_t)p->il_sub, order, cpu, block)) == 0) return 0;
-        if (only) return r;
-        if (r != -EINVAL) err = r;
-    }
-    uint32_t node = (flags & SEG_ON_NODE_BIT) ? (flags >> 8) & 0xff : dp_numa_current_node();
-    int pref = node < 256 ? p->node_sub[node] : -1;
-    if (pref < 0) pref = p->il_sub == 0 ? 1 : 0;
-    for (uint32_t k = 0; k < DSMPOOL_MAX_NODES && p->order[pref][k] != 0xff; k++) {
-        uint32_t s = p->order[pref][k];
-        if ((r = try_sub(p, s, order, cpu, block)) == 0) {
-            if (s != (uint32_t)pref) dp_fetch_add_relaxed(&p->hdr->fallbacks[pref], 1); /* relaxed: a counter */
-            return 0;
-        }
-        if (r != -EINVAL) err = r;
-        if (only) break;
-    }
-    return err;
-}
-
-int dp_pool_alloc(dsmpool *p, unsigned order, uint64_t *block) {
-    return dp_pool_alloc_placed(p, order, 0, block);
-}
-
-int dp_pool_free(dsmpool *p, uint64_t block) {
-    uint64_t off = DP_BLOCK_OFF(block);
-    unsigned order = DP_BLOCK_ORDER(block);
-    for (uint32_t k = 0; k < p->nsub; k++) {
-        uint64_t lo = p->geo.sub[k].data_off, n = p->geo.sub[k].geom.frames;
-        if (off >= lo && (off - lo) / DP_FRAME_SIZE < n)
-            return dp_pa_free(&p->pa[k], (off - lo) / DP_FRAME_SIZE, order);
-    }
-    return -EINVAL;
-}
+void dp_seg_set_area_hook(void (*fn)(dsmpool *, void *, uint64_t, uint64_t, uint32_t)) { area_hook = fn; }
 
 /* ---- descriptors -------------------------------------------------------- */
 
@@ -172,8 +90,9 @@ static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t owner) 
     uint64_t blk = dp_load_acquire(&d->block); /* acquire: the creator's store */
     bool pool_blk = blk && blk != DP_BLOCK_FALLBACK &&
                     dp_block_ok(p, DP_BLOCK_OFF(blk), (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31));
-    if (pool_blk && (dp_load_relaxed(&d->flags) & DP_SEG_AREA)) /* an area goes with its last reference */
-        dp_area_destroy_contents(p, dp_at(p, DP_BLOCK_OFF(blk)), idx + 1, owner, true);
+    if (pool_blk && (dp_load_relaxed(&d->flags) & DP_SEG_AREA) && area_hook) /* an area goes with its last reference */
+        area_hook(p, dp_at(p, DP_BLOCK_OFF(blk)), (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31),
+                  idx + 1, owner);
     /* acq_rel: the exchange is the unrecording; whoever re-runs this sees 0 */
     blk = atomic_exchange_explicit(&d->block, 0, memory_order_acq_rel);
     if (blk == DP_BLOCK_FALLBACK || blk == 0) {
@@ -190,7 +109,7 @@ static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t owner) 
     dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
 }
 
-int dp_seg_ref_drop(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t slot) {
+static int seg_ref_drop(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t slot) {
     dp_seg_desc *d = &p->segs[idx];
     uint64_t w = dp_load_relaxed(&d->state); /* relaxed: the CAS validates */
     for (;;) {
@@ -206,8 +125,8 @@ int dp_seg_ref_drop(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t slot) {
     }
 }
 
-/* Record, then count (proc.c rule 2). */
-static int seg_ref(dsmpool *p, uint64_t idx, uint32_t gen, dp_a64 **recp) {
+/* Record, then count (proc.c rule 2); inside a bracket (proc.c rule 6). */
+static int seg_ref_bracketed(dsmpool *p, uint64_t idx, uint32_t gen, dp_a64 **recp) {
     dp_a64 *rec = dp_rec_add(p, DP_REC(gen, idx, DP_REC_PENDING));
     if (!rec)
         return dp_fail(-ENOSPC, "no memory left in the pool for an attachment record");
@@ -239,13 +158,22 @@ static int seg_ref(dsmpool *p, uint64_t idx, uint32_t gen, dp_a64 **recp) {
     return 0;
 }
 
+static int seg_ref(dsmpool *p, uint64_t idx, uint32_t gen, dp_a64 **recp) {
+    dp_inflight_begin(p);
+    int r = seg_ref_bracketed(p, idx, gen, recp);
+    dp_inflight_end(p);
+    return r;
+}
+
 static void seg_unref(dsmpool *p, struct dsmpool_seg *s) {
     if (!s->rec) return;
     uint64_t idx = DP_HANDLE_IDX(s->handle);
     uint32_t gen = DP_HANDLE_GEN(s->handle);
+    dp_inflight_begin(p);
     dp_store_release(s->rec, DP_REC(gen, idx, DP_REC_DETACHING)); /* release: for recovery */
-    dp_seg_ref_drop(p, idx, gen, p->slot);
+    seg_ref_drop(p, idx, gen, p->slot);
     dp_rec_clear(s->rec);
+    dp_inflight_end(p);
     s->rec = NULL;
 }
 
@@ -379,32 +307,26 @@ int dsmpool_seg_create(dsmpool *pool, size_t size, unsigned flags, dsmpool_seg *
     return dp_seg_create_internal(pool, size, flags, out);
 }
 
-int dp_seg_create_internal(dsmpool *pool, size_t size, unsigned flags, dsmpool_seg **out) {
-    *out = NULL;
-    int r = pool_ok(pool);
-    if (r) return r;
-    if (size == 0) return dp_fail(-EINVAL, "size 0");
-    if (size > (1ull << 46)) return dp_fail(-EINVAL, "size %zu is beyond 64 TiB", size);
-    struct dsmpool_seg *s = calloc(1, sizeof *s);
-    if (!s) return dp_fail(-ENOMEM, "out of memory");
+/* Claim, block (or OS segment), record, LIVE: all in one bracket (proc.c
+ * rule 6), so that nobody judges the pool while a block is between the
+ * allocator and its descriptor. */
+static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, struct dsmpool_seg *s) {
     uint64_t idx = 0;
     uint32_t gen = 0;
-    if ((r = seg_claim(pool, &idx, &gen)) != 0) {
-        free(s);
-        return r;
-    }
+    int r = seg_claim(pool, &idx, &gen);
+    if (r) return r;
     dp_seg_desc *d = &pool->segs[idx];
     unsigned order = size <= DP_FRAME_SIZE ? 0 : 64u - (unsigned)__builtin_clzll(size - 1) - DP_FRAME_SHIFT;
     uint64_t blk, bytes;
-    dp_inflight_begin(pool); /* until the block is in the descriptor (proc.c rule 6) */
     r = dp_pool_alloc_placed(pool, order, flags, &blk);
     if (r == 0) {
         bytes = (uint64_t)DP_FRAME_SIZE << order;
         s->addr = dp_at(pool, DP_BLOCK_OFF(blk));
         dp_store_release(&d->block, blk); /* release: for the leak sweep's acquire */
-        dp_inflight_end(pool);
+    } else if (r == -EUCLEAN) {
+        dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
+        return dp_fail(r, "the allocator of this pool is damaged; dsmpool_check() says where");
     } else if (!(flags & DSMPOOL_SEG_NO_FALLBACK)) {
-        dp_inflight_end(pool);
         bytes = (size + DP_FRAME_SIZE - 1) & ~(uint64_t)(DP_FRAME_SIZE - 1);
         blk = DP_BLOCK_FALLBACK;
         /* The descriptor says FALLBACK before the name exists: recovery of a
@@ -414,16 +336,13 @@ int dp_seg_create_internal(dsmpool *pool, size_t size, unsigned flags, dsmpool_s
         if (r) {
             dp_store_relaxed(&d->block, 0);
             dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
-            free(s);
             return dp_fail(-ENOSPC, "the pool cannot serve %zu bytes and the OS fallback "
                            "failed: %s", size, strerror(-r));
         }
         s->fallback = true;
         dp_fetch_add_relaxed(&pool->hdr->fallback_created, 1);
     } else {
-        dp_inflight_end(pool);
         dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
-        free(s);
         return dp_fail(-ENOSPC, "the pool has no free block of %llu bytes for %zu bytes "
                        "(DSMPOOL_SEG_NO_FALLBACK)", (unsigned long long)DP_FRAME_SIZE << order, size);
     }
@@ -439,11 +358,28 @@ int dp_seg_create_internal(dsmpool *pool, size_t size, unsigned flags, dsmpool_s
         if (rec) dp_rec_clear(rec);
         if (s->fallback) dp_os_unmap(s->addr, bytes);
         seg_destroy(pool, idx, gen, pool->slot);
-        free(s);
         return dp_fail(-ENOSPC, "no memory left in the pool for an attachment record");
     }
     dp_store_release(rec, DP_REC(gen, idx, DP_REC_ACTIVE)); /* release: for recovery */
     s->rec = rec;
+    return 0;
+}
+
+int dp_seg_create_internal(dsmpool *pool, size_t size, unsigned flags, dsmpool_seg **out) {
+    *out = NULL;
+    int r = pool_ok(pool);
+    if (r) return r;
+    if (size == 0) return dp_fail(-EINVAL, "size 0");
+    if (size > (1ull << 46)) return dp_fail(-EINVAL, "size %zu is beyond 64 TiB", size);
+    struct dsmpool_seg *s = calloc(1, sizeof *s);
+    if (!s) return dp_fail(-ENOMEM, "out of memory");
+    dp_inflight_begin(pool);
+    r = seg_create_bracketed(pool, size, flags, s);
+    dp_inflight_end(pool);
+    if (r) {
+        free(s);
+        return r;
+    }
     return seg_publish(pool, s, out);
 }
 
@@ -487,7 +423,7 @@ int dsmpool_seg_detach(dsmpool_seg *seg) {
  * inherited attachment. If the segment went away between the fork and now
  * (the parent detached it), or no record fits, the object turns stale: no
  * address, and detach says -ESTALE. */
-void dp_seg_adopt(dsmpool *p, struct dsmpool_seg *s) {
+static void seg_adopt(dsmpool *p, struct dsmpool_seg *s) {
     dp_a64 *rec;
     s->rec = NULL;
     if (seg_ref(p, DP_HANDLE_IDX(s->handle), DP_HANDLE_GEN(s->handle), &rec) == 0) {
@@ -500,6 +436,12 @@ void dp_seg_adopt(dsmpool *p, struct dsmpool_seg *s) {
     s->fallback = false;
     s->stale = true;
 }
+
+static void seg_adopt_all(dsmpool *p) { /* the ledger's adopt hook; p->lock is held */
+    for (struct dsmpool_seg *s = p->segs_head; s; s = s->next) seg_adopt(p, s);
+}
+
+void dp_seg_layer_init(void) { dp_ledger_set_adopt(seg_adopt_all); }
 
 void dp_seg_unmap_all(dsmpool *p, bool drop_refs) {
     pthread_mutex_lock(&p->lock);
@@ -542,7 +484,7 @@ static int seg_unpin(dsmpool *pool, uint64_t idx, uint32_t gen, uint32_t owner) 
         if (!DP_SEG_PINNED(w)) return -EINVAL;
         bool last = DP_SEG_COUNT(w) == 0;
         uint64_t nw = last ? DP_SEG_WORD(gen, owner + 1, 0, DP_SEG_DYING) : w & ~SEG_PIN_BIT;
-        if (dp_cas_acq_rel(&d->state, &w, nw)) { /* acq_rel: as in dp_seg_ref_drop */
+        if (dp_cas_acq_rel(&d->state, &w, nw)) { /* acq_rel: as in seg_ref_drop */
             if (last) seg_destroy(pool, idx, gen, owner);
             return 0;
         }
@@ -607,6 +549,27 @@ void dp_seg_unpin_quiet(dsmpool *pool, dsmpool_handle h, uint32_t owner) {
     if (h && DP_HANDLE_IDX(h) < pool->nsegs) (void)seg_unpin(pool, DP_HANDLE_IDX(h), DP_HANDLE_GEN(h), owner);
 }
 
+uint64_t dp_seg_os_size(dsmpool *pool, dsmpool_handle h) {
+    if (!h || DP_HANDLE_IDX(h) >= pool->nsegs) return 0;
+    dp_seg_desc *d = &pool->segs[DP_HANDLE_IDX(h)];
+    uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with dp_seg_os_create's release */
+    if (DP_SEG_GEN(w) != DP_HANDLE_GEN(h) || dp_load_relaxed(&d->block) != DP_BLOCK_FALLBACK) return 0;
+    uint64_t size = dp_load_relaxed(&d->size);
+    return size <= (1ull << 46) ? size : 0;
+}
+
+void *dp_seg_area_ctl(dsmpool *p, uint64_t idx, uint64_t min_bytes) {
+    if (idx >= p->nsegs) return NULL;
+    uint64_t w = dp_load_acquire(&p->segs[idx].state); /* acquire: create's LIVE CAS */
+    if (DP_SEG_ST(w) == DP_SEG_FREE || !(dp_load_relaxed(&p->segs[idx].flags) & DP_SEG_AREA))
+        return NULL;
+    uint64_t blk = dp_load_relaxed(&p->segs[idx].block);
+    if (!blk || blk == DP_BLOCK_FALLBACK || DP_BLOCK_ORDER(blk) > DP_PA_MAX_ORDER) return NULL;
+    uint64_t bytes = (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk);
+    if (bytes < min_bytes || !dp_block_ok(p, DP_BLOCK_OFF(blk), bytes)) return NULL;
+    return dp_at(p, DP_BLOCK_OFF(blk));
+}
+
 dsmpool_handle dsmpool_seg_handle(const dsmpool_seg *seg) { return seg ? seg->handle : 0; }
 void *dsmpool_seg_address(const dsmpool_seg *seg) { return seg ? seg->addr : NULL; }
 size_t dsmpool_seg_size(const dsmpool_seg *seg) { return seg ? seg->size : 0; }
@@ -634,7 +597,7 @@ static void rec_recover(dsmpool *p, dp_a64 *r, void *arg) {
     uint32_t gen = DP_REC_GEN(v);
     if (DP_REC_ST(v) == DP_REC_ACTIVE) {
         dp_store_relaxed(r, DP_REC(gen, idx, DP_REC_DETACHING)); /* idempotence: see proc.c rule 3 */
-        if (idx < p->nsegs) dp_seg_ref_drop(p, idx, gen, c->slot);
+        if (idx < p->nsegs) seg_ref_drop(p, idx, gen, c->slot);
         dp_store_release(r, 0);
         return;
     }
@@ -692,7 +655,7 @@ static void seg_resync(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t slot) {
         bool dies = c.active == 0 && !DP_SEG_PINNED(w);
         uint64_t nw = dies ? DP_SEG_WORD(gen, slot + 1, 0, DP_SEG_DYING)
                            : DP_SEG_WORD(gen, c.active, DP_SEG_PINNED(w), DP_SEG_LIVE);
-        if (dp_cas_acq_rel(&d->state, &w, nw)) { /* acq_rel: as in dp_seg_ref_drop */
+        if (dp_cas_acq_rel(&d->state, &w, nw)) { /* acq_rel: as in seg_ref_drop */
             if (dies) seg_destroy(p, idx, gen, slot);
             return;
         }
@@ -716,4 +679,90 @@ void dp_seg_recover_slot(dsmpool *p, uint32_t slot) {
         if ((st == DP_SEG_INIT || st == DP_SEG_DYING) && DP_SEG_COUNT(w) == slot + 1)
             seg_destroy(p, i, DP_SEG_GEN(w), slot);
     }
+}
+
+/* ---- for the checker --------------------------------------------------- */
+
+void dp_seg_mark_owned(dsmpool *p, dp_mark_fn mark, void *arg) {
+    for (uint64_t i = 0; i < p->nsegs; i++) {
+        dp_seg_desc *d = &p->segs[i];
+        uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with create's LIVE CAS */
+        if (DP_SEG_ST(w) == DP_SEG_FREE) continue;
+        uint64_t blk = dp_load_acquire(&d->block); /* acquire: pairs with the creator's store */
+        if (blk == DP_BLOCK_FALLBACK || blk == 0) continue;
+        if (DP_BLOCK_ORDER(blk) > DP_PA_MAX_ORDER) {
+            mark(arg, 0, 0, "a segment descriptor with a corrupt block word");
+            continue;
+        }
+        mark(arg, DP_BLOCK_OFF(blk), (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk), "a segment");
+    }
+}
+
+typedef struct ref_ctx {
+    uint32_t *refs;
+    int err;
+    char *why;
+    size_t n;
+} ref_ctx;
+
+static void ck_record(dsmpool *p, dp_a64 *r, void *arg) {
+    ref_ctx *c = arg;
+    uint64_t v = dp_load_acquire(r); /* acquire: pairs with the record's release store */
+    if (!v || c->err) return;
+    uint64_t idx = DP_REC_IDX(v);
+    if (idx >= p->nsegs) {
+        c->err = -EUCLEAN;
+        snprintf(c->why, c->n, "an attachment record names descriptor %llu of %llu",
+                 (unsigned long long)idx, (unsigned long long)p->nsegs);
+    } else if (DP_REC_ST(v) != DP_REC_ACTIVE) {
+        c->err = -EBUSY;
+        snprintf(c->why, c->n, "an attach or detach of segment %llu is in progress",
+                 (unsigned long long)idx);
+    } else if (DP_SEG_GEN(dp_load_relaxed(&p->segs[idx].state)) == DP_REC_GEN(v)) {
+        c->refs[idx]++;
+    } else {
+        c->err = -EUCLEAN;
+        snprintf(c->why, c->n, "an attachment record names a destroyed segment (%llu)",
+                 (unsigned long long)idx);
+    }
+}
+
+int dp_seg_verify(dsmpool *p, char *why, size_t n) {
+    for (uint64_t i = 0; i < p->nsegs; i++) {
+        uint64_t w = dp_load_acquire(&p->segs[i].state); /* acquire: create's LIVE CAS */
+        unsigned st = DP_SEG_ST(w);
+        if (st == DP_SEG_INIT || st == DP_SEG_DYING) {
+            bool live = DP_SEG_COUNT(w) >= 1 && dp_slot_alive(p, DP_SEG_COUNT(w) - 1);
+            snprintf(why, n, live ? "segment %llu is being created or destroyed"
+                                  : "segment %llu was left half-created or half-destroyed "
+                                    "by a dead process; dsmpool_recover() finishes it",
+                     (unsigned long long)i);
+            return live ? -EBUSY : -EUCLEAN;
+        }
+        uint64_t blk = dp_load_relaxed(&p->segs[i].block);
+        if (st == DP_SEG_LIVE && blk != DP_BLOCK_FALLBACK &&
+            dp_load_relaxed(&p->segs[i].size) != (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31)) {
+            snprintf(why, n, "segment %llu has a corrupt block word", (unsigned long long)i);
+            return -EUCLEAN;
+        }
+    }
+    ref_ctx rc = {calloc(p->nsegs, sizeof(uint32_t)), 0, why, n};
+    if (!rc.refs) {
+        snprintf(why, n, "out of memory");
+        return -ENOMEM;
+    }
+    for (uint32_t sl = 0; sl < p->nprocs && !rc.err; sl++) {
+        unsigned st = DP_SLOT_STATE(dp_load_acquire(&p->procs[sl].state));
+        if (st != DP_SLOT_FREE && st != DP_SLOT_LEAVING) dp_slot_records(p, sl, ck_record, &rc);
+    }
+    for (uint64_t i = 0; i < p->nsegs && !rc.err; i++) {
+        uint64_t w = dp_load_relaxed(&p->segs[i].state);
+        if (DP_SEG_ST(w) == DP_SEG_LIVE && DP_SEG_COUNT(w) != rc.refs[i]) {
+            rc.err = -EUCLEAN;
+            snprintf(why, n, "segment %llu has reference count %u but %u attachments",
+                     (unsigned long long)i, DP_SEG_COUNT(w), rc.refs[i]);
+        }
+    }
+    free(rc.refs);
+    return rc.err;
 }

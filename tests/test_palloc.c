@@ -256,14 +256,14 @@ Test(palloc, recovery_finishes_half_steps) {
     dp_pa_walk_tree(&t.pa, &w, NULL, live_not_7, NULL);
     cr_expect_eq(w.orphaned, 1);
     cr_expect_eq(w.free_frames, t.frames, "a half-opened node holds nothing");
-    cr_expect_eq(dp_pa_recover(&t.pa, dead_is_7, NULL, 1), 1);
+    cr_expect_eq(dp_pa_recover(&t.pa, dead_is_7, NULL), 1);
     w = walk(&t);
     cr_expect_eq(w.orphaned, 0);
     cr_expect_eq(w.busy, 0);
     /* Dead owner 7 half-closed leaf 21: CLOSING with parent still PART. */
     atomic_store(l1, atomic_load(l1) | (1ull << (2 * 5)));
     atomic_store(dp_pa_word(&t.pa, 0, 21), (3ull << PH_SHIFT) | (7ull << OWNER_SHIFT));
-    cr_expect_eq(dp_pa_recover(&t.pa, dead_is_7, NULL, 1), 1);
+    cr_expect_eq(dp_pa_recover(&t.pa, dead_is_7, NULL), 1);
     w = walk(&t);
     cr_expect_eq(w.orphaned, 0);
     dp_pa_reclaim(&t.pa, 1);

@@ -1,0 +1,175 @@
+/*
+ * live.c -- the liveness oracle: which processes of a pool are alive.
+ *
+ * Recovery hands a dead process's memory to others, so "dead" must be
+ * certain. Pids and /proc cannot make it so: pids differ between pid
+ * namespaces and are reused, /proc may hide other processes (hidepid=2,
+ * subset=pid, ProtectProc=invisible), show another namespace, or be absent
+ * (a chroot). The kernel itself keeps a record that holds exactly as long as
+ * a process does: a lock it releases when the holder goes.
+ *
+ * Rules
+ *   1. A process that holds slot i holds lock DP_LOCK_SLOT0 + i: an OFD write
+ *      lock on that byte of the pool's lock file, on an open file
+ *      description that this process opened itself; for System V pools a
+ *      semaphore of the set with the pool's key, raised from 0 to 1 with
+ *      SEM_UNDO. It takes the lock before it claims the slot (proc.c rule 1)
+ *      and gives it back after it has freed the slot.
+ *   2. The lock file is the region's own file (POSIX shm, hugetlbfs, memfd);
+ *      for anonymous pools a memfd made with the region and inherited with
+ *      it. A System V pool's semaphores live in the same IPC namespace as its
+ *      segment, so every process that can attach can judge.
+ *   3. Descriptions are shared by fork(), dup() and SCM_RIGHTS, and a lock
+ *      belongs to a description: a description someone else may hold can
+ *      neither prove a death (its own locks never conflict) nor vouch for
+ *      one. So the library locks only on a description it opened itself and
+ *      never shows (dsmpool_fd() is another one): the creator's open, a
+ *      second open by name (POSIX, same inode checked), or /proc/self/fd/N.
+ *      A fork()ed child makes one at adoption and closes its copy of the
+ *      parent's. A process that cannot make one holds its slot UNGUARDED:
+ *      nobody ever recovers that slot, and it never judges others.
+ *   4. A slot is dead iff its lock can be taken. A recoverer takes it and
+ *      keeps it while it works and until it has freed the slot; so no two
+ *      recoverers work on one slot and no new owner can claim it meanwhile.
+ *      In one process, recoverers take pool->recover_lock first (they share
+ *      the description, and a description never conflicts with itself).
+ *   5. Other locks: DP_LOCK_CREATE, held by a creator until the region is
+ *      published; DP_LOCK_SWEEP, held by the one process sweeping leaks.
+ *
+ * Why this is right in every namespace: locks belong to the inode (the IPC
+ * object), not to a pid, and the kernel drops them when the last descriptor
+ * of the description closes -- at death, and at exec (O_CLOEXEC), when the
+ * mapping is gone too.
+ *
+ * Bound: a child that inherited its parent's lock description and has not
+ * yet called the library keeps the parent's lock alive until it calls, execs
+ * or exits; so does a process that keeps such a description past exec
+ * without O_CLOEXEC. Dead parents are then recovered late, never early.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "dp_internal.h"
+#include "dp_os.h"
+
+bool dp_live_guarded(const dsmpool *p) { return p->live.kind != DP_LIVE_NONE; }
+
+/* A description of the region's file that is ours alone (rule 3): by name
+ * first for POSIX pools (no /proc needed; the inode must be the region's),
+ * else through /proc/self/fd. */
+static int own_description(dsmpool *p, int fd) {
+    if (p->backing == DSMPOOL_BACKING_POSIX) {
+        int r = p->path[0] ? dp_os_file_open(p->path, false, 0) : dp_os_shm_open(p->name, false, 0);
+        if (r >= 0) {
+            if (dp_os_same_file(r, fd) == 1) return r;
+            dp_os_close(r); /* the name now names another object */
+        }
+    }
+    return dp_os_reopen(fd);
+}
+
+static void live_none(dsmpool *p) {
+    p->live.kind = DP_LIVE_NONE;
+    p->live.fd = -1;
+    p->live.semid = -1;
+}
+
+int dp_live_created(dsmpool *p) {
+    live_none(p);
+    switch (p->backing) {
+    case DSMPOOL_BACKING_SYSV: {
+        unsigned n = DP_LOCK_SLOT0 + p->nprocs;
+        int r = dp_os_sem_create(p->sysv_key, n, p->geo.mode);
+        if (r == -EEXIST) { /* no segment had this key (we just made one): a dead pool's set */
+            int old = dp_os_sem_get(p->sysv_key);
+            if (old >= 0) dp_os_sem_remove(old);
+            r = dp_os_sem_create(p->sysv_key, n, p->geo.mode);
+        }
+        if (r < 0)
+            return dp_fail(r, "cannot create the pool's System V semaphore set (key 0x%x, %u "
+                           "semaphores; kernel.sem allows %d per set): %s",
+                           (unsigned)p->sysv_key, n, dp_os_sem_max(), strerror(-r));
+        p->live.kind = DP_LIVE_SEM;
+        p->live.semid = r;
+        return 0;
+    }
+    case DSMPOOL_BACKING_ANON: {
+        int r = dp_os_memfd("dsmpool-live", 0);
+        if (r < 0) return dp_fail(r, "cannot create the pool's lock memfd: %s", strerror(-r));
+        p->live.kind = DP_LIVE_OFD;
+        p->live.fd = r;
+        return 0;
+    }
+    case DSMPOOL_BACKING_MEMFD:
+    case DSMPOOL_BACKING_POSIX:
+        return dp_live_attached(p);
+    }
+    return dp_fail(-EINVAL, "unknown backing");
+}
+
+int dp_live_attached(dsmpool *p) {
+    live_none(p);
+    if (p->backing == DSMPOOL_BACKING_SYSV) {
+        int r = dp_os_sem_get(p->sysv_key);
+        if (r < 0)
+            return dp_fail(r == -ENOENT ? -EPROTO : r,
+                           "the pool's System V semaphore set (key 0x%x) is missing: %s",
+                           (unsigned)p->sysv_key, strerror(-r));
+        p->live.kind = DP_LIVE_SEM;
+        p->live.semid = r;
+        return 0;
+    }
+    if (p->fd < 0) return 0; /* cannot happen: every other backing attaches through a file */
+    int r = own_description(p, p->fd);
+    if (r >= 0) {
+        p->live.kind = DP_LIVE_OFD;
+        p->live.fd = r;
+    }
+    return 0; /* without a description of our own: unguarded (rule 3) */
+}
+
+void dp_live_child(dsmpool *p) {
+    if (p->live.kind != DP_LIVE_OFD) return; /* semaphores: undo values are not inherited */
+    int inherited = p->live.fd;
+    int r = p->backing == DSMPOOL_BACKING_ANON ? dp_os_reopen(inherited) : own_description(p, inherited);
+    dp_os_close(inherited); /* the parent's: it must not outlive the parent here */
+    if (r >= 0) {
+        p->live.fd = r;
+    } else {
+        live_none(p);
+    }
+}
+
+void dp_live_close(dsmpool *p) {
+    if (p->live.kind == DP_LIVE_OFD && p->live.fd >= 0) dp_os_close(p->live.fd);
+    live_none(p);
+}
+
+void dp_live_destroy(dsmpool *p) {
+    if (p->live.kind == DP_LIVE_SEM) dp_os_sem_remove(p->live.semid);
+}
+
+int dp_live_take(dsmpool *p, uint64_t lock) {
+    switch (p->live.kind) {
+    case DP_LIVE_OFD: return dp_os_ofd_trylock(p->live.fd, lock);
+    case DP_LIVE_SEM:
+        return lock < DP_LOCK_SLOT0 + p->nprocs ? dp_os_sem_trylock(p->live.semid, (unsigned)lock)
+                                                : -EINVAL;
+    }
+    return -ENOLCK;
+}
+
+void dp_live_give(dsmpool *p, uint64_t lock) {
+    if (p->live.kind == DP_LIVE_OFD) dp_os_ofd_unlock(p->live.fd, lock);
+    else if (p->live.kind == DP_LIVE_SEM) dp_os_sem_unlock(p->live.semid, (unsigned)lock);
+}
+
+int dp_live_held(dsmpool *p, uint64_t lock) {
+    switch (p->live.kind) {
+    case DP_LIVE_OFD: return dp_os_ofd_test(p->live.fd, lock);
+    case DP_LIVE_SEM:
+        return lock < DP_LOCK_SLOT0 + p->nprocs ? dp_os_sem_test(p->live.semid, (unsigned)lock)
+                                                : -EINVAL;
+    }
+    return -ENOLCK;
+}

@@ -1,0 +1,141 @@
+/*
+ * pool.c -- a process joins and leaves a pool: the top of the layers.
+ *
+ *   create  region (mapped, formatted) -> liveness lock -> slot -> publish
+ *   attach  region (validated)         -> liveness lock -> slot
+ *   detach  areas -> segments -> slot -> liveness lock -> region
+ *   destroy the names (region, OS fallback segments), then detach
+ *
+ * Every layer is initialised once per process before the first pool: the
+ * segment layer registers its adoption hook with the ledger, the area layer
+ * its destructor for area control segments with the segment layer, the
+ * recovery layer its reclaim hook with the ledger (STYLE 13: lower layers
+ * learn what higher ones do only through these registrations).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dp_internal.h"
+#include "dp_os.h"
+
+static pthread_once_t layers_once = PTHREAD_ONCE_INIT;
+
+static void layers_init(void) {
+    dp_seg_layer_init();
+    dp_area_layer_init();
+    dp_recover_layer_init();
+}
+
+/* A slot for a process that has just mapped the pool; a full table is first
+ * relieved of dead processes. */
+static int join(dsmpool *p) {
+    int r = dp_slot_claim(p);
+    if (r == -ENOSPC && dp_recover_all(p) > 0) r = dp_slot_claim(p);
+    if (r == 0) dp_registry_add(p);
+    return r;
+}
+
+int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
+    dp_clear_error();
+    pthread_once(&layers_once, layers_init);
+    if (out) *out = NULL;
+    dsmpool *p;
+    int r = dp_region_create(cfg, &p);
+    if (r) return r;
+    if ((r = dp_live_created(p)) != 0 || (r = join(p)) != 0) {
+        dp_live_destroy(p);
+        dp_live_close(p);
+        dp_region_abandon(p);
+        return r;
+    }
+    dp_region_publish(p);
+    *out = p;
+    return 0;
+}
+
+static int attached(dsmpool *p, dsmpool **out) {
+    int r = dp_live_attached(p);
+    if (r == 0) r = join(p);
+    if (r) {
+        dp_live_close(p);
+        dp_region_free(p);
+        return r;
+    }
+    *out = p;
+    return 0;
+}
+
+int dsmpool_attach(const char *name, dsmpool **out) {
+    dp_clear_error();
+    pthread_once(&layers_once, layers_init);
+    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
+    *out = NULL;
+    dsmpool *p;
+    int r = dp_region_attach(name, &p);
+    return r ? r : attached(p, out);
+}
+
+int dsmpool_attach_fd(int fd, dsmpool **out) {
+    dp_clear_error();
+    pthread_once(&layers_once, layers_init);
+    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
+    *out = NULL;
+    dsmpool *p;
+    int r = dp_region_attach_fd(fd, &p);
+    return r ? r : attached(p, out);
+}
+
+/* Is any slot but ours in use? (The System V semaphore set goes with the
+ * last process of a destroyed pool.) */
+static bool others_attached(dsmpool *p) {
+    for (uint32_t i = 0; i < p->nprocs; i++)
+        if ((!p->has_slot || i != p->slot) &&
+            DP_SLOT_STATE(dp_load_acquire(&p->procs[i].state)) != DP_SLOT_FREE) /* acquire: claim CAS */
+            return true;
+    return false;
+}
+
+static int pool_leave(dsmpool *p) {
+    /* Detach segments and release the slot (the child of a fork that never
+     * used the pool holds neither: it only unmaps). */
+    bool mine = atomic_load_explicit(&p->fork_epoch, memory_order_relaxed) == dp_epoch() && p->has_slot;
+    dp_area_detach_pool(p); /* areas first: their caches go back while the pool is mapped */
+    dp_seg_unmap_all(p, mine);
+    bool last = mine && !others_attached(p);
+    if (mine) dp_slot_release(p);
+    if (last && dp_load_acquire(&p->hdr->destroyed)) dp_live_destroy(p); /* acquire: destroy's release */
+    dp_live_close(p);
+    dp_region_free(p);
+    return 0;
+}
+
+int dsmpool_detach(dsmpool *pool) {
+    dp_clear_error();
+    if (!pool) return dp_fail(-EINVAL, "pool is NULL");
+    if (!dp_registry_take(pool))
+        return dp_fail(-EINVAL, "not an attached pool (already detached?)");
+    return pool_leave(pool);
+}
+
+int dsmpool_destroy(dsmpool *pool) {
+    dp_clear_error();
+    if (!pool) return dp_fail(-EINVAL, "pool is NULL");
+    if (!dp_registry_take(pool))
+        return dp_fail(-EINVAL, "not an attached pool (already detached?)");
+    dp_store_release(&pool->hdr->destroyed, 1); /* release: pairs with pool_leave's acquire */
+    /* Fallback segments are named objects of their own: remove their names. */
+    for (uint64_t i = 0; i < pool->nsegs; i++) {
+        uint64_t w = dp_load_acquire(&pool->segs[i].state); /* acquire: pairs with create's LIVE CAS */
+        if (DP_SEG_ST(w) == DP_SEG_FREE) continue;
+        if (dp_load_relaxed(&pool->segs[i].block) != DP_BLOCK_FALLBACK) continue;
+        char nm[96];
+        dp_fallback_name(pool, i, DP_SEG_GEN(w), nm, sizeof nm);
+        dp_os_shm_unlink(nm);
+    }
+    int r = dp_region_unlink(pool);
+    char msg[512];
+    if (r) snprintf(msg, sizeof msg, "%s", dsmpool_last_error());
+    pool_leave(pool);
+    return r ? dp_fail(r, "%s", msg) : 0;
+}

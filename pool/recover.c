@@ -1,0 +1,136 @@
+/*
+ * recover.c -- recovery of dead processes, and the leak sweep.
+ *
+ * Layer: the top, with the checker (stats.c). It calls each layer's own
+ * recovery by name, downwards; the layers below reach it only through the
+ * ledger's reclaim hook (proc.c), registered here.
+ *
+ * Rules
+ *   1. A slot is recovered only by a process that holds the slot's liveness
+ *      lock, which it can take only when the owner is dead (live.c rule 4).
+ *      Holding it, the recoverer marks the slot RECOVERING and releases what
+ *      the owner held, from the top layer down:
+ *        areas     its cache records and the registry entries it was
+ *                  filling or emptying (area.c rule 8);
+ *        segments  its references, re-synced counts where its records were
+ *                  ambiguous, descriptors it was creating or destroying;
+ *        allocator its half-done open/close steps (palloc.c rule 6);
+ *        ledger    its attachment records and record blocks;
+ *      then stores FREE and gives the lock back (proc.c rule 1). Every step is
+ *      idempotent: a recoverer that dies leaves the slot RECOVERING with its
+ *      lock free, and the next recoverer does it all again.
+ *   2. Nothing is recovered while its owner lives: unguarded slots (live.c
+ *      rule 3) are never recovered, and a process without a liveness lock of
+ *      its own recovers nothing (it cannot tell).
+ *   3. A dead owner inside a bracket, or a dead recoverer, may have left a
+ *      block allocated but owned by nothing (proc.c rule 6): sweep_needed is
+ *      set, and the leak sweep runs under DP_LOCK_SWEEP (one sweeper in all
+ *      processes; two could free one leaked frame twice). It frees what the
+ *      allocator says is allocated and no owner records, and only inside a
+ *      quiet window (proc.c rule 7): a block between its allocation and its
+ *      record belongs to a bracket that is open, so the window refuses.
+ *   4. Recovery never gives up on a slot half-way: what it cannot finish
+ *      now (an allocation of the sweep's maps failed, the window never went
+ *      quiet) stays flagged and runs again on the next call.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dp_internal.h"
+#include "dp_os.h"
+
+static void recover_slot(dsmpool *p, uint32_t slot) {
+    dp_area_recover_slot(p, slot); /* before references drop: an area may go with them */
+    dp_seg_recover_slot(p, slot);
+    dp_pool_finish_steps(p, slot);
+    /* The slot is ours to clear (RECOVERING, its lock ours); the recoverer
+     * may hold no slot of its own, so no bracket: a quiet window never opens
+     * while a slot is RECOVERING under a held lock. */
+    dp_slot_clear(p, slot, false);
+}
+
+/* Free the frames that are allocated but owned by nothing, if it is safe to
+ * decide so now (rule 3). Returns true when the sweep ran to the end. */
+static bool sweep(dsmpool *p) {
+    uint64_t **used = dp_maps_new(p), **owned = dp_maps_new(p);
+    dp_quiet q = {0};
+    bool done = false;
+    char why[200];
+    if (!used || !owned || dp_quiet_open(p, &q) != 0) goto out;
+    if (dp_used_maps(p, used, why, sizeof why, false) != 0) goto out;
+    if (dp_owned_maps(p, owned, why, sizeof why) != 0) goto out; /* damage: leave it to check() */
+    if (!dp_quiet_holds(p, &q)) goto out;
+    static const unsigned unit_orders[] = {0, 5, 9, 13, 17, 21, 25, 29, 33};
+    for (uint32_t s = 0; s < p->nsub; s++) {
+        uint64_t frames = p->geo.sub[s].geom.frames;
+        for (uint64_t f = 0; f < frames;) {
+            uint64_t bit = (used[s][f / 64] & ~owned[s][f / 64]) >> (f % 64) & 1;
+            if (!bit) {
+                f++;
+                continue;
+            }
+            /* free it as the unit it was allocated as: a leaf bit, or a FULL child */
+            uint64_t step = 1;
+            for (unsigned k = 0; k < sizeof unit_orders / sizeof *unit_orders; k++) {
+                uint64_t n = 1ull << unit_orders[k];
+                if (f % n || f + n > frames) break;
+                if (dp_pa_free(&p->pa[s], f, unit_orders[k]) == 0) {
+                    step = n;
+                    break;
+                }
+            }
+            f += step;
+        }
+    }
+    done = true;
+out:
+    dp_quiet_close(&q);
+    dp_maps_free(p, used);
+    dp_maps_free(p, owned);
+    return done;
+}
+
+int dp_recover_all(dsmpool *p) {
+    if (!dp_live_guarded(p)) return 0; /* rule 2 */
+    pthread_mutex_lock(&p->recover_lock); /* live.c rule 4 */
+    pid_t me = dp_os_getpid();
+    int n = 0;
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        dp_proc *sl = &p->procs[i];
+        if (!dp_slot_take_dead(p, i)) continue;
+        uint64_t w = dp_load_acquire(&sl->state); /* acquire: all the dead owner released */
+        unsigned was = DP_SLOT_STATE(w);
+        /* acq_rel: nobody else writes this word while we hold the lock; the
+         * release publishes RECOVERING before our first change (quiet windows) */
+        dp_cas_acq_rel(&sl->state, &w, DP_SLOT_WORD(me, 0, DP_SLOT_RECOVERING));
+        atomic_thread_fence(memory_order_release); /* pairs with dp_quiet_holds' acquire fence */
+        /* a dead owner inside a bracket, or a dead recoverer, may have left a
+         * block unowned (rule 3) */
+        if (dp_load_acquire(&sl->inflight) || was == DP_SLOT_RECOVERING) /* acquire: dp_inflight_end */
+            dp_store_relaxed(&p->hdr->sweep_needed, 1);
+        recover_slot(p, i);
+        dp_store_relaxed(&sl->inflight, 0);
+        dp_store_release(&sl->state, DP_SLOT_FREE); /* release: pairs with the next claim */
+        dp_live_give(p, DP_LOCK_SLOT0 + i);
+        dp_fetch_add_relaxed(&p->hdr->procs_recovered, 1); /* relaxed: a counter */
+        n++;
+    }
+    /* relaxed: a flag; a sweep that finds nothing to do is harmless */
+    if (dp_load_relaxed(&p->hdr->sweep_needed) && dp_live_take(p, DP_LOCK_SWEEP) == 0) {
+        if (sweep(p)) dp_store_relaxed(&p->hdr->sweep_needed, 0);
+        dp_live_give(p, DP_LOCK_SWEEP);
+    }
+    pthread_mutex_unlock(&p->recover_lock);
+    return n;
+}
+
+void dp_recover_layer_init(void) { dp_ledger_set_reclaim(dp_recover_all); }
+
+int dsmpool_recover(dsmpool *pool) {
+    dp_clear_error();
+    if (!pool || pool->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
+    int r = dp_self(pool);
+    if (r) return r;
+    dp_recover_all(pool);
+    return 0;
+}
