@@ -157,8 +157,12 @@ DSMPOOL_EXPORT int dsmpool_recover(dsmpool *pool);
 
 /* Walk every structure and prove free + used = total with no overlap, every
  * allocated block owned exactly once, every reference count equal to the
- * attachments recorded. Exact when nothing else runs on the pool; returns 0,
- * -EBUSY (an operation was in progress) or -EUCLEAN (message says what). */
+ * attachments recorded, no chunk on two free lists. Dead processes are
+ * recovered first (their half-done work is not damage). Safe while other
+ * processes run: a walk is believed only if nothing changed while it ran,
+ * and repeated (for up to half a second) until one is. Returns 0, -EUCLEAN
+ * (damage that is really there; the message says what and where) or -EBUSY
+ * (others kept changing the pool: try again). */
 DSMPOOL_EXPORT int dsmpool_check(dsmpool *pool);
 
 /* Populate this process's page tables for the whole region, so that first

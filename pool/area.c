@@ -124,7 +124,6 @@
 #define AR_PER_PAGE 128u
 #define AR_MAX_ENTRIES (AR_REGPAGES * AR_PER_PAGE)
 #define AR_LARGE_CLS 15u
-#define AR_GUARD (1ull << 28) /* bound on list walks in recovery: never loop on garbage */
 #define AR_QUIESCE_NS 50000000ull /* rule 6: how long a destroyer waits for operations */
 
 /* span entry state word */
@@ -566,10 +565,18 @@ static void tc_key_init(void) { pthread_key_create(&tc_key, tc_destructor); }
 
 /* Rule 4: everything a cache record holds goes back to the spans. Inside an
  * operation on rec. */
+/* The most chunks of class c the area can hold: a bound for list walks
+ * that must stop on a damaged (cyclic) list. */
+static uint64_t chunks_bound(const struct dsmpool_area *a, unsigned c) {
+    uint64_t held = dp_load_relaxed(&a->ctl->held); /* relaxed: a bound, not a count */
+    if (held > (1ull << 46)) held = 1ull << 46;
+    return ((a->data_size + held) >> cls_shift(c)) + 1;
+}
+
 static void cache_drain_all(struct dsmpool_area *a, ar_cache *rec, uint32_t retire_slot) {
     for (unsigned c = 0; c < AR_NCLS; c++) {
         dsmpool_ptr h = dp_load_relaxed(&rec->head[c]);
-        for (uint64_t guard = AR_GUARD; h && guard; guard--) {
+        for (uint64_t guard = chunks_bound(a, c); h && guard; guard--) {
             char *m = ar_addr_n(a, h, 8); /* validated: it may be a dead process's garbage */
             if (!m) break;
             dsmpool_ptr next;
@@ -1619,7 +1626,7 @@ static void verify_area(vctx *v) {
         if (!dp_load_acquire(&rec->owner)) continue; /* acquire: the claim */
         for (unsigned c = 0; c < AR_NCLS && !v->err; c++) {
             dsmpool_ptr h = dp_load_relaxed(&rec->head[c]);
-            for (uint64_t guard = AR_MAX_ENTRIES * 32768ull; h && !v->err; guard--) {
+            for (uint64_t guard = chunks_bound(a, c); h && !v->err; guard--) {
                 if (!guard) {
                     vfail(v, "a free list of class %llu of area %016llx has a cycle", c);
                     break;

@@ -324,7 +324,8 @@ void dp_inflight_end(struct dsmpool *pool);
 
 /* A quiet window (proc.c rule 7): a snapshot of every slot's state and
  * bracket counters; open says -EBUSY when a live process is inside a
- * bracket or a recovery runs, holds says whether nothing moved since. */
+ * bracket or a recovery runs, -EAGAIN when a dead process awaits recovery;
+ * holds says whether nothing moved since. */
 typedef struct dp_quiet {
     uint64_t *w; /* 3 words per slot */
     uint32_t n;

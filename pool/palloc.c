@@ -92,6 +92,9 @@
 #include "dp_palloc.h"
 
 #include <errno.h>
+#include <stdbool.h>
+
+#include "dp_inject.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -295,6 +298,7 @@ static bool pa_open(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t ow
     if (w_phase(cw) != PH_IDLE) return false;
     /* acq_rel: claims the child; pairs with the release store that made it IDLE */
     if (!dp_cas_acq_rel(cp, &cw, w_mk(PH_OPENING, owner))) return false;
+    DP_INJECT("palloc.open.claimed");
     uint64_t pw = dp_load_relaxed(pp);
     for (;;) {
         if (w_phase(pw) != PH_OPEN || ch_state(pw, i) != CH_FREE) {
@@ -303,21 +307,26 @@ static bool pa_open(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t ow
         }
         if (dp_cas_acq_rel(pp, &pw, pw | ((uint64_t)CH_PART << (2 * i)))) break;
     }
+    DP_INJECT("palloc.open.linked");
     /* release: pairs with the acquire CAS of the first allocation in the child */
     dp_store_release(cp, 0);
     return true;
 }
 
 /* Rule 4, bottom-up: close every empty descendant of (L, idx), then the node
- * itself if it is empty. Returns true if (L, idx) was closed. */
-static bool pa_close(dp_pa *pa, unsigned L, uint64_t idx, uint32_t owner) {
+ * itself if it is empty. Returns true if (L, idx) was closed. A node found in
+ * another owner's open/close step sets *stuck. */
+static bool pa_close(dp_pa *pa, unsigned L, uint64_t idx, uint32_t owner, bool *stuck) {
     dp_a64 *p = pa_node(pa, L, idx);
     uint64_t w = dp_load_relaxed(p);
-    if (w_phase(w) != PH_OPEN) return false;
+    if (w_phase(w) != PH_OPEN) {
+        if (w_phase(w) != PH_IDLE) *stuck = true;
+        return false;
+    }
     if (L > 0) {
         for (uint32_t m = ch_part((uint32_t)w); m; m &= m - 1) {
             uint64_t ci = idx * 16 + (unsigned)__builtin_ctz(m) / 2;
-            if (ci < pa->count[L - 1]) pa_close(pa, L - 1, ci, owner);
+            if (ci < pa->count[L - 1]) pa_close(pa, L - 1, ci, owner, stuck);
         }
         w = dp_load_relaxed(p);
         if (w_phase(w) != PH_OPEN) return false;
@@ -325,6 +334,7 @@ static bool pa_close(dp_pa *pa, unsigned L, uint64_t idx, uint32_t owner) {
     if (L == pa->nlevels - 1 || (uint32_t)w != 0) return false;
     /* acq_rel: acquire pairs with the frees that emptied it, release publishes the seal */
     if (!dp_cas_acq_rel(p, &w, w_mk(PH_CLOSING, owner))) return false;
+    DP_INJECT("palloc.close.claimed");
     dp_a64 *pp = pa_node(pa, L + 1, idx >> 4);
     unsigned i = (unsigned)(idx & 15);
     uint64_t pw = dp_load_relaxed(pp);
@@ -335,14 +345,18 @@ static bool pa_close(dp_pa *pa, unsigned L, uint64_t idx, uint32_t owner) {
     return true;
 }
 
-void dp_pa_reclaim(dp_pa *pa, uint32_t owner) {
+static bool pa_reclaim(dp_pa *pa, uint32_t owner) {
     unsigned root = pa->nlevels - 1;
+    bool stuck = false;
     uint64_t w = dp_load_relaxed(pa_node(pa, root, 0));
     for (uint32_t m = ch_part((uint32_t)w); m; m &= m - 1) {
         uint64_t ci = (unsigned)__builtin_ctz(m) / 2;
-        if (ci < pa->count[root - 1]) pa_close(pa, root - 1, ci, owner);
+        if (ci < pa->count[root - 1]) pa_close(pa, root - 1, ci, owner, &stuck);
     }
+    return stuck;
 }
+
+void dp_pa_reclaim(dp_pa *pa, uint32_t owner) { (void)pa_reclaim(pa, owner); }
 
 typedef struct pa_req {
     unsigned t, rs;
@@ -441,7 +455,7 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
     for (int pass = 0; pass < 3 && !got; pass++) {
         if (pass == 2) {
             if (t == 0) break; /* closing nodes never makes room inside a leaf */
-            dp_pa_reclaim(pa, owner);
+            stuck |= pa_reclaim(pa, owner); /* it visits every part-used node */
         }
         pa_req rq = {t, rs, owner, pass == 0, hv, start, false};
         uint64_t node;

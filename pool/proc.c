@@ -54,7 +54,9 @@
  *      successful open and a holds that says nothing moved was read while
  *      nobody changed it: begin raises the count, then the sequence, then
  *      fences (release); end raises the sequence, then lowers the count.
- *      The checker and the sweep decide only inside such a window.
+ *      A slot whose process is dead but not yet recovered refuses too
+ *      (-EAGAIN): what it left is work for recovery, not damage. The checker
+ *      and the sweep decide only inside such a window.
  *   8. Pool blocks: the calling thread's node sub-pool first, then the
  *      others nearest first (DSMPOOL_SEG_* placement flags). Every block is
  *      checked to lie inside the data before it is returned. An allocation
@@ -462,8 +464,11 @@ int dp_quiet_open(dsmpool *p, dp_quiet *q) {
         q->w[3 * i + 1] = seq;
         q->w[3 * i + 2] = infl;
         unsigned s = DP_SLOT_STATE(st);
-        bool working = s == DP_SLOT_RECOVERING || s == DP_SLOT_LEAVING || (s != DP_SLOT_FREE && infl);
-        if (working && dp_slot_alive(p, i)) return -EBUSY;
+        if (s == DP_SLOT_FREE) continue;
+        bool working = s == DP_SLOT_RECOVERING || s == DP_SLOT_LEAVING || infl;
+        bool alive = dp_slot_alive(p, i);
+        if (!alive) return -EAGAIN; /* dead and not yet recovered: recover first */
+        if (working) return -EBUSY;
     }
     return 0;
 }

@@ -26,8 +26,10 @@
  * while something moved proves nothing, so it is repeated (up to 200 times
  * within half a second, waiting a little between); -EUCLEAN is returned only
  * for what a believed pass found, and -EBUSY when no pass could be believed.
- * Damage that a dead process left (an unfinished step, a half-created
- * segment) is real until dsmpool_recover() runs, and says so.
+ * A dead process that nobody has recovered yet is recovered first (as
+ * dsmpool_recover() would): what it left half-done is recovery's work, not
+ * damage. (A process without a liveness lock of its own cannot tell the
+ * dead from the living, recovers nothing, and reports what it finds.)
  */
 #include <sched.h>
 #include <stdarg.h>
@@ -214,6 +216,12 @@ int dsmpool_check(dsmpool *pool) {
         dp_quiet q = {0};
         dp_area_quiet aq = {0};
         int o = dp_quiet_open(pool, &q);
+        if (o == -EAGAIN) { /* a dead process's leftovers are recovery's work, not damage */
+            dp_quiet_close(&q);
+            dp_recover_all(pool);
+            o = dp_quiet_open(pool, &q);
+            if (o == -EAGAIN) o = -EBUSY;
+        }
         if (o == 0) o = dp_area_quiet_open(pool, &aq);
         if (o == 0) {
             int res = check_pass(pool, used, owned, why, sizeof why);
