@@ -552,3 +552,238 @@ Test(safety, dead_opener_does_not_block_free_memory, .timeout = 60) {
     test_check_ok(p);
     dsmpool_detach(p);
 }
+
+/* ---- 5. a checker running beside crashes ------------------------------------- */
+
+/* One churner: segments (create, attach a shared one, pin, detach, unpin)
+ * and an area (mixed sizes, patterns checked before each free), for ever. */
+static void churn(dsmpool *p, dsmpool_handle shared_seg, dsmpool_handle area, uint64_t seed) {
+    dsmpool_area *a;
+    if (dsmpool_area_attach(p, area, &a) != 0) _exit(3);
+    dsmpool_seg *held[32];
+    struct { dsmpool_ptr p; size_t n; uint64_t tag; } ch[64];
+    int n = 0, m = 0;
+    for (uint64_t op = 1;; op++) {
+        uint64_t r = test_rand(&seed) % 100;
+        if (r < 20 && n < 32) {
+            if (dsmpool_seg_create(p, (size_t)4096 << (test_rand(&seed) % 7), DSMPOOL_SEG_NO_FALLBACK,
+                                   &held[n]) == 0) {
+                if (test_rand(&seed) % 16 == 0) dsmpool_seg_pin(held[n]);
+                n++;
+            }
+        } else if (r < 30 && n < 32) {
+            if (dsmpool_seg_attach(p, shared_seg, &held[n]) == 0) n++;
+        } else if (r < 45 && n) {
+            int i = (int)(test_rand(&seed) % (uint64_t)n);
+            dsmpool_handle hh = dsmpool_seg_handle(held[i]);
+            dsmpool_seg_detach(held[i]);
+            dsmpool_seg_unpin(p, hh);
+            held[i] = held[--n];
+        } else if (r < 75 && m < 64) {
+            size_t sz = r < 65 ? 32 * KIB : 1 + test_rand(&seed) % (r < 72 ? 4000 : 3 * MIB);
+            if (dsmpool_area_alloc(a, sz, 0, &ch[m].p) == 0) {
+                ch[m].n = sz;
+                ch[m].tag = test_rand(&seed);
+                uint64_t *w = dsmpool_area_addr(a, ch[m].p);
+                for (size_t k = 0; k < sz / 8; k += 97) w[k] = ch[m].tag + k;
+                m++;
+            }
+        } else if (m) {
+            int i = (int)(test_rand(&seed) % (uint64_t)m);
+            uint64_t *w = dsmpool_area_addr(a, ch[i].p);
+            for (size_t k = 0; k < ch[i].n / 8; k += 97)
+                if (w[k] != ch[i].tag + k) _exit(9); /* someone else wrote into our chunk */
+            if (dsmpool_area_free(a, ch[i].p) != 0) _exit(8);
+            ch[i] = ch[--m];
+        }
+    }
+}
+
+/* Defect 5: processes churn and are SIGKILLed at random moments while
+ * another process runs dsmpool_check() in a loop. Before the fix the
+ * checker said -EUCLEAN ("allocated but owned by nothing", "reference count
+ * 2 but 1 attachments"...) about a pool every quiet check found sound. Now
+ * -EUCLEAN means damage; the share of conclusive answers is printed. */
+Test(safety_soak, checker_beside_kills_never_cries_wolf, .timeout = 600) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
+    dsmpool_seg *ss;
+    cr_assert_eq(dsmpool_seg_create(p, 8192, 0, &ss), 0);
+    dsmpool_area *a = mkarea(p);
+    shared *sh = shared_page();
+    static char *msg;
+    msg = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    pid_t checker = fork();
+    if (checker == 0) {
+        while (!atomic_load(&sh->go)) {
+            int r = dsmpool_check(p);
+            int k = r == 0 ? 0 : r == -EBUSY ? 1 : r == -EUCLEAN ? 2 : 3;
+            atomic_fetch_add(&sh->val[k], 1);
+            if (k >= 2 && !msg[0]) snprintf(msg, 4096, "%d: %s", r, dsmpool_last_error());
+        }
+        _exit(0);
+    }
+    uint64_t seed = test_seed();
+    int kills = 0, want = (int)(1000 * test_seconds(1.0));
+    while (kills < want) {
+        pid_t kids[3];
+        for (int k = 0; k < 3; k++) {
+            uint64_t cs = test_rand(&seed);
+            if ((kids[k] = fork()) == 0) churn(p, dsmpool_seg_handle(ss), dsmpool_area_handle(a), cs);
+        }
+        struct timespec ts = {0, (long)(test_rand(&seed) % 20000000)};
+        nanosleep(&ts, NULL);
+        for (int k = 0; k < 3; k++) kill(kids[k], SIGKILL);
+        for (int k = 0; k < 3; k++) {
+            int st = test_wait(kids[k]);
+            cr_assert(st == 128 + SIGKILL, "a churner found its memory overwritten (exit %d)", st);
+        }
+        kills += 3;
+        cr_assert_eq(dsmpool_recover(p), 0);
+    }
+    atomic_store(&sh->go, 1);
+    cr_assert_eq(test_wait(checker), 0);
+    uint64_t ok = atomic_load(&sh->val[0]), busy = atomic_load(&sh->val[1]), bad = atomic_load(&sh->val[2]),
+             other = atomic_load(&sh->val[3]), all = ok + busy + bad + other;
+    fprintf(stderr, "[NOTE] soak: %d kills; concurrent check: %llu calls, %llu conclusive (%.0f%%), "
+            "%llu busy, %llu -EUCLEAN, %llu other\n", kills, (unsigned long long)all,
+            (unsigned long long)ok, all ? 100.0 * (double)ok / (double)all : 0.0, (unsigned long long)busy,
+            (unsigned long long)bad, (unsigned long long)other);
+    cr_expect_eq(bad + other, 0, "the checker raised an alarm: %s", msg);
+    cr_expect_gt(ok, 0, "the checker was never conclusive");
+    test_check_ok(p);
+    dsmpool_area_destroy(a);
+    dsmpool_seg_detach(ss);
+    dsmpool_detach(p);
+}
+
+/* ---- the multi-process stress ---------------------------------------------------- */
+
+/* Allocators write a pattern into what they get from a stable area and from
+ * segments and verify it before they free; in a second area, which another
+ * process destroys and re-creates all the time, they only allocate and free
+ * (the library writes list links and free tags there: the writes that must
+ * never land in memory given to someone else). A checker runs beside. */
+static int stress_allocator(dsmpool *p, dsmpool_handle stable, shared *sh, uint64_t seed) {
+    dsmpool_area *s, *d = NULL;
+    if (dsmpool_area_attach(p, stable, &s) != 0) return 3;
+    struct { dsmpool_ptr p; size_t n; uint64_t tag; } ch[48];
+    dsmpool_seg *segs[16];
+    uint64_t stag[16];
+    dsmpool_ptr dv[64];
+    int n = 0, ns = 0, nd = 0;
+    uint64_t dh = 0;
+    while (!atomic_load(&sh->go)) {
+        uint64_t r = test_rand(&seed) % 100;
+        if (r < 25 && n < 48) {
+            size_t sz = r < 15 ? 32 * KIB : 1 + test_rand(&seed) % (r < 23 ? 5000 : 2 * MIB);
+            if (dsmpool_area_alloc(s, sz, 0, &ch[n].p) == 0) {
+                ch[n].n = sz;
+                ch[n].tag = test_rand(&seed);
+                uint64_t *w = dsmpool_area_addr(s, ch[n].p);
+                for (size_t k = 0; k < sz / 8; k += 61) w[k] = ch[n].tag ^ k;
+                n++;
+            }
+        } else if (r < 45 && n) {
+            int i = (int)(test_rand(&seed) % (uint64_t)n);
+            uint64_t *w = dsmpool_area_addr(s, ch[i].p);
+            for (size_t k = 0; k < ch[i].n / 8; k += 61)
+                if (w[k] != (ch[i].tag ^ k)) return 9;
+            if (dsmpool_area_free(s, ch[i].p) != 0) return 8;
+            ch[i] = ch[--n];
+        } else if (r < 52 && ns < 16) {
+            if (dsmpool_seg_create(p, (size_t)4096 << (test_rand(&seed) % 8), 0, &segs[ns]) == 0) {
+                stag[ns] = test_rand(&seed);
+                uint64_t *w = dsmpool_seg_address(segs[ns]);
+                for (size_t k = 0; k < dsmpool_seg_size(segs[ns]) / 8; k += 61) w[k] = stag[ns] ^ k;
+                ns++;
+            }
+        } else if (r < 58 && ns) {
+            int i = (int)(test_rand(&seed) % (uint64_t)ns);
+            uint64_t *w = dsmpool_seg_address(segs[i]);
+            for (size_t k = 0; k < dsmpool_seg_size(segs[i]) / 8; k += 61)
+                if (w[k] != (stag[i] ^ k)) return 10;
+            dsmpool_seg_detach(segs[i]);
+            segs[i] = segs[ns - 1];
+            stag[i] = stag[--ns];
+        } else {
+            uint64_t cur = atomic_load(&sh->val[0]);
+            if (!d || dh != cur) {
+                if (d) dsmpool_area_detach(d);
+                d = NULL;
+                nd = 0;
+                if (!cur || dsmpool_area_attach(p, cur, &d) != 0) continue;
+                dh = cur;
+            }
+            int e;
+            if (nd < 64 && test_rand(&seed) % 2) {
+                e = dsmpool_area_alloc(d, test_rand(&seed) % 4 ? 32 * KIB : 1 + test_rand(&seed) % 3000, 0, &dv[nd]);
+                if (e == 0) nd++;
+            } else if (nd) {
+                int i = (int)(test_rand(&seed) % (uint64_t)nd);
+                e = dsmpool_area_free(d, dv[i]);
+                dv[i] = dv[--nd];
+            } else {
+                continue;
+            }
+            if (e == -ESTALE) nd = 0; /* destroyed: what it held went with it */
+            else if (e && e != -ENOMEM) return 11;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        uint64_t *w = dsmpool_area_addr(s, ch[i].p);
+        for (size_t k = 0; k < ch[i].n / 8; k += 61)
+            if (w[k] != (ch[i].tag ^ k)) return 9;
+    }
+    return 0;
+}
+
+Test(safety_soak, allocators_destroyer_and_checker, .timeout = 600) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
+    size_t free0 = test_pool_free(p);
+    dsmpool_area *stable = mkarea(p);
+    shared *sh = shared_page();
+    static char *msg;
+    msg = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    pid_t kids[5];
+    for (int k = 0; k < 3; k++)
+        if ((kids[k] = fork()) == 0)
+            _exit(stress_allocator(p, dsmpool_area_handle(stable), sh, test_seed() + 31 * (uint64_t)k));
+    if ((kids[3] = fork()) == 0) { /* the destroyer */
+        uint64_t seed = test_seed() ^ 0xd;
+        while (!atomic_load(&sh->go)) {
+            dsmpool_area *d;
+            if (dsmpool_area_create(p, 0, &d) != 0) _exit(3);
+            atomic_store(&sh->val[0], dsmpool_area_handle(d));
+            usleep((useconds_t)(test_rand(&seed) % 20000));
+            if (dsmpool_area_destroy(d) != 0) _exit(4);
+            atomic_fetch_add(&sh->val[5], 1);
+        }
+        atomic_store(&sh->val[0], 0);
+        _exit(0);
+    }
+    if ((kids[4] = fork()) == 0) { /* the checker */
+        while (!atomic_load(&sh->go)) {
+            int r = dsmpool_check(p);
+            int k = r == 0 ? 1 : r == -EBUSY ? 2 : 3;
+            atomic_fetch_add(&sh->val[k], 1);
+            if (k == 3 && !msg[0]) snprintf(msg, 4096, "%d: %s", r, dsmpool_last_error());
+        }
+        _exit(0);
+    }
+    usleep((useconds_t)(test_seconds(5.0) * 1e6));
+    atomic_store(&sh->go, 1);
+    for (int k = 0; k < 5; k++)
+        cr_expect_eq(test_wait(kids[k]), 0, "process %d: %s", k,
+                     k < 3 ? "an allocation was overwritten (9, 10) or a call failed" : "failed");
+    uint64_t ok = atomic_load(&sh->val[1]), busy = atomic_load(&sh->val[2]), bad = atomic_load(&sh->val[3]);
+    fprintf(stderr, "[NOTE] stress: %llu areas destroyed under 3 allocators; check: %llu conclusive, "
+            "%llu busy, %llu alarms\n", (unsigned long long)atomic_load(&sh->val[5]), (unsigned long long)ok,
+            (unsigned long long)busy, (unsigned long long)bad);
+    cr_expect_eq(bad, 0, "the checker raised an alarm: %s", msg);
+    cr_expect_gt(atomic_load(&sh->val[5]), 10, "the destroyer did little");
+    cr_assert_eq(dsmpool_recover(p), 0);
+    test_check_ok(p);
+    dsmpool_area_destroy(stable);
+    cr_expect_eq(test_pool_free(p), free0, "every frame back");
+    dsmpool_detach(p);
+}
