@@ -1704,3 +1704,26 @@ int dp_area_verify(dsmpool *p, char *why, size_t n) {
     free(v.used);
     return v.err;
 }
+
+#ifdef DP_INJECTION
+/* Test-only (tests/test_scribble.c damages areas on purpose): a word of the
+ * area's shared state. "head"/"bump": this thread's cache record, class cls;
+ * "regpage": registry page cls; "span": the state word of the span or block
+ * that holds pointer p (cls unused). NULL when there is none. */
+dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpool_ptr p);
+dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpool_ptr p) {
+    if (!strcmp(what, "regpage")) return cls < AR_REGPAGES ? &a->ctl->regpage[cls] : NULL;
+    if (!strcmp(what, "span")) {
+        ar_loc l;
+        return ar_locate(a, p, &l) == 0 && locate_entry(a, &l) ? &l.sp->state : NULL;
+    }
+    ar_tc *tc = tc_get(a);
+    if (!tc || cls >= AR_NCLS) return NULL;
+    if (!strcmp(what, "head")) return &tc->rec->head[cls];
+    if (!strcmp(what, "bump")) return &tc->rec->bump[cls];
+    return NULL;
+}
+
+unsigned dp_area_test_class(size_t size);
+unsigned dp_area_test_class(size_t size) { return cls_of(size); }
+#endif
