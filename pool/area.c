@@ -242,7 +242,9 @@ struct dsmpool_area {
 
 static pthread_mutex_t ar_reg_lock = PTHREAD_MUTEX_INITIALIZER; /* areas of this process, tcs */
 static struct dsmpool_area *ar_reg;
-static _Thread_local ar_tc *tc_last;
+/* initial-exec: one load from the thread pointer, not a __tls_get_addr call
+ * per operation (the library is position-independent code) */
+static _Thread_local ar_tc *tc_last __attribute__((tls_model("initial-exec")));
 static _Thread_local ar_tc *tc_head;
 static pthread_key_t tc_key;
 static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
@@ -535,19 +537,20 @@ static void chunk_return(struct dsmpool_area *a, dsmpool_ptr c, uint32_t retire_
 
 /* ---- operations (rule 7) -------------------------------------------------- */
 
-static inline void op_begin(ar_cache *rec) {
-    uint64_t s = dp_load_relaxed(&rec->seq); /* relaxed: this thread is its only writer */
-    dp_store_relaxed(&rec->seq, (s + 1) | 1); /* odd, and changed even if a dead owner left it odd */
+static inline uint64_t op_begin(ar_cache *rec) {
+    uint64_t s = (dp_load_relaxed(&rec->seq) + 1) | 1; /* relaxed: this thread is its only writer */
+    dp_store_relaxed(&rec->seq, s); /* odd, and changed even if a dead owner left it odd */
     /* release fence: the operation's writes stay after the odd value (the
      * checker's seqlock); both fences keep the compiler from moving the
      * state load above the store, and the destroyer's membarrier does the
      * same for the CPU (rule 6) */
     atomic_thread_fence(memory_order_release);
     atomic_signal_fence(memory_order_seq_cst);
+    return s;
 }
 
-static inline void op_end(ar_cache *rec) {
-    uint64_t s = dp_load_relaxed(&rec->seq);
+/* s: what op_begin returned */
+static inline void op_end(ar_cache *rec, uint64_t s) {
     /* release: pairs with the destroyer's and the checker's acquire loads */
     dp_store_release(&rec->seq, s + 1);
 }
@@ -606,9 +609,9 @@ static void cache_drain_all(struct dsmpool_area *a, ar_cache *rec, uint32_t reti
 
 /* Give a cache record up: drained if the area lives, then free. */
 static void cache_release(struct dsmpool_area *a, ar_cache *rec, uint32_t slot) {
-    op_begin(rec);
+    uint64_t s = op_begin(rec);
     if (area_live(a)) cache_drain_all(a, rec, slot);
-    op_end(rec);
+    op_end(rec, s);
     dp_store_release(&rec->owner, 0); /* release: pairs with the next claim */
 }
 
@@ -689,13 +692,13 @@ static ar_tc *tc_get_slow(struct dsmpool_area *a) {
                          "threads use it at once)", AR_NCACHES, AR_NCACHES);
         return NULL;
     }
-    op_begin(tc->rec);
+    uint64_t s = op_begin(tc->rec);
     for (unsigned c = 0; c < AR_NCLS; c++) { /* a released record is empty; say so anyway */
         dp_store_relaxed(&tc->rec->head[c], 0);
         dp_store_relaxed(&tc->rec->bump[c], 0);
         dp_store_relaxed(&tc->rec->count[c], 0);
     }
-    op_end(tc->rec);
+    op_end(tc->rec, s);
     atomic_store_explicit(&tc->area, a, memory_order_relaxed);
     tc->epoch = e;
     pthread_mutex_lock(&ar_reg_lock);
@@ -989,24 +992,42 @@ static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, uns
 }
 
 int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_ptr *out) {
-    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
+    if (__builtin_expect(!out, 0)) return dp_fail(-EINVAL, "out must not be NULL");
     *out = 0;
-    if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
-    if (size == 0) return dp_fail(-EINVAL, "size 0");
-    if (flags & ~(DSMPOOL_ALLOC_ZERO | DSMPOOL_ALLOC_INTERLEAVE))
+    if (__builtin_expect(!area || area->magic != AR_OBJ_MAGIC, 0)) return dp_fail(-EINVAL, "not an attached area");
+    if (__builtin_expect(size == 0, 0)) return dp_fail(-EINVAL, "size 0");
+    if (__builtin_expect(flags & ~(DSMPOOL_ALLOC_ZERO | DSMPOOL_ALLOC_INTERLEAVE), 0))
         return dp_fail(-EINVAL, "unknown flags 0x%x", flags);
     ar_tc *tc = tc_get(area);
-    if (!tc) return tc_err;
-    op_begin(tc->rec);
+    if (__builtin_expect(!tc, 0)) return tc_err;
+    ar_cache *rec = tc->rec;
+    uint64_t s = op_begin(rec);
     int r;
-    if (!area_live(area)) {
+    if (__builtin_expect(!area_live(area), 0)) {
         r = dp_fail(-ESTALE, "the area was destroyed");
     } else {
         DP_INJECT("area.op.checked");
+        /* rule 1, the common case inline: a pool chunk on this thread's list */
+        unsigned c = cls_of(size);
+        dsmpool_ptr h = size <= AR_SMALL_MAX ? dp_load_relaxed(&rec->head[c]) : 0; /* relaxed: rule 1 */
+        if (__builtin_expect(h && !(h & FB_BIT) && !flags && !(area->ctl->flags & DSMPOOL_AREA_CHECKED) &&
+                                 h - area->data_off < area->data_size - 16, 1)) {
+            char *m = area->base + h;
+            dsmpool_ptr next;
+            memcpy(&next, m, 8);
+            if (__builtin_expect(!(next & ((1ull << cls_shift(c)) - 1)) || (next & FB_BIT), 1)) {
+                dp_store_relaxed(&rec->head[c], next);
+                dp_store_relaxed(&rec->count[c], dp_load_relaxed(&rec->count[c]) - 1);
+                memset(m + 8, 0, 8); /* rule 9: an allocated chunk carries no free tag */
+                *out = h;
+                op_end(rec, s);
+                return 0;
+            }
+        }
         r = size > AR_SMALL_MAX ? alloc_large_op(area, tc, size, flags, out)
                                 : alloc_small_op(area, tc, size, flags, out);
     }
-    op_end(tc->rec);
+    op_end(rec, s);
     return r;
 }
 
@@ -1077,19 +1098,45 @@ static int free_op(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p) {
 }
 
 int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
-    if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
-    if (!p) return dp_fail(-EINVAL, "free of the null pointer");
+    if (__builtin_expect(!area || area->magic != AR_OBJ_MAGIC, 0)) return dp_fail(-EINVAL, "not an attached area");
+    if (__builtin_expect(!p, 0)) return dp_fail(-EINVAL, "free of the null pointer");
     ar_tc *tc = tc_get(area);
-    if (!tc) return tc_err;
-    op_begin(tc->rec);
+    if (__builtin_expect(!tc, 0)) return tc_err;
+    ar_cache *rec = tc->rec;
+    uint64_t s = op_begin(rec);
     int r;
-    if (!area_live(area)) {
+    if (__builtin_expect(!area_live(area), 0)) {
         r = dp_fail(-ESTALE, "the area was destroyed");
     } else {
         DP_INJECT("area.op.checked");
-        r = free_op(area, tc, p);
+        /* rule 1, the common case inline: a pool chunk of this area, at a
+         * chunk start, in an unchecked area, its tag not set (rule 9) */
+        uint64_t rel = p - area->data_off;
+        if (__builtin_expect(!(p & FB_BIT) && rel < area->data_size && !(area->ctl->flags & DSMPOOL_AREA_CHECKED), 1)) {
+            /* acquire: pairs with dir_set */
+            uint64_t dw = dp_load_acquire(&area->pool->dir[rel >> AR_SPAN_SHIFT]);
+            unsigned c = DIRW_CLS(dw), sh = cls_shift(c);
+            if (__builtin_expect(DIRW_AID(dw) == area->aid && c != AR_LARGE_CLS &&
+                                     !(rel & ((1ull << sh) - 1)) && rel <= area->data_size - 16, 1)) {
+                char *m = area->base + p;
+                uint64_t tag = free_tag(area, p), have;
+                memcpy(&have, m + 8, 8);
+                if (__builtin_expect(have != tag, 1)) {
+                    dsmpool_ptr head = dp_load_relaxed(&rec->head[c]); /* relaxed: rule 1 */
+                    memcpy(m, &head, 8);
+                    memcpy(m + 8, &tag, 8);
+                    dp_store_relaxed(&rec->head[c], p);
+                    uint64_t n = dp_load_relaxed(&rec->count[c]) + 1;
+                    dp_store_relaxed(&rec->count[c], n);
+                    if (__builtin_expect(n > 2 * cls_batch(c), 0)) drain(area, tc, c);
+                    op_end(rec, s);
+                    return 0;
+                }
+            }
+        }
+        r = free_op(area, tc, p); /* everything else, and every error message */
     }
-    op_end(tc->rec);
+    op_end(rec, s);
     return r;
 }
 
@@ -1097,10 +1144,10 @@ int dsmpool_area_flush(dsmpool_area *area) {
     if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
     ar_tc *tc = tc_get(area);
     if (!tc) return tc_err;
-    op_begin(tc->rec);
+    uint64_t s = op_begin(tc->rec);
     int r = area_live(area) ? 0 : dp_fail(-ESTALE, "the area was destroyed");
     if (r == 0) cache_drain_all(area, tc->rec, area->pool->slot);
-    op_end(tc->rec);
+    op_end(tc->rec, s);
     return r;
 }
 
