@@ -16,8 +16,9 @@
  *             count and a pin; the unit other processes attach.
  *   handle    names a segment in every process: slot index + generation, so
  *             a handle to a destroyed segment is refused with -ESTALE.
- *   slot      what every attached process holds in the header (pid + start
- *             time); dsmpool_recover() releases what dead slots held.
+ *   slot      what every attached process holds in the header, with a lock
+ *             that the kernel releases when the process dies;
+ *             dsmpool_recover() releases what dead slots held.
  *
  * Errors
  *   Every int-returning call returns 0 or a negative errno value; no call
@@ -33,8 +34,10 @@
  *               layout, or a size that does not match the mapping)
  *     -ENOSPC   neither the pool nor the OS fallback can serve the request,
  *               or a fixed table (segments, process slots) is full
- *     -EBUSY    dsmpool_check() found an operation in progress
- *     -EUCLEAN  dsmpool_check() found an inconsistency (the message says which)
+ *     -EBUSY    dsmpool_check() could not get a quiet look (others kept working)
+ *     -EUCLEAN  the pool's structures are damaged: from dsmpool_check() (the
+ *               message says what and where), or from a call that met the
+ *               damage; nothing outside the region is ever touched
  *     others    passed through from the OS call that failed (the message
  *               names the call)
  *
@@ -44,8 +47,22 @@
  *   its own and takes a reference, in the child's name, on every segment the
  *   parent had attached through that pool (the inherited dsmpool_seg objects
  *   become the child's). Unrelated processes attach by name (POSIX, System V)
- *   or by a passed file descriptor (memfd). All processes of a pool must see
- *   the same pid namespace (dead processes are detected by pid + start time).
+ *   or by a passed file descriptor (memfd). Every kind of fork is noticed,
+ *   _Fork(), syscall(SYS_fork) and clone() included: the child never shares
+ *   its parent's slot or caches.
+ *
+ * Crashes
+ *   A process may die at any instruction. Its memory goes back when any
+ *   process calls dsmpool_recover() (or when the library itself runs out of
+ *   slots, caches or blocks); nothing of a live process is ever released.
+ *   Whether a process lives is decided by a lock the kernel drops at its
+ *   death (an OFD lock on the pool's file, or a SEM_UNDO semaphore for System
+ *   V pools), so processes in other pid or mount namespaces, or hidden from
+ *   /proc, are judged right. A process that cannot open the pool's file for
+ *   itself (a memfd pool attached where /proc/self/fd is missing) is never
+ *   recovered (stats: procs_unguarded). A fork()ed child that has not called
+ *   the library yet keeps its parent's lock: the parent is then recovered
+ *   late, never early.
  */
 #ifndef DSMPOOL_H
 #define DSMPOOL_H
@@ -151,8 +168,9 @@ DSMPOOL_EXPORT int dsmpool_detach(dsmpool *pool);
 DSMPOOL_EXPORT int dsmpool_destroy(dsmpool *pool);
 
 /* Release what dead processes held: their segment references, half-done
- * allocator operations, (later) cached blocks. Safe to call from any process
- * at any time; also run automatically when the slot table is full. */
+ * allocator operations, area caches and entries they were filling. Safe to
+ * call from any process at any time; also run automatically when the slot
+ * table or an area's cache records are full. */
 DSMPOOL_EXPORT int dsmpool_recover(dsmpool *pool);
 
 /* Walk every structure and prove free + used = total with no overlap, every
@@ -209,11 +227,14 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * Lifetime: an area lives while any process is attached; the last detach,
  * or dsmpool_area_destroy() from any process, returns everything (cached
  * chunks of every process included) to the pool at once. Afterwards calls on
- * it return -ESTALE; a process still allocating when another destroys the
- * area gets -ESTALE and loses nothing to the pool (the pool stays consistent),
- * but memory it had been handed out is gone, as with free(). Detaching or
- * destroying while other threads of the same process still use the area is
- * a use-after-free. dsmpool_detach() detaches the process's areas too.
+ * it return -ESTALE; memory it had handed out is gone, as with free(). A
+ * call already running in another thread or process when the area is
+ * destroyed finishes first (destroy waits for it, at most 50 ms); if one is
+ * still running then (its thread stopped), destroy gives nothing back and
+ * the last detach does. The library never writes into, or hands out, memory
+ * of an area after giving it back. Detaching or destroying while other
+ * threads of the same process still use the area is a use-after-free.
+ * dsmpool_detach() detaches the process's areas too.
  *
  * Errors, besides the pool's: -ENOMEM when the area's limit or the memory
  * (pool and OS) is exhausted (nothing else changes); -EINVAL for a pointer
@@ -225,9 +246,12 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  *
  * Free checking: always on, at no measurable cost -- pointers of another
  * area (span directory lookup), pointers that are not the start of a chunk
- * or block, double frees of large blocks. With DSMPOOL_AREA_CHECKED also
- * double frees and never-allocated pointers of small chunks (one atomic
- * operation on a shared bitmap per alloc and per free).
+ * or block, double frees of large blocks and of small chunks (a freed chunk
+ * carries a tag, key ^ pointer with a random key per area, in its bytes
+ * 8..15; allocation clears it; a free that finds it is refused with -EINVAL
+ * -- a correct program cannot write the tag, not knowing the key). With
+ * DSMPOOL_AREA_CHECKED also never-allocated pointers of small chunks (one
+ * atomic operation on a shared bitmap per alloc and per free).
  */
 typedef struct dsmpool_area dsmpool_area; /* a process's attachment to an area */
 typedef uint64_t dsmpool_ptr;             /* relocatable pointer; 0 is the null value */

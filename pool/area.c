@@ -1724,13 +1724,14 @@ static void verify_area(vctx *v) {
     }
 }
 
-int dp_area_verify(dsmpool *p, char *why, size_t n) {
-    vctx v = {NULL, calloc(AR_MAX_ENTRIES, sizeof(uint64_t *)), calloc(AR_MAX_ENTRIES, sizeof(uint64_t)),
-              0, why, n, 0};
+int dp_area_verify(dsmpool *p, dp_area_scratch *sc, char *why, size_t n) {
+    if (!sc->bits) sc->bits = calloc(AR_MAX_ENTRIES, sizeof(uint64_t *));
+    if (!sc->used) sc->used = calloc(AR_MAX_ENTRIES, sizeof(uint64_t));
+    vctx v = {NULL, sc->bits, sc->used, 0, why, n, 0};
     static _Thread_local struct dsmpool_area tmp;
     if (!v.bits || !v.used) {
         snprintf(why, n, "out of memory");
-        v.err = -ENOMEM;
+        return -ENOMEM;
     }
     for (uint64_t idx = 0; idx < p->nsegs && !v.err; idx++) {
         ar_ctl *ctl = ctl_of(p, idx);
@@ -1740,16 +1741,21 @@ int dp_area_verify(dsmpool *p, char *why, size_t n) {
         tmp.handle = DP_HANDLE(DP_SEG_GEN(dp_load_relaxed(&p->segs[idx].state)), idx);
         v.a = &tmp;
         verify_area(&v);
-        for (size_t i = 0; i < v.nused; i++) {
+        for (size_t i = 0; i < v.nused; i++) { /* the scratch goes back as it came: all NULL */
             free(v.bits[v.used[i]]);
             v.bits[v.used[i]] = NULL;
         }
         v.nused = 0;
         area_free_fb(&tmp);
     }
-    free(v.bits);
-    free(v.used);
     return v.err;
+}
+
+void dp_area_scratch_free(dp_area_scratch *sc) {
+    free(sc->bits);
+    free(sc->used);
+    sc->bits = NULL;
+    sc->used = NULL;
 }
 
 #ifdef DP_INJECTION

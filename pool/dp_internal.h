@@ -324,14 +324,15 @@ void dp_inflight_end(struct dsmpool *pool);
 
 /* A quiet window (proc.c rule 7): a snapshot of every slot's state and
  * bracket counters; open says -EBUSY when a live process is inside a
- * bracket or a recovery runs, -EAGAIN when a dead process awaits recovery;
- * holds says whether nothing moved since. */
+ * bracket or a recovery runs, -EAGAIN when a dead process awaits recovery
+ * or a leak sweep is due; holds says whether nothing moved since. */
 typedef struct dp_quiet {
     uint64_t *w; /* 3 words per slot */
     uint32_t n;
     uint32_t self; /* our slot, or UINT32_MAX: its brackets are ours */
+    uint64_t sweep; /* sweep_needed when it opened */
 } dp_quiet;
-int dp_quiet_open(struct dsmpool *pool, dp_quiet *q);
+int dp_quiet_open(struct dsmpool *pool, dp_quiet *q, bool sweeping); /* sweeping: the sweep's own */
 bool dp_quiet_holds(struct dsmpool *pool, const dp_quiet *q);
 void dp_quiet_close(dp_quiet *q);
 
@@ -403,8 +404,13 @@ int dp_area_quiet_open(struct dsmpool *pool, dp_area_quiet *q); /* -EBUSY: an op
 bool dp_area_quiet_holds(struct dsmpool *pool, const dp_area_quiet *q);
 void dp_area_quiet_close(dp_area_quiet *q);
 /* Free lists, caches, bump ranges and span stacks: no chunk twice, every
- * link inside its area's spans. 0 or -EUCLEAN with why. */
-int dp_area_verify(struct dsmpool *pool, char *why, size_t n);
+ * link inside its area's spans. 0 or -EUCLEAN with why. The scratch (zero
+ * at first) is kept between calls of one check and freed after. */
+typedef struct dp_area_scratch {
+    void *bits, *used;
+} dp_area_scratch;
+int dp_area_verify(struct dsmpool *pool, dp_area_scratch *sc, char *why, size_t n);
+void dp_area_scratch_free(dp_area_scratch *sc);
 
 /* ---- recovery and the checker (recover.c, stats.c): the top ------------- */
 

@@ -44,11 +44,17 @@
  *      tries that node with one CAS; when it is full, the search walks up
  *      the tree from it (nearby first), preferring partly used nodes to free
  *      ones, and nodes no other CPU reserved.
- *   6. Recovery: a word in OPENING/CLOSING whose owner is dead is claimed
- *      (CAS to the same phase with the recoverer as owner); if P's state for
- *      it is PART it becomes FREE; the word becomes IDLE. Both steps are safe
- *      because such a node holds nothing: an opener allocates in c only after
- *      it is OPEN, a closer closes only an empty c.
+ *   6. Recovery: a word in OPENING/CLOSING whose owner is dead: if P's state
+ *      for it is PART it becomes FREE; the word becomes IDLE. Both steps are
+ *      safe because such a node holds nothing: an opener allocates in c only
+ *      after it is OPEN, a closer closes only an empty c. "Dead" is the
+ *      caller's word (dp_pa_recover's is_dead): the ledger says so only while
+ *      it holds the owner's liveness lock, which the kernel gives up only at
+ *      the owner's death, and which keeps the owner id from being reused and
+ *      other recoverers away until the step is finished (proc.c rule 8,
+ *      live.c rule 4). Finishing the step of an owner that lives would let
+ *      its last store build an OPEN node under a FREE parent: the model
+ *      check (tests/model/palloc.m) finds exactly that state.
  *
  * Invariants (at quiescence; in flight, a node in rule 3/4 is owned)
  *   I1  root is OPEN; a non-root word is OPEN  <=>  its parent says PART.
@@ -81,9 +87,26 @@
  *
  * Failure bound
  *   Any allocation of order k succeeds if some aligned block of 2^k frames is
- *   entirely free: an allocation that finds no run closes every empty node
- *   (rule 4, bottom-up) and searches again. Internal fragmentation: none
- *   beyond the power-of-two rounding of the caller.
+ *   entirely free and no node above it is in another owner's open or close
+ *   step: an allocation that finds no run closes every empty node (rule 4,
+ *   bottom-up) and searches again. When nodes in a step were in its way it
+ *   returns -EBUSY, and the ledger finishes the steps of owners that are dead
+ *   and searches once more (proc.c rule 8). An owner that lives but stopped
+ *   mid-step (SIGSTOP, preemption) keeps one node out of reach until it runs
+ *   again: allocations inside the node it is opening or closing wait, and so
+ *   do blocks that would contain a node it is closing (its parent says PART);
+ *   a node being opened whose parent still says FREE can still be handed out
+ *   whole. That is at most one node per stopped thread, at most 1/16 of the
+ *   sub-pool (a child of the root). Internal fragmentation: none beyond the
+ *   power-of-two rounding of the caller.
+ *
+ * Damage
+ *   A search uses only the children a node really has (I4): a word whose
+ *   ABSENT children were scribbled to FREE cannot send a block past the end
+ *   of the sub-pool, and every frame returned is checked against it.
+ *
+ * Injection points (tests): "palloc.open.claimed", "palloc.open.linked",
+ * "palloc.close.claimed" (between the two words of rules 3 and 4).
  *
  * References: LLFree (Wrenger et al., USENIX ATC 2023; luhsra/llfree-c) for
  * bit fields per huge frame, per-CPU reservation and single-word CAS steps;

@@ -55,8 +55,9 @@
  *      nobody changed it: begin raises the count, then the sequence, then
  *      fences (release); end raises the sequence, then lowers the count.
  *      A slot whose process is dead but not yet recovered refuses too
- *      (-EAGAIN): what it left is work for recovery, not damage. The checker
- *      and the sweep decide only inside such a window.
+ *      (-EAGAIN), and so does a leak sweep that is due: what they left is
+ *      work for recovery, not damage. The checker and the sweep decide only
+ *      inside such a window.
  *   8. Pool blocks: the calling thread's node sub-pool first, then the
  *      others nearest first (DSMPOOL_SEG_* placement flags). Every block is
  *      checked to lie inside the data before it is returned. An allocation
@@ -450,11 +451,15 @@ void dp_inflight_end(dsmpool *p) {
 
 /* ---- rule 7: quiet windows -------------------------------------------------- */
 
-int dp_quiet_open(dsmpool *p, dp_quiet *q) {
+int dp_quiet_open(dsmpool *p, dp_quiet *q, bool sweeping) {
     q->n = p->nprocs;
     q->self = UINT32_MAX;
     q->w = malloc((size_t)q->n * 3 * sizeof *q->w);
     if (!q->w) return -ENOMEM;
+    /* a leak that a dead process left and the sweep has not freed yet is
+     * recovery's work too (recover.c rule 3) */
+    q->sweep = dp_load_acquire(&p->hdr->sweep_needed); /* acquire: pairs with the recoverer's store */
+    if (q->sweep && !sweeping) return -EAGAIN;
     for (uint32_t i = 0; i < q->n; i++) {
         dp_proc *sl = &p->procs[i];
         uint64_t st = dp_load_acquire(&sl->state); /* acquire: pairs with claim and release */
@@ -475,6 +480,7 @@ int dp_quiet_open(dsmpool *p, dp_quiet *q) {
 
 bool dp_quiet_holds(dsmpool *p, const dp_quiet *q) {
     atomic_thread_fence(memory_order_acquire); /* pairs with dp_inflight_begin's release fence */
+    if (dp_load_relaxed(&p->hdr->sweep_needed) != q->sweep) return false;
     for (uint32_t i = 0; i < q->n; i++) {
         dp_proc *sl = &p->procs[i];
         if (dp_load_relaxed(&sl->state) != q->w[3 * i] || dp_load_relaxed(&sl->opseq) != q->w[3 * i + 1] ||

@@ -56,7 +56,7 @@ static bool sweep(dsmpool *p) {
     dp_quiet q = {0};
     bool done = false;
     char why[200];
-    if (!used || !owned || dp_quiet_open(p, &q) != 0) goto out;
+    if (!used || !owned || dp_quiet_open(p, &q, true) != 0) goto out;
     if (dp_used_maps(p, used, why, sizeof why, false) != 0) goto out;
     if (dp_owned_maps(p, owned, why, sizeof why) != 0) goto out; /* damage: leave it to check() */
     if (!dp_quiet_holds(p, &q)) goto out;
@@ -107,7 +107,7 @@ int dp_recover_all(dsmpool *p) {
         /* a dead owner inside a bracket, or a dead recoverer, may have left a
          * block unowned (rule 3) */
         if (dp_load_acquire(&sl->inflight) || was == DP_SLOT_RECOVERING) /* acquire: dp_inflight_end */
-            dp_store_relaxed(&p->hdr->sweep_needed, 1);
+            dp_store_release(&p->hdr->sweep_needed, 1); /* release: pairs with dp_quiet_open */
         recover_slot(p, i);
         dp_store_relaxed(&sl->inflight, 0);
         dp_store_release(&sl->state, DP_SLOT_FREE); /* release: pairs with the next claim */
@@ -117,7 +117,7 @@ int dp_recover_all(dsmpool *p) {
     }
     /* relaxed: a flag; a sweep that finds nothing to do is harmless */
     if (dp_load_relaxed(&p->hdr->sweep_needed) && dp_live_take(p, DP_LOCK_SWEEP) == 0) {
-        if (sweep(p)) dp_store_relaxed(&p->hdr->sweep_needed, 0);
+        if (sweep(p)) dp_store_release(&p->hdr->sweep_needed, 0); /* release: as above */
         dp_live_give(p, DP_LOCK_SWEEP);
     }
     pthread_mutex_unlock(&p->recover_lock);

@@ -21,6 +21,11 @@
  *      to reserve; TRY retries with base pages and records the fallback.
  *   4. Every OS call is in os_linux.c behind dp_os.h; on failure everything
  *      done so far is undone in reverse order (region_undo).
+ *
+ * Layer: the region is below everything that lives in it. It maps, formats
+ * and validates; the magic is published (dp_region_publish) by pool.c once
+ * the creator holds its liveness lock and its slot, and slots, liveness and
+ * teardown of what lives in the region are the layers' above (pool.c).
  */
 #include <errno.h>
 #include <stdio.h>

@@ -25,6 +25,19 @@
  *      the block (or unlinks the OS name) and stores FREE.
  *   6. Pin sets a bit that keeps a LIVE segment alive at count 0; unpin
  *      clears it and destroys the segment if nobody is attached.
+ *   7. Every create, attach and detach runs inside one bracket of the
+ *      caller's slot (proc.c rule 6), from the claim of the descriptor to the
+ *      record; so the checker and the leak sweep never judge a block that is
+ *      between the allocator and its descriptor, or a count between two
+ *      records.
+ *   8. An area's control block is a segment (DP_SEG_AREA); what the area
+ *      holds is given back, when its last reference goes, by the destructor
+ *      the area layer registered (dp_seg_set_area_hook): this layer knows
+ *      areas only through that hook.
+ *
+ * Layer: above the ledger (records, brackets, pool blocks); below areas,
+ * recovery and the checker, which call dp_seg_recover_slot, dp_seg_verify
+ * and dp_seg_mark_owned by name.
  *
  * Memory ordering: the LIVE CAS is release and every attach CAS acquire, so
  * block/size are seen by attachers; reference drops are acq_rel so that all

@@ -152,7 +152,8 @@ int dp_owned_maps(dsmpool *p, uint64_t **owned, char *why, size_t n) {
 
 /* One pass of the proof (steps 2-5), on a pool that may be changing; the
  * caller decides whether to believe it (a quiet window around it). */
-static int check_pass(dsmpool *pool, uint64_t **used, uint64_t **owned, char *why, size_t n) {
+static int check_pass(dsmpool *pool, uint64_t **used, uint64_t **owned, dp_area_scratch *sc, char *why,
+                      size_t n) {
     const dp_header *g = &pool->geo;
     int r;
     for (uint32_t s = 0; s < pool->nsub; s++) {
@@ -179,7 +180,7 @@ static int check_pass(dsmpool *pool, uint64_t **used, uint64_t **owned, char *wh
         }
     }
     /* 5 */
-    return dp_area_verify(pool, why, n);
+    return dp_area_verify(pool, sc, why, n);
 }
 
 int dsmpool_check(dsmpool *pool) {
@@ -195,6 +196,7 @@ int dsmpool_check(dsmpool *pool) {
         return dp_fail(-EUCLEAN, "the shared header was overwritten");
     char why[256] = "", busy[256] = "an operation was in progress on every try";
     uint64_t **used = dp_maps_new(pool), **owned = dp_maps_new(pool);
+    dp_area_scratch scratch = {NULL, NULL};
     if (!used || !owned) {
         dp_maps_free(pool, used);
         dp_maps_free(pool, owned);
@@ -215,16 +217,16 @@ int dsmpool_check(dsmpool *pool) {
         }
         dp_quiet q = {0};
         dp_area_quiet aq = {0};
-        int o = dp_quiet_open(pool, &q);
+        int o = dp_quiet_open(pool, &q, false);
         if (o == -EAGAIN) { /* a dead process's leftovers are recovery's work, not damage */
             dp_quiet_close(&q);
             dp_recover_all(pool);
-            o = dp_quiet_open(pool, &q);
+            o = dp_quiet_open(pool, &q, false);
             if (o == -EAGAIN) o = -EBUSY;
         }
         if (o == 0) o = dp_area_quiet_open(pool, &aq);
         if (o == 0) {
-            int res = check_pass(pool, used, owned, why, sizeof why);
+            int res = check_pass(pool, used, owned, &scratch, why, sizeof why);
             if (dp_quiet_holds(pool, &q) && dp_area_quiet_holds(pool, &aq)) r = res;
             else if (res) snprintf(busy, sizeof busy, "%s", why); /* seen while others ran: not believed */
         } else if (o == -ENOMEM) {
@@ -236,6 +238,7 @@ int dsmpool_check(dsmpool *pool) {
     }
     dp_maps_free(pool, used);
     dp_maps_free(pool, owned);
+    dp_area_scratch_free(&scratch);
     if (r == -EBUSY) return dp_fail(r, "other processes kept changing the pool (%s); try again", busy);
     return r ? dp_fail(r, "%s", why) : 0;
 }

@@ -329,7 +329,7 @@ Test(safety, worker_in_another_pid_namespace_is_alive, .timeout = 60) {
     if (!atomic_load(&sh->ready[0])) {
         int st = test_wait(x);
         if (st == 77) cr_skip_test("cannot make a pid namespace (not root?)");
-        cr_assert_fail("worker did not start (%d)", st);
+        cr_assert(false, "worker did not start (%d)", st);
     }
     cr_expect_eq(atomic_load(&sh->val[2]), 1, "the worker is pid 1 in its namespace");
     cr_assert_eq(dsmpool_recover(p), 0);
