@@ -342,7 +342,6 @@ void dp_quiet_close(dp_quiet *q);
  * dead owners are finished first and the search runs again. */
 int dp_pool_alloc(struct dsmpool *pool, unsigned order, uint64_t *block); /* local, then nearest */
 int dp_pool_alloc_placed(struct dsmpool *pool, unsigned order, unsigned flags, uint64_t *block);
-void dp_pool_placement_init(struct dsmpool *pool);
 int dp_pool_free(struct dsmpool *pool, uint64_t block);
 /* Finish the allocator steps of owners that are dead: for recovery of one
  * slot (whose lock the caller holds), or of every dead owner (slot == -1). */

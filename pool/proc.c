@@ -523,42 +523,6 @@ int dp_self(dsmpool *pool) {
 
 /* ---- rule 8: pool blocks ---------------------------------------------------- */
 
-/* Per sub-pool, the node sub-pools nearest first (by the machine's SLIT
- * distances; ties by index), and the map from node id to sub-pool. */
-void dp_pool_placement_init(dsmpool *p) {
-    const dp_topo *t = dp_numa_topo();
-    p->il_sub = -1;
-    memset(p->node_sub, -1, sizeof p->node_sub);
-    uint32_t nn = 0, idx[DSMPOOL_MAX_NODES];
-    for (uint32_t s = 0; s < p->nsub; s++) {
-        uint32_t node = p->geo.sub[s].node;
-        if (node == DP_NODE_INTERLEAVE) {
-            p->il_sub = (int)s;
-            continue;
-        }
-        if (node < 256) p->node_sub[node] = (int8_t)s;
-        idx[nn++] = s;
-    }
-    for (uint32_t s = 0; s < p->nsub; s++) {
-        int from = dp_numa_index(p->geo.sub[s].node);
-        uint32_t ord[DSMPOOL_MAX_NODES];
-        memcpy(ord, idx, sizeof(uint32_t) * nn);
-        for (uint32_t i = 1; i < nn; i++) /* insertion sort by distance from s's node */
-            for (uint32_t j = i; j > 0; j--) {
-                int a = dp_numa_index(p->geo.sub[ord[j - 1]].node), b = dp_numa_index(p->geo.sub[ord[j]].node);
-                int da = from >= 0 && a >= 0 ? t->dist[from][a] : (ord[j - 1] == s ? 0 : 100);
-                int db = from >= 0 && b >= 0 ? t->dist[from][b] : (ord[j] == s ? 0 : 100);
-                if (ord[j - 1] == s) da = -1; /* yourself first */
-                if (ord[j] == s) db = -1;
-                if (db >= da) break;
-                uint32_t x = ord[j];
-                ord[j] = ord[j - 1];
-                ord[j - 1] = x;
-            }
-        for (uint32_t k = 0; k < DSMPOOL_MAX_NODES; k++) p->order[s][k] = k < nn ? (uint8_t)ord[k] : 0xff;
-    }
-}
-
 static int try_sub(dsmpool *p, uint32_t k, unsigned order, unsigned cpu, uint64_t *block) {
     uint64_t frame;
     int r = dp_pa_alloc(&p->pa[k], order, dp_owner(p), cpu, &frame);

@@ -303,9 +303,10 @@ Test(safety, recovery_needs_a_dead_lock_not_a_missing_proc_entry, .timeout = 120
     dsmpool_destroy(p);
 }
 
-/* Defect 2, namespaces: a worker in a new pid namespace stores pid 1 in its
- * slot; /proc/1 is this machine's init, alive with another start time, which
- * the old recoverer read as "pid reused, owner dead". */
+/* Defect 2, namespaces: a worker in new pid and mount namespaces, with a
+ * /proc of its own, stores pid 1 in its slot; the recoverer's /proc/1 is
+ * this machine's init, alive with another start time, which the old
+ * recoverer read as "pid reused, owner dead". */
 Test(safety, worker_in_another_pid_namespace_is_alive, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
     size_t free0 = test_pool_free(p);
@@ -315,6 +316,9 @@ Test(safety, worker_in_another_pid_namespace_is_alive, .timeout = 60) {
         if (unshare(CLONE_NEWPID) != 0) _exit(77);
         pid_t g = fork();
         if (g == 0) {
+            if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+                mount("proc", "/proc", "proc", 0, NULL) != 0)
+                _exit(78);
             dsmpool_seg *s;
             if (dsmpool_seg_create(p, 64 * KIB, 0, &s) != 0) _exit(3);
             atomic_store(&sh->val[1], dsmpool_seg_handle(s));
@@ -323,7 +327,8 @@ Test(safety, worker_in_another_pid_namespace_is_alive, .timeout = 60) {
             for (;;) pause();
         }
         atomic_store(&sh->val[3], (uint64_t)g);
-        _exit(test_wait(g) == 128 + SIGKILL ? 0 : 6);
+        int st = test_wait(g);
+        _exit(st == 128 + SIGKILL ? 0 : st == 78 ? 77 : 6);
     }
     spin_until(&sh->ready[0], 1);
     if (!atomic_load(&sh->ready[0])) {
