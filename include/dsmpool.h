@@ -30,6 +30,7 @@
  *     -ENOENT   no pool of that name, or no segment at that handle
  *     -EEXIST   a pool of that name already exists
  *     -ESTALE   the handle's segment was destroyed (its slot may be reused)
+ *     -EAGAIN   dsmpool_attach(): the region is still being created; retry
  *     -EPROTO   the region is not a compatible dsmpool (bad magic, version,
  *               layout, or a size that does not match the mapping)
  *     -ENOSPC   neither the pool nor the OS fallback can serve the request,
@@ -341,6 +342,10 @@ typedef struct dsmpool_stats {
     unsigned procs_unguarded;  /* attached without a liveness lock of their own (a memfd pool
                                   attached where /proc/self/fd cannot be opened): never
                                   recovered if they die without detaching */
+    unsigned procs_recovering; /* dead processes whose recovery waits for a live one (it is
+                                  attaching or detaching a segment they used); the next
+                                  dsmpool_recover() goes on */
+    uint64_t recoveries_deferred; /* times a recovery had to leave a slot for later */
 } dsmpool_stats;
 
 DSMPOOL_EXPORT int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out);

@@ -71,12 +71,20 @@
  *      the work, seq made even (release). This pairs with rule 6 as an
  *      asymmetric Dekker fence (the destroyer's side is membarrier), and is
  *      the seqlock the checker reads (proc.c rule 7): no RMW on the hot path.
- *   8. Recovery of a dead slot (recover.c): its cache records are taken by
- *      CAS (owner word set to the dead slot with a recovery mark, so a
- *      recoverer that dies leaves them to the next), drained inside an
- *      operation, released; its INIT and RETIRED entries are taken and
- *      released (rule 5). The recoverer holds the dead slot's liveness lock
- *      throughout, so a destroyer sees the marked records as live (rule 6).
+ *   8. Recovery of a dead slot (recover.c) visits only the areas the slot
+ *      holds a reference on (an ACTIVE record): those references keep the
+ *      control blocks alive until the segment layer drops them, after this
+ *      step; any other area's block may be given back at any moment by its
+ *      last detacher. There, its cache records are taken by CAS (owner word
+ *      set to the dead slot with a recovery mark, so a recoverer that dies
+ *      leaves them to the next), drained inside an operation, released; its
+ *      INIT and RETIRED entries are taken and released (rule 5). The
+ *      recoverer holds the dead slot's liveness lock throughout, so a
+ *      destroyer -- in another process, or in the recoverer's own
+ *      (proc.c: held_by_us) -- sees the marked records as live (rule 6).
+ *  10. A process uses an area only while it holds a reference on its
+ *      control segment: a fork()ed child whose inherited reference could
+ *      not be taken over gets -ESTALE from every call (area_usable).
  *   9. Free tags: a freed chunk holds key ^ ptr at +8 (the key is random per
  *      area); allocation clears it. A free that finds its tag intact is a
  *      double free: refused (-EINVAL), and looked for in this thread's cache
@@ -99,7 +107,9 @@
  * Injection points (tests): "area.op.checked" (inside an operation, the
  * state read LIVE), "area.acquire.stored" (an INIT entry holds its block,
  * before the publishing CAS), "area.destroy.marked" (DESTROYED, before the
- * caches are waited for).
+ * caches are waited for), "area.push.checked" (a chunk about to be linked
+ * onto its span's stack), "area.recover.area" (recovery about to walk an
+ * area of the dead slot).
  */
 #include <sched.h>
 #include <stdio.h>
@@ -216,6 +226,7 @@ typedef struct ar_tc { /* one per (thread, area) */
     unsigned epoch;
     ar_cache *rec;
     uint64_t span_ptr[AR_NCLS]; /* base pointer of the bump span, per class */
+    uint32_t span_e1[AR_NCLS];  /* its entry + 1: a bump word naming another is damaged */
     uint64_t scan[AR_NCLS];     /* where the partial-span search resumes */
     struct ar_tc *tnext;        /* this thread's list */
     struct ar_tc *anext, *aprev; /* the area's list (area->lock) */
@@ -506,6 +517,7 @@ static void span_push(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span
     uint64_t w = dp_load_relaxed(&sp->state), nw;
     for (;;) {
         if (SPW_ST(w) != SP_SPAN || SPW_COUNT(w) >= n) return; /* corrupt: drop, never double */
+        DP_INJECT("area.push.checked");
         memcpy(chunk, &(uint32_t){SPW_HEAD(w)}, 4);
         nw = SPW(SPW_GEN(w) + 1, SPW_COUNT(w) + 1, idx + 1, SP_SPAN);
         /* release: publishes the link written into the chunk (pairs with span_steal) */
@@ -565,6 +577,19 @@ static inline bool area_live(const struct dsmpool_area *a) {
 
 static void tc_destructor(void *arg);
 static void tc_key_init(void) { pthread_key_create(&tc_key, tc_destructor); }
+
+/* This process may use the area's control block: it holds a reference on its
+ * segment. A fork()ed child whose inherited reference could not be taken
+ * over (the parent had let the area go: its block may be someone else's
+ * now) must never touch it. */
+static int area_usable(struct dsmpool_area *a) {
+    int r = dp_self(a->pool); /* adoption happens here, and may mark the segment stale */
+    if (r) return r;
+    if (a->seg && a->seg->stale)
+        return dp_fail(-ESTALE, "the area was let go before this process (a fork()ed child) "
+                       "took it over");
+    return 0;
+}
 
 /* Rule 4: everything a cache record holds goes back to the spans. Inside an
  * operation on rec. */
@@ -656,7 +681,7 @@ static ar_cache *cache_claim(ar_ctl *ctl, uint64_t me) {
 }
 
 static ar_tc *tc_get_slow(struct dsmpool_area *a) {
-    if ((tc_err = dp_self(a->pool)) != 0) return NULL;
+    if ((tc_err = area_usable(a)) != 0) return NULL;
     unsigned e = dp_epoch();
     /* this thread's objects of areas detached since: free them now */
     pthread_mutex_lock(&ar_reg_lock);
@@ -686,6 +711,9 @@ static ar_tc *tc_get_slow(struct dsmpool_area *a) {
     tc->rec = cache_claim(ctl, me);
     if (!tc->rec && dp_reclaim(a->pool) > 0) /* dead processes' caches may hold them all */
         tc->rec = cache_claim(ctl, me);
+    /* seq_cst fence: our claim before our first read of the area state,
+     * against the destroyer's fence (destroy_explicit) */
+    atomic_thread_fence(memory_order_seq_cst);
     if (!tc->rec) {
         free(tc);
         tc_err = dp_fail(-ENOSPC, "all %u thread caches of this area are held (more than %u "
@@ -873,6 +901,7 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
     int r = acquire(a, c, AR_SPAN_SHIFT - DP_FRAME_SHIFT, 0, &e, &base);
     if (r) return r;
     tc->span_ptr[c] = base;
+    tc->span_e1[c] = (uint32_t)(e + 1);
     dp_store_relaxed(&rec->bump[c], BUMP(e + 1, 0, cls_chunks(c)));
     return 0;
 }
@@ -944,7 +973,9 @@ static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, uns
     for (;;) {
         h = dp_load_relaxed(&rec->head[c]); /* relaxed: only this thread writes it (rule 1) */
         if (h) {
-            m = ar_addr_n(area, h, 16);
+            /* a whole chunk, at a chunk boundary, or the list is damaged */
+            uint64_t mask = (1ull << cls_shift(c)) - 1;
+            m = (h & FB_BIT ? FB_OFF(h) : h) & mask ? NULL : ar_addr_n(area, h, mask + 1);
             dsmpool_ptr next = 0;
             if (m) memcpy(&next, m, 8);
             /* a link a use-after-free overwrote must not become an address
@@ -961,7 +992,9 @@ static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, uns
         }
         uint64_t b = dp_load_relaxed(&rec->bump[c]);
         if (BUMP_LEFT(b)) {
-            if (__builtin_expect(BUMP_IDX(b) >= cls_chunks(c), 0)) { /* a damaged word: drop the range */
+            /* the base is ours (process-local); a word that names another span
+             * or runs past this one is damaged: drop the range */
+            if (__builtin_expect(BUMP_IDX(b) >= cls_chunks(c) || BUMP_E1(b) != tc->span_e1[c], 0)) {
                 dp_store_relaxed(&rec->bump[c], 0);
                 continue;
             }
@@ -1010,8 +1043,10 @@ int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_
         /* rule 1, the common case inline: a pool chunk on this thread's list */
         unsigned c = cls_of(size);
         dsmpool_ptr h = size <= AR_SMALL_MAX ? dp_load_relaxed(&rec->head[c]) : 0; /* relaxed: rule 1 */
-        if (__builtin_expect(h && !(h & FB_BIT) && !flags && !(area->ctl->flags & DSMPOOL_AREA_CHECKED) &&
-                                 h - area->data_off < area->data_size - 16, 1)) {
+        uint64_t csz = 1ull << cls_shift(c);
+        if (__builtin_expect(h && !(h & FB_BIT) && !(h & (csz - 1)) && !flags &&
+                                 !(area->ctl->flags & DSMPOOL_AREA_CHECKED) &&
+                                 h - area->data_off <= area->data_size - csz, 1)) {
             char *m = area->base + h;
             dsmpool_ptr next;
             memcpy(&next, m, 8);
@@ -1117,7 +1152,7 @@ int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
             uint64_t dw = dp_load_acquire(&area->pool->dir[rel >> AR_SPAN_SHIFT]);
             unsigned c = DIRW_CLS(dw), sh = cls_shift(c);
             if (__builtin_expect(DIRW_AID(dw) == area->aid && c != AR_LARGE_CLS &&
-                                     !(rel & ((1ull << sh) - 1)) && rel <= area->data_size - 16, 1)) {
+                                     !(rel & ((1ull << sh) - 1)) && rel <= area->data_size - (1ull << sh), 1)) {
                 char *m = area->base + p;
                 uint64_t tag = free_tag(area, p), have;
                 memcpy(&have, m + 8, 8);
@@ -1212,6 +1247,10 @@ static void destroy_explicit(struct dsmpool_area *a) {
     uint64_t live = AR_LIVE;
     /* acq_rel: one destroyer; its writes below come after the mark */
     if (dp_cas_acq_rel(&ctl->state, &live, AR_DESTROYED)) {
+        /* seq_cst fence: the mark before our reads of the owners, against a
+         * claimer's seq_cst fence between its claim and its first state read
+         * (when nobody else holds a record we skip membarrier, rule 6) */
+        atomic_thread_fence(memory_order_seq_cst);
         DP_INJECT("area.destroy.marked");
         ar_cache *mine = tc_find(a);
         bool others = false;
@@ -1263,6 +1302,26 @@ static uint32_t tag_alloc(dsmpool *p) {
     return 0;
 }
 
+static ar_ctl *ctl_of(dsmpool *p, uint64_t idx) {
+    ar_ctl *ctl = dp_seg_area_ctl(p, idx, sizeof(ar_ctl));
+    return ctl && ctl->magic == AR_MAGIC && ctl->ncaches == AR_NCACHES ? ctl : NULL;
+}
+
+/* The leak sweep (recover.c rule 3), inside its quiet window: a tag that
+ * no area's control block names was taken by a creator that died before
+ * writing it down. */
+void dp_area_sweep_tags(dsmpool *p) {
+    uint64_t used[256] = {0};
+    for (uint64_t idx = 0; idx < p->nsegs; idx++) {
+        ar_ctl *ctl = ctl_of(p, idx);
+        if (ctl && ctl->tag >= 1 && ctl->tag <= 0x3fff) used[(ctl->tag - 1) / 64] |= 1ull << ((ctl->tag - 1) % 64);
+    }
+    for (unsigned w = 0; w < 256; w++) {
+        uint64_t stray = dp_load_relaxed(&p->hdr->area_tags[w]) & ~used[w]; /* relaxed: quiet */
+        if (stray) atomic_fetch_and_explicit(&p->hdr->area_tags[w], ~stray, memory_order_acq_rel); /* acq_rel: tag_alloc */
+    }
+}
+
 void dp_area_tag_free(dsmpool *p, uint32_t tag) {
     if (!tag || tag > 0x3fff) return;
     atomic_fetch_and_explicit(&p->hdr->area_tags[(tag - 1) / 64], ~(1ull << ((tag - 1) % 64)),
@@ -1311,13 +1370,17 @@ static bool area_unregister(struct dsmpool_area *a) {
             break;
         }
     if (found) { /* this process's thread caches on it go back */
-        pthread_mutex_lock(&a->lock);
-        for (ar_tc *tc = a->tcs, *next; tc; tc = next) {
+        /* ar_reg_lock alone keeps the list still (adding and freeing a tc
+         * take it); a->lock is not held, since a release may map an OS
+         * segment (fb_remember takes a->lock) */
+        ar_tc *tcs = a->tcs;
+        for (ar_tc *tc = tcs, *next; tc; tc = next) {
             next = tc->anext;
             if (tc->epoch == e) cache_release(a, tc->rec, a->pool->slot);
             atomic_store_explicit(&tc->area, NULL, memory_order_relaxed); /* its thread frees tc */
             tc->anext = tc->aprev = NULL;
         }
+        pthread_mutex_lock(&a->lock);
         a->tcs = NULL;
         pthread_mutex_unlock(&a->lock);
     }
@@ -1412,10 +1475,18 @@ int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out) {
     if (!pool || pool->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
     if (flags & ~(DSMPOOL_AREA_CHECKED | DSMPOOL_AREA_NO_FALLBACK))
         return dp_fail(-EINVAL, "unknown flags 0x%x", flags);
+    int r = dp_self(pool);
+    if (r) return r;
     dsmpool_seg *seg;
-    int r = dp_seg_create_internal(pool, sizeof(ar_ctl), DP_SEG_AREA | DSMPOOL_SEG_NO_FALLBACK, &seg);
-    if (r) return r == -ENOSPC ? dp_fail(-ENOMEM, "no room in the pool for the area's control "
-                                         "block (%zu bytes)", sizeof(ar_ctl)) : r;
+    /* one bracket: a creator that dies after taking a tag and before the
+     * magic leaves it to the leak sweep (dp_area_sweep_tags) */
+    dp_inflight_begin(pool);
+    r = dp_seg_create_internal(pool, sizeof(ar_ctl), DP_SEG_AREA | DSMPOOL_SEG_NO_FALLBACK, &seg);
+    if (r) {
+        dp_inflight_end(pool);
+        return r == -ENOSPC ? dp_fail(-ENOMEM, "no room in the pool for the area's control "
+                                      "block (%zu bytes)", sizeof(ar_ctl)) : r;
+    }
     ar_ctl *ctl = dsmpool_seg_address(seg);
     memset(ctl, 0, sizeof *ctl);
     ctl->version = AR_VERSION;
@@ -1425,6 +1496,7 @@ int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out) {
     ctl->key = dp_os_random64() | 1;
     ctl->magic = AR_MAGIC;
     dp_store_release(&ctl->state, AR_LIVE); /* release: publishes the control block */
+    dp_inflight_end(pool);
     return area_open(pool, seg, out);
 }
 
@@ -1464,15 +1536,17 @@ int dsmpool_area_detach(dsmpool_area *area) {
 int dsmpool_area_destroy(dsmpool_area *area) {
     dp_clear_error();
     if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
-    int r = dp_self(area->pool);
-    if (r) return r;
-    destroy_explicit(area);
-    return dsmpool_area_detach(area);
+    int r = area_usable(area);
+    if (r == 0) destroy_explicit(area);
+    int d = dsmpool_area_detach(area);
+    return r ? r : d;
 }
 
 int dsmpool_area_set_limit(dsmpool_area *area, size_t bytes) {
     dp_clear_error();
     if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
+    int r = area_usable(area);
+    if (r) return r;
     if (dp_load_acquire(&area->ctl->state) != AR_LIVE) return dp_fail(-ESTALE, "the area was destroyed");
     dp_store_relaxed(&area->ctl->limit, bytes); /* relaxed: read by held_reserve's CAS loop */
     return 0;
@@ -1482,6 +1556,8 @@ int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
     dp_clear_error();
     if (!out) return dp_fail(-EINVAL, "out must not be NULL");
     if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
+    int r = area_usable(area);
+    if (r) return r;
     if (dp_load_acquire(&area->ctl->state) != AR_LIVE) return dp_fail(-ESTALE, "the area was destroyed");
     memset(out, 0, sizeof *out);
     ar_ctl *ctl = area->ctl;
@@ -1506,17 +1582,45 @@ int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
 
 /* ---- recovery, ownership and verification (recover.c, stats.c) ---------- */
 
-static ar_ctl *ctl_of(dsmpool *p, uint64_t idx) {
-    ar_ctl *ctl = dp_seg_area_ctl(p, idx, sizeof(ar_ctl));
-    return ctl && ctl->magic == AR_MAGIC && ctl->ncaches == AR_NCACHES ? ctl : NULL;
+
+typedef struct held_areas {
+    uint64_t *idx;
+    size_t n, cap;
+} held_areas;
+
+static void note_area(dsmpool *p, dp_a64 *r, void *arg) {
+    held_areas *h = arg;
+    uint64_t v = dp_load_acquire(r); /* acquire: pairs with the record's release store */
+    if (!v || DP_REC_ST(v) != DP_REC_ACTIVE) return;
+    uint64_t idx = DP_REC_IDX(v);
+    if (idx >= p->nsegs || DP_SEG_GEN(dp_load_acquire(&p->segs[idx].state)) != DP_REC_GEN(v)) return;
+    for (size_t i = 0; i < h->n; i++)
+        if (h->idx[i] == idx) return;
+    if (h->n == h->cap) {
+        size_t nc = h->cap ? 2 * h->cap : 16;
+        uint64_t *ni = realloc(h->idx, nc * sizeof *ni);
+        if (!ni) return; /* recovery of that area waits for the next call */
+        h->idx = ni;
+        h->cap = nc;
+    }
+    h->idx[h->n++] = idx;
 }
 
-/* Rule 8 for a dead slot, whose liveness lock the caller holds. A temporary
- * area object lets the drain code run unchanged. */
+/* Rule 8 for a dead slot, whose liveness lock the caller holds. Only the
+ * areas it holds a reference on (an ACTIVE record): those references keep
+ * their control blocks alive until the segment layer drops them, after
+ * this; a process has caches and entries only in areas it is attached to.
+ * (Any other area's control block may be given back meanwhile by its last
+ * detacher: never walk it.) A temporary area object lets the drain code
+ * run unchanged. */
 void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
-    for (uint64_t idx = 0; idx < p->nsegs; idx++) {
+    held_areas h = {NULL, 0, 0};
+    dp_slot_records(p, slot, note_area, &h);
+    for (size_t k = 0; k < h.n; k++) {
+        uint64_t idx = h.idx[k];
         ar_ctl *ctl = ctl_of(p, idx);
         if (!ctl) continue;
+        DP_INJECT("area.recover.area");
         static _Thread_local struct dsmpool_area tmp; /* 2 KiB of map pointers: not on the stack */
         memset(&tmp, 0, sizeof tmp);
         area_fill(&tmp, p, ctl, idx + 1);
@@ -1529,10 +1633,10 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
                 dp_cas_acq_rel(&rec->owner, &o, (uint64_t)(slot + 1) | AR_RECOVERY))
                 cache_release(&tmp, rec, slot);
         }
-        for (uint32_t k = 0; k < AR_REGPAGES; k++) {
-            if (!dp_load_relaxed(&ctl->regpage[k])) continue;
+        for (uint32_t pg = 0; pg < AR_REGPAGES; pg++) {
+            if (!dp_load_relaxed(&ctl->regpage[pg])) continue;
             for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
-                uint64_t e = (uint64_t)k * AR_PER_PAGE + i;
+                uint64_t e = (uint64_t)pg * AR_PER_PAGE + i;
                 ar_span *sp = ar_entry(p, ctl, e);
                 if (!sp) break;
                 uint64_t w = dp_load_acquire(&sp->state); /* acquire: the dead owner's writes */
@@ -1543,6 +1647,7 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
         }
         area_free_fb(&tmp);
     }
+    free(h.idx);
 }
 
 /* Mark the frames every area owns: registry pages, spans and large blocks
@@ -1575,12 +1680,11 @@ int dp_area_quiet_open(dsmpool *p, dp_area_quiet *q) {
     for (uint64_t idx = 0; idx < p->nsegs; idx++) {
         ar_ctl *ctl = ctl_of(p, idx);
         if (!ctl) continue;
-        for (uint32_t i = 0; i < AR_NCACHES; i++) {
+        for (uint32_t i = 0; i < AR_NCACHES; i++) { /* every record: a claim during the pass shows too */
             ar_cache *rec = &ctl->cache[i];
             uint64_t o = dp_load_acquire(&rec->owner); /* acquire: pairs with the claim CAS */
-            if (!o) continue;
             uint64_t s = dp_load_acquire(&rec->seq); /* acquire: pairs with op_end's release */
-            if ((s & 1) && dp_slot_alive(p, (uint32_t)o - 1)) return -EBUSY;
+            if (o && (s & 1) && dp_slot_alive(p, (uint32_t)o - 1)) return -EBUSY;
             if (q->n + 3 > q->cap) {
                 size_t nc = q->cap ? q->cap * 2 : 768;
                 uint64_t *ns = realloc(q->seq, nc * sizeof *ns);

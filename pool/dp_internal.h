@@ -161,7 +161,8 @@ typedef struct dp_header {
     dp_a64 fallback_created;        /* relaxed counter */
     dp_a64 procs_recovered;         /* relaxed counter */
     dp_a64 destroyed;               /* release/acquire: the name is gone */
-    dp_a64 sweep_needed;            /* relaxed: a process died inside an ownership change */
+    dp_a64 sweep_needed;            /* release/acquire: a process died inside an ownership change */
+    dp_a64 recover_deferred;        /* relaxed counter: recoveries left unfinished for later */
     dp_a64 fallbacks[DSMPOOL_MAX_NODES]; /* relaxed counters: wanted sub-pool s, got another */
     dp_a64 area_tags[256];          /* acq_rel: tags in use by areas (bit t-1 for tag t) */
 } dp_header;
@@ -222,6 +223,9 @@ struct dsmpool {
     dp_a32 fork_epoch;       /* dp_epoch() when the slot was taken (acquire/release) */
     pthread_mutex_t lock;    /* guards the process-local seg list and slot changes */
     pthread_mutex_t recover_lock; /* one recovery at a time in this process (live.c rule 4) */
+    dp_a64 *held;            /* a bit per slot whose liveness lock this process holds as a
+                                recoverer: its own description never conflicts with it, so
+                                dp_slot_alive must be told (live.c rule 4) */
     struct dsmpool_seg *segs_head;
     struct dsmpool *reg_next; /* registry of pools in this process */
 };
@@ -303,8 +307,12 @@ void dp_live_destroy(struct dsmpool *pool); /* remove the SysV semaphore set */
  * (unguarded slots, a process without a lock of its own), false for FREE. */
 bool dp_slot_alive(struct dsmpool *pool, uint32_t slot);
 
-/* Take a dead slot's liveness lock for recovery (false: alive or free). */
+/* Take a dead slot's liveness lock for recovery (false: alive or free), and
+ * give it back. */
 bool dp_slot_take_dead(struct dsmpool *pool, uint32_t slot);
+void dp_slot_give_dead(struct dsmpool *pool, uint32_t slot);
+int dp_ledger_open(struct dsmpool *pool);  /* process-local ledger state of a new attachment */
+void dp_ledger_close(struct dsmpool *pool);
 
 dp_a64 *dp_rec_add(struct dsmpool *pool, uint64_t rec);
 /* The frame *link names, or, if none, a zeroed frame from the pool linked
@@ -375,7 +383,10 @@ uint64_t dp_seg_os_size(struct dsmpool *pool, dsmpool_handle h); /* 0 if not a l
 /* The area control block of descriptor idx, validated, or NULL. */
 void *dp_seg_area_ctl(struct dsmpool *pool, uint64_t idx, uint64_t min_bytes);
 
-void dp_seg_recover_slot(struct dsmpool *pool, uint32_t slot);
+/* false: a reference count could not be settled now (a live process is
+ * attaching or detaching that segment); the slot's records stay, and the
+ * next recovery goes on. */
+bool dp_seg_recover_slot(struct dsmpool *pool, uint32_t slot);
 bool dp_segset_add(struct dsmpool_seg *seg);
 bool dp_segset_take(struct dsmpool_seg *seg);
 bool dp_segset_has(struct dsmpool_seg *seg);
@@ -391,6 +402,7 @@ int dp_seg_verify(struct dsmpool *pool, char *why, size_t n);
 
 void dp_area_layer_init(void);
 void dp_area_tag_free(struct dsmpool *pool, uint32_t tag);
+void dp_area_sweep_tags(struct dsmpool *pool); /* inside the leak sweep's quiet window */
 void dp_area_detach_pool(struct dsmpool *pool); /* this process's areas of the pool */
 void dp_area_recover_slot(struct dsmpool *pool, uint32_t slot);
 void dp_area_mark_owned(struct dsmpool *pool, dp_mark_fn mark, void *arg);

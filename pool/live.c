@@ -32,7 +32,10 @@
  *      keeps it while it works and until it has freed the slot; so no two
  *      recoverers work on one slot and no new owner can claim it meanwhile.
  *      In one process, recoverers take pool->recover_lock first (they share
- *      the description, and a description never conflicts with itself).
+ *      the description, and a description never conflicts with itself), and
+ *      mark the slots whose locks they hold (pool->held), so that other
+ *      threads of the process, whose test of that lock cannot see their own
+ *      description's locks, judge those slots alive.
  *   5. Other locks: DP_LOCK_CREATE, held by a creator until the region is
  *      published; DP_LOCK_SWEEP, held by the one process sweeping leaks.
  *

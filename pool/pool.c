@@ -30,7 +30,9 @@ static void layers_init(void) {
 /* A slot for a process that has just mapped the pool; a full table is first
  * relieved of dead processes. */
 static int join(dsmpool *p) {
-    int r = dp_slot_claim(p);
+    int r = dp_ledger_open(p);
+    if (r) return r;
+    r = dp_slot_claim(p);
     if (r == -ENOSPC && dp_recover_all(p) > 0) r = dp_slot_claim(p);
     if (r == 0) dp_registry_add(p);
     return r;
@@ -46,6 +48,7 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
     if ((r = dp_live_created(p)) != 0 || (r = join(p)) != 0) {
         dp_live_destroy(p);
         dp_live_close(p);
+        dp_ledger_close(p);
         dp_region_abandon(p);
         return r;
     }
@@ -59,6 +62,7 @@ static int attached(dsmpool *p, dsmpool **out) {
     if (r == 0) r = join(p);
     if (r) {
         dp_live_close(p);
+        dp_ledger_close(p);
         dp_region_free(p);
         return r;
     }
@@ -106,6 +110,7 @@ static int pool_leave(dsmpool *p) {
     if (mine) dp_slot_release(p);
     if (last && dp_load_acquire(&p->hdr->destroyed)) dp_live_destroy(p); /* acquire: destroy's release */
     dp_live_close(p);
+    dp_ledger_close(p);
     dp_region_free(p);
     return 0;
 }

@@ -403,28 +403,53 @@ void dp_slot_release(dsmpool *p) {
     if (guarded) dp_live_give(p, DP_LOCK_SLOT0 + slot); /* rule 1: after the slot is free */
 }
 
+int dp_ledger_open(dsmpool *p) {
+    p->held = calloc(((size_t)p->nprocs + 63) / 64, sizeof *p->held);
+    return p->held ? 0 : dp_fail(-ENOMEM, "out of memory");
+}
+
+void dp_ledger_close(dsmpool *p) {
+    free(p->held);
+    p->held = NULL;
+}
+
+static bool held_by_us(dsmpool *p, uint32_t slot) {
+    /* relaxed: set and cleared by our recoverer under recover_lock; a
+     * reader in another thread that misses a fresh bit sees the slot as it
+     * was a moment before: its state word tells RECOVERING apart */
+    return p->held && (dp_load_relaxed(&p->held[slot / 64]) >> (slot % 64) & 1);
+}
+
 bool dp_slot_alive(dsmpool *p, uint32_t slot) {
     if (slot >= p->nprocs) return false;
     uint64_t w = dp_load_acquire(&p->procs[slot].state); /* acquire: pairs with the claim CAS */
     if (DP_SLOT_STATE(w) == DP_SLOT_FREE) return false;
     if ((DP_SLOT_FLAGS(w) & DP_SLOT_UNGUARDED) || (p->has_slot && slot == p->slot) ||
-        !dp_live_guarded(p))
-        return true; /* cannot be judged: alive */
+        !dp_live_guarded(p) || held_by_us(p, slot))
+        return true; /* cannot be judged, or a recovery of ours works on it: alive */
     return dp_live_held(p, DP_LOCK_SLOT0 + slot) != 0; /* held, or an error: alive */
 }
 
 bool dp_slot_take_dead(dsmpool *p, uint32_t slot) {
-    if (slot >= p->nprocs || (p->has_slot && slot == p->slot) || !dp_live_guarded(p)) return false;
+    if (slot >= p->nprocs || (p->has_slot && slot == p->slot) || !dp_live_guarded(p) || !p->held)
+        return false;
     uint64_t w = dp_load_acquire(&p->procs[slot].state); /* acquire: pairs with the claim CAS */
     if (DP_SLOT_STATE(w) == DP_SLOT_FREE || (DP_SLOT_FLAGS(w) & DP_SLOT_UNGUARDED)) return false;
-    if (dp_live_take(p, DP_LOCK_SLOT0 + slot) != 0) return false;
+    if (held_by_us(p, slot) || dp_live_take(p, DP_LOCK_SLOT0 + slot) != 0) return false;
+    /* relaxed: see held_by_us; set before we change anything of the slot's */
+    atomic_fetch_or_explicit(&p->held[slot / 64], 1ull << (slot % 64), memory_order_relaxed);
     /* the lock is ours: the slot cannot change under us any more (rule 1) */
     w = dp_load_acquire(&p->procs[slot].state);
     if (DP_SLOT_STATE(w) == DP_SLOT_FREE || (DP_SLOT_FLAGS(w) & DP_SLOT_UNGUARDED)) {
-        dp_live_give(p, DP_LOCK_SLOT0 + slot); /* freed meanwhile */
+        dp_slot_give_dead(p, slot); /* freed meanwhile */
         return false;
     }
     return true;
+}
+
+void dp_slot_give_dead(dsmpool *p, uint32_t slot) {
+    dp_live_give(p, DP_LOCK_SLOT0 + slot);
+    atomic_fetch_and_explicit(&p->held[slot / 64], ~(1ull << (slot % 64)), memory_order_relaxed); /* relaxed: held_by_us */
 }
 
 /* ---- rule 6: brackets ----------------------------------------------------- */
@@ -500,6 +525,8 @@ void dp_quiet_close(dp_quiet *q) {
 static int adopt(dsmpool *p) { /* caller holds pool->lock */
     p->has_slot = false; /* the inherited slot is the parent's */
     dp_live_child(p);
+    if (p->held) /* the parent's recoveries are not ours: we hold none of its locks */
+        memset(p->held, 0, ((size_t)p->nprocs + 63) / 64 * sizeof *p->held);
     int r = dp_slot_claim(p);
     if (r == -ENOSPC && dp_reclaim(p) > 0) r = dp_slot_claim(p);
     if (r) return r;
@@ -615,7 +642,7 @@ unsigned dp_pool_finish_steps(dsmpool *p, int64_t slot) {
     pthread_mutex_lock(&p->recover_lock); /* live.c rule 4 */
     for (uint32_t s = 0; s < p->nsub; s++) n += dp_pa_recover(&p->pa[s], steps_dead, &c);
     for (uint32_t o = 1; o <= p->nprocs; o++)
-        if (c.verdict[o] == 1) dp_live_give(p, DP_LOCK_SLOT0 + o - 1); /* the slot's full recovery comes later */
+        if (c.verdict[o] == 1) dp_slot_give_dead(p, o - 1); /* the slot's full recovery comes later */
     pthread_mutex_unlock(&p->recover_lock);
     free(c.verdict);
     return n;

@@ -30,8 +30,13 @@
  *      quiet window (proc.c rule 7): a block between its allocation and its
  *      record belongs to a bracket that is open, so the window refuses.
  *   4. Recovery never gives up on a slot half-way: what it cannot finish
- *      now (an allocation of the sweep's maps failed, the window never went
- *      quiet) stays flagged and runs again on the next call.
+ *      now stays and runs again on the next call, and is counted. A
+ *      reference count that cannot be settled because a live process is
+ *      attaching or detaching that very segment (it may be stopped) leaves
+ *      the slot RECOVERING with its ambiguous records in place
+ *      (stats: procs_recovering, recoveries_deferred); a sweep whose maps
+ *      could not be built, or whose window never went quiet, stays due
+ *      (sweep_needed).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -39,14 +44,18 @@
 #include "dp_internal.h"
 #include "dp_os.h"
 
-static void recover_slot(dsmpool *p, uint32_t slot) {
+/* Rule 1, the layers from the top. false: a step must wait for a live
+ * process (rule 4); the slot's records stay for the next call. */
+static bool recover_slot(dsmpool *p, uint32_t slot) {
     dp_area_recover_slot(p, slot); /* before references drop: an area may go with them */
-    dp_seg_recover_slot(p, slot);
+    bool done = dp_seg_recover_slot(p, slot);
     dp_pool_finish_steps(p, slot);
+    if (!done) return false;
     /* The slot is ours to clear (RECOVERING, its lock ours); the recoverer
      * may hold no slot of its own, so no bracket: a quiet window never opens
      * while a slot is RECOVERING under a held lock. */
     dp_slot_clear(p, slot, false);
+    return true;
 }
 
 /* Free the frames that are allocated but owned by nothing, if it is safe to
@@ -82,6 +91,7 @@ static bool sweep(dsmpool *p) {
             f += step;
         }
     }
+    dp_area_sweep_tags(p);
     done = true;
 out:
     dp_quiet_close(&q);
@@ -108,10 +118,14 @@ int dp_recover_all(dsmpool *p) {
          * block unowned (rule 3) */
         if (dp_load_acquire(&sl->inflight) || was == DP_SLOT_RECOVERING) /* acquire: dp_inflight_end */
             dp_store_release(&p->hdr->sweep_needed, 1); /* release: pairs with dp_quiet_open */
-        recover_slot(p, i);
+        if (!recover_slot(p, i)) { /* rule 4: stays RECOVERING, its lock free: the next call goes on */
+            dp_fetch_add_relaxed(&p->hdr->recover_deferred, 1); /* relaxed: a counter */
+            dp_slot_give_dead(p, i);
+            continue;
+        }
         dp_store_relaxed(&sl->inflight, 0);
         dp_store_release(&sl->state, DP_SLOT_FREE); /* release: pairs with the next claim */
-        dp_live_give(p, DP_LOCK_SLOT0 + i);
+        dp_slot_give_dead(p, i);
         dp_fetch_add_relaxed(&p->hdr->procs_recovered, 1); /* relaxed: a counter */
         n++;
     }

@@ -35,6 +35,9 @@
  *      the area layer registered (dp_seg_set_area_hook): this layer knows
  *      areas only through that hook.
  *
+ * Injection points (tests): "segment.attach.recorded" (PENDING, count not
+ * raised), "segment.attach.counted" (count raised, record not ACTIVE).
+ *
  * Layer: above the ledger (records, brackets, pool blocks); below areas,
  * recovery and the checker, which call dp_seg_recover_slot, dp_seg_verify
  * and dp_seg_mark_owned by name.
@@ -143,6 +146,7 @@ static int seg_ref_bracketed(dsmpool *p, uint64_t idx, uint32_t gen, dp_a64 **re
     dp_a64 *rec = dp_rec_add(p, DP_REC(gen, idx, DP_REC_PENDING));
     if (!rec)
         return dp_fail(-ENOSPC, "no memory left in the pool for an attachment record");
+    DP_INJECT("segment.attach.recorded");
     dp_seg_desc *d = &p->segs[idx];
     uint64_t w = dp_load_relaxed(&d->state); /* relaxed: the CAS validates */
     for (;;) {
@@ -166,6 +170,7 @@ static int seg_ref_bracketed(dsmpool *p, uint64_t idx, uint32_t gen, dp_a64 **re
         /* acquire: pairs with the release LIVE CAS in create (block, size) */
         if (dp_cas_acquire(&d->state, &w, w + SEG_COUNT_ONE)) break;
     }
+    DP_INJECT("segment.attach.counted");
     dp_store_release(rec, DP_REC(gen, idx, DP_REC_ACTIVE)); /* release: for recovery */
     *recp = rec;
     return 0;
@@ -634,6 +639,7 @@ typedef struct count_ctx {
     uint64_t handle;
     uint32_t active;
     bool in_flight;
+    bool alive; /* the slot whose records are being counted lives */
 } count_ctx;
 
 static void rec_count(dsmpool *p, dp_a64 *r, void *arg) {
@@ -641,57 +647,63 @@ static void rec_count(dsmpool *p, dp_a64 *r, void *arg) {
     uint64_t v = dp_load_acquire(r); /* acquire: pairs with the record's release store */
     if (!v || DP_HANDLE(DP_REC_GEN(v), DP_REC_IDX(v)) != c->handle) return;
     if (DP_REC_ST(v) == DP_REC_ACTIVE) c->active++;
-    else c->in_flight = true;
+    else if (c->alive) c->in_flight = true; /* a dead slot's ambiguous record holds nothing:
+                                               its own recovery re-syncs, never drops */
 }
 
 /* Set a segment's count to the number of ACTIVE records that name it in
  * every slot but the one being recovered (whose ambiguous records are what
- * we are settling), when no attach or detach of it is in flight elsewhere;
- * the CAS fails (and we look again) if anything changed the count meanwhile.
- * slot owns the destruction if the count reaches 0. */
-static void seg_resync(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t slot) {
+ * we are settling), when no live process's attach or detach of it is in
+ * flight; the CAS fails (and we look again) if anything changed the count
+ * meanwhile. slot owns the destruction if the count reaches 0. false: still
+ * in flight after a while (that process may be stopped): recover.c rule 4. */
+static bool seg_resync(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t slot) {
     dp_seg_desc *d = &p->segs[idx];
     for (int tries = 0; tries < 1000; tries++) {
         uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with every count CAS */
-        if (DP_SEG_GEN(w) != gen || DP_SEG_ST(w) != DP_SEG_LIVE) return;
-        count_ctx c = {DP_HANDLE(gen, idx), 0, false};
+        if (DP_SEG_GEN(w) != gen || DP_SEG_ST(w) != DP_SEG_LIVE) return true;
+        count_ctx c = {DP_HANDLE(gen, idx), 0, false, false};
         for (uint32_t sl = 0; sl < p->nprocs; sl++) {
             unsigned st = DP_SLOT_STATE(dp_load_acquire(&p->procs[sl].state));
-            if (sl != slot && st != DP_SLOT_FREE && st != DP_SLOT_LEAVING)
-                dp_slot_records(p, sl, rec_count, &c);
+            if (sl == slot || st == DP_SLOT_FREE || st == DP_SLOT_LEAVING) continue;
+            c.alive = dp_slot_alive(p, sl);
+            dp_slot_records(p, sl, rec_count, &c);
         }
         if (c.in_flight) { /* a live attach or detach: it finishes in a moment */
             sched_yield();
             continue;
         }
-        if (c.active == DP_SEG_COUNT(w)) return;
+        if (c.active == DP_SEG_COUNT(w)) return true;
         bool dies = c.active == 0 && !DP_SEG_PINNED(w);
         uint64_t nw = dies ? DP_SEG_WORD(gen, slot + 1, 0, DP_SEG_DYING)
                            : DP_SEG_WORD(gen, c.active, DP_SEG_PINNED(w), DP_SEG_LIVE);
         if (dp_cas_acq_rel(&d->state, &w, nw)) { /* acq_rel: as in seg_ref_drop */
             if (dies) seg_destroy(p, idx, gen, slot);
-            return;
+            return true;
         }
     }
+    return false;
 }
 
-void dp_seg_recover_slot(dsmpool *p, uint32_t slot) {
+bool dp_seg_recover_slot(dsmpool *p, uint32_t slot) {
     rec_ctx c = {slot, 0, {0}, false};
     dp_slot_records(p, slot, rec_recover, &c);
+    bool settled = true;
     for (unsigned i = 0; i < c.n; i++)
-        seg_resync(p, DP_HANDLE_IDX(c.amb[i]), DP_HANDLE_GEN(c.amb[i]), slot);
+        settled &= seg_resync(p, DP_HANDLE_IDX(c.amb[i]), DP_HANDLE_GEN(c.amb[i]), slot);
     if (c.overflow)
         for (uint64_t i = 0; i < p->nsegs; i++) {
             uint64_t w = dp_load_relaxed(&p->segs[i].state);
-            if (DP_SEG_ST(w) == DP_SEG_LIVE) seg_resync(p, i, DP_SEG_GEN(w), slot);
+            if (DP_SEG_ST(w) == DP_SEG_LIVE) settled &= seg_resync(p, i, DP_SEG_GEN(w), slot);
         }
-    dp_slot_records(p, slot, rec_clear, NULL); /* pass 2: settled */
+    if (settled) dp_slot_records(p, slot, rec_clear, NULL); /* pass 2: settled */
     for (uint64_t i = 0; i < p->nsegs; i++) {
         uint64_t w = dp_load_acquire(&p->segs[i].state); /* acquire: the dead owner's writes */
         unsigned st = DP_SEG_ST(w);
         if ((st == DP_SEG_INIT || st == DP_SEG_DYING) && DP_SEG_COUNT(w) == slot + 1)
             seg_destroy(p, i, DP_SEG_GEN(w), slot);
     }
+    return settled;
 }
 
 /* ---- for the checker --------------------------------------------------- */

@@ -78,9 +78,12 @@ int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out) {
     for (uint32_t i = 0; i < pool->nprocs; i++)
         if (DP_SLOT_STATE(dp_load_relaxed(&pool->procs[i].state)) == DP_SLOT_LIVE)
             out->procs_attached++;
-    for (uint32_t i = 0; i < pool->nprocs; i++)
-        if (DP_SLOT_FLAGS(dp_load_relaxed(&pool->procs[i].state)) & DP_SLOT_UNGUARDED)
-            out->procs_unguarded++;
+    for (uint32_t i = 0; i < pool->nprocs; i++) {
+        uint64_t w = dp_load_relaxed(&pool->procs[i].state); /* relaxed: a count */
+        if (DP_SLOT_FLAGS(w) & DP_SLOT_UNGUARDED) out->procs_unguarded++;
+        if (DP_SLOT_STATE(w) == DP_SLOT_RECOVERING) out->procs_recovering++;
+    }
+    out->recoveries_deferred = dp_load_relaxed(&pool->hdr->recover_deferred); /* relaxed: a counter */
     out->procs_capacity = pool->nprocs;
     out->procs_recovered = dp_load_relaxed(&pool->hdr->procs_recovered);
     return 0;

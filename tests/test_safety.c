@@ -96,11 +96,11 @@ static void warm_records(dsmpool *p, int n) {
     while (k) dsmpool_seg_detach(s[--k]);
 }
 
-static bool segs_intact(dsmpool_seg **segs, int n) {
+static bool segs_intact(dsmpool_seg **segs, int n) { /* every word */
     for (int i = 0; i < n; i++) {
-        unsigned char *m = dsmpool_seg_address(segs[i]);
-        for (size_t k = 0; k < dsmpool_seg_size(segs[i]); k += 512)
-            if (m[k] != 0x5a) return false;
+        uint64_t *m = dsmpool_seg_address(segs[i]);
+        for (size_t k = 0; k < dsmpool_seg_size(segs[i]) / 8; k++)
+            if (m[k] != 0x5a5a5a5a5a5a5a5aull) return false;
     }
     return true;
 }
@@ -790,5 +790,180 @@ Test(safety_soak, allocators_destroyer_and_checker, .timeout = 600) {
     test_check_ok(p);
     dsmpool_area_destroy(stable);
     cr_expect_eq(test_pool_free(p), free0, "every frame back");
+    dsmpool_detach(p);
+}
+
+/* ---- regressions from the adversarial review ------------------------------ */
+
+/* A fork()ed child of a process that then let an area go: its inherited
+ * area object names a control block that now belongs to a segment. The
+ * child's first call must say -ESTALE, not claim a cache record in it. */
+Test(safety_review, forked_child_of_a_released_area_writes_nothing, .timeout = 60) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
+    dsmpool_area *a = mkarea(p);
+    shared *sh = shared_page();
+    pid_t kid = fork();
+    if (kid == 0) {
+        spin_until(&sh->go, 1);
+        dsmpool_ptr v;
+        int r1 = dsmpool_area_alloc(a, 64, 0, &v);
+        int r2 = dsmpool_area_set_limit(a, 1 << 20);
+        int r3 = dsmpool_area_destroy(a);
+        _exit(r1 == -ESTALE && r2 == -ESTALE && r3 == -ESTALE ? 0 : 3);
+    }
+    cr_assert_eq(dsmpool_area_detach(a), 0); /* the last reference: the control block goes back */
+    static dsmpool_seg *segs[256];
+    int n = fill_pool(p, segs, 256);
+    atomic_store(&sh->go, 1);
+    cr_expect_eq(test_wait(kid), 0, "the child's calls did not all say -ESTALE");
+    cr_expect(segs_intact(segs, n), "the child wrote into the block its area had");
+    dsmpool_recover(p);
+    test_check_ok(p);
+    dsmpool_detach(p);
+}
+
+static pthread_t rec_thread;
+static _Atomic int rec_stage;
+
+static void pause_recoverer(const char *point) {
+    if (strcmp(point, "area.push.checked") || !pthread_equal(pthread_self(), rec_thread)) return;
+    int z = 0;
+    if (!atomic_compare_exchange_strong(&rec_stage, &z, 1)) return;
+    while (atomic_load(&rec_stage) != 2) usleep(500);
+}
+
+static void *recover_thread(void *p) { return (void *)(intptr_t)dsmpool_recover(p); }
+
+/* A thread of this process recovers a dead process's cache (it holds the
+ * dead slot's lock, on a description this process's destroyer shares:
+ * F_OFD_GETLK never reports our own locks) and stops just before linking a
+ * chunk onto its span; another thread destroys the area. Before the fix the
+ * destroyer took the slot for dead, released the span, and the recovery's
+ * link landed in the segment that got the block next. */
+Test(safety_review, destroyer_waits_for_a_recoverer_of_its_own_process, .timeout = 60) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_MEMFD, NULL, 64 * MIB);
+    dsmpool_area *a = mkarea(p);
+    pid_t x = fork();
+    if (x == 0) { /* fill a cache, then die with it */
+        dsmpool_ptr v[100];
+        for (int i = 0; i < 100; i++)
+            if (dsmpool_area_alloc(a, 64, 0, &v[i])) _exit(3);
+        for (int i = 0; i < 100; i++) dsmpool_area_free(a, v[i]);
+        raise(SIGKILL);
+    }
+    cr_assert_eq(test_wait(x), 128 + SIGKILL);
+    atomic_store(&rec_stage, 0);
+    dp_inject_fn = pause_recoverer;
+    pthread_create(&rec_thread, NULL, recover_thread, p);
+    for (int i = 0; i < 10000 && atomic_load(&rec_stage) != 1; i++) usleep(500);
+    cr_assert_eq(atomic_load(&rec_stage), 1, "the recovery never reached the push");
+    cr_assert_eq(dsmpool_area_destroy(a), 0);
+    static dsmpool_seg *segs[64];
+    int n = fill_pool(p, segs, 64);
+    atomic_store(&rec_stage, 2);
+    pthread_join(rec_thread, NULL);
+    dp_inject_fn = NULL;
+    cr_expect(segs_intact(segs, n), "the recovery wrote into a segment the destroyed area's span became");
+    for (int i = 0; i < n; i++) dsmpool_seg_detach(segs[i]);
+    dsmpool_recover(p);
+    test_check_ok(p);
+    dsmpool_detach(p);
+}
+
+static void pause_at_area(const char *point) {
+    if (strcmp(point, "area.recover.area")) return;
+    int z = 0;
+    if (!atomic_compare_exchange_strong(&rec_stage, &z, 1)) return;
+    for (int i = 0; i < 400 && atomic_load(&rec_stage) != 2; i++) usleep(500);
+}
+
+/* A process dies holding no reference to area A; while its recovery runs,
+ * A's last process detaches (the control block goes back) and the block
+ * becomes a segment full of a value that looks like the dead slot's cache
+ * owner word. Before the fix recovery walked every area's control block and
+ * rewrote 512 words of that segment. */
+Test(safety_review, recovery_walks_only_areas_the_dead_held, .timeout = 60) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_MEMFD, NULL, 32 * MIB);
+    shared *sh = shared_page();
+    pid_t x = fork();
+    if (x == 0) {
+        if (dsmpool_recover(p)) _exit(3); /* its first call: a slot of its own, and nothing else */
+        atomic_store(&sh->val[0], p->slot + 1);
+        raise(SIGKILL);
+    }
+    cr_assert_eq(test_wait(x), 128 + SIGKILL);
+    uint64_t xslot1 = atomic_load(&sh->val[0]);
+    dsmpool_area *a = mkarea(p); /* made after X died: X never held it */
+    dsmpool_ptr q;
+    cr_assert_eq(dsmpool_area_alloc(a, 64, 0, &q), 0);
+    cr_assert_eq(dsmpool_area_flush(a), 0);
+    atomic_store(&rec_stage, 0);
+    dp_inject_fn = pause_at_area;
+    pthread_t t;
+    pthread_create(&t, NULL, recover_thread, p);
+    for (int i = 0; i < 100 && atomic_load(&rec_stage) != 1; i++) usleep(1000);
+    cr_assert_eq(dsmpool_area_detach(a), 0);
+    static dsmpool_seg *segs[64];
+    int n = 0;
+    while (n < 64 && dsmpool_seg_create(p, 128 * KIB, DSMPOOL_SEG_NO_FALLBACK, &segs[n]) == 0) {
+        uint64_t *w = dsmpool_seg_address(segs[n]);
+        for (size_t k = 0; k < 128 * KIB / 8; k++) w[k] = xslot1;
+        n++;
+    }
+    atomic_store(&rec_stage, 2);
+    pthread_join(t, NULL);
+    dp_inject_fn = NULL;
+    for (int i = 0; i < n; i++) {
+        uint64_t *w = dsmpool_seg_address(segs[i]);
+        for (size_t k = 0; k < 128 * KIB / 8; k++)
+            cr_assert_eq(w[k], xslot1, "segment %d word %zu was rewritten by the recovery", i, k);
+    }
+    for (int i = 0; i < n; i++) dsmpool_seg_detach(segs[i]);
+    test_check_ok(p);
+    dsmpool_detach(p);
+}
+
+/* X dies after raising segment G's count but before its record says so; L
+ * is stopped with a PENDING record for G. Before the fix recovery waited a
+ * while, then erased X's record anyway: G leaked a reference for good (and
+ * check said so for ever). Now the slot waits RECOVERING, and the next
+ * recovery after L goes on settles it exactly. */
+Test(safety_review, an_unsettled_count_waits_for_the_next_recovery, .timeout = 60) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
+    size_t free0 = test_pool_free(p);
+    dsmpool_seg *g;
+    cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &g), 0);
+    dsmpool_handle h = dsmpool_seg_handle(g);
+    pid_t x = fork();
+    if (x == 0) {
+        inject_at("segment.attach.counted", AT_KILL);
+        dsmpool_seg *s;
+        dsmpool_seg_attach(p, h, &s);
+        _exit(3);
+    }
+    cr_assert_eq(test_wait(x), 128 + SIGKILL);
+    pid_t l = fork();
+    if (l == 0) {
+        inject_at("segment.attach.recorded", AT_STOP);
+        dsmpool_seg *s;
+        int r = dsmpool_seg_attach(p, h, &s);
+        if (r == 0) dsmpool_seg_detach(s);
+        _exit(r == 0 && dsmpool_detach(p) == 0 ? 0 : 4);
+    }
+    wait_stopped(l);
+    cr_assert_eq(dsmpool_recover(p), 0);
+    dsmpool_stats st;
+    dsmpool_get_stats(p, &st);
+    cr_expect_eq(st.procs_recovering, 1, "the unsettled slot was not kept for later");
+    cr_expect_geq(st.recoveries_deferred, 1);
+    kill(l, SIGCONT);
+    cr_expect_eq(test_wait(l), 0);
+    cr_assert_eq(dsmpool_recover(p), 0);
+    dsmpool_get_stats(p, &st);
+    cr_expect_eq(st.procs_recovering, 0, "the next recovery did not finish it");
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_seg_detach(g), 0);
+    cr_expect_eq(test_live_segments(p), 0, "the segment leaked a reference");
+    cr_expect_eq(test_pool_free(p), free0);
     dsmpool_detach(p);
 }

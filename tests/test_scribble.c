@@ -128,6 +128,21 @@ static void d_chunk_link(work *w) { /* a freed chunk's link past the data */
     memcpy(dsmpool_area_addr(w->a, x), &bad, 8);
 }
 
+static void d_head_misaligned(work *w) { /* a 1 MiB class head: not a chunk start, near the end */
+    dsmpool_ptr x;
+    warm(w, &x, MIB);
+    uint64_t end = (uint64_t)(w->hi - w->p->base);
+    atomic_store(dp_area_test_word(w->a, "head", dp_area_test_class(MIB), 0), end - 4096);
+}
+
+static void d_bump_other(work *w) { /* a bump word for a class this thread never refilled */
+    dsmpool_ptr x;
+    warm(w, &x, 32 * KIB);
+    dp_a64 *b = dp_area_test_word(w->a, "bump", dp_area_test_class(256), 0);
+    uint64_t real = atomic_load(dp_area_test_word(w->a, "bump", dp_area_test_class(32 * KIB), 0));
+    atomic_store(b, (real & ~0x3fffffffffull) | 100); /* the 32 KiB span's entry, 100 chunks left */
+}
+
 static void d_bump(work *w) { /* a bump range whose next index is beyond the span */
     dsmpool_ptr x;
     warm(w, &x, 100);
@@ -198,6 +213,8 @@ static const struct {
     {"cache head past the data", d_cache_head, false}, /* dropped on the next pop: a leak */
     {"chunk link past the data", d_chunk_link, false}, /* dropped on the next pop: a leak */
     {"bump index beyond the span", d_bump, false},     /* dropped: a leak */
+    {"cache head not a chunk start", d_head_misaligned, false}, /* dropped: a leak */
+    {"bump word of another span", d_bump_other, false}, /* dropped */
     {"registry page past the data", d_regpage, true},
     {"span stack garbage", d_span_stack, true},
     {"segment block past the data", d_seg_block, true},
