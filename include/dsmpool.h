@@ -30,7 +30,10 @@
  *     -ENOENT   no pool of that name, or no segment at that handle
  *     -EEXIST   a pool of that name already exists
  *     -ESTALE   the handle's segment was destroyed (its slot may be reused)
- *     -EAGAIN   dsmpool_attach(): the region is still being created; retry
+ *     -EAGAIN   dsmpool_attach(): the region is still being created, or being
+ *               removed or cleaned up by another process; retry
+ *     -EOWNERDEAD dsmpool_attach(): the pool was left half-built by a creator
+ *               that died (dsmpool_remove() it, or create with replace_stale)
  *     -EPROTO   the region is not a compatible dsmpool (bad magic, version,
  *               layout, or a size that does not match the mapping)
  *     -ENOSPC   neither the pool nor the OS fallback can serve the request,
@@ -96,7 +99,8 @@ typedef enum {
     DSMPOOL_BACKING_ANON,  /* anonymous shared: inherited over fork, no name */
     DSMPOOL_BACKING_MEMFD, /* memfd: pass dsmpool_fd() to another process */
     DSMPOOL_BACKING_POSIX, /* shm_open name ("/x"), or a hugetlbfs file for huge pages */
-    DSMPOOL_BACKING_SYSV   /* shmget key derived from the name */
+    DSMPOOL_BACKING_SYSV   /* shmget key derived from the name ("x": no leading '/', which
+                              is how dsmpool_attach() tells the two kinds apart) */
 } dsmpool_backing;
 
 typedef enum {
@@ -141,6 +145,10 @@ typedef struct dsmpool_config {
                                 multiples of 2 MiB (of the huge page size) */
     size_t interleave_size;  /* 0: 1/4 of the data when there are several nodes;
                                 DSMPOOL_INTERLEAVE_NONE: no interleaved sub-pool */
+    bool replace_stale;      /* a named pool that exists but that no live process holds
+                                (every process died, or its creator died half-way) is
+                                removed and created afresh; a pool with a live process
+                                is never replaced (-EEXIST) */
 } dsmpool_config;
 
 /* ---- the pool ---------------------------------------------------------- */
@@ -149,24 +157,52 @@ DSMPOOL_EXPORT void dsmpool_config_init(dsmpool_config *cfg); /* sensible defaul
 
 /* Create a region as cfg says and attach to it. The size is rounded up to
  * the page size; data starts at the first 2 MiB boundary after the tables
- * and is a multiple of 2 MiB (at least 2 MiB). */
+ * and is a multiple of 2 MiB (at least 2 MiB). A pool's OS objects are named
+ * after it: its anchor /dev/shm/dsmpool.<id> and its OS fallback segments
+ * /dev/shm/dsmpool.<id>.*; names beginning "/dsmpool." are the library's.
+ * A pool is not created bigger than what the process's memory (or hugetlb)
+ * cgroup still lets it charge: -ENOMEM, naming the limit, rather than the
+ * OOM killer or a SIGBUS during the prefault. */
 DSMPOOL_EXPORT int dsmpool_create(const dsmpool_config *cfg, dsmpool **out);
 
 /* Attach to a pool by name: a POSIX name ("/x", looked up in /dev/shm and in
  * hugetlbfs mounts) or a SysV key text. The header is validated against the
- * real size of the mapping before anything in it is used: -EPROTO if not. */
+ * real size of the mapping before anything in it is used: -EPROTO if not.
+ * -EAGAIN: it is being created (or removed) right now; -EOWNERDEAD: its
+ * creator died before finishing (never a retry that never ends). A complete
+ * pool whose processes all died attaches, and their leftovers are recovered. */
 DSMPOOL_EXPORT int dsmpool_attach(const char *name, dsmpool **out);
 DSMPOOL_EXPORT int dsmpool_attach_fd(int fd, dsmpool **out);  /* memfd; the fd is dup()ed */
 DSMPOOL_EXPORT int dsmpool_fd(const dsmpool *pool);           /* -1 when none */
 
 /* This process leaves: its segment attachments are detached (last reference
  * destroys, unless pinned), its slot is freed and the region unmapped. The
- * pool object is gone afterwards (a second detach returns -EINVAL). */
+ * pool object is gone afterwards (a second detach returns -EINVAL). The last
+ * process to leave a pool also recovers what dead processes held and
+ * removes every OS fallback segment, pinned ones too; an ANON or MEMFD pool
+ * (or a destroyed one) leaves nothing behind, a named one keeps its name. */
 DSMPOOL_EXPORT int dsmpool_detach(dsmpool *pool);
 
-/* Remove the region's name (and the names of its OS fallback segments), then
- * detach. Processes still attached keep their mappings until they detach. */
+/* Remove the region's name, then detach. Processes still attached go on
+ * using the pool (pinned OS fallback segments can still be attached) until
+ * they detach; the last one removes the rest. */
 DSMPOOL_EXPORT int dsmpool_destroy(dsmpool *pool);
+
+/* Remove a named pool that no live process holds: its name, its OS fallback
+ * segments, its anchor and System V semaphores (every process died, its
+ * creator died half-way, or it was left closed). -EBUSY if a process holds
+ * it or is attaching it, unless force (then processes still attached keep
+ * their mappings, as with dsmpool_destroy). -ENOENT: no such pool; -EPROTO:
+ * the name is not a dsmpool pool. */
+DSMPOOL_EXPORT int dsmpool_remove(const char *name, bool force);
+
+/* Remove what pools that no live process holds left behind, on this machine
+ * (this /dev/shm, hugetlbfs mounts, System V segments): OS fallback
+ * segments, anchors, and the regions of pools whose processes all died
+ * (a named pool whose last process left cleanly stays). Never touches a
+ * pool with a live process. Safe from any process at any time; *removed
+ * (may be NULL) says how many objects went. */
+DSMPOOL_EXPORT int dsmpool_sweep(size_t *removed);
 
 /* Release what dead processes held: their segment references, half-done
  * allocator operations, area caches and entries they were filling. Safe to

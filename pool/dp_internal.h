@@ -38,7 +38,8 @@
 #include "dp_palloc.h"
 #include "dsmpool.h"
 
-#define DP_MAGIC 0x31304c4f4f504d44ull /* "DMPOOL01" */
+#define DP_MAGIC 0x31304c4f4f504d44ull          /* "DMPOOL01" */
+#define DP_MAGIC_CREATING 0x3f3f4c4f4f504d44ull /* "DMPOOL??": being created (region.c rule 2) */
 #define DP_FORMAT_VERSION 2u
 #define DP_NAME_MAX 240
 
@@ -161,6 +162,8 @@ typedef struct dp_header {
     dp_a64 fallback_created;        /* relaxed counter */
     dp_a64 procs_recovered;         /* relaxed counter */
     dp_a64 destroyed;               /* release/acquire: the name is gone */
+    dp_a64 closed;                  /* release/acquire: the last process left cleanly (life.c) */
+    uint64_t no_anchor;             /* [imm] created without an anchor: no OS fallback segments */
     dp_a64 sweep_needed;            /* release/acquire: a process died inside an ownership change */
     dp_a64 recover_deferred;        /* relaxed counter: recoveries left unfinished for later */
     dp_a64 fallbacks[DSMPOOL_MAX_NODES]; /* relaxed counters: wanted sub-pool s, got another */
@@ -206,6 +209,8 @@ struct dsmpool {
     char name[DP_NAME_MAX + 1];
     char path[4096];         /* hugetlbfs file path when used, else "" */
     dp_live live;            /* our liveness lock (ledger) */
+    int anchor;              /* our description of the pool's anchor (life.c), or -1 */
+    uint64_t pool_id;        /* the id a new region gets (creation), then geo.pool_id */
     dp_proc *procs;
     uint32_t nprocs;
     dp_seg_desc *segs;
@@ -255,13 +260,17 @@ int dp_layout(const dp_layout_in *in, dp_header *h);
 /* The region itself, below every layer that lives in it. A created region
  * is mapped and formatted but not published (attachers see no magic) until
  * dp_region_publish; dp_region_abandon removes a created one again. */
-int dp_region_create(const dsmpool_config *cfg, struct dsmpool **out);
+int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, struct dsmpool **out);
 void dp_region_publish(struct dsmpool *pool);
 void dp_region_abandon(struct dsmpool *pool);
 int dp_region_attach(const char *name, struct dsmpool **out);
 int dp_region_attach_fd(int fd, struct dsmpool **out);
 int dp_region_unlink(struct dsmpool *pool);
 void dp_region_free(struct dsmpool *pool); /* unmap, close, free the object */
+/* A region's header as it is, from a file or a SysV segment, for tools and
+ * the sweep: 0, or -errno (-ENODATA: too small to be one). */
+int dp_region_peek_fd(int fd, dp_header *h);
+int dp_region_peek_sysv(int shmid, dp_header *h);
 
 /* ---- the ledger (proc.c, live.c): slots, liveness, records, brackets --- */
 
@@ -281,7 +290,7 @@ static inline unsigned dp_epoch(void) {
 
 /* Hooks: how a lower layer reaches what a higher one does (STYLE 13). */
 void dp_ledger_set_reclaim(int (*fn)(struct dsmpool *pool)); /* recovery layer */
-void dp_ledger_set_adopt(void (*fn)(struct dsmpool *pool));  /* segment layer */
+void dp_ledger_set_adopt(void (*fn)(struct dsmpool *pool));  /* segment and life layers */
 void dp_ledger_on_fork(void (*fn)(void));                    /* process-local locks to reset */
 int dp_reclaim(struct dsmpool *pool); /* recover dead processes now; returns slots recovered */
 
@@ -422,6 +431,20 @@ typedef struct dp_area_scratch {
 } dp_area_scratch;
 int dp_area_verify(struct dsmpool *pool, dp_area_scratch *sc, char *why, size_t n);
 void dp_area_scratch_free(dp_area_scratch *sc);
+
+/* ---- lifecycle (life.c): anchors, the last process out, the sweep -------- */
+
+#define DP_ANCHOR_LIFE 0u     /* shared by joiners, exclusive for cleaners */
+#define DP_ANCHOR_PRESENCE 1u /* shared by every attached process */
+int dp_life_anchor_create(uint64_t pool_id, unsigned mode); /* the fd (present, LIFE shared), or -errno */
+void dp_life_anchor_remove(uint64_t pool_id);
+int dp_life_join(struct dsmpool *pool, bool creator); /* presence, LIFE shared */
+void dp_life_joined(struct dsmpool *pool);     /* LIFE released */
+void dp_life_leave(struct dsmpool *pool);      /* after the slot is released */
+void dp_life_layer_init(void);
+/* Remove the pools of that name (backing: POSIX, System V, or -1 both) that
+ * no live process holds (force: even if one does). */
+int dp_life_remove(const char *name, bool force, int backing);
 
 /* ---- recovery and the checker (recover.c, stats.c): the top ------------- */
 

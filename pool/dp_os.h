@@ -47,9 +47,12 @@ int dp_os_map_fd(void *addr, size_t len, int fd);
 int dp_os_memfd(const char *tag, size_t huge_sz);              /* returns fd */
 int dp_os_shm_open(const char *name, bool create, unsigned mode); /* returns fd */
 int dp_os_shm_unlink(const char *name);
+int dp_os_shm_open_any(const char *name, unsigned mode); /* create if missing; returns fd */
+int dp_os_file_open_ro(const char *path);                /* read-only, regular files only; returns fd */
 int dp_os_file_open(const char *path, bool create, unsigned mode); /* returns fd */
 int dp_os_file_unlink(const char *path);
 int dp_os_truncate(int fd, size_t len);
+int dp_os_file_link(const char *from, const char *to); /* a second name; -EEXIST if taken */
 int dp_os_fallocate(int fd, size_t len);
 int dp_os_fd_size(int fd, size_t *len);
 int dp_os_close(int fd);
@@ -81,6 +84,11 @@ int dp_os_ofd_trylock(int fd, uint64_t n);
 int dp_os_ofd_unlock(int fd, uint64_t n);
 int dp_os_ofd_test(int fd, uint64_t n);
 int dp_os_ofd_test_range(int fd, uint64_t n, uint64_t len);
+/* A shared (read) lock on byte n: tryread does not wait; waitread retries
+ * for up to ms milliseconds (-EAGAIN then). Shared locks of different
+ * descriptions do not conflict; a write lock conflicts with all. */
+int dp_os_ofd_tryread(int fd, uint64_t n);
+int dp_os_ofd_waitread(int fd, uint64_t n, unsigned ms);
 
 /* A new open file description of fd's file, read-write, O_CLOEXEC, through
  * /proc/self/fd (works for unlinked files and memfds); -errno when /proc is
@@ -109,6 +117,23 @@ int dp_os_membarrier_global(void);
 int dp_os_fork_page(void **page, bool *wipes);
 
 pid_t dp_os_getpid(void);
+
+/* Every entry of a directory but "." and ".." (fn returns false to stop). */
+int dp_os_dir_each(const char *dir, bool (*fn)(const char *name, void *arg), void *arg);
+/* Every System V shared memory segment this process may see. */
+int dp_os_sysv_each(bool (*fn)(int shmid, int32_t key, size_t size, uint64_t nattch, void *arg), void *arg);
+/* The first len bytes of a SysV segment, read-only (attach, copy, detach). */
+int dp_os_sysv_peek(int shmid, void *buf, size_t len);
+/* The first len bytes of a file (a hugetlbfs file is mapped: it has no read). */
+int dp_os_file_peek(int fd, void *buf, size_t len);
+
+/* What the calling process's cgroups (and their ancestors) still let it
+ * charge: memory (v2 memory.max - memory.current, or v1 limit_in_bytes -
+ * usage_in_bytes) and hugetlb pages of size page. *room is UINT64_MAX when
+ * nothing limits it or nothing can be read; *limit is the limit that binds
+ * and where names its file, for the message. */
+int dp_os_cgroup_mem_room(uint64_t *room, uint64_t *limit, char *where, size_t n);
+int dp_os_cgroup_huge_room(size_t page, uint64_t *room, uint64_t *limit, char *where, size_t n);
 uint64_t dp_os_random64(void);
 uint64_t dp_os_now_ns(void);
 void dp_os_sleep_ns(uint64_t ns);

@@ -78,24 +78,12 @@ static void live_none(dsmpool *p) {
 }
 
 int dp_live_created(dsmpool *p) {
-    live_none(p);
+    if (p->backing != DSMPOOL_BACKING_SYSV) live_none(p);
     switch (p->backing) {
-    case DSMPOOL_BACKING_SYSV: {
-        unsigned n = DP_LOCK_SLOT0 + p->nprocs;
-        int r = dp_os_sem_create(p->sysv_key, n, p->geo.mode);
-        if (r == -EEXIST) { /* no segment had this key (we just made one): a dead pool's set */
-            int old = dp_os_sem_get(p->sysv_key);
-            if (old >= 0) dp_os_sem_remove(old);
-            r = dp_os_sem_create(p->sysv_key, n, p->geo.mode);
-        }
-        if (r < 0)
-            return dp_fail(r, "cannot create the pool's System V semaphore set (key 0x%x, %u "
-                           "semaphores; kernel.sem allows %d per set): %s",
-                           (unsigned)p->sysv_key, n, dp_os_sem_max(), strerror(-r));
+    case DSMPOOL_BACKING_SYSV: /* the region made the set before its segment (region.c rule 2) */
+        if (p->live.semid < 0) return dp_fail(-EPROTO, "the pool's System V semaphore set is missing");
         p->live.kind = DP_LIVE_SEM;
-        p->live.semid = r;
         return 0;
-    }
     case DSMPOOL_BACKING_ANON: {
         int r = dp_os_memfd("dsmpool-live", 0);
         if (r < 0) return dp_fail(r, "cannot create the pool's lock memfd: %s", strerror(-r));

@@ -204,6 +204,29 @@ int dp_os_shm_open(const char *name, bool create, unsigned mode) {
     OS_RET(fd < 0 ? -errno : fd);
 }
 
+int dp_os_shm_open_any(const char *name, unsigned mode) {
+    OS_SAVE;
+    int fd;
+    do
+        fd = shm_open(name, O_RDWR | O_CLOEXEC | O_CREAT, (mode_t)mode);
+    while (fd < 0 && errno == EINTR);
+    OS_RET(fd < 0 ? -errno : fd);
+}
+
+int dp_os_file_open_ro(const char *path) {
+    OS_SAVE;
+    int fd;
+    do
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK); /* a FIFO must not block us */
+    while (fd < 0 && errno == EINTR);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        OS_RET(-EINVAL);
+    }
+    OS_RET(fd < 0 ? -errno : fd);
+}
+
 int dp_os_shm_unlink(const char *name) {
     OS_SAVE;
     OS_RET(shm_unlink(name) == 0 ? 0 : -errno);
@@ -231,6 +254,11 @@ int dp_os_truncate(int fd, size_t len) {
         r = ftruncate(fd, (off_t)len);
     while (r < 0 && errno == EINTR);
     OS_RET(r < 0 ? -errno : 0);
+}
+
+int dp_os_file_link(const char *from, const char *to) {
+    OS_SAVE;
+    OS_RET(link(from, to) == 0 ? 0 : -errno);
 }
 
 int dp_os_fallocate(int fd, size_t len) {
@@ -407,6 +435,23 @@ int dp_os_ofd_test_range(int fd, uint64_t n, uint64_t len) {
     OS_RET(ofd_lock(fd, F_OFD_GETLK, F_WRLCK, n, len));
 }
 
+int dp_os_ofd_tryread(int fd, uint64_t n) {
+    OS_SAVE;
+    OS_RET(ofd_lock(fd, F_OFD_SETLK, F_RDLCK, n, 1));
+}
+
+int dp_os_ofd_waitread(int fd, uint64_t n, unsigned ms) {
+    OS_SAVE;
+    uint64_t end = dp_os_now_ns() + (uint64_t)ms * 1000000ull;
+    int r;
+    /* a polling wait: a holder that is stopped must not stop us for ever */
+    while ((r = ofd_lock(fd, F_OFD_SETLK, F_RDLCK, n, 1)) == -EAGAIN && dp_os_now_ns() < end) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    OS_RET(r);
+}
+
 int dp_os_reopen(int fd) {
     OS_SAVE;
     char path[64];
@@ -508,6 +553,173 @@ int dp_os_fork_page(void **page, bool *wipes) {
 }
 
 pid_t dp_os_getpid(void) { return getpid(); }
+
+int dp_os_dir_each(const char *dir, bool (*fn)(const char *name, void *arg), void *arg) {
+    OS_SAVE;
+    DIR *d = opendir(dir);
+    if (!d) OS_RET(-errno);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!fn(e->d_name, arg)) break;
+    }
+    closedir(d);
+    OS_RET(0);
+}
+
+int dp_os_sysv_each(bool (*fn)(int shmid, int32_t key, size_t size, uint64_t nattch, void *arg), void *arg) {
+    OS_SAVE;
+    struct shm_info info;
+    int max = shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&info);
+    if (max < 0) OS_RET(-errno);
+    for (int i = 0; i <= max; i++) {
+        struct shmid_ds ds;
+        int id = shmctl(i, SHM_STAT, &ds);
+        if (id < 0) continue;
+        if (!fn(id, (int32_t)ds.shm_perm.__key, ds.shm_segsz, (uint64_t)ds.shm_nattch, arg)) break;
+    }
+    OS_RET(0);
+}
+
+int dp_os_sysv_peek(int shmid, void *buf, size_t len) {
+    OS_SAVE;
+    void *p = shmat(shmid, NULL, SHM_RDONLY);
+    if (p == (void *)-1) OS_RET(-errno);
+    memcpy(buf, p, len);
+    shmdt(p);
+    OS_RET(0);
+}
+
+int dp_os_file_peek(int fd, void *buf, size_t len) {
+    OS_SAVE;
+    struct stat st;
+    if (fstat(fd, &st) != 0) OS_RET(-errno);
+    if ((size_t)st.st_size < len) OS_RET(-ENODATA);
+    ssize_t r;
+    do
+        r = pread(fd, buf, len, 0);
+    while (r < 0 && errno == EINTR);
+    if (r == (ssize_t)len) OS_RET(0);
+    size_t map = st.st_size < (off_t)(1u << 30) ? (size_t)st.st_size : (size_t)1 << 30;
+    void *p = mmap(NULL, map, PROT_READ, MAP_SHARED, fd, 0); /* hugetlbfs: no read() */
+    if (p == MAP_FAILED) OS_RET(-errno);
+    memcpy(buf, p, len);
+    munmap(p, map);
+    OS_RET(0);
+}
+
+/* ---- cgroups ------------------------------------------------------------ */
+
+static bool read_limit(const char *path, uint64_t *v) { /* "max" -> UINT64_MAX */
+    FILE *f = fopen(path, "re");
+    if (!f) return false;
+    char buf[64] = "";
+    bool ok = fgets(buf, sizeof buf, f) != NULL;
+    fclose(f);
+    if (!ok) return false;
+    if (!strncmp(buf, "max", 3)) {
+        *v = UINT64_MAX;
+        return true;
+    }
+    char *end;
+    unsigned long long x = strtoull(buf, &end, 10);
+    if (end == buf) return false;
+    *v = x;
+    return true;
+}
+
+/* This process's path in the v2 hierarchy ("0::/path"), or in the v1 one
+ * that has controller ctl. */
+static bool cgroup_path(const char *ctl, char *out, size_t n) {
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f) return false;
+    char line[1024];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+        if (!b) continue;
+        *b = 0;
+        const char *ctls = a + 1, *path = b + 1;
+        bool match = ctl ? false : (*ctls == 0);
+        if (ctl)
+            for (const char *c = ctls; *c && !match;) {
+                size_t l = strcspn(c, ",");
+                match = l == strlen(ctl) && !strncmp(c, ctl, l);
+                c += l + (c[l] == ',');
+            }
+        if (!match) continue;
+        snprintf(out, n, "%s", path);
+        out[strcspn(out, "\n")] = 0;
+        found = true;
+    }
+    fclose(f);
+    return found;
+}
+
+/* The tightest room over the cgroup at path and its ancestors, below mount
+ * root, for the files lim and cur. */
+static void room_walk(const char *root, const char *path, const char *lim, const char *cur,
+                      uint64_t *room, uint64_t *limit, char *where, size_t n) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s", path);
+    for (;;) {
+        char fl[1200], fc[1200];
+        snprintf(fl, sizeof fl, "%s%s/%s", root, p, lim);
+        snprintf(fc, sizeof fc, "%s%s/%s", root, p, cur);
+        uint64_t l, c;
+        if (read_limit(fl, &l) && l < (1ull << 62) && read_limit(fc, &c)) {
+            uint64_t r = c < l ? l - c : 0;
+            if (r < *room) {
+                *room = r;
+                *limit = l;
+                snprintf(where, n, "%s", fl);
+            }
+        }
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p) {
+            if (p[0] == '/' && p[1]) {
+                p[1] = 0; /* the root itself once */
+                continue;
+            }
+            break;
+        }
+        *slash = 0;
+    }
+}
+
+int dp_os_cgroup_mem_room(uint64_t *room, uint64_t *limit, char *where, size_t n) {
+    OS_SAVE;
+    *room = *limit = UINT64_MAX;
+    if (n) where[0] = 0;
+    char path[1024];
+    if (cgroup_path(NULL, path, sizeof path)) {
+        room_walk("/sys/fs/cgroup", path, "memory.max", "memory.current", room, limit, where, n);
+        room_walk("/sys/fs/cgroup/unified", path, "memory.max", "memory.current", room, limit, where, n);
+    }
+    if (cgroup_path("memory", path, sizeof path))
+        room_walk("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes", room,
+                  limit, where, n);
+    OS_RET(0);
+}
+
+int dp_os_cgroup_huge_room(size_t page, uint64_t *room, uint64_t *limit, char *where, size_t n) {
+    OS_SAVE;
+    *room = *limit = UINT64_MAX;
+    if (n) where[0] = 0;
+    char path[1024], lim[64], cur[64];
+    const char *sz = page >= (1u << 30) ? "1GB" : "2MB";
+    if (cgroup_path(NULL, path, sizeof path)) {
+        snprintf(lim, sizeof lim, "hugetlb.%s.max", sz);
+        snprintf(cur, sizeof cur, "hugetlb.%s.current", sz);
+        room_walk("/sys/fs/cgroup", path, lim, cur, room, limit, where, n);
+        room_walk("/sys/fs/cgroup/unified", path, lim, cur, room, limit, where, n);
+    }
+    if (cgroup_path("hugetlb", path, sizeof path)) {
+        snprintf(lim, sizeof lim, "hugetlb.%s.limit_in_bytes", sz);
+        snprintf(cur, sizeof cur, "hugetlb.%s.usage_in_bytes", sz);
+        room_walk("/sys/fs/cgroup/hugetlb", path, lim, cur, room, limit, where, n);
+    }
+    OS_RET(0);
+}
 
 uint64_t dp_os_random64(void) {
     int saved = errno;

@@ -1,9 +1,11 @@
 /*
  * pool.c -- a process joins and leaves a pool: the top of the layers.
  *
- *   create  region (mapped, formatted) -> liveness lock -> slot -> publish
- *   attach  region (validated)         -> liveness lock -> slot
- *   detach  areas -> segments -> slot -> liveness lock -> region
+ *   create  anchor -> region (mapped, formatted) -> liveness lock -> slot
+ *           -> publish
+ *   attach  region (validated) -> liveness lock -> presence -> slot
+ *   detach  areas -> segments -> slot -> presence (the last process out
+ *           cleans up: life.c) -> liveness lock -> region
  *   destroy the names (region, OS fallback segments), then detach
  *
  * Every layer is initialised once per process before the first pool: the
@@ -25,6 +27,7 @@ static void layers_init(void) {
     dp_seg_layer_init();
     dp_area_layer_init();
     dp_recover_layer_init();
+    dp_life_layer_init();
 }
 
 /* A slot for a process that has just mapped the pool; a full table is first
@@ -42,24 +45,58 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
     dp_clear_error();
     pthread_once(&layers_once, layers_init);
     if (out) *out = NULL;
+    if (!cfg || !out) return dp_fail(-EINVAL, "cfg and out must not be NULL");
+    /* life.c rule 1: the anchor before any named object of the pool */
+    uint64_t id = dp_os_random64();
+    int anchor = dp_life_anchor_create(id, cfg->mode ? cfg->mode : 0600);
     dsmpool *p;
-    int r = dp_region_create(cfg, &p);
-    if (r) return r;
+    int r = dp_region_create(cfg, id, &p);
+    if (r == -EEXIST && cfg->replace_stale && cfg->name) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", dsmpool_last_error());
+        int rr = dp_life_remove(cfg->name, false, (int)cfg->backing);
+        if (rr == 0) {
+            r = dp_region_create(cfg, id, &p);
+        } else {
+            char why2[512];
+            snprintf(why2, sizeof why2, "%s", dsmpool_last_error());
+            r = dp_fail(-EEXIST, "%s, and it is not stale: %s", why, why2);
+        }
+    }
+    if (r) {
+        if (anchor >= 0) {
+            dp_os_close(anchor);
+            dp_life_anchor_remove(id);
+        }
+        return r;
+    }
+    p->anchor = anchor;
+    p->hdr->no_anchor = p->geo.no_anchor = anchor < 0; /* [imm]: before the magic */
     if ((r = dp_live_created(p)) != 0 || (r = join(p)) != 0) {
         dp_live_destroy(p);
         dp_live_close(p);
         dp_ledger_close(p);
+        if (anchor >= 0) {
+            dp_os_close(anchor);
+            dp_life_anchor_remove(id);
+        }
         dp_region_abandon(p);
         return r;
     }
+    dp_life_join(p, true);
     dp_region_publish(p);
+    dp_life_joined(p);
     *out = p;
     return 0;
 }
 
 static int attached(dsmpool *p, dsmpool **out) {
     int r = dp_live_attached(p);
-    if (r == 0) r = join(p);
+    if (r == 0 && (r = dp_life_join(p, false)) == 0) {
+        r = join(p);
+        dp_life_joined(p);
+        if (r) dp_life_leave(p);
+    }
     if (r) {
         dp_live_close(p);
         dp_ledger_close(p);
@@ -108,7 +145,12 @@ static int pool_leave(dsmpool *p) {
     dp_seg_unmap_all(p, mine);
     bool last = mine && !others_attached(p);
     if (mine) dp_slot_release(p);
-    if (last && dp_load_acquire(&p->hdr->destroyed)) dp_live_destroy(p); /* acquire: destroy's release */
+    if (mine && p->anchor >= 0) {
+        dp_life_leave(p); /* the last process out cleans up (life.c rule 4) */
+    } else {
+        if (last && dp_load_acquire(&p->hdr->destroyed)) dp_live_destroy(p); /* acquire: destroy's release */
+        if (p->anchor >= 0) dp_os_close(p->anchor); /* a child's copy of its parent's */
+    }
     dp_live_close(p);
     dp_ledger_close(p);
     dp_region_free(p);
@@ -128,16 +170,10 @@ int dsmpool_destroy(dsmpool *pool) {
     if (!pool) return dp_fail(-EINVAL, "pool is NULL");
     if (!dp_registry_take(pool))
         return dp_fail(-EINVAL, "not an attached pool (already detached?)");
-    dp_store_release(&pool->hdr->destroyed, 1); /* release: pairs with pool_leave's acquire */
-    /* Fallback segments are named objects of their own: remove their names. */
-    for (uint64_t i = 0; i < pool->nsegs; i++) {
-        uint64_t w = dp_load_acquire(&pool->segs[i].state); /* acquire: pairs with create's LIVE CAS */
-        if (DP_SEG_ST(w) == DP_SEG_FREE) continue;
-        if (dp_load_relaxed(&pool->segs[i].block) != DP_BLOCK_FALLBACK) continue;
-        char nm[96];
-        dp_fallback_name(pool, i, DP_SEG_GEN(w), nm, sizeof nm);
-        dp_os_shm_unlink(nm);
-    }
+    /* release: pairs with the last process out's acquire (life.c rule 4): it
+     * removes the anchor and the OS fallback segments, which processes still
+     * attached may go on using until then */
+    dp_store_release(&pool->hdr->destroyed, 1);
     int r = dp_region_unlink(pool);
     char msg[512];
     if (r) snprintf(msg, sizeof msg, "%s", dsmpool_last_error());

@@ -97,13 +97,19 @@ static dsmpool *reg_head;
 /* ---- hooks (STYLE 13) ---------------------------------------------------- */
 
 static int (*reclaim_hook)(dsmpool *);
-static void (*adopt_hook)(dsmpool *);
+#define ADOPT_HOOKS 4
+static void (*adopt_hooks[ADOPT_HOOKS])(dsmpool *);
+static unsigned nadopt_hooks;
 #define FORK_HOOKS 4
 static void (*fork_hooks[FORK_HOOKS])(void);
 static unsigned nfork_hooks;
 
 void dp_ledger_set_reclaim(int (*fn)(dsmpool *)) { reclaim_hook = fn; }
-void dp_ledger_set_adopt(void (*fn)(dsmpool *)) { adopt_hook = fn; }
+void dp_ledger_set_adopt(void (*fn)(dsmpool *)) {
+    for (unsigned i = 0; i < nadopt_hooks; i++)
+        if (adopt_hooks[i] == fn) return;
+    if (nadopt_hooks < ADOPT_HOOKS) adopt_hooks[nadopt_hooks++] = fn;
+}
 void dp_ledger_on_fork(void (*fn)(void)) {
     for (unsigned i = 0; i < nfork_hooks; i++)
         if (fork_hooks[i] == fn) return;
@@ -530,7 +536,7 @@ static int adopt(dsmpool *p) { /* caller holds pool->lock */
     int r = dp_slot_claim(p);
     if (r == -ENOSPC && dp_reclaim(p) > 0) r = dp_slot_claim(p);
     if (r) return r;
-    if (adopt_hook) adopt_hook(p);
+    for (unsigned i = 0; i < nadopt_hooks; i++) adopt_hooks[i](p);
     return 0;
 }
 

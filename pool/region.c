@@ -16,7 +16,24 @@
  *      to map_align (>= 2 MiB, so THP and huge pages line up with the
  *      allocator's 2 MiB nodes), advise THP, populate in parallel, write the
  *      tables, and store the magic last (release), so an attacher that reads
- *      the magic (acquire) sees a complete header.
+ *      the magic (acquire) sees a complete header. The creator of a named
+ *      region holds its creation lock from the start (an OFD lock on byte
+ *      DP_LOCK_CREATE of the file; for System V the creation semaphore of
+ *      the pool's set, which is made before the segment) until the magic.
+ *      A POSIX region is made under a name of its pool (dsmpool.<id>.new,
+ *      life.c rule 1) and linked to its own name only once it is sized and
+ *      holds a provisional header (DP_MAGIC_CREATING, format, pool id); a
+ *      System V segment gets that header once mapped (before that, its
+ *      pool's semaphore set, made first, says it is one). So an
+ *      attacher that finds no magic knows which case it is in: the lock is
+ *      held (being created: -EAGAIN); it is free and the provisional header
+ *      (or, System V, the pool's semaphore set) is there (a creator died:
+ *      -EOWNERDEAD, never a retry that never ends); or neither (-EPROTO:
+ *      not a dsmpool). The kernel drops the lock of a creator that dies.
+ *      Before it reserves or populates anything, creation compares the
+ *      pool's size with what the process's memory (or hugetlb) cgroup still
+ *      lets it charge: a pool that does not fit fails with -ENOMEM naming
+ *      the limit, instead of getting the creator OOM-killed.
  *   3. Huge pages: ON fails with -ENOMEM and a message saying how many pages
  *      to reserve; TRY retries with base pages and records the fallback.
  *   4. Every OS call is in os_linux.c behind dp_os.h; on failure everything
@@ -93,10 +110,32 @@ int dp_layout(const dp_layout_in *in, dp_header *h) {
     return 0;
 }
 
+/* Rule 2: a region whose magic is not yet DP_MAGIC: being created (the
+ * creation lock is held), half-built (its creator died), or not a dsmpool.
+ * A POSIX region gets its name only with its provisional header; a System V
+ * segment may have none yet, but then its pool's semaphore set exists. */
+static int unborn(dsmpool *p, uint64_t magic) {
+    int held = 0;
+    bool ours = magic == DP_MAGIC_CREATING;
+    if (p->backing == DSMPOOL_BACKING_POSIX && p->fd >= 0) {
+        held = dp_os_ofd_test(p->fd, DP_LOCK_CREATE);
+    } else if (p->backing == DSMPOOL_BACKING_SYSV) {
+        int sem = dp_os_sem_get(p->sysv_key);
+        held = sem >= 0 ? dp_os_sem_test(sem, DP_LOCK_CREATE) : 0;
+        ours |= sem >= 0;
+    }
+    if (held == 1) return dp_fail(-EAGAIN, "pool %s is being created; retry in a moment", p->name);
+    if (ours)
+        return dp_fail(-EOWNERDEAD, "pool %s was left half-built by a creator that died: remove it "
+                       "(dsmpool_remove(), or dsmpool-inspect --destroy %s), or create it again with "
+                       "replace_stale", p->name, p->name);
+    return dp_fail(-EPROTO, "%s is not a dsmpool region: its header is empty and nobody is creating it",
+                   p->name[0] ? p->name : "the object");
+}
+
 /* Rule 1: everything an attacher must check before using any offset. */
-static int validate_header(const dp_header *c, size_t real_size) {
-    if (c->magic == 0)
-        return dp_fail(-EAGAIN, "the region has no header yet (still being created?); retry");
+static int validate_header(dsmpool *p, const dp_header *c, size_t real_size) {
+    if (c->magic == 0 || c->magic == DP_MAGIC_CREATING) return unborn(p, c->magic);
     if (c->magic != DP_MAGIC)
         return dp_fail(-EPROTO, "not a dsmpool region (magic %016llx)",
                        (unsigned long long)c->magic);
@@ -206,8 +245,15 @@ static int check_name(dsmpool_backing b, const char *name) {
     if (!name || !*name) return dp_fail(-EINVAL, "%s backing needs a name", dsmpool_backing_name(b));
     size_t n = strlen(name);
     if (n > DP_NAME_MAX) return dp_fail(-EINVAL, "name longer than %d bytes", DP_NAME_MAX);
-    if (b == DSMPOOL_BACKING_POSIX && (name[0] != '/' || n < 2 || strchr(name + 1, '/')))
+    if (b == DSMPOOL_BACKING_POSIX && (name[0] != '/' || n < 2 || strchr(name + 1, '/') ||
+                                       !strcmp(name, "/.") || !strcmp(name, "/..")))
         return dp_fail(-EINVAL, "POSIX name must be \"/something\" with no other '/': \"%s\"", name);
+    if (b == DSMPOOL_BACKING_SYSV && name[0] == '/')
+        return dp_fail(-EINVAL, "a System V name must not begin with '/' (attach takes such a name for a "
+                       "POSIX one): \"%s\"", name);
+    if (b == DSMPOOL_BACKING_POSIX && !strncmp(name, "/dsmpool.", 9))
+        return dp_fail(-EINVAL, "names beginning \"/dsmpool.\" are the library's own (anchors and OS "
+                       "segments): choose another name than \"%s\"", name);
     return 0;
 }
 
@@ -223,6 +269,9 @@ typedef struct creating {
     size_t va_len;
     bool mapped;
     bool named;     /* a name exists that undo must remove */
+    bool sem_made;  /* we made the System V semaphore set */
+    char tmp[4200]; /* POSIX: the object's path until it is linked to its name, or "" */
+    char final[4200]; /* POSIX: the path of its name */
 } creating;
 
 static void region_undo(creating *c) {
@@ -230,14 +279,18 @@ static void region_undo(creating *c) {
     if (c->mapped && p->shmid >= 0) dp_os_sysv_detach(c->va);
     if (c->va) dp_os_unmap(c->va, c->va_len);
     if (p->shmid >= 0 && c->named) dp_os_sysv_remove(p->shmid);
+    if (c->sem_made && p->live.semid >= 0) dp_os_sem_remove(p->live.semid);
     if (p->fd >= 0) dp_os_close(p->fd);
+    if (c->tmp[0]) dp_os_file_unlink(c->tmp);
     if (c->named && p->backing == DSMPOOL_BACKING_POSIX) {
         if (p->path[0]) dp_os_file_unlink(p->path);
         else dp_os_shm_unlink(p->name);
     }
+    c->tmp[0] = 0;
     p->fd = p->shmid = -1;
+    if (c->sem_made) p->live.semid = -1;
     c->va = NULL;
-    c->mapped = c->named = false;
+    c->mapped = c->named = c->sem_made = false;
 }
 
 /* A create that failed after the pool object exists: undo the region
@@ -267,6 +320,62 @@ static bool posix_name_taken(const char *name) {
     return false;
 }
 
+/* Rule 2: what an attacher may see of a region being created -- a magic that
+ * says so, the format and the pool id -- so that, with the creation lock
+ * free, a half-built region is told from a live creation and from an object
+ * that is not a dsmpool at all. */
+static void provisional(const dsmpool *p, size_t len, dp_header *h) {
+    memset(h, 0, sizeof *h);
+    h->magic = DP_MAGIC_CREATING;
+    h->version = DP_FORMAT_VERSION;
+    h->header_size = sizeof(dp_header);
+    h->region_size = len;
+    h->pool_id = p->pool_id;
+}
+
+/* Rule 2, POSIX: the object, locked and with its provisional header, gets
+ * its name (link fails if the name exists: of two creators one wins), then
+ * loses its temporary one. */
+static int name_region(creating *c) {
+    dsmpool *p = c->p;
+    int r = dp_os_file_link(c->tmp, c->final);
+    if (r)
+        return r == -EEXIST ? dp_fail(-EEXIST, "a pool named %s already exists", p->name)
+                            : dp_fail(r, "cannot name the region %s: %s", c->final, strerror(-r));
+    c->named = true;
+    dp_os_file_unlink(c->tmp);
+    c->tmp[0] = 0;
+    return 0;
+}
+
+/* System V: the semaphore set (the liveness oracle, live.c) is made before
+ * the segment, with its creation semaphore raised; a set left by a dead
+ * creator (no segment, creation semaphore free) is removed first. */
+static int sysv_sems(creating *c, int32_t key, unsigned mode) {
+    dsmpool *p = c->p;
+    unsigned n = DP_LOCK_SLOT0 + p->nprocs;
+    if ((int)n > dp_os_sem_max())
+        return dp_fail(-EINVAL, "%u process slots need %u semaphores; kernel.sem allows %d per set "
+                       "(lower max_procs, or use another backing)", p->nprocs, n, dp_os_sem_max());
+    int r = dp_os_sem_create(key, n, mode);
+    if (r == -EEXIST) {
+        int old = dp_os_sem_get(key);
+        if (old >= 0 && dp_os_sysv_get(key, 0, false, 0, 0) < 0 && dp_os_sem_test(old, DP_LOCK_CREATE) == 0)
+            dp_os_sem_remove(old); /* a creator died between the set and the segment */
+        r = dp_os_sem_create(key, n, mode);
+    }
+    if (r < 0)
+        return r == -EEXIST ? dp_fail(-EEXIST, "a System V pool named %s (key 0x%x) already exists, or is being "
+                                      "created", p->name, (unsigned)key)
+                            : dp_fail(r, "cannot create the System V semaphore set of key 0x%x: %s",
+                                      (unsigned)key, strerror(-r));
+    p->live.semid = r;
+    c->sem_made = true;
+    if ((r = dp_os_sem_trylock(p->live.semid, DP_LOCK_CREATE)) != 0)
+        return dp_fail(r, "cannot take the creation semaphore: %s", strerror(-r));
+    return 0;
+}
+
 /* Open, size, reserve and map the backing object with pages of huge_sz
  * (0 = base pages). Returns 0 or -errno with a message; undoes itself. */
 static int map_backing(creating *c, const dsmpool_config *cfg, size_t len, size_t align,
@@ -287,41 +396,43 @@ static int map_backing(creating *c, const dsmpool_config *cfg, size_t len, size_
         if (r < 0) goto fail_os;
         p->fd = r;
         break;
-    case DSMPOOL_BACKING_POSIX:
+    case DSMPOOL_BACKING_POSIX: {
         if (posix_name_taken(cfg->name)) {
             region_undo(c);
             return dp_fail(-EEXIST, "a pool named %s already exists", cfg->name);
         }
-        if (huge_sz) {
-            char dir[4096];
-            if (dp_os_hugetlbfs_dir(huge_sz, dir, sizeof dir) != 0) {
-                region_undo(c);
-                return dp_fail(-ENOMEM,
-                               "POSIX pools in huge pages need a writable hugetlbfs mount "
-                               "with pagesize=%zuM; e.g. mount -t hugetlbfs -o pagesize=%zuM "
-                               "none /dev/hugepages",
-                               huge_sz >> 20, huge_sz >> 20);
-            }
-            snprintf(p->path, sizeof p->path, "%s%s", dir, cfg->name);
-            r = dp_os_file_open(p->path, true, cfg->mode);
-        } else {
-            p->path[0] = 0;
-            r = dp_os_shm_open(cfg->name, true, cfg->mode);
+        char dir[4096] = "/dev/shm";
+        if (huge_sz && dp_os_hugetlbfs_dir(huge_sz, dir, sizeof dir) != 0) {
+            region_undo(c);
+            return dp_fail(-ENOMEM,
+                           "POSIX pools in huge pages need a writable hugetlbfs mount "
+                           "with pagesize=%zuM; e.g. mount -t hugetlbfs -o pagesize=%zuM "
+                           "none /dev/hugepages",
+                           huge_sz >> 20, huge_sz >> 20);
         }
+        /* rule 2: made under a name of its own (life.c rule 1: the pool's
+         * id), locked, and linked to its name only once it says what it is */
+        const char *sep = dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/";
+        snprintf(c->final, sizeof c->final, "%s%s%s", dir, sep, cfg->name + 1);
+        if (huge_sz) snprintf(p->path, sizeof p->path, "%s", c->final);
+        snprintf(c->tmp, sizeof c->tmp, "%s%sdsmpool.%016llx.new", dir, sep, (unsigned long long)p->pool_id);
+        r = dp_os_file_open(c->tmp, true, cfg->mode);
         if (r < 0) {
-            if (r == -EEXIST) {
-                region_undo(c);
-                return dp_fail(-EEXIST, "a pool named %s already exists", cfg->name);
-            }
+            c->tmp[0] = 0;
             goto fail_os;
         }
         p->fd = r;
-        c->named = true;
+        if ((r = dp_os_ofd_trylock(p->fd, DP_LOCK_CREATE)) != 0) goto fail_os;
         break;
+    }
     case DSMPOOL_BACKING_SYSV: {
         int32_t key;
         dp_os_sysv_key(cfg->name, &key);
         p->sysv_key = key;
+        if ((r = sysv_sems(c, key, cfg->mode)) != 0) {
+            region_undo(c);
+            return r;
+        }
         r = dp_os_sysv_get(key, len, true, cfg->mode, huge_sz);
         if (r < 0) {
             if (r == -EEXIST) {
@@ -351,6 +462,32 @@ fail_os:
                    dsmpool_backing_name(cfg->backing), len, strerror(-r));
 }
 
+/* A pool the cgroup cannot hold would be OOM-killed while it is prefaulted
+ * (or while a memfd or /dev/shm object is reserved): say so before. */
+static int cgroup_check(const dsmpool_config *cfg, size_t len, size_t huge_sz) {
+    uint64_t room, limit;
+    char where[1200];
+    if (huge_sz) {
+        dp_os_cgroup_huge_room(huge_sz, &room, &limit, where, sizeof where);
+        if (room < len)
+            return dp_fail(-ENOMEM, "the hugetlb cgroup lets this process take %llu more bytes of %zu kB "
+                           "pages (%s is %llu); the pool needs %zu: raise the limit or make the pool smaller",
+                           (unsigned long long)room, huge_sz >> 10, where, (unsigned long long)limit, len);
+        return 0;
+    }
+    bool charged = cfg->prefault || cfg->backing == DSMPOOL_BACKING_MEMFD ||
+                   (cfg->backing == DSMPOOL_BACKING_POSIX && cfg->huge_pages != DSMPOOL_HUGE_TRANSPARENT);
+    if (!charged) return 0;
+    dp_os_cgroup_mem_room(&room, &limit, where, sizeof where);
+    if (room < len)
+        return dp_fail(-ENOMEM, "the memory cgroup lets this process charge %llu more bytes (%s is %llu); "
+                       "a pool of %zu bytes %s would be killed by the OOM killer: raise the limit, make "
+                       "the pool smaller%s", (unsigned long long)room, where, (unsigned long long)limit, len,
+                       cfg->prefault ? "prefaulted" : "reserved",
+                       cfg->prefault && cfg->backing != DSMPOOL_BACKING_MEMFD ? ", or create it with prefault = false" : "");
+    return 0;
+}
+
 static int huge_message(int r, size_t huge_sz, size_t len) {
     uint64_t fr = 0, tot = 0;
     dp_os_huge_counts(huge_sz, &fr, &tot);
@@ -367,7 +504,7 @@ static int huge_message(int r, size_t huge_sz, size_t len) {
 static void init_header(dsmpool *p, dp_header *h, const dsmpool_config *cfg) {
     h->version = DP_FORMAT_VERSION;
     h->header_size = sizeof(dp_header);
-    h->pool_id = dp_os_random64();
+    h->pool_id = p->pool_id;
     h->backing = (uint32_t)cfg->backing;
     h->huge_requested = (uint32_t)cfg->huge_pages;
     h->mode = cfg->mode ? cfg->mode : 0600;
@@ -561,7 +698,7 @@ static int prefault_pool(dsmpool *p, const dp_header *h, const plan *pl, unsigne
     return err;
 }
 
-int dp_region_create(const dsmpool_config *cfg, dsmpool **out) {
+int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out) {
     if (!cfg || !out) return dp_fail(-EINVAL, "cfg and out must not be NULL");
     *out = NULL;
     if (cfg->size == 0) return dp_fail(-EINVAL, "size 0");
@@ -599,6 +736,7 @@ int dp_region_create(const dsmpool_config *cfg, dsmpool **out) {
     dsmpool *p = pool_new();
     if (!p) return dp_fail(-ENOMEM, "out of memory");
     p->backing = cfg->backing;
+    p->pool_id = pool_id;
     if (cfg->name) snprintf(p->name, sizeof p->name, "%s", cfg->name);
 
     dp_header *h = calloc(1, sizeof *h);
@@ -606,7 +744,7 @@ int dp_region_create(const dsmpool_config *cfg, dsmpool **out) {
         free(p);
         return dp_fail(-ENOMEM, "out of memory");
     }
-    creating c = {p, NULL, 0, false, false};
+    creating c = {p, NULL, 0, false, false, false, "", ""};
     size_t tries[2], page = 4096, len = 0, align = 0;
     int ntries = 0;
     if (huge_ok) tries[ntries++] = huge_sz;
@@ -653,6 +791,11 @@ int dp_region_create(const dsmpool_config *cfg, dsmpool **out) {
             r = -ENOMEM;
             continue; /* TRY: base pages */
         }
+        if ((r = cgroup_check(cfg, len, hs)) != 0) {
+            if (hs && cfg->huge_pages == DSMPOOL_HUGE_TRY) continue; /* TRY: base pages */
+            break;
+        }
+        p->nprocs = in.proc_cap; /* System V: the semaphore set's size */
         r = map_backing(&c, cfg, len, align, hs);
         if (r && hs && (r == -ENOMEM || r == -EINVAL || r == -ENOSPC || r == -EPERM))
             r = huge_message(r, hs, len);
@@ -670,6 +813,8 @@ int dp_region_create(const dsmpool_config *cfg, dsmpool **out) {
     if (cfg->huge_pages == DSMPOOL_HUGE_TRANSPARENT)
         h->thp_advised = dp_os_madvise_hugepage(p->base, len) == 0;
     if ((r = bind_subpools(p, h, &pl, page)) != 0) return create_fail(&c, h, r);
+    if (cfg->backing != DSMPOOL_BACKING_ANON) provisional(p, len, (dp_header *)p->base); /* rule 2 */
+    if (c.tmp[0] && (r = name_region(&c)) != 0) return create_fail(&c, h, r);
     if (cfg->prefault) {
         unsigned t = cfg->prefault_threads ? cfg->prefault_threads : caps->ncpus_online;
         if (t > 16 && !cfg->prefault_threads) t = 16;
@@ -684,6 +829,7 @@ int dp_region_create(const dsmpool_config *cfg, dsmpool **out) {
     }
     /* The tables: fresh objects are zero, but say so rather than rely on it. */
     memset(p->base, 0, h->meta_end);
+    h->magic = DP_MAGIC_CREATING; /* until dp_region_publish (rule 2) */
     memcpy(p->base, h, sizeof *h);
     p->hdr = (dp_header *)p->base;
     r = build_view(p, h);
@@ -698,10 +844,12 @@ int dp_region_create(const dsmpool_config *cfg, dsmpool **out) {
 void dp_region_publish(dsmpool *p) {
     /* release: pairs with the acquire load of the magic in attach (rule 2) */
     dp_store_release(&p->hdr->magic, DP_MAGIC);
+    if (p->backing == DSMPOOL_BACKING_POSIX && p->fd >= 0) dp_os_ofd_unlock(p->fd, DP_LOCK_CREATE);
+    if (p->backing == DSMPOOL_BACKING_SYSV && p->live.semid >= 0) dp_os_sem_unlock(p->live.semid, DP_LOCK_CREATE);
 }
 
 void dp_region_abandon(dsmpool *p) {
-    creating c = {p, p->base, p->size, true, true};
+    creating c = {p, p->base, p->size, true, true, p->backing == DSMPOOL_BACKING_SYSV, "", ""};
     region_undo(&c);
     pool_free(p);
 }
@@ -715,7 +863,7 @@ static int attach_mapped(dsmpool *p, size_t real) {
     uint64_t magic = dp_load_acquire(&((dp_header *)p->base)->magic);
     memcpy(c, p->base, sizeof *c);
     c->magic = magic;
-    int r = validate_header(c, real);
+    int r = validate_header(p, c, real);
     if (r == 0) r = build_view(p, c);
     free(c);
     if (r) return r;
@@ -729,7 +877,7 @@ static int attach_fd_common(dsmpool *p) {
     size_t real;
     int r = dp_os_fd_size(p->fd, &real);
     if (r) return dp_fail(r, "fstat failed: %s", strerror(-r));
-    if (real < sizeof(dp_header) || real % 4096)
+    if (real < sizeof(dp_header) || real % 4096) /* (a POSIX region is named at its full size) */
         return dp_fail(-EPROTO, "object of %zu bytes cannot be a dsmpool region", real);
     dp_header hc;
     ssize_t n = pread(p->fd, &hc, sizeof hc, 0);
@@ -746,7 +894,7 @@ static int attach_fd_common(dsmpool *p) {
         dp_os_unmap(tmp, first);
     }
     /* Checked on a copy to learn the alignment, and again once mapped. */
-    if ((r = validate_header(&hc, real)) != 0) return r;
+    if ((r = validate_header(p, &hc, real)) != 0) return r;
     size_t align = hc.map_align;
     void *va;
     if ((r = dp_os_reserve_va(real, align, &va)) != 0) return dp_fail(r, "cannot reserve address space");
@@ -769,6 +917,7 @@ static dsmpool *pool_new(void) {
     p->fd = p->shmid = -1;
     p->live.kind = DP_LIVE_NONE;
     p->live.fd = p->live.semid = -1;
+    p->anchor = -1;
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->recover_lock, NULL);
     return p;
@@ -878,6 +1027,11 @@ int dsmpool_fd(const dsmpool *pool) {
     if (!pool || pool->magic != DP_POOL_MAGIC) return -1;
     return pool->fd;
 }
+
+/* ---- for tools and the sweep --------------------------------------------- */
+
+int dp_region_peek_fd(int fd, dp_header *h) { return dp_os_file_peek(fd, h, sizeof *h); }
+int dp_region_peek_sysv(int shmid, dp_header *h) { return dp_os_sysv_peek(shmid, h, sizeof *h); }
 
 /* ---- teardown ----------------------------------------------------------- */
 

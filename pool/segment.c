@@ -199,6 +199,7 @@ static void seg_unref(dsmpool *p, struct dsmpool_seg *s) {
 
 static int fallback_map(dsmpool *p, uint64_t idx, uint32_t gen, size_t size, bool create,
                         void **addr) {
+    if (create && p->geo.no_anchor) return -ENOMEDIUM; /* life.c rule 1: nothing could remove it */
     char nm[96];
     dp_fallback_name(p, idx, gen, nm, sizeof nm);
     int fd = dp_os_shm_open(nm, create, p->geo.mode ? p->geo.mode : 0600);
@@ -354,8 +355,11 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
         if (r) {
             dp_store_relaxed(&d->block, 0);
             dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
-            return dp_fail(-ENOSPC, "the pool cannot serve %zu bytes and the OS fallback "
-                           "failed: %s", size, strerror(-r));
+            return r == -ENOMEDIUM
+                       ? dp_fail(-ENOSPC, "the pool cannot serve %zu bytes, and it has no OS fallback "
+                                 "(it was created where /dev/shm could not hold its anchor)", size)
+                       : dp_fail(-ENOSPC, "the pool cannot serve %zu bytes and the OS fallback "
+                                 "failed: %s", size, strerror(-r));
         }
         s->fallback = true;
         dp_fetch_add_relaxed(&pool->hdr->fallback_created, 1);

@@ -11,6 +11,9 @@
  *       then allocate one node with value 4242 and print "new=<ptr>".
  *   attach_helper stats <pool name>
  *       attach, print "segments=<n> procs=<n>", detach.
+ *   attach_helper sweep
+ *       dsmpool_sweep() from a process that never attached: print
+ *       "removed=<n>".
  * Exit status: 0 success, 2 usage, 3 attach failed, 4 wrong data.
  */
 #include <dsmpool.h>
@@ -19,6 +22,12 @@
 #include <string.h>
 
 int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "sweep")) {
+        size_t n = 0;
+        int r = dsmpool_sweep(&n);
+        printf("removed=%zu\n", n);
+        return r ? 3 : 0;
+    }
     if (argc < 3) return 2;
     dsmpool *pool;
     int r = dsmpool_attach(argv[2], &pool);

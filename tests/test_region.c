@@ -183,14 +183,17 @@ Test(region, corrupt_or_truncated_regions_are_refused) {
             accepted++;
             dsmpool_detach(q);
         } else {
-            cr_expect(r == -EPROTO || r == -EAGAIN, "flip at %zu: %d (%s)", off, r, dsmpool_last_error());
+            cr_expect(r == -EPROTO || r == -EOWNERDEAD, "flip at %zu: %d (%s)", off, r, dsmpool_last_error());
             refused++;
         }
         memcpy(raw, saved, sizeof saved);
     }
     cr_expect_gt(refused, 10);
-    memset(raw, 0, 8); /* magic 0: still being created */
-    cr_expect_eq(dsmpool_attach(name, &q), -EAGAIN);
+    memset(raw, 0, 8); /* magic 0, and nobody is creating it: not a dsmpool */
+    cr_expect_eq(dsmpool_attach(name, &q), -EPROTO);
+    memcpy(raw, "DMPOOL??", 8); /* "being created", and nobody is: its creator died */
+    cr_expect_eq(dsmpool_attach(name, &q), -EOWNERDEAD);
+    cr_expect_neq(strstr(dsmpool_last_error(), "half-built"), NULL, "%s", dsmpool_last_error());
     memcpy(raw, saved, sizeof saved);
     memset(raw + 8, 0x77, 4); /* version */
     cr_expect_eq(dsmpool_attach(name, &q), -EPROTO);

@@ -1,0 +1,486 @@
+/*
+ * life.c -- a pool's lifecycle: its anchor, the last process out, the sweep.
+ *
+ * Layer: the top, with recovery (it runs recovery before it cleans up) and
+ * pool.c (join and leave call it). Nothing below knows about it.
+ *
+ * Rules
+ *   1. Every pool has an anchor: an empty file /dev/shm/dsmpool.<pool id>,
+ *      made before any other object of the pool (region name, OS fallback
+ *      segments /dsmpool.<id>.<index>.<gen>) and removed after the last one.
+ *      So every OS object a pool makes can be traced to its pool by name,
+ *      and a fallback object without an anchor belongs to no pool. A pool
+ *      made where no anchor can be made (no /dev/shm) gets no fallback
+ *      segments (their objects would live in /dev/shm too).
+ *   2. Presence: every attached process holds a shared OFD lock on the
+ *      anchor's byte DP_ANCHOR_PRESENCE, on a description it opened itself
+ *      (a fork()ed child opens its own when it adopts the pool); the kernel
+ *      drops it when the process dies. A pool no process is present in is
+ *      dead (every process died) or closed (the last one left cleanly).
+ *   3. DP_ANCHOR_LIFE: a joiner holds it shared from before its presence
+ *      until its slot is claimed; whoever cleans up or removes a pool holds
+ *      it exclusive, and checks presence only then. So a pool is never
+ *      cleaned while a process joins it, and nobody joins a pool while it is
+ *      being removed (a joiner waits, at most 10 s, then says -EAGAIN).
+ *   4. The last process out (its presence dropped, LIFE exclusive, nobody
+ *      present): recovers what dead processes left, then unlinks every OS
+ *      fallback segment of the pool, pinned ones too (their descriptors are
+ *      freed: nobody holds them), and any stray object named after the pool.
+ *      An anonymous or memfd pool goes with its last process, and a
+ *      destroyed one with its name: their anchor (and System V semaphores)
+ *      go too. A named pool that persists is marked closed (hdr->closed).
+ *   5. The sweep (dsmpool_sweep, safe from any process at any time): for
+ *      every pool id it finds in /dev/shm (anchors, fallback objects) or in
+ *      a region header (POSIX names in /dev/shm and hugetlbfs mounts,
+ *      System V segments): if the anchor's LIFE can be taken exclusive and
+ *      nobody is present -- and, for a region it can reach, no slot or
+ *      creation lock is held -- the pool is dead: its fallback objects, its
+ *      region (unless it was closed cleanly) and its anchor are removed.
+ *      Fallback objects whose pool has no anchor are removed. An object of
+ *      a pool with a live process is never touched.
+ *   6. dsmpool_remove (and create's replace_stale) removes one named pool
+ *      the same way, refusing one with a present process unless forced.
+ *
+ * Bound: a process that could not open the anchor (it attached through a
+ * memfd from a mount namespace with another /dev/shm) is not present; it
+ * cannot see that /dev/shm's objects either, so a sweep there takes nothing
+ * it uses. Do not unlink the anchor of a live pool by hand: its fallback
+ * objects would then look orphaned to a sweep.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dp_internal.h"
+#include "dp_os.h"
+
+#define JOIN_WAIT_MS 10000u
+
+static void anchor_name(uint64_t id, char *buf, size_t n) {
+    snprintf(buf, n, "/dsmpool.%016llx", (unsigned long long)id);
+}
+
+/* Does the anchor's name still lead to fd? A cleaner may have unlinked it
+ * between our open and our lock (it unlinks only holding LIFE exclusive). */
+static bool anchor_named(const char *nm, int fd) {
+    int cur = dp_os_shm_open(nm, false, 0);
+    if (cur < 0) return false;
+    bool same = dp_os_same_file(cur, fd) == 1;
+    dp_os_close(cur);
+    return same;
+}
+
+/* Open (or, create: make) the anchor and take LIFE shared (waiting up to
+ * wait_ms for a cleaner) and PRESENCE shared, on a name that still leads to
+ * it. Returns the fd, or -errno. */
+static int anchor_take(uint64_t id, bool create, unsigned mode, unsigned wait_ms) {
+    char nm[64];
+    anchor_name(id, nm, sizeof nm);
+    for (int tries = 0; tries < 100; tries++) {
+        int fd = create ? dp_os_shm_open(nm, true, mode) : dp_os_shm_open(nm, false, 0);
+        if (fd == -ENOENT && !create) /* the last process took it with an anonymous pool: again */
+            fd = dp_os_shm_open_any(nm, mode);
+        if (fd < 0) return fd;
+        int r = wait_ms ? dp_os_ofd_waitread(fd, DP_ANCHOR_LIFE, wait_ms) : dp_os_ofd_tryread(fd, DP_ANCHOR_LIFE);
+        if (r == 0 && (r = dp_os_ofd_tryread(fd, DP_ANCHOR_PRESENCE)) != 0) dp_os_ofd_unlock(fd, DP_ANCHOR_LIFE);
+        if (r) {
+            dp_os_close(fd);
+            return r;
+        }
+        if (anchor_named(nm, fd)) return fd;
+        dp_os_close(fd); /* a cleaner unlinked it before we locked it: a fresh one */
+    }
+    return -EAGAIN;
+}
+
+int dp_life_anchor_create(uint64_t id, unsigned mode) {
+    return anchor_take(id, true, mode, 0); /* rule 3: LIFE shared until published; rule 2: present */
+}
+
+void dp_life_anchor_remove(uint64_t id) {
+    char nm[64];
+    anchor_name(id, nm, sizeof nm);
+    dp_os_shm_unlink(nm);
+}
+
+/* Does the name still lead to the region we mapped? (A remover may have
+ * unlinked it while we attached.) */
+static bool region_still_named(dsmpool *p) {
+    if (p->backing == DSMPOOL_BACKING_POSIX) {
+        int fd = p->path[0] ? dp_os_file_open(p->path, false, 0) : dp_os_shm_open(p->name, false, 0);
+        if (fd < 0) return false;
+        bool same = dp_os_same_file(fd, p->fd) == 1;
+        dp_os_close(fd);
+        return same;
+    }
+    if (p->backing == DSMPOOL_BACKING_SYSV) return dp_os_sysv_get(p->sysv_key, 0, false, 0, 0) == p->shmid;
+    return true;
+}
+
+int dp_life_join(dsmpool *p, bool creator) {
+    if (creator || p->geo.no_anchor) {
+        dp_store_release(&p->hdr->closed, 0); /* release: pairs with the sweep's acquire */
+        return 0;
+    }
+    char nm[64];
+    anchor_name(p->geo.pool_id, nm, sizeof nm);
+    int fd = anchor_take(p->geo.pool_id, false, p->geo.mode ? p->geo.mode : 0600, JOIN_WAIT_MS);
+    if (fd < 0 && (p->backing == DSMPOOL_BACKING_MEMFD || p->backing == DSMPOOL_BACKING_ANON) && fd != -EAGAIN)
+        return 0; /* another /dev/shm (a namespace): not present, and none of its objects seen */
+    if (fd == -EAGAIN)
+        return dp_fail(-EAGAIN, "pool %s is being cleaned up or removed by another process (it held it "
+                       "for %u s); retry", p->name[0] ? p->name : nm, JOIN_WAIT_MS / 1000);
+    if (fd < 0) return dp_fail(fd, "cannot open the pool's anchor %s: %s", nm, strerror(-fd));
+    if (!region_still_named(p)) {
+        dp_os_close(fd);
+        return dp_fail(-ENOENT, "pool %s was removed while this process attached", p->name);
+    }
+    p->anchor = fd;
+    dp_store_release(&p->hdr->closed, 0); /* release: pairs with the sweep's acquire */
+    return 0;
+}
+
+void dp_life_joined(dsmpool *p) {
+    if (p->anchor >= 0) dp_os_ofd_unlock(p->anchor, DP_ANCHOR_LIFE);
+}
+
+/* A fork()ed child adopting the pool: a description and presence of its
+ * own; the inherited description is the parent's. */
+static void life_adopt(dsmpool *p) {
+    if (p->anchor < 0) return;
+    dp_os_close(p->anchor);
+    p->anchor = -1;
+    int fd = anchor_take(p->geo.pool_id, false, p->geo.mode ? p->geo.mode : 0600, JOIN_WAIT_MS);
+    if (fd < 0) return; /* not present: a sweep may take its fallback objects (documented) */
+    dp_os_ofd_unlock(fd, DP_ANCHOR_LIFE);
+    p->anchor = fd;
+}
+
+void dp_life_layer_init(void) { dp_ledger_set_adopt(life_adopt); }
+
+/* ---- removing a pool's objects --------------------------------------------- */
+
+typedef struct by_id {
+    uint64_t id;
+    size_t removed;
+    const char *dir;
+} by_id;
+
+static bool parse_id(const char *name, uint64_t *id, bool *is_anchor) {
+    if (strncmp(name, "dsmpool.", 8) != 0) return false;
+    const char *h = name + 8;
+    for (int i = 0; i < 16; i++)
+        if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f'))) return false;
+    *is_anchor = h[16] == 0;
+    if (!*is_anchor && h[16] != '.') return false;
+    *id = strtoull(h, NULL, 16);
+    return true;
+}
+
+static bool unlink_objects_of(const char *name, void *arg) {
+    by_id *b = arg;
+    uint64_t id;
+    bool anchor;
+    if (!parse_id(name, &id, &anchor) || anchor || id != b->id) return true;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", b->dir, name);
+    if (dp_os_file_unlink(path) == 0) b->removed++;
+    return true;
+}
+
+/* The pool's objects other than its anchor and its region: OS fallback
+ * segments (/dev/shm) and a region not yet named (dsmpool.<id>.new, in
+ * /dev/shm or a hugetlbfs mount). */
+static size_t remove_objects(uint64_t id) {
+    by_id b = {id, 0, "/dev/shm"};
+    dp_os_dir_each(b.dir, unlink_objects_of, &b);
+    size_t sizes[2] = {2u << 20, 1u << 30};
+    char dir[4096];
+    for (int i = 0; i < 2; i++) {
+        if (dp_os_hugetlbfs_dir(sizes[i], dir, sizeof dir) != 0) continue;
+        b.dir = dir;
+        dp_os_dir_each(dir, unlink_objects_of, &b);
+    }
+    return b.removed;
+}
+
+/* Rule 4, with LIFE held exclusive and nobody present. */
+static void last_out(dsmpool *p) {
+    dp_recover_all(p); /* what dead processes held goes first (their segments with it) */
+    for (uint64_t i = 0; i < p->nsegs; i++) { /* what is left: pinned, or of processes that left */
+        dp_seg_desc *d = &p->segs[i];
+        uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with create's LIVE CAS */
+        if (DP_SEG_ST(w) == DP_SEG_FREE || dp_load_relaxed(&d->block) != DP_BLOCK_FALLBACK) continue;
+        char nm[96];
+        dp_fallback_name(p, i, DP_SEG_GEN(w), nm, sizeof nm);
+        dp_os_shm_unlink(nm);
+        dp_store_relaxed(&d->block, 0);
+        dp_store_relaxed(&d->size, 0);
+        /* release: pairs with a later claimer's acq_rel (nobody holds it: nobody is present) */
+        dp_store_release(&d->state, DP_SEG_WORD(DP_SEG_GEN(w), 0, 0, DP_SEG_FREE));
+    }
+    remove_objects(p->geo.pool_id); /* strays: a creator that died between name and record */
+    bool gone = p->backing == DSMPOOL_BACKING_ANON || p->backing == DSMPOOL_BACKING_MEMFD ||
+                dp_load_acquire(&p->hdr->destroyed); /* acquire: dsmpool_destroy's release */
+    if (gone) {
+        dp_life_anchor_remove(p->geo.pool_id);
+        dp_live_destroy(p); /* System V: the semaphore set */
+    } else {
+        dp_store_release(&p->hdr->closed, 1); /* release: pairs with the sweep's acquire */
+    }
+}
+
+void dp_life_leave(dsmpool *p) {
+    if (p->anchor < 0) return;
+    int fd = p->anchor;
+    p->anchor = -1;
+    dp_os_ofd_unlock(fd, DP_ANCHOR_PRESENCE);
+    /* rule 3: a joiner or a cleaner holds LIFE: then it is not ours to do */
+    if (dp_os_ofd_trylock(fd, DP_ANCHOR_LIFE) == 0) {
+        if (dp_os_ofd_test(fd, DP_ANCHOR_PRESENCE) == 0) last_out(p);
+        dp_os_ofd_unlock(fd, DP_ANCHOR_LIFE);
+    }
+    dp_os_close(fd);
+}
+
+/* ---- the sweep and dsmpool_remove ------------------------------------------ */
+
+/* A region found by its header: where it is and what it says. */
+typedef struct region_ref {
+    uint64_t id;
+    int kind;            /* 1 a file (path), 2 a System V segment, 3 one without a header */
+    char path[4200];     /* file: absolute path; shm names are under /dev/shm */
+    int shmid;
+    int32_t key;
+    uint64_t magic, closed, nprocs;
+} region_ref;
+
+typedef struct found {
+    region_ref *regions;
+    size_t nregions, cap;
+    uint64_t *ids;
+    size_t nids, idcap;
+    const char *dir;
+    region_ref half[8]; /* System V segments of creators that died before the header */
+    size_t nhalf;
+} found;
+
+static void add_id(found *f, uint64_t id) {
+    for (size_t i = 0; i < f->nids; i++)
+        if (f->ids[i] == id) return;
+    if (f->nids == f->idcap) {
+        size_t nc = f->idcap ? 2 * f->idcap : 32;
+        uint64_t *n = realloc(f->ids, nc * sizeof *n);
+        if (!n) return;
+        f->ids = n;
+        f->idcap = nc;
+    }
+    f->ids[f->nids++] = id;
+}
+
+static void add_region(found *f, const region_ref *r) {
+    if (r->kind == 3) {
+        if (f->nhalf < sizeof f->half / sizeof *f->half) f->half[f->nhalf++] = *r;
+        return;
+    }
+    if (f->nregions == f->cap) {
+        size_t nc = f->cap ? 2 * f->cap : 16;
+        region_ref *n = realloc(f->regions, nc * sizeof *n);
+        if (!n) return;
+        f->regions = n;
+        f->cap = nc;
+    }
+    f->regions[f->nregions++] = *r;
+    add_id(f, r->id);
+}
+
+static bool header_of(const dp_header *h) {
+    return (h->magic == DP_MAGIC || h->magic == DP_MAGIC_CREATING) && h->version == DP_FORMAT_VERSION &&
+           h->header_size == sizeof(dp_header);
+}
+
+static bool scan_file(const char *name, void *arg) {
+    found *f = arg;
+    uint64_t id;
+    bool anchor;
+    if (parse_id(name, &id, &anchor)) { /* an anchor, or a fallback object */
+        add_id(f, id);
+        return true;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", f->dir, name);
+    int fd = dp_os_file_open_ro(path);
+    if (fd < 0) return true;
+    dp_header *h = malloc(sizeof *h);
+    if (h && dp_region_peek_fd(fd, h) == 0 && header_of(h)) {
+        region_ref r = {h->pool_id, 1, "", -1, 0, h->magic, dp_load_relaxed(&h->closed), h->proc_cap};
+        snprintf(r.path, sizeof r.path, "%s", path);
+        add_region(f, &r);
+    }
+    free(h);
+    dp_os_close(fd);
+    return true;
+}
+
+/* A System V segment without a header yet, that nobody maps, whose key has
+ * a semaphore set with the creation semaphore free: a creator died between
+ * shmget and its first write (region.c rule 2). */
+static bool sysv_half_built(int32_t key, uint64_t nattch) {
+    if (nattch) return false;
+    int sem = dp_os_sem_get(key);
+    return sem >= 0 && dp_os_sem_test(sem, DP_LOCK_CREATE) == 0;
+}
+
+static bool scan_sysv(int shmid, int32_t key, size_t size, uint64_t nattch, void *arg) {
+    found *f = arg;
+    if (size < sizeof(dp_header)) return true;
+    dp_header *h = malloc(sizeof *h);
+    if (h && dp_region_peek_sysv(shmid, h) == 0) {
+        if (header_of(h)) {
+            region_ref r = {h->pool_id, 2, "", shmid, key, h->magic, dp_load_relaxed(&h->closed), h->proc_cap};
+            add_region(f, &r);
+        } else if (h->magic == 0 && sysv_half_built(key, nattch)) {
+            region_ref r = {0, 3, "", shmid, key, 0, 0, 0}; /* no pool id yet */
+            add_region(f, &r);
+        }
+    }
+    free(h);
+    return true;
+}
+
+static void scan_all(found *f) {
+    f->dir = "/dev/shm";
+    dp_os_dir_each("/dev/shm", scan_file, f);
+    size_t sizes[2] = {2u << 20, 1u << 30};
+    for (int i = 0; i < 2; i++) {
+        char dir[4096];
+        if (dp_os_hugetlbfs_dir(sizes[i], dir, sizeof dir) != 0) continue;
+        f->dir = dir;
+        dp_os_dir_each(dir, scan_file, f);
+    }
+    dp_os_sysv_each(scan_sysv, f);
+}
+
+/* Does any process hold a slot or the creation of this region? */
+static bool region_held(const region_ref *r) {
+    uint64_t n = r->nprocs < (1u << 20) ? r->nprocs : (1u << 20);
+    if (r->kind == 1) {
+        int fd = dp_os_file_open_ro(r->path);
+        if (fd < 0) return false;
+        bool held = dp_os_ofd_test(fd, DP_LOCK_CREATE) != 0 || dp_os_ofd_test_range(fd, DP_LOCK_SLOT0, n) != 0;
+        dp_os_close(fd);
+        return held;
+    }
+    int sem = dp_os_sem_get(r->key);
+    if (sem < 0) return false;
+    for (uint64_t i = 0; i < DP_LOCK_SLOT0 + n; i++)
+        if (dp_os_sem_test(sem, (unsigned)i) == 1) return true;
+    return false;
+}
+
+static size_t remove_region(const region_ref *r) {
+    if (r->kind == 1) return dp_os_file_unlink(r->path) == 0; /* /dev/shm or hugetlbfs */
+    size_t n = dp_os_sysv_remove(r->shmid) == 0;
+    int sem = dp_os_sem_get(r->key);
+    if (sem >= 0 && dp_os_sem_remove(sem) == 0) n++;
+    return n;
+}
+
+/* Rules 5 and 6 for one pool id: remove it if nobody holds it (or forced).
+ * region: its region if known. Returns objects removed, or -EBUSY. */
+static long remove_pool(uint64_t id, const region_ref *region, bool force, bool sweeping) {
+    char nm[64];
+    anchor_name(id, nm, sizeof nm);
+    int fd = dp_os_shm_open(nm, false, 0);
+    if (fd >= 0) {
+        if (dp_os_ofd_trylock(fd, DP_ANCHOR_LIFE) != 0) { /* someone joins or cleans it now */
+            dp_os_close(fd);
+            return -EBUSY;
+        }
+        if (!force && dp_os_ofd_test(fd, DP_ANCHOR_PRESENCE) != 0) {
+            dp_os_close(fd); /* closing drops our LIFE */
+            return -EBUSY;
+        }
+    }
+    if (!force && region && region_held(region)) { /* belt and braces: slots and creation */
+        if (fd >= 0) dp_os_close(fd);
+        return -EBUSY;
+    }
+    long n = (long)remove_objects(id);
+    /* a sweep keeps a pool whose last process left cleanly: it persists */
+    bool keep = sweeping && region && region->magic == DP_MAGIC && region->closed == 1;
+    if (region && !keep) n += (long)remove_region(region);
+    if (!keep && fd >= 0 && dp_os_shm_unlink(nm) == 0) n++;
+    if (fd >= 0) dp_os_close(fd);
+    return n;
+}
+
+int dsmpool_sweep(size_t *removed) {
+    dp_clear_error();
+    found f = {0};
+    scan_all(&f);
+    size_t n = 0;
+    for (size_t i = 0; i < f.nids; i++) {
+        const region_ref *reg = NULL;
+        for (size_t k = 0; k < f.nregions; k++)
+            if (f.regions[k].id == f.ids[i]) reg = &f.regions[k];
+        long r = remove_pool(f.ids[i], reg, false, true);
+        if (r > 0) n += (size_t)r;
+    }
+    for (size_t i = 0; i < f.nhalf; i++)
+        if (sysv_half_built(f.half[i].key, 0)) n += remove_region(&f.half[i]);
+    free(f.regions);
+    free(f.ids);
+    if (removed) *removed = n;
+    return 0;
+}
+
+int dp_life_remove(const char *name, bool force, int backing) {
+    found f = {0};
+    scan_all(&f);
+    int32_t key = 0;
+    dp_os_sysv_key(name, &key);
+    /* a POSIX name begins with '/', a System V one does not (region.c check_name) */
+    bool files = (backing < 0 || backing == DSMPOOL_BACKING_POSIX) && name[0] == '/';
+    bool sysv = (backing < 0 || backing == DSMPOOL_BACKING_SYSV) && name[0] != '/';
+    int matched = 0, busy = 0;
+    for (size_t k = 0; k < f.nregions; k++) { /* a POSIX name (/dev/shm or hugetlbfs), a System V key */
+        const region_ref *r = &f.regions[k];
+        const char *base = strrchr(r->path, '/');
+        if (!((files && r->kind == 1 && base && !strcmp(base, name)) || (sysv && r->kind == 2 && r->key == key)))
+            continue;
+        matched++;
+        busy += remove_pool(r->id, r, force, false) < 0;
+    }
+    for (size_t k = 0; k < f.nhalf && sysv; k++)
+        if (f.half[k].key == key) {
+            matched++;
+            busy += !(sysv_half_built(key, 0) && remove_region(&f.half[k]));
+        }
+    free(f.regions);
+    free(f.ids);
+    if (busy)
+        return dp_fail(-EBUSY, "pool %s is held by a live process (or one is creating or attaching it); it is "
+                       "not removed%s", name, force ? "" : " (force removes it anyway)");
+    if (matched) return 0;
+    bool exists = false;
+    if (files) {
+        int fd = dp_os_shm_open(name, false, 0);
+        exists = fd >= 0 || fd == -EACCES;
+        if (fd >= 0) dp_os_close(fd);
+    }
+    if (sysv) exists |= dp_os_sysv_get(key, 0, false, 0, 0) >= 0;
+    return exists ? dp_fail(-EPROTO, "%s is not a dsmpool pool of this format (or this process may not read "
+                            "it); it is not removed", name)
+                  : dp_fail(-ENOENT, "no pool named %s", name);
+}
+
+int dsmpool_remove(const char *name, bool force) {
+    dp_clear_error();
+    if (!name || !*name) return dp_fail(-EINVAL, "name must not be empty");
+    if (strlen(name) > DP_NAME_MAX) return dp_fail(-EINVAL, "name too long");
+    return dp_life_remove(name, force, -1);
+}

@@ -1,0 +1,540 @@
+/*
+ * test_lifecycle.c -- nothing a pool creates outlives it, and no crash leaves
+ * a name stuck (issue 9).
+ *
+ *   last_out     the last process out removes every OS object of its pool,
+ *                pinned fallback segments and dead processes' ones too
+ *   sweep        dsmpool_sweep() from a process that never attached removes
+ *                what pools whose processes all died left, and nothing of a
+ *                live pool
+ *   creation     creators killed at random points: attach answers at once
+ *                and for good (never a retry), replace_stale creates afresh,
+ *                a sweep leaves nothing behind
+ *   limits       a memory (or hugetlb) cgroup below the pool's size: -ENOMEM
+ *                naming the limit, not the OOM killer (or SIGBUS); a 64 MiB
+ *                /dev/shm: -ENOSPC where it is used, never SIGBUS
+ *
+ * The suite runs alone (meson: is_parallel false): it compares /dev/shm
+ * before and after, and runs sweeps. Children report through exit codes.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <dsmpool.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dp_internal.h"
+#include "dp_os.h"
+#include "testutil.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+
+/* ---- what is in /dev/shm ---------------------------------------------------- */
+
+static bool shm_exists(const char *name) {
+    char p[512];
+    snprintf(p, sizeof p, "/dev/shm/%s", name[0] == '/' ? name + 1 : name);
+    return access(p, F_OK) == 0;
+}
+
+/* Objects of pool id in /dev/shm: its anchor (*anchor) and the others. */
+static int pool_objects(uint64_t id, bool *anchor) {
+    char pre[64];
+    snprintf(pre, sizeof pre, "dsmpool.%016llx", (unsigned long long)id);
+    size_t pl = strlen(pre);
+    DIR *d = opendir("/dev/shm");
+    cr_assert_not_null(d);
+    int n = 0;
+    if (anchor) *anchor = false;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, pre, pl) != 0) continue;
+        if (e->d_name[pl] == 0) {
+            if (anchor) *anchor = true;
+        } else if (e->d_name[pl] == '.') {
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+typedef struct snap {
+    char names[512][256];
+    int n;
+} snap;
+
+static void shm_snap(snap *s) {
+    DIR *d = opendir("/dev/shm");
+    cr_assert_not_null(d);
+    s->n = 0;
+    for (struct dirent *e; (e = readdir(d)) && s->n < 512;)
+        if (e->d_name[0] != '.') snprintf(s->names[s->n++], sizeof s->names[0], "%s", e->d_name);
+    closedir(d);
+}
+
+/* Entries in /dev/shm that were not there at s; printed into why. */
+static int shm_new_since(const snap *s, char *why, size_t n) {
+    snap now;
+    shm_snap(&now);
+    int extra = 0;
+    why[0] = 0;
+    for (int i = 0; i < now.n; i++) {
+        bool old = false;
+        for (int k = 0; k < s->n && !old; k++) old = !strcmp(now.names[i], s->names[k]);
+        if (old) continue;
+        extra++;
+        size_t l = strlen(why);
+        snprintf(why + l, n - l, " %s", now.names[i]);
+    }
+    return extra;
+}
+
+static int32_t sysv_key_of(const char *name) {
+    int32_t key = 0;
+    dp_os_sysv_key(name, &key);
+    return key;
+}
+static bool sysv_seg_exists(const char *name) { return shmget(sysv_key_of(name), 0, 0) >= 0; }
+static bool sysv_sem_exists(const char *name) { return semget(sysv_key_of(name), 0, 0) >= 0; }
+
+/* A System V name (no leading '/'): "dsmpool-test-<tag>-<pid>". */
+static const char *sysv_name(char *buf, size_t n, const char *tag) {
+    snprintf(buf, n, "dsmpool-test-%s-%d", tag, (int)getpid());
+    return buf;
+}
+
+static dsmpool *mkpool(dsmpool_backing b, const char *name, size_t size, bool prefault) {
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = size;
+    cfg.backing = b;
+    cfg.name = name;
+    cfg.prefault = prefault;
+    dsmpool *p = NULL;
+    int r = dsmpool_create(&cfg, &p);
+    cr_assert_eq(r, 0, "create %s: %s", dsmpool_backing_name(b), dsmpool_last_error());
+    return p;
+}
+
+/* An OS fallback segment (bigger than the pool), written with v. */
+static dsmpool_seg *fallback_seg(dsmpool *p, size_t size, unsigned char v) {
+    dsmpool_seg *s = NULL;
+    if (dsmpool_seg_create(p, size, 0, &s) != 0 || !dsmpool_seg_is_fallback(s)) return NULL;
+    memset(dsmpool_seg_address(s), v, size);
+    return s;
+}
+
+/* A page shared with the children. */
+typedef struct shared {
+    _Atomic uint64_t id[8];
+    _Atomic uint64_t handle[8];
+    _Atomic int ready[8];
+} shared;
+
+static shared *shared_page(void) {
+    shared *s = mmap(NULL, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(s, MAP_FAILED);
+    memset(s, 0, sizeof *s);
+    return s;
+}
+
+/* ---- the last process out ------------------------------------------------------ */
+
+/* Defect 1: pinned fallback segments (the creator's, a child's that left
+ * cleanly) and a killed child's live one; then the last process leaves.
+ * Before the fix every one of them stayed in /dev/shm for good. */
+static void last_out_case(dsmpool_backing b, bool destroy) {
+    char nbuf[64];
+    const char *name = b == DSMPOOL_BACKING_POSIX ? test_name(nbuf, sizeof nbuf, "lastout")
+                       : b == DSMPOOL_BACKING_SYSV ? sysv_name(nbuf, sizeof nbuf, "lastout")
+                                                   : NULL;
+    const char *bn = dsmpool_backing_name(b);
+    dsmpool *p = mkpool(b, name, 8 * MIB, false);
+    uint64_t id = p->geo.pool_id;
+    bool anchor;
+    cr_assert_eq(pool_objects(id, &anchor), 0);
+    cr_assert(anchor, "%s: no anchor for the pool", bn);
+
+    dsmpool_seg *s = fallback_seg(p, 16 * MIB, 1);
+    cr_assert_not_null(s, "%s: no fallback segment: %s", bn, dsmpool_last_error());
+    cr_assert_eq(dsmpool_seg_pin(s), 0);
+    cr_assert_eq(dsmpool_seg_detach(s), 0);
+
+    pid_t c1 = fork();
+    if (c1 == 0) { /* a pinned one and a referenced one, then it leaves cleanly */
+        dsmpool_seg *a = fallback_seg(p, 16 * MIB, 2), *k = fallback_seg(p, 16 * MIB, 3);
+        if (!a || !k || dsmpool_seg_pin(a) != 0 || dsmpool_seg_detach(a) != 0) _exit(3);
+        _exit(dsmpool_detach(p) == 0 ? 0 : 4);
+    }
+    cr_assert_eq(test_wait(c1), 0, "%s: child 1", bn);
+    pid_t c2 = fork();
+    if (c2 == 0) { /* dies holding one */
+        if (!fallback_seg(p, 16 * MIB, 4)) _exit(3);
+        raise(SIGKILL);
+        _exit(5);
+    }
+    cr_assert_eq(test_wait(c2), 128 + SIGKILL, "%s: child 2", bn);
+    cr_assert_eq(pool_objects(id, NULL), 3, "%s: expected 3 fallback objects before the last detach", bn);
+
+    if (destroy) cr_assert_eq(dsmpool_destroy(p), 0, "%s", dsmpool_last_error());
+    else cr_assert_eq(dsmpool_detach(p), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(pool_objects(id, &anchor), 0, "%s: fallback objects outlived the pool", bn);
+    bool persists = !destroy && name;
+    cr_expect_eq(anchor, persists, "%s: anchor %s", bn, anchor ? "left behind" : "removed from a pool that persists");
+    if (b == DSMPOOL_BACKING_POSIX) cr_expect_eq(shm_exists(name), persists);
+    if (b == DSMPOOL_BACKING_SYSV) {
+        cr_expect_eq(sysv_seg_exists(name), persists);
+        cr_expect_eq(sysv_sem_exists(name), persists, "%s: semaphore set", bn);
+    }
+    if (!persists) return;
+    /* a closed pool: attach again, then remove it by name */
+    dsmpool *q;
+    cr_assert_eq(dsmpool_attach(name, &q), 0, "%s: %s", bn, dsmpool_last_error());
+    test_check_ok(q);
+    cr_assert_eq(dsmpool_detach(q), 0);
+    cr_assert_eq(dsmpool_remove(name, false), 0, "%s: %s", bn, dsmpool_last_error());
+    cr_expect_eq(pool_objects(id, &anchor), 0);
+    cr_expect_not(anchor, "%s: remove left the anchor", bn);
+    if (b == DSMPOOL_BACKING_POSIX) cr_expect_not(shm_exists(name));
+    if (b == DSMPOOL_BACKING_SYSV) cr_expect(!sysv_seg_exists(name) && !sysv_sem_exists(name));
+    cr_expect_eq(dsmpool_attach(name, &q), -ENOENT);
+}
+
+Test(lifecycle, last_detach_leaves_nothing_anon) { last_out_case(DSMPOOL_BACKING_ANON, false); }
+Test(lifecycle, last_detach_leaves_nothing_memfd) { last_out_case(DSMPOOL_BACKING_MEMFD, false); }
+Test(lifecycle, last_detach_leaves_nothing_posix) { last_out_case(DSMPOOL_BACKING_POSIX, false); }
+Test(lifecycle, last_detach_leaves_nothing_sysv) { last_out_case(DSMPOOL_BACKING_SYSV, false); }
+Test(lifecycle, destroy_then_last_detach_leaves_nothing_posix) { last_out_case(DSMPOOL_BACKING_POSIX, true); }
+Test(lifecycle, destroy_then_last_detach_leaves_nothing_sysv) { last_out_case(DSMPOOL_BACKING_SYSV, true); }
+
+/* Destroyed while another process is attached: the name goes at once, the
+ * rest (anchor, OS fallback segments, which it can still attach) with the
+ * last process. */
+Test(lifecycle, destroyed_pool_goes_with_its_last_process) {
+    char nbuf[64];
+    const char *name = test_name(nbuf, sizeof nbuf, "destroyed");
+    dsmpool *p = mkpool(DSMPOOL_BACKING_POSIX, name, 8 * MIB, false);
+    uint64_t id = p->geo.pool_id;
+    int go[2];
+    cr_assert_eq(pipe(go), 0);
+    pid_t c = fork();
+    if (c == 0) {
+        close(go[1]);
+        dsmpool *q;
+        if (dsmpool_attach(name, &q) != 0) _exit(3);
+        dsmpool_seg *s = fallback_seg(q, 16 * MIB, 7);
+        if (!s || dsmpool_seg_pin(s) != 0) _exit(4);
+        char ch;
+        if (write(STDOUT_FILENO, "", 0) < 0 || read(go[0], &ch, 1) != 1) _exit(5);
+        if (((unsigned char *)dsmpool_seg_address(s))[12345] != 7) _exit(6);
+        dsmpool_handle h = dsmpool_seg_handle(s);
+        dsmpool_seg_detach(s); /* pinned: it can be attached again after the destroy */
+        if (dsmpool_seg_attach(q, h, &s) != 0 || ((unsigned char *)dsmpool_seg_address(s))[12345] != 7) _exit(8);
+        dsmpool_seg_detach(s);
+        _exit(dsmpool_detach(q) == 0 ? 0 : 7);
+    }
+    close(go[0]);
+    for (int i = 0; i < 3000 && pool_objects(id, NULL) == 0; i++) usleep(1000);
+    cr_assert_eq(pool_objects(id, NULL), 1, "the child's pinned fallback segment never appeared");
+    cr_assert_eq(dsmpool_destroy(p), 0);
+    cr_expect_not(shm_exists(name), "destroy left the name");
+    bool anchor;
+    cr_expect_eq(pool_objects(id, &anchor), 1, "destroy took a live process's segment");
+    cr_expect(anchor, "destroy took the anchor of a pool with a live process");
+    cr_assert_eq(write(go[1], "x", 1), 1);
+    cr_assert_eq(test_wait(c), 0);
+    cr_expect_eq(pool_objects(id, &anchor), 0, "the last process left its fallback object");
+    cr_expect_not(anchor, "the last process left the anchor");
+}
+
+/* ---- the sweep ------------------------------------------------------------------ */
+
+static int run_sweep_helper(size_t *removed) {
+    const char *helper = getenv("DSMPOOL_ATTACH_HELPER");
+    cr_assert_not_null(helper, "DSMPOOL_ATTACH_HELPER not set (run through meson test)");
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "%s sweep", helper);
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    char line[128] = "";
+    if (!fgets(line, sizeof line, f)) line[0] = 0;
+    int st = pclose(f);
+    *removed = strncmp(line, "removed=", 8) ? 0 : strtoull(line + 8, NULL, 10);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* In the killer process (no Criterion asserts there): a child makes a pool
+ * with a pinned and a live fallback segment; for a named pool a grandchild
+ * attaches and makes one more; the child then dies. The grandchildren die
+ * with the killer's process group. Returns false if something failed. */
+static bool dead_pool(shared *sh, int k, dsmpool_backing b, const char *name) {
+    pid_t c = fork();
+    if (c == 0) {
+        dsmpool_config cfg;
+        dsmpool_config_init(&cfg);
+        cfg.size = 8 * MIB;
+        cfg.backing = b;
+        cfg.name = name;
+        cfg.prefault = false;
+        dsmpool *p;
+        if (dsmpool_create(&cfg, &p) != 0) _exit(3);
+        dsmpool_seg *s = fallback_seg(p, 16 * MIB, 1);
+        if (!s || dsmpool_seg_pin(s) != 0 || !fallback_seg(p, 16 * MIB, 2)) _exit(4);
+        atomic_store(&sh->id[k], p->geo.pool_id);
+        if (!name) {
+            atomic_store(&sh->ready[k], 1);
+        } else if (fork() == 0) {
+            dsmpool *q;
+            if (dsmpool_attach(name, &q) != 0 || !fallback_seg(q, 16 * MIB, 3)) _exit(5);
+            atomic_store(&sh->ready[k], 1);
+            pause();
+            _exit(0);
+        }
+        for (int i = 0; i < 30000 && !atomic_load(&sh->ready[k]); i++) usleep(1000);
+        raise(SIGKILL);
+    }
+    int st;
+    return waitpid(c, &st, 0) == c && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && atomic_load(&sh->ready[k]);
+}
+
+Test(lifecycle, sweep_removes_dead_pools_and_nothing_live, .timeout = 120) {
+    shared *sh = shared_page();
+    char ln[64], cn[64], d1[64], d3[64];
+    test_name(ln, sizeof ln, "sweep-live");
+    test_name(cn, sizeof cn, "sweep-closed");
+    test_name(d1, sizeof d1, "sweep-dead");
+    sysv_name(d3, sizeof d3, "sweep-dead");
+    /* live: a named pool with a pinned fallback, an anonymous one with a live
+     * fallback, and a named pool whose last process left cleanly */
+    dsmpool *live = mkpool(DSMPOOL_BACKING_POSIX, ln, 8 * MIB, false);
+    dsmpool_seg *ls = fallback_seg(live, 16 * MIB, 9);
+    cr_assert_not_null(ls);
+    cr_assert_eq(dsmpool_seg_pin(ls), 0);
+    dsmpool_handle lh = dsmpool_seg_handle(ls);
+    cr_assert_eq(dsmpool_seg_detach(ls), 0);
+    dsmpool *anon = mkpool(DSMPOOL_BACKING_ANON, NULL, 8 * MIB, false);
+    dsmpool_seg *as = fallback_seg(anon, 16 * MIB, 8);
+    cr_assert_not_null(as);
+    dsmpool *closed = mkpool(DSMPOOL_BACKING_POSIX, cn, 8 * MIB, false);
+    uint64_t closed_id = closed->geo.pool_id;
+    cr_assert_eq(dsmpool_detach(closed), 0);
+
+    /* dead: every process SIGKILLed */
+    pid_t grp = fork();
+    if (grp == 0) { /* its own process group, so the grandchildren can be killed at once */
+        setpgid(0, 0);
+        bool ok = dead_pool(sh, 0, DSMPOOL_BACKING_POSIX, d1) && dead_pool(sh, 1, DSMPOOL_BACKING_ANON, NULL) &&
+                  dead_pool(sh, 2, DSMPOOL_BACKING_SYSV, d3) && dead_pool(sh, 3, DSMPOOL_BACKING_MEMFD, NULL);
+        if (!ok) _exit(3);
+        kill(0, SIGKILL);
+        _exit(0);
+    }
+    cr_assert_eq(test_wait(grp), 128 + SIGKILL, "making the dead pools failed");
+    for (int i = 0; i < 2000 && (kill(-grp, 0) == 0); i++) usleep(1000); /* the grandchildren */
+    for (int k = 0; k < 4; k++) {
+        bool anchor;
+        cr_assert_neq(atomic_load(&sh->id[k]), 0, "dead pool %d was not made", k);
+        cr_assert_geq(pool_objects(atomic_load(&sh->id[k]), &anchor), 1, "dead pool %d has no fallback", k);
+        cr_assert(anchor);
+    }
+    cr_assert(shm_exists(d1) && sysv_seg_exists(d3));
+
+    size_t removed = 0;
+    cr_assert_eq(run_sweep_helper(&removed), 0);
+    /* 4 anchors, 2 regions (+1 semaphore set), at least 2 fallbacks each (3 with the grandchild) */
+    cr_expect_geq(removed, 4 + 3 + 10, "the sweep removed %zu objects", removed);
+    for (int k = 0; k < 4; k++) {
+        bool anchor;
+        cr_expect_eq(pool_objects(atomic_load(&sh->id[k]), &anchor), 0, "dead pool %d: fallbacks left", k);
+        cr_expect_not(anchor, "dead pool %d: anchor left", k);
+    }
+    cr_expect_not(shm_exists(d1), "the dead POSIX pool's region is left");
+    cr_expect(!sysv_seg_exists(d3) && !sysv_sem_exists(d3), "the dead System V pool is left");
+
+    /* nothing of the live pools went */
+    bool anchor;
+    cr_expect_eq(pool_objects(live->geo.pool_id, &anchor), 1);
+    cr_expect(anchor && shm_exists(ln), "the live pool lost its anchor or name");
+    cr_expect_eq(pool_objects(anon->geo.pool_id, &anchor), 1);
+    cr_expect(anchor, "the live anonymous pool lost its anchor");
+    cr_expect_eq(pool_objects(closed_id, &anchor), 0);
+    cr_expect(anchor && shm_exists(cn), "the closed pool was removed");
+    pid_t c = fork();
+    if (c == 0) {
+        dsmpool *q;
+        dsmpool_seg *s;
+        if (dsmpool_attach(ln, &q) != 0 || dsmpool_seg_attach(q, lh, &s) != 0) _exit(3);
+        _exit(((unsigned char *)dsmpool_seg_address(s))[4242] == 9 ? 0 : 4);
+    }
+    cr_expect_eq(test_wait(c), 0, "the live pool's pinned fallback is gone or changed");
+    cr_expect_eq(((unsigned char *)dsmpool_seg_address(as))[4242], 8);
+    test_check_ok(live);
+    test_check_ok(anon);
+
+    cr_assert_eq(dsmpool_seg_detach(as), 0);
+    uint64_t aid = anon->geo.pool_id, lid = live->geo.pool_id;
+    cr_assert_eq(dsmpool_detach(anon), 0);
+    cr_assert_eq(dsmpool_destroy(live), 0);
+    cr_assert_eq(dsmpool_remove(cn, false), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(pool_objects(aid, &anchor) + anchor, 0);
+    cr_expect_eq(pool_objects(lid, &anchor) + anchor, 0);
+    cr_expect_eq(pool_objects(closed_id, &anchor) + anchor, 0);
+    munmap(sh, sizeof *sh);
+}
+
+/* ---- removal by name ------------------------------------------------------------ */
+
+Test(lifecycle, remove_refuses_a_live_pool_unless_forced) {
+    char nbuf[64];
+    const char *name = test_name(nbuf, sizeof nbuf, "remove");
+    dsmpool *p = mkpool(DSMPOOL_BACKING_POSIX, name, 8 * MIB, false);
+    uint64_t id = p->geo.pool_id;
+    dsmpool_seg *s = fallback_seg(p, 16 * MIB, 5);
+    cr_assert_not_null(s);
+    cr_expect_eq(dsmpool_remove(name, false), -EBUSY);
+    cr_expect(strstr(dsmpool_last_error(), "live process"), "message: %s", dsmpool_last_error());
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = 8 * MIB;
+    cfg.backing = DSMPOOL_BACKING_POSIX;
+    cfg.name = name;
+    cfg.replace_stale = true;
+    dsmpool *q;
+    cr_expect_eq(dsmpool_create(&cfg, &q), -EEXIST, "replace_stale replaced a live pool");
+    cr_expect(strstr(dsmpool_last_error(), "not stale"), "message: %s", dsmpool_last_error());
+    cr_assert(shm_exists(name));
+    cr_expect_eq(dsmpool_remove(name, true), 0, "%s", dsmpool_last_error());
+    cr_expect_not(shm_exists(name));
+    cr_expect_eq(dsmpool_attach(name, &q), -ENOENT);
+    /* the process still attached keeps working */
+    cr_expect_eq(((unsigned char *)dsmpool_seg_address(s))[99], 5);
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_seg_detach(s), 0);
+    cr_assert_eq(dsmpool_detach(p), 0);
+    bool anchor;
+    cr_expect_eq(pool_objects(id, &anchor) + anchor, 0);
+
+    cr_expect_eq(dsmpool_remove(name, false), -ENOENT);
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(ftruncate(fd, 8192), 0);
+    close(fd);
+    cr_expect_eq(dsmpool_remove(name, true), -EPROTO, "removed an object that is not a pool");
+    cr_expect(shm_exists(name));
+    shm_unlink(name);
+    cfg.name = "/dsmpool.0123456789abcdef";
+    cr_expect_eq(dsmpool_create(&cfg, &q), -EINVAL, "a name of the library's own was accepted");
+    cr_expect_eq(dsmpool_remove(NULL, false), -EINVAL);
+}
+
+/* ---- creators killed at random points ---------------------------------------- */
+
+/* Defect 2: before the fix 145 of 300 such kills left a region that attach
+ * called "being created; retry" for ever and create called taken. */
+static void killed_creators(dsmpool_backing b, int trials, size_t size) {
+    char nbuf[64];
+    const char *name = b == DSMPOOL_BACKING_POSIX ? test_name(nbuf, sizeof nbuf, "halfbuilt")
+                                                  : sysv_name(nbuf, sizeof nbuf, "halfbuilt");
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = size;
+    cfg.backing = b;
+    cfg.name = name;
+    /* how long a whole create takes here */
+    uint64_t t0 = test_now_ns();
+    dsmpool *p;
+    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "%s", dsmpool_last_error());
+    uint64_t full = test_now_ns() - t0;
+    cr_assert_eq(dsmpool_destroy(p), 0);
+    snap before;
+    shm_snap(&before);
+    uint64_t seed = test_seed() ^ b;
+    int outcome[4] = {0}; /* complete, absent, half-built, other */
+    for (int t = 0; t < trials; t++) {
+        int pp[2];
+        cr_assert_eq(pipe(pp), 0);
+        pid_t c = fork();
+        if (c == 0) {
+            close(pp[0]);
+            if (write(pp[1], "x", 1) != 1) _exit(2);
+            dsmpool *q;
+            dsmpool_create(&cfg, &q);
+            pause(); /* killed */
+            _exit(0);
+        }
+        close(pp[1]);
+        char ch;
+        cr_assert_eq(read(pp[0], &ch, 1), 1);
+        close(pp[0]);
+        uint64_t delay = test_rand(&seed) % (full + full / 5 + 1);
+        for (uint64_t end = test_now_ns() + delay; test_now_ns() < end;) {
+        }
+        kill(c, SIGKILL);
+        cr_assert_eq(test_wait(c), 128 + SIGKILL);
+        /* the creator is dead: a definite answer, at once and the same twice */
+        int r = dsmpool_attach(name, &p);
+        cr_assert_neq(r, -EAGAIN, "trial %d (seed %llu): attach says retry for a dead creator: %s", t,
+                      (unsigned long long)test_seed(), dsmpool_last_error());
+        cr_assert(r == 0 || r == -ENOENT || r == -EOWNERDEAD, "trial %d: attach: %d %s", t, r,
+                  dsmpool_last_error());
+        if (r == 0) {
+            test_check_ok(p);
+            cr_assert_eq(dsmpool_detach(p), 0);
+        } else {
+            cr_assert_eq(dsmpool_attach(name, &p), r, "trial %d: attach changed its mind", t);
+        }
+        outcome[r == 0 ? 0 : r == -ENOENT ? 1 : 2]++;
+        if (r == -EOWNERDEAD) {
+            dsmpool_config plain = cfg;
+            cr_assert_eq(dsmpool_create(&plain, &p), -EEXIST, "trial %d: create over a half-built pool", t);
+        }
+        /* replace_stale creates afresh whatever the dead creator left */
+        dsmpool_config rs = cfg;
+        rs.replace_stale = true;
+        rs.prefault = false;
+        cr_assert_eq(dsmpool_create(&rs, &p), 0, "trial %d: replace_stale: %s", t, dsmpool_last_error());
+        test_check_ok(p);
+        cr_assert_eq(dsmpool_destroy(p), 0);
+        size_t removed;
+        cr_assert_eq(dsmpool_sweep(&removed), 0);
+        char why[2048];
+        int extra = shm_new_since(&before, why, sizeof why);
+        cr_assert_eq(extra, 0, "trial %d: left behind:%s", t, why);
+        if (b == DSMPOOL_BACKING_SYSV)
+            cr_assert(!sysv_seg_exists(name) && !sysv_sem_exists(name), "trial %d: System V objects left", t);
+    }
+    cr_log_info("NOTE killed creators (%s, %zu MiB, %d trials, full create %.1f ms): complete %d, "
+                "not yet named %d, half-built %d\n", dsmpool_backing_name(b), size >> 20, trials, full / 1e6,
+                outcome[0], outcome[1], outcome[2]);
+    fprintf(stderr, "NOTE killed creators (%s, %zu MiB, %d trials, full create %.1f ms): complete %d, "
+            "not yet named %d, half-built %d\n", dsmpool_backing_name(b), size >> 20, trials, full / 1e6,
+            outcome[0], outcome[1], outcome[2]);
+    cr_expect_gt(outcome[2], 0, "no trial left a half-built pool: the kills missed the window");
+}
+
+Test(lifecycle, creator_killed_at_random_points_posix, .timeout = 300) {
+    double s = test_seconds(1.0);
+    killed_creators(DSMPOOL_BACKING_POSIX, s < 1 ? 100 : (int)(100 * s), 64 * MIB);
+}
+
+Test(lifecycle, creator_killed_at_random_points_sysv, .timeout = 300) {
+    killed_creators(DSMPOOL_BACKING_SYSV, 40, 64 * MIB);
+}
