@@ -458,6 +458,10 @@ static int map_backing(creating *c, const dsmpool_config *cfg, size_t len, size_
     return 0;
 fail_os:
     region_undo(c);
+    if (r == -ENOSPC && cfg->backing == DSMPOOL_BACKING_POSIX && !huge_sz)
+        return dp_fail(r, "creating the POSIX region of %zu bytes failed: /dev/shm has no room for it (a "
+                       "container's is often 64 MiB): make it bigger, or use ANON, MEMFD or SYSV backing, "
+                       "which do not use it", len);
     return dp_fail(r, "creating the %s region of %zu bytes failed: %s",
                    dsmpool_backing_name(cfg->backing), len, strerror(-r));
 }

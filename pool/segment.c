@@ -359,7 +359,7 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
                        ? dp_fail(-ENOSPC, "the pool cannot serve %zu bytes, and it has no OS fallback "
                                  "(it was created where /dev/shm could not hold its anchor)", size)
                        : dp_fail(-ENOSPC, "the pool cannot serve %zu bytes and the OS fallback "
-                                 "failed: %s", size, strerror(-r));
+                                 "failed: %s", size, r == -ENOSPC ? "/dev/shm is full" : strerror(-r));
         }
         s->fallback = true;
         dp_fetch_add_relaxed(&pool->hdr->fallback_created, 1);

@@ -538,3 +538,322 @@ Test(lifecycle, creator_killed_at_random_points_posix, .timeout = 300) {
 Test(lifecycle, creator_killed_at_random_points_sysv, .timeout = 300) {
     killed_creators(DSMPOOL_BACKING_SYSV, 40, 64 * MIB);
 }
+
+/* ---- limits: cgroups and a small /dev/shm --------------------------------------- */
+
+static bool file_has(const char *path, const char *word) {
+    char buf[512] = "";
+    if (test_read_file(path, buf, sizeof buf) != 0) return false;
+    for (char *t = strtok(buf, " \n"); t; t = strtok(NULL, " \n"))
+        if (!strcmp(t, word)) return true;
+    return false;
+}
+
+/* A cgroup with controller ctl that a child can join (write 0 to its
+ * cgroup.procs): v2 (a pure or the hybrid unified hierarchy, directly under
+ * its root, enabling ctl there if need be: *enabled says so), else v1 under
+ * this process's cgroup of that controller. false: none (skip). */
+typedef struct cgroup {
+    char dir[1024];
+    char root[256];
+    bool v2, enabled;
+} cgroup;
+
+static bool cgroup_make(cgroup *c, const char *ctl) {
+    memset(c, 0, sizeof *c);
+    const char *roots[2] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+    for (int i = 0; i < 2; i++) {
+        char f[512];
+        snprintf(f, sizeof f, "%s/cgroup.controllers", roots[i]);
+        if (!file_has(f, ctl)) continue;
+        snprintf(f, sizeof f, "%s/cgroup.subtree_control", roots[i]);
+        if (!file_has(f, ctl)) {
+            char add[64];
+            snprintf(add, sizeof add, "+%s", ctl);
+            if (test_write_file(f, add) != 0) continue;
+            c->enabled = true;
+        }
+        snprintf(c->root, sizeof c->root, "%s", roots[i]);
+        snprintf(c->dir, sizeof c->dir, "%s/dsmpool-test-%s-%d", roots[i], ctl, (int)getpid());
+        if (mkdir(c->dir, 0755) == 0 || errno == EEXIST) {
+            c->v2 = true;
+            return true;
+        }
+        if (c->enabled) {
+            char del[64];
+            snprintf(del, sizeof del, "-%s", ctl);
+            test_write_file(f, del);
+            c->enabled = false;
+        }
+    }
+    /* v1: this process's cgroup of that controller */
+    FILE *pc = fopen("/proc/self/cgroup", "r");
+    if (!pc) return false;
+    char line[1024], path[1024] = "";
+    bool found = false;
+    while (!found && fgets(line, sizeof line, pc)) {
+        char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+        if (!b) continue;
+        *b = 0;
+        for (char *t = strtok(a + 1, ","); t && !found; t = strtok(NULL, ","))
+            if (!strcmp(t, ctl)) {
+                found = true;
+                snprintf(path, sizeof path, "%s", b + 1);
+                path[strcspn(path, "\n")] = 0;
+            }
+    }
+    fclose(pc);
+    if (!found) return false;
+    snprintf(c->dir, sizeof c->dir, "/sys/fs/cgroup/%s%s/dsmpool-test-%d", ctl, strcmp(path, "/") ? path : "",
+             (int)getpid());
+    return mkdir(c->dir, 0755) == 0 || errno == EEXIST;
+}
+
+static int cgroup_set(const cgroup *c, const char *file, const char *v) {
+    char f[1200];
+    snprintf(f, sizeof f, "%s/%s", c->dir, file);
+    return test_write_file(f, v);
+}
+
+static void cgroup_remove(cgroup *c, const char *ctl) {
+    for (int i = 0; i < 200 && rmdir(c->dir) != 0 && errno == EBUSY; i++) usleep(10000);
+    if (c->enabled) {
+        char f[512], del[64];
+        snprintf(f, sizeof f, "%s/cgroup.subtree_control", c->root);
+        snprintf(del, sizeof del, "-%s", ctl);
+        test_write_file(f, del);
+    }
+}
+
+/* In the child: create a pool of `size` as b says; the result, and the
+ * message in msg. */
+static int try_create(dsmpool_backing b, const char *name, size_t size, dsmpool_huge huge, dsmpool **out,
+                      char *msg, size_t n) {
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = size;
+    cfg.backing = b;
+    cfg.name = name;
+    cfg.huge_pages = huge;
+    int r = dsmpool_create(&cfg, out);
+    snprintf(msg, n, "%s", r ? dsmpool_last_error() : "");
+    return r;
+}
+
+/* The pool works: a segment of most of it, written and read back. */
+static bool pool_works(dsmpool *p, size_t bytes) {
+    dsmpool_seg *s;
+    if (dsmpool_seg_create(p, bytes, DSMPOOL_SEG_NO_FALLBACK, &s) != 0) return false;
+    memset(dsmpool_seg_address(s), 0x5a, bytes);
+    bool ok = ((unsigned char *)dsmpool_seg_address(s))[bytes - 1] == 0x5a;
+    return dsmpool_seg_detach(s) == 0 && ok;
+}
+
+Test(lifecycle, memory_cgroup_limit_is_an_error_not_the_oom_killer, .timeout = 120) {
+    if (UNDER_TSAN) cr_skip_test("skipped under TSan: its shadow memory is charged to the cgroup too");
+    cgroup cg;
+    if (!cgroup_make(&cg, "memory")) cr_skip_test("no memory cgroup can be made here (not root, or no controller)");
+    char lim[32];
+    snprintf(lim, sizeof lim, "%llu", 64 * MIB);
+    int r = cgroup_set(&cg, cg.v2 ? "memory.max" : "memory.limit_in_bytes", lim);
+    if (r == 0 && cg.v2) cgroup_set(&cg, "memory.swap.max", "0");
+    cr_assert_eq(r, 0, "cannot set the limit in %s", cg.dir);
+    char pn[64], sn[64];
+    test_name(pn, sizeof pn, "memcg");
+    sysv_name(sn, sizeof sn, "memcg");
+    dsmpool_backing bs[4] = {DSMPOOL_BACKING_ANON, DSMPOOL_BACKING_MEMFD, DSMPOOL_BACKING_POSIX,
+                             DSMPOOL_BACKING_SYSV};
+    const char *names[4] = {NULL, NULL, pn, sn};
+    int pp[2];
+    cr_assert_eq(pipe(pp), 0);
+    pid_t c = fork();
+    if (c == 0) {
+        close(pp[0]);
+        if (cgroup_set(&cg, "cgroup.procs", "0") != 0) _exit(2);
+        int rc = 0;
+        for (int i = 0; i < 4 && !rc; i++) {
+            dsmpool *p;
+            char msg[1024];
+            /* bigger than the limit: refused, naming it */
+            r = try_create(bs[i], names[i], 128 * MIB, DSMPOOL_HUGE_OFF, &p, msg, sizeof msg);
+            dprintf(pp[1], "%s 128 MiB: %d %s\n", dsmpool_backing_name(bs[i]), r, msg);
+            if (r != -ENOMEM || !strstr(msg, cg.v2 ? "memory.max" : "memory.limit_in_bytes")) rc = 10 + i;
+            /* one that fits works */
+            r = try_create(bs[i], names[i], 16 * MIB, DSMPOOL_HUGE_OFF, &p, msg, sizeof msg);
+            if (r != 0) {
+                dprintf(pp[1], "%s 16 MiB: %d %s\n", dsmpool_backing_name(bs[i]), r, msg);
+                rc = 20 + i;
+            } else if (!pool_works(p, 8 * MIB) || (names[i] ? dsmpool_destroy(p) : dsmpool_detach(p)) != 0) {
+                rc = 30 + i;
+            }
+        }
+        _exit(rc);
+    }
+    close(pp[1]);
+    char out[4096] = "";
+    size_t got = 0;
+    for (ssize_t k; got < sizeof out - 1 && (k = read(pp[0], out + got, sizeof out - 1 - got)) > 0;) got += (size_t)k;
+    out[got] = 0;
+    close(pp[0]);
+    int rc = test_wait(c);
+    cgroup_remove(&cg, "memory");
+    cr_log_info("%s", out);
+    cr_expect_neq(rc, 128 + SIGKILL, "the creator was OOM-killed:\n%s", out);
+    cr_expect_eq(rc, 0, "child %d:\n%s", rc, out);
+}
+
+/* Huge pages: the hugetlb controller's limit is enforced at fault time by
+ * SIGBUS, so a prefaulted pool beyond it must be refused before. */
+Test(lifecycle, hugetlb_cgroup_limit_is_an_error_not_sigbus, .timeout = 120) {
+    const char *nr = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+    char old[32] = "";
+    if (test_read_file(nr, old, sizeof old) != 0) cr_skip_test("no 2 MiB huge pages on this kernel");
+    cgroup cg;
+    if (!cgroup_make(&cg, "hugetlb")) cr_skip_test("no hugetlb cgroup controller here");
+    char want[32];
+    snprintf(want, sizeof want, "%ld", atol(old) + 40);
+    if (test_write_file(nr, want) != 0) {
+        cgroup_remove(&cg, "hugetlb");
+        cr_skip_test("cannot reserve huge pages (not root?)");
+    }
+    char have[32] = "";
+    test_read_file(nr, have, sizeof have);
+    if (atol(have) < atol(old) + 24) {
+        test_write_file(nr, old);
+        cgroup_remove(&cg, "hugetlb");
+        cr_skip_test("the kernel found only %ld more huge pages", atol(have) - atol(old));
+    }
+    char lim[32];
+    snprintf(lim, sizeof lim, "%llu", 16 * MIB);
+    int r = cgroup_set(&cg, cg.v2 ? "hugetlb.2MB.max" : "hugetlb.2MB.limit_in_bytes", lim);
+    int pp[2];
+    cr_assert_eq(pipe(pp), 0);
+    pid_t c = r ? -1 : fork();
+    if (c == 0) {
+        close(pp[0]);
+        if (cgroup_set(&cg, "cgroup.procs", "0") != 0) _exit(2);
+        dsmpool *p;
+        char msg[1024];
+        r = try_create(DSMPOOL_BACKING_ANON, NULL, 40 * MIB, DSMPOOL_HUGE_ON, &p, msg, sizeof msg);
+        dprintf(pp[1], "anon, 40 MiB of huge pages: %d %s\n", r, msg);
+        if (r != -ENOMEM || !strstr(msg, cg.v2 ? "hugetlb.2MB.max" : "hugetlb.2MB.limit_in_bytes")) _exit(3);
+        r = try_create(DSMPOOL_BACKING_ANON, NULL, 40 * MIB, DSMPOOL_HUGE_TRY, &p, msg, sizeof msg);
+        dsmpool_stats st;
+        if (r != 0 || dsmpool_get_stats(p, &st) != 0 || !st.huge_fallback || dsmpool_detach(p) != 0) _exit(4);
+        r = try_create(DSMPOOL_BACKING_ANON, NULL, 8 * MIB, DSMPOOL_HUGE_ON, &p, msg, sizeof msg);
+        if (r != 0) dprintf(pp[1], "anon, 8 MiB of huge pages: %d %s\n", r, msg);
+        if (r != 0 || !pool_works(p, 4 * MIB) || dsmpool_detach(p) != 0) _exit(5);
+        _exit(0);
+    }
+    close(pp[1]);
+    char out[4096] = "";
+    ssize_t k = c > 0 ? read(pp[0], out, sizeof out - 1) : 0;
+    out[k > 0 ? k : 0] = 0;
+    close(pp[0]);
+    int rc = c > 0 ? test_wait(c) : -1;
+    test_write_file(nr, old);
+    cgroup_remove(&cg, "hugetlb");
+    cr_assert_eq(r, 0, "cannot set the hugetlb limit in %s", cg.dir);
+    cr_log_info("%s", out);
+    cr_expect_neq(rc, 128 + SIGBUS, "the creator died of SIGBUS:\n%s", out);
+    cr_expect_eq(rc, 0, "child %d:\n%s", rc, out);
+}
+
+static void on_sigbus(int sig) {
+    (void)sig;
+    _exit(99);
+}
+
+/* Fill the tmpfs at dir to the last byte. */
+static void fill_tmpfs(const char *dir) {
+    char f[256];
+    snprintf(f, sizeof f, "%s/filler", dir);
+    int fd = open(f, O_CREAT | O_RDWR, 0600);
+    if (fd < 0) return;
+    static char buf[4096];
+    for (off_t off = 0;; off += (off_t)sizeof buf)
+        if (pwrite(fd, buf, sizeof buf, off) != (ssize_t)sizeof buf) break;
+    close(fd);
+}
+
+/* A container's /dev/shm: 64 MiB of tmpfs in a private mount namespace. */
+Test(lifecycle, small_dev_shm_is_enospc_never_sigbus, .timeout = 120) {
+    int pp[2];
+    cr_assert_eq(pipe(pp), 0);
+    pid_t c = fork();
+    if (c == 0) {
+        close(pp[0]);
+        if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+            mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64m") != 0)
+            _exit(77);
+        struct sigaction sa = {.sa_handler = on_sigbus};
+        sigaction(SIGBUS, &sa, NULL);
+        char pn[64], sn[64], msg[1024];
+        test_name(pn, sizeof pn, "smallshm");
+        sysv_name(sn, sizeof sn, "smallshm");
+        dsmpool *p, *anon, *memfd, *sysv;
+        /* a POSIX region bigger than /dev/shm: refused at create */
+        int r = try_create(DSMPOOL_BACKING_POSIX, pn, 128 * MIB, DSMPOOL_HUGE_OFF, &p, msg, sizeof msg);
+        dprintf(pp[1], "posix 128 MiB: %d %s\n", r, msg);
+        if (r != -ENOSPC || !strstr(msg, "/dev/shm")) _exit(10);
+        /* the other backings do not use /dev/shm (but for their anchors) */
+        if (try_create(DSMPOOL_BACKING_ANON, NULL, 128 * MIB, DSMPOOL_HUGE_OFF, &anon, msg, sizeof msg) ||
+            try_create(DSMPOOL_BACKING_MEMFD, NULL, 128 * MIB, DSMPOOL_HUGE_OFF, &memfd, msg, sizeof msg) ||
+            try_create(DSMPOOL_BACKING_SYSV, sn, 128 * MIB, DSMPOOL_HUGE_OFF, &sysv, msg, sizeof msg)) {
+            dprintf(pp[1], "128 MiB pool: %s\n", msg);
+            _exit(11);
+        }
+        /* a POSIX pool that fits, with a fallback segment, and one that does not fit */
+        if (try_create(DSMPOOL_BACKING_POSIX, pn, 16 * MIB, DSMPOOL_HUGE_OFF, &p, msg, sizeof msg)) _exit(12);
+        dsmpool_seg *fb = fallback_seg(p, 20 * MIB, 1), *s;
+        if (!fb) _exit(13);
+        r = dsmpool_seg_create(p, 48 * MIB, 0, &s);
+        dprintf(pp[1], "fallback of 48 MiB with %s: %d %s\n", "28 MiB free", r, dsmpool_last_error());
+        if (r != -ENOSPC) _exit(14);
+        /* /dev/shm fills up while segments are live */
+        fill_tmpfs("/dev/shm");
+        memset(dsmpool_seg_address(fb), 2, 20 * MIB); /* reserved at create: no SIGBUS */
+        if (!pool_works(p, 8 * MIB)) _exit(15);
+        dsmpool_area *a;
+        dsmpool_ptr v;
+        if (dsmpool_area_create(anon, 0, &a) != 0) _exit(16);
+        size_t n = 0;
+        while ((r = dsmpool_area_alloc(a, 1 * MIB, 0, &v)) == 0) {
+            memset(dsmpool_area_addr(a, v), 3, 1 * MIB);
+            n++;
+        }
+        dprintf(pp[1], "area in a 128 MiB anon pool, /dev/shm full: %zu MiB, then %d %s\n", n, r, dsmpool_last_error());
+        if (r != -ENOMEM || n < 64) _exit(17);
+        if (dsmpool_seg_create(memfd, 256 * MIB, 0, &s) != -ENOSPC || dsmpool_seg_create(anon, 64 * MIB, 0, &s) != -ENOSPC)
+            _exit(18);
+        if (!pool_works(memfd, 60 * MIB) || !pool_works(sysv, 60 * MIB)) _exit(19);
+        dsmpool *late;
+        if (try_create(DSMPOOL_BACKING_ANON, NULL, 8 * MIB, DSMPOOL_HUGE_OFF, &late, msg, sizeof msg) ||
+            dsmpool_detach(late) != 0)
+            _exit(20);
+        dsmpool_area_destroy(a);
+        dsmpool_seg_detach(fb);
+        if (dsmpool_destroy(p) || dsmpool_detach(anon) || dsmpool_detach(memfd) || dsmpool_destroy(sysv)) _exit(21);
+        unlink("/dev/shm/filler");
+        DIR *d = opendir("/dev/shm");
+        int left = 0;
+        for (struct dirent *e; d && (e = readdir(d));)
+            if (e->d_name[0] != '.') {
+                dprintf(pp[1], "left: %s\n", e->d_name);
+                left++;
+            }
+        if (d) closedir(d);
+        _exit(left ? 22 : 0);
+    }
+    close(pp[1]);
+    char out[4096] = "";
+    size_t got = 0;
+    for (ssize_t k; got < sizeof out - 1 && (k = read(pp[0], out + got, sizeof out - 1 - got)) > 0;) got += (size_t)k;
+    out[got] = 0;
+    close(pp[0]);
+    int rc = test_wait(c);
+    if (rc == 77) cr_skip_test("cannot make a mount namespace with its own /dev/shm (not root?)");
+    cr_log_info("%s", out);
+    cr_expect_neq(rc, 99, "SIGBUS:\n%s", out);
+    cr_expect_eq(rc, 0, "child %d:\n%s", rc, out);
+}
