@@ -337,6 +337,8 @@ typedef struct dsmpool_area_stats {
     size_t large_blocks;      /* dedicated blocks (> 1 MiB) */
     size_t fallback_segments; /* of those, served by OS segments */
     unsigned caches;          /* thread caches held (all processes) */
+    size_t registry_bytes;    /* the area's registry pages: 4 KiB per 128 spans or large blocks
+                                 it held at once, kept until it is destroyed */
 } dsmpool_area_stats;
 
 DSMPOOL_EXPORT int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats *out);
@@ -382,6 +384,13 @@ typedef struct dsmpool_stats {
                                   attaching or detaching a segment they used); the next
                                   dsmpool_recover() goes on */
     uint64_t recoveries_deferred; /* times a recovery had to leave a slot for later */
+    uint64_t lost_chunks_reclaimed; /* area chunks given back that dead processes were freeing
+                                       or moving when they died */
+    bool sweep_due;            /* a dead process left work for the leak sweep that has not run
+                                  to the end yet (a live process was busy); the next
+                                  dsmpool_recover() goes on */
+    uint64_t cache_trims;      /* times the pool ran short and asked every area cache to give
+                                  back before spilling to the OS or failing */
 } dsmpool_stats;
 
 DSMPOOL_EXPORT int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out);

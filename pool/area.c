@@ -43,9 +43,12 @@
  *      [gen:24][count:16][head:16][state:8], chunks linked by index through
  *      their first 4 bytes). The push that makes a span's count whole
  *      retires it: CAS to RETIRED(owner), clear the directory, free the block.
+ *      A bump range goes back in one push, chained and tagged (rule 11); a
+ *      range that with the stack is the whole span retires it untouched.
  *   4. A thread that exits, or a process that detaches, drains everything it
  *      caches; recovery does the same for the caches of dead processes
- *      (every offset it reads is validated first).
+ *      (every offset it reads is validated first); so does a cache asked to
+ *      give back (rule 12).
  *   5. Entries. An entry is filled by its owner in INIT(owner) and published
  *      by one CAS to SPAN or LARGE. Whoever gives an entry's parts back owns
  *      it first: it moved the entry to RETIRED(itself) by a CAS on the word it
@@ -91,11 +94,31 @@
  *      and the span's stack for the message. A correct program cannot
  *      produce the tag: it would have to know the key. DSMPOOL_AREA_CHECKED
  *      adds the exact bitmap.
+ *  11. Lost chunks. Every free chunk carries its tag before it leaves one
+ *      holder (a list, a stack, a bump range) and is written into the next
+ *      -- a chunk leaves first (leak-biased: never on two lists), so a death
+ *      in between leaves it on none. Recovery that finds a dead cache record
+ *      inside an operation (odd sequence) counts ctl->lost and asks for the
+ *      leak sweep (recover.c), which, inside the pool's quiet window and
+ *      with none of the area's caches inside an operation, marks every chunk
+ *      a list, stack or range holds (the checker's walk), and gives back
+ *      each unmarked chunk whose tag is intact: nobody can reach it (a
+ *      correct program does not hold a chunk whose tag is set). It retires
+ *      spans that are whole but were not retired, and sets held to what the
+ *      entries hold if a death came between the two. A sweep that cannot
+ *      get its windows stays due; one that finds damage leaves it to check.
+ *  12. Short of memory (segment.c rule 9): a request is one increment of
+ *      hdr->trim. A cache answers -- drains itself and this thread's caches
+ *      of the pool's other areas -- at its next free or its next allocation
+ *      that its own list cannot serve, and at once when its own thread is
+ *      the one short of memory. A thread that makes no call keeps its
+ *      cache (dsmpool_area_flush() gives it back); nobody waits for it more
+ *      than the requester's bound.
  *
- * Crash bound: a process killed between writing a freed chunk's link and
- * publishing the new list head loses that one chunk until the area is
- * destroyed (the order is chosen so that the other interleaving, a chunk
- * counted twice, cannot happen).
+ * Crash bound: an allocation that dies after taking its chunk and before
+ * returning leaves that chunk allocated (as a death just after the return
+ * would); everything a dead process was freeing, draining or moving comes
+ * back (rule 11). The held count is exact after the lost sweep.
  *
  * Memory ordering: span-stack CASes are release (pushes publish the link in
  * the chunk) and acquire (steals read the links); registry entries and
@@ -108,8 +131,10 @@
  * state read LIVE), "area.acquire.stored" (an INIT entry holds its block,
  * before the publishing CAS), "area.destroy.marked" (DESTROYED, before the
  * caches are waited for), "area.push.checked" (a chunk about to be linked
- * onto its span's stack), "area.recover.area" (recovery about to walk an
- * area of the dead slot).
+ * onto its span's stack), "area.push.whole" (a push made a span whole,
+ * before it retires), "area.free.linked" (a freed chunk's link and tag
+ * written, the list head not yet), "area.recover.area" (recovery about to
+ * walk an area of the dead slot).
  */
 #include <sched.h>
 #include <stdio.h>
@@ -205,6 +230,7 @@ typedef struct ar_ctl {
     dp_a64 state;        /* [atom] 1 LIVE, 2 DESTROYED */
     dp_a64 limit;        /* [atom] relaxed: bytes, 0 = none */
     dp_a64 held;         /* [atom] bytes of spans and large blocks */
+    dp_a64 lost;         /* [atom] deaths inside an operation not yet swept (rule 11) */
     dp_a64 partial[AR_NCLS]; /* [atom] relaxed hint: spans with returned chunks */
     dp_a64 regpage[AR_REGPAGES]; /* [atom] registry page offsets, 0 = none */
     _Alignas(64) ar_cache cache[AR_NCACHES];
@@ -228,6 +254,7 @@ typedef struct ar_tc { /* one per (thread, area) */
     uint64_t span_ptr[AR_NCLS]; /* base pointer of the bump span, per class */
     uint32_t span_e1[AR_NCLS];  /* its entry + 1: a bump word naming another is damaged */
     uint64_t scan[AR_NCLS];     /* where the partial-span search resumes */
+    uint64_t trim_seen;         /* the last trim request this cache answered (rule 12) */
     struct ar_tc *tnext;        /* this thread's list */
     struct ar_tc *anext, *aprev; /* the area's list (area->lock) */
 } ar_tc;
@@ -241,6 +268,7 @@ struct dsmpool_area {
     uint64_t aid;
     uint32_t tag;
     uint64_t key;            /* ctl->key, read once */
+    dp_a64 *trimp;           /* &pool->hdr->trim: requests to give back (rule 12) */
     char *base;
     uint64_t data_off, data_size;
     pthread_mutex_t lock;
@@ -509,8 +537,24 @@ static ar_span *locate_entry(struct dsmpool_area *a, ar_loc *l) {
 
 /* ---- span stacks (rules 2 and 3) ---------------------------------------- */
 
-/* Return one chunk (by index) to its span's stack; retire a span that is
- * whole again. retire_slot owns the retirement. */
+/* A push made the span's stack nw (it held was before): keep the hint, and
+ * retire a span that is whole again. retire_slot owns the retirement. */
+static void span_pushed(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span *sp, unsigned cls,
+                        uint32_t was, uint64_t nw, uint32_t retire_slot) {
+    if (was == 0) dp_fetch_add_relaxed(&ctl->partial[cls], 1); /* relaxed: a hint */
+    if (SPW_COUNT(nw) == cls_chunks(cls)) {
+        DP_INJECT("area.push.whole");
+        uint64_t rw = SPW_OWNED(SPW_GEN(nw) + 1, retire_slot, SP_RETIRED);
+        /* acq_rel: acquire sees every chunk's link; release claims the entry */
+        uint64_t prev = nw;
+        if (dp_cas_acq_rel(&sp->state, &nw, rw)) {
+            dp_fetch_add_relaxed(&ctl->partial[cls], (uint64_t)-1);
+            entry_release(p, ctl, aid, e, sp, prev, retire_slot);
+        }
+    }
+}
+
+/* Return one chunk (by index) to its span's stack (rule 3). */
 static void span_push(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span *sp,
                       unsigned cls, uint32_t idx, char *chunk, uint32_t retire_slot) {
     uint32_t n = cls_chunks(cls);
@@ -523,16 +567,7 @@ static void span_push(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span
         /* release: publishes the link written into the chunk (pairs with span_steal) */
         if (dp_cas_release(&sp->state, &w, nw)) break;
     }
-    if (SPW_COUNT(nw) == 1) dp_fetch_add_relaxed(&ctl->partial[cls], 1);
-    if (SPW_COUNT(nw) == n) {
-        uint64_t rw = SPW_OWNED(SPW_GEN(nw) + 1, retire_slot, SP_RETIRED);
-        /* acq_rel: acquire sees every chunk's link; release claims the entry */
-        uint64_t prev = nw;
-        if (dp_cas_acq_rel(&sp->state, &nw, rw)) {
-            dp_fetch_add_relaxed(&ctl->partial[cls], (uint64_t)-1);
-            entry_release(p, ctl, aid, e, sp, prev, retire_slot);
-        }
-    }
+    span_pushed(p, ctl, aid, e, sp, cls, SPW_COUNT(w), nw, retire_slot);
 }
 
 /* Return a chunk pointer to its span (drain, release, recovery). */
@@ -566,6 +601,8 @@ static inline void op_end(ar_cache *rec, uint64_t s) {
     /* release: pairs with the destroyer's and the checker's acquire loads */
     dp_store_release(&rec->seq, s + 1);
 }
+
+static inline uint64_t free_tag(const struct dsmpool_area *a, dsmpool_ptr p) { return a->key ^ p; }
 
 static inline bool area_live(const struct dsmpool_area *a) {
     /* relaxed: ordered by the operation's fences (rule 7) and by
@@ -601,6 +638,52 @@ static uint64_t chunks_bound(const struct dsmpool_area *a, unsigned c) {
     return ((a->data_size + held) >> cls_shift(c)) + 1;
 }
 
+/* Rules 3 and 11: the bump range [idx, idx + left) of class c goes back to
+ * span e in one push. Each chunk gets its free tag and a link to the next
+ * while the range still holds it; then the range is cleared (leak-biased: a
+ * death now leaves tagged chunks on no list, which the lost sweep finds);
+ * then one CAS puts the chain on the span's stack. */
+static void range_push(struct dsmpool_area *a, ar_cache *rec, unsigned c, uint64_t e, ar_span *sp,
+                       dsmpool_ptr base, uint32_t idx, uint32_t left, uint32_t retire_slot) {
+    uint32_t n = cls_chunks(c);
+    /* acquire: the pushes' links (as a steal reads them) */
+    for (uint64_t w = dp_load_acquire(&sp->state); SPW_ST(w) == SP_SPAN && SPW_COUNT(w) + left == n;) {
+        /* the stack and the range are the whole span: it retires untouched
+         * (rule 5: ours by one CAS; the range is cleared before the entry is
+         * released, so no bump word ever names a released entry) */
+        if (entry_take_from(sp, &w, retire_slot)) {
+            dp_store_relaxed(&rec->bump[c], 0);
+            if (SPW_COUNT(w)) dp_fetch_add_relaxed(&a->ctl->partial[c], (uint64_t)-1); /* relaxed: a hint */
+            entry_release(a->pool, a->ctl, a->aid, e, sp, w, retire_slot);
+            return;
+        }
+    }
+    unsigned sh = cls_shift(c);
+    char *last = NULL;
+    uint32_t k = 0;
+    for (; k < left; k++) {
+        dsmpool_ptr cp = base + ((uint64_t)(idx + k) << sh);
+        char *m = ar_addr_n(a, cp, 16);
+        if (!m) break; /* (an OS segment this process cannot map: all of the span) */
+        uint32_t next = idx + k + 2; /* the next chunk's index + 1; the last one's is set below */
+        uint64_t tag = free_tag(a, cp);
+        memcpy(m, &next, 4);
+        memcpy(m + 8, &tag, 8);
+        last = m;
+    }
+    dp_store_relaxed(&rec->bump[c], 0);
+    if (!last) return;
+    uint64_t w = dp_load_relaxed(&sp->state), nw;
+    for (;;) {
+        if (SPW_ST(w) != SP_SPAN || SPW_COUNT(w) + k > n) return; /* corrupt: drop, never double */
+        memcpy(last, &(uint32_t){SPW_HEAD(w)}, 4);
+        nw = SPW(SPW_GEN(w) + 1, SPW_COUNT(w) + k, idx + 1, SP_SPAN);
+        /* release: publishes the links written into the chunks (pairs with the steal) */
+        if (dp_cas_release(&sp->state, &w, nw)) break;
+    }
+    span_pushed(a->pool, a->ctl, a->aid, e, sp, c, SPW_COUNT(w), nw, retire_slot);
+}
+
 static void cache_drain_all(struct dsmpool_area *a, ar_cache *rec, uint32_t retire_slot) {
     for (unsigned c = 0; c < AR_NCLS; c++) {
         dsmpool_ptr h = dp_load_relaxed(&rec->head[c]);
@@ -616,20 +699,34 @@ static void cache_drain_all(struct dsmpool_area *a, ar_cache *rec, uint32_t reti
         dp_store_relaxed(&rec->head[c], 0);
         dp_store_relaxed(&rec->count[c], 0);
         uint64_t b = dp_load_relaxed(&rec->bump[c]);
-        dp_store_relaxed(&rec->bump[c], 0);
         uint32_t e1 = BUMP_E1(b), left = BUMP_LEFT(b), idx = BUMP_IDX(b);
         ar_span *sp = e1 ? ar_entry(a->pool, a->ctl, e1 - 1) : NULL;
-        if (!sp || left > cls_chunks(c) || idx + left > cls_chunks(c)) continue;
-        uint64_t w = dp_load_acquire(&sp->state); /* acquire: the entry's publication */
-        if (SPW_ST(w) != SP_SPAN || (dp_load_relaxed(&sp->info) & 0xff) != c) continue;
+        uint64_t w = sp ? dp_load_acquire(&sp->state) : 0; /* acquire: the entry's publication */
+        if (!sp || left > cls_chunks(c) || idx + left > cls_chunks(c) || SPW_ST(w) != SP_SPAN ||
+            (dp_load_relaxed(&sp->info) & 0xff) != c) {
+            dp_store_relaxed(&rec->bump[c], 0);
+            continue;
+        }
         uint64_t blk = dp_load_relaxed(&sp->block);
         dsmpool_ptr base = blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e1 - 1, 0) : DP_BLOCK_OFF(blk);
-        for (uint32_t k = 0; k < left; k++) {
-            dsmpool_ptr cp = base + ((uint64_t)(idx + k) << cls_shift(c));
-            char *m = ar_addr_n(a, cp, 4);
-            if (m) span_push(a->pool, a->ctl, a->aid, e1 - 1, sp, c, idx + k, m, retire_slot);
-        }
+        range_push(a, rec, c, e1 - 1, sp, base, idx, left, retire_slot);
     }
+}
+
+/* Rule 12: this cache gives back everything. Inside an operation on it. */
+static void cache_answer(struct dsmpool_area *a, ar_tc *tc) {
+    tc->trim_seen = dp_load_relaxed(a->trimp); /* relaxed: rule 12 */
+    cache_drain_all(a, tc->rec, a->pool->slot);
+}
+
+static void area_trim_thread(dsmpool *p);
+
+/* Rule 12: a request to give back was made since this cache last answered
+ * (or the pool is short for this very thread): this thread's caches of
+ * every area of the pool give back. Inside an operation on tc's record. */
+static __attribute__((noinline)) void trim_answer(struct dsmpool_area *a, ar_tc *tc) {
+    cache_answer(a, tc);
+    area_trim_thread(a->pool);
 }
 
 /* Give a cache record up: drained if the area lives, then free. */
@@ -729,6 +826,7 @@ static ar_tc *tc_get_slow(struct dsmpool_area *a) {
     op_end(tc->rec, s);
     atomic_store_explicit(&tc->area, a, memory_order_relaxed);
     tc->epoch = e;
+    tc->trim_seen = dp_load_relaxed(a->trimp); /* relaxed: rule 12 */
     pthread_mutex_lock(&ar_reg_lock);
     pthread_mutex_lock(&a->lock);
     tc->anext = a->tcs;
@@ -778,8 +876,8 @@ static int held_reserve(ar_ctl *ctl, uint64_t bytes) {
 /* A fresh span of class cls, or a large block of 2^order frames: inside an
  * operation and one bracket (proc.c rule 6), from the claim of the entry to
  * its publication (rule 5). */
-static int acquire_bracketed(struct dsmpool_area *a, unsigned cls, unsigned order, unsigned place,
-                             uint64_t *entry, dsmpool_ptr *base) {
+static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order,
+                             unsigned place, uint64_t *entry, dsmpool_ptr *base) {
     dsmpool *p = a->pool;
     ar_ctl *ctl = a->ctl;
     uint64_t bytes = (uint64_t)DP_FRAME_SIZE << order;
@@ -812,6 +910,10 @@ static int acquire_bracketed(struct dsmpool_area *a, unsigned cls, unsigned orde
     }
     uint64_t blk = 0;
     r = dp_pool_alloc_placed(p, order, place, &blk); /* spans: the thread's own node first */
+    if (r && r != -EUCLEAN) { /* rule 12: short: this thread's caches give back, then everyone's */
+        trim_answer(a, tc);
+        r = dp_seg_block_short(p, order, place, &blk);
+    }
     if (r == 0) {
         dp_store_release(&sp->block, blk); /* release: owned before the bracket ends */
         dir_set(p, DP_BLOCK_OFF(blk), bytes, DIRW(a->aid, (uint64_t)e, cls));
@@ -847,10 +949,10 @@ static int acquire_bracketed(struct dsmpool_area *a, unsigned cls, unsigned orde
     return 0;
 }
 
-static int acquire(struct dsmpool_area *a, unsigned cls, unsigned order, unsigned place,
+static int acquire(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order, unsigned place,
                    uint64_t *entry, dsmpool_ptr *base) {
     dp_inflight_begin(a->pool);
-    int r = acquire_bracketed(a, cls, order, place, entry, base);
+    int r = acquire_bracketed(a, tc, cls, order, place, entry, base);
     dp_inflight_end(a->pool);
     return r;
 }
@@ -871,6 +973,8 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
                 uint64_t w = dp_load_relaxed(&sp->state);
                 if (SPW_ST(w) != SP_SPAN || !SPW_COUNT(w) || (dp_load_relaxed(&sp->info) & 0xff) != c)
                     continue;
+                if (SPW_COUNT(w) > cls_chunks(c) || SPW_HEAD(w) > cls_chunks(c))
+                    continue; /* damaged: left as it is, for dsmpool_check() to report */
                 /* steal the whole stack; acquire pairs with span_push's release */
                 if (!dp_cas_acquire(&sp->state, &w, SPW(SPW_GEN(w) + 1, 0, 0, SP_SPAN))) continue;
                 dp_fetch_add_relaxed(&ctl->partial[c], (uint64_t)-1);
@@ -898,7 +1002,7 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
     }
     uint64_t e;
     dsmpool_ptr base;
-    int r = acquire(a, c, AR_SPAN_SHIFT - DP_FRAME_SHIFT, 0, &e, &base);
+    int r = acquire(a, tc, c, AR_SPAN_SHIFT - DP_FRAME_SHIFT, 0, &e, &base);
     if (r) return r;
     tc->span_ptr[c] = base;
     tc->span_e1[c] = (uint32_t)(e + 1);
@@ -940,8 +1044,6 @@ static bool checked_flip(dsmpool *p, ar_span *sp, uint32_t idx, bool set) {
 
 /* ---- alloc / free ---------------------------------------------------------- */
 
-static inline uint64_t free_tag(const struct dsmpool_area *a, dsmpool_ptr p) { return a->key ^ p; }
-
 static int free_op(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p);
 
 static int alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, unsigned flags, dsmpool_ptr *out) {
@@ -950,7 +1052,7 @@ static int alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, unsign
     uint64_t e;
     dsmpool_ptr base;
     unsigned place = (flags & DSMPOOL_ALLOC_INTERLEAVE) ? DSMPOOL_SEG_INTERLEAVE : 0;
-    int r = acquire(a, AR_LARGE_CLS, order, place, &e, &base);
+    int r = acquire(a, tc, AR_LARGE_CLS, order, place, &e, &base);
     if (r) return r;
     if (flags & DSMPOOL_ALLOC_ZERO) {
         char *m = ar_addr_n(a, base, size);
@@ -1040,7 +1142,8 @@ int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_
         r = dp_fail(-ESTALE, "the area was destroyed");
     } else {
         DP_INJECT("area.op.checked");
-        /* rule 1, the common case inline: a pool chunk on this thread's list */
+        /* rule 1, the common case inline: a pool chunk on this thread's list
+         * (a trim request is answered on the slow path, or at a free) */
         unsigned c = cls_of(size);
         dsmpool_ptr h = size <= AR_SMALL_MAX ? dp_load_relaxed(&rec->head[c]) : 0; /* relaxed: rule 1 */
         uint64_t csz = 1ull << cls_shift(c);
@@ -1059,6 +1162,7 @@ int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_
                 return 0;
             }
         }
+        if (dp_load_relaxed(area->trimp) != tc->trim_seen) trim_answer(area, tc); /* relaxed: rule 12 */
         r = size > AR_SMALL_MAX ? alloc_large_op(area, tc, size, flags, out)
                                 : alloc_small_op(area, tc, size, flags, out);
     }
@@ -1125,6 +1229,7 @@ static int free_op(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p) {
     dsmpool_ptr head = dp_load_relaxed(&rec->head[l.cls]); /* relaxed: rule 1 */
     memcpy(m, &head, 8);
     memcpy(m + 8, &tag, 8);
+    DP_INJECT("area.free.linked");
     dp_store_relaxed(&rec->head[l.cls], p);
     uint64_t n = dp_load_relaxed(&rec->count[l.cls]) + 1;
     dp_store_relaxed(&rec->count[l.cls], n);
@@ -1144,6 +1249,8 @@ int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
         r = dp_fail(-ESTALE, "the area was destroyed");
     } else {
         DP_INJECT("area.op.checked");
+        if (__builtin_expect(dp_load_relaxed(area->trimp) != tc->trim_seen, 0)) /* relaxed: rule 12 */
+            trim_answer(area, tc);
         /* rule 1, the common case inline: a pool chunk of this area, at a
          * chunk start, in an unchecked area, its tag not set (rule 9) */
         uint64_t rel = p - area->data_off;
@@ -1160,6 +1267,7 @@ int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
                     dsmpool_ptr head = dp_load_relaxed(&rec->head[c]); /* relaxed: rule 1 */
                     memcpy(m, &head, 8);
                     memcpy(m + 8, &tag, 8);
+                    DP_INJECT("area.free.linked");
                     dp_store_relaxed(&rec->head[c], p);
                     uint64_t n = dp_load_relaxed(&rec->count[c]) + 1;
                     dp_store_relaxed(&rec->count[c], n);
@@ -1181,7 +1289,7 @@ int dsmpool_area_flush(dsmpool_area *area) {
     if (!tc) return tc_err;
     uint64_t s = op_begin(tc->rec);
     int r = area_live(area) ? 0 : dp_fail(-ESTALE, "the area was destroyed");
-    if (r == 0) cache_drain_all(area, tc->rec, area->pool->slot);
+    if (r == 0) cache_answer(area, tc);
     op_end(tc->rec, s);
     return r;
 }
@@ -1346,9 +1454,27 @@ static void ar_reset(void) {
     for (struct dsmpool_area *a = ar_reg; a; a = a->reg_next) pthread_mutex_init(&a->lock, NULL);
 }
 
+/* Rule 12 for the segment layer (its trim hook): this thread's caches of
+ * every area of pool p give back now -- but one that an operation of this
+ * thread has open (its caller drained it; a nested operation would end it). */
+static void area_trim_thread(dsmpool *p) {
+    if (pthread_mutex_trylock(&ar_reg_lock) != 0) return; /* (held by this thread: not now) */
+    unsigned e = dp_epoch();
+    for (ar_tc *tc = tc_head; tc; tc = tc->tnext) {
+        struct dsmpool_area *a = atomic_load_explicit(&tc->area, memory_order_relaxed);
+        /* relaxed: this thread is the record's only writer */
+        if (!a || a->pool != p || tc->epoch != e || (dp_load_relaxed(&tc->rec->seq) & 1)) continue;
+        uint64_t s = op_begin(tc->rec);
+        if (area_live(a)) cache_answer(a, tc);
+        op_end(tc->rec, s);
+    }
+    pthread_mutex_unlock(&ar_reg_lock);
+}
+
 void dp_area_layer_init(void) {
     pthread_atfork(ar_prepare, ar_after, ar_after);
     dp_seg_set_area_hook(area_final);
+    dp_seg_set_trim_hook(area_trim_thread);
     dp_ledger_on_fork(ar_reset);
 }
 
@@ -1411,6 +1537,7 @@ static void area_fill(struct dsmpool_area *a, dsmpool *pool, ar_ctl *ctl, uint64
     a->aid = aid;
     a->tag = ctl->tag & 0x3fff;
     a->key = ctl->key;
+    a->trimp = &pool->hdr->trim;
     a->base = pool->base;
     a->data_off = pool->geo.data_off;
     a->data_size = pool->geo.data_size;
@@ -1568,6 +1695,7 @@ int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
             e += AR_PER_PAGE - 1;
             continue;
         }
+        if (e % AR_PER_PAGE == 0) out->registry_bytes += DP_FRAME_SIZE;
         ar_span *sp = ar_entry(area->pool, ctl, e);
         if (!sp) continue;
         unsigned st = SPW_ST(dp_load_relaxed(&sp->state));
@@ -1630,8 +1758,15 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
             /* acq_rel: the record is ours from here; a recoverer that dies
              * leaves it in the dead slot's name for the next one */
             if (o && (uint32_t)o == slot + 1 &&
-                dp_cas_acq_rel(&rec->owner, &o, (uint64_t)(slot + 1) | AR_RECOVERY))
+                dp_cas_acq_rel(&rec->owner, &o, (uint64_t)(slot + 1) | AR_RECOVERY)) {
+                /* relaxed: ordered by the owner CAS; odd: it died inside an
+                 * operation (or a recoverer did), which may have lost chunks */
+                if (dp_load_relaxed(&rec->seq) & 1) {
+                    dp_fetch_add_relaxed(&ctl->lost, 1); /* relaxed: the sweep's CAS settles it */
+                    dp_store_release(&p->hdr->sweep_needed, 1); /* release: pairs with dp_quiet_open */
+                }
                 cache_release(&tmp, rec, slot);
+            }
         }
         for (uint32_t pg = 0; pg < AR_REGPAGES; pg++) {
             if (!dp_load_relaxed(&ctl->regpage[pg])) continue;
@@ -1674,28 +1809,35 @@ void dp_area_mark_owned(dsmpool *p, dp_mark_fn mark, void *arg) {
     }
 }
 
-/* Rule 7 seen from outside: every held cache record's (owner, sequence). */
+/* Rule 7 seen from outside: every cache record's (owner, sequence) of one
+ * area, appended to q; -EBUSY if a live owner is inside an operation. */
+static int quiet_open_ctl(dsmpool *p, ar_ctl *ctl, dp_area_quiet *q) {
+    for (uint32_t i = 0; i < AR_NCACHES; i++) { /* every record: a claim during the pass shows too */
+        ar_cache *rec = &ctl->cache[i];
+        uint64_t o = dp_load_acquire(&rec->owner); /* acquire: pairs with the claim CAS */
+        uint64_t s = dp_load_acquire(&rec->seq); /* acquire: pairs with op_end's release */
+        if (o && (s & 1) && dp_slot_alive(p, (uint32_t)o - 1)) return -EBUSY;
+        if (q->n + 3 > q->cap) {
+            size_t nc = q->cap ? q->cap * 2 : 768;
+            uint64_t *ns = realloc(q->seq, nc * sizeof *ns);
+            if (!ns) return -ENOMEM;
+            q->seq = ns;
+            q->cap = nc;
+        }
+        q->seq[q->n++] = (uintptr_t)&rec->seq;
+        q->seq[q->n++] = s;
+        q->seq[q->n++] = o;
+    }
+    return 0;
+}
+
+/* The same over every area of the pool. */
 int dp_area_quiet_open(dsmpool *p, dp_area_quiet *q) {
     q->n = 0;
     for (uint64_t idx = 0; idx < p->nsegs; idx++) {
         ar_ctl *ctl = ctl_of(p, idx);
-        if (!ctl) continue;
-        for (uint32_t i = 0; i < AR_NCACHES; i++) { /* every record: a claim during the pass shows too */
-            ar_cache *rec = &ctl->cache[i];
-            uint64_t o = dp_load_acquire(&rec->owner); /* acquire: pairs with the claim CAS */
-            uint64_t s = dp_load_acquire(&rec->seq); /* acquire: pairs with op_end's release */
-            if (o && (s & 1) && dp_slot_alive(p, (uint32_t)o - 1)) return -EBUSY;
-            if (q->n + 3 > q->cap) {
-                size_t nc = q->cap ? q->cap * 2 : 768;
-                uint64_t *ns = realloc(q->seq, nc * sizeof *ns);
-                if (!ns) return -ENOMEM;
-                q->seq = ns;
-                q->cap = nc;
-            }
-            q->seq[q->n++] = (uintptr_t)&rec->seq;
-            q->seq[q->n++] = s;
-            q->seq[q->n++] = o;
-        }
+        int r = ctl ? quiet_open_ctl(p, ctl, q) : 0;
+        if (r) return r;
     }
     return 0;
 }
@@ -1828,15 +1970,33 @@ static void verify_area(vctx *v) {
     }
 }
 
-int dp_area_verify(dsmpool *p, dp_area_scratch *sc, char *why, size_t n) {
+static bool scratch_ready(dp_area_scratch *sc) {
     if (!sc->bits) sc->bits = calloc(AR_MAX_ENTRIES, sizeof(uint64_t *));
     if (!sc->used) sc->used = calloc(AR_MAX_ENTRIES, sizeof(uint64_t));
+    return sc->bits && sc->used;
+}
+
+static void vclear(vctx *v) { /* the scratch goes back as it came: all NULL */
+    for (size_t i = 0; i < v->nused; i++) {
+        free(v->bits[v->used[i]]);
+        v->bits[v->used[i]] = NULL;
+    }
+    v->nused = 0;
+}
+
+static bool vmarked(const vctx *v, uint64_t e, uint32_t idx) {
+    return v->bits[e] && (v->bits[e][idx / 64] >> (idx % 64) & 1);
+}
+
+int dp_area_verify(dsmpool *p, dp_area_scratch *sc, char *why, size_t n) {
     vctx v = {NULL, sc->bits, sc->used, 0, why, n, 0};
     static _Thread_local struct dsmpool_area tmp;
-    if (!v.bits || !v.used) {
+    if (!scratch_ready(sc)) {
         snprintf(why, n, "out of memory");
         return -ENOMEM;
     }
+    v.bits = sc->bits;
+    v.used = sc->used;
     for (uint64_t idx = 0; idx < p->nsegs && !v.err; idx++) {
         ar_ctl *ctl = ctl_of(p, idx);
         if (!ctl || dp_load_acquire(&ctl->state) != AR_LIVE) continue; /* acquire: destroy's mark */
@@ -1845,14 +2005,196 @@ int dp_area_verify(dsmpool *p, dp_area_scratch *sc, char *why, size_t n) {
         tmp.handle = DP_HANDLE(DP_SEG_GEN(dp_load_relaxed(&p->segs[idx].state)), idx);
         v.a = &tmp;
         verify_area(&v);
-        for (size_t i = 0; i < v.nused; i++) { /* the scratch goes back as it came: all NULL */
-            free(v.bits[v.used[i]]);
-            v.bits[v.used[i]] = NULL;
-        }
-        v.nused = 0;
+        vclear(&v);
         area_free_fb(&tmp);
     }
     return v.err;
+}
+
+/* ---- rule 11: what deaths inside operations lost ------------------------------ */
+
+typedef struct lost_ref {
+    uint64_t e;
+    uint32_t idx; /* UINT32_MAX: the span is whole but was not retired */
+    unsigned cls;
+} lost_ref;
+
+typedef struct lost_list {
+    lost_ref *v;
+    size_t n, cap;
+} lost_list;
+
+static bool lost_add(lost_list *l, uint64_t e, uint32_t idx, unsigned c) {
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? 2 * l->cap : 64;
+        lost_ref *nv = realloc(l->v, nc * sizeof *nv);
+        if (!nv) return false;
+        l->v = nv;
+        l->cap = nc;
+    }
+    l->v[l->n++] = (lost_ref){e, idx, c};
+    return true;
+}
+
+/* Walk the live spans of v's area after verify_area marked every chunk a
+ * list, stack or range holds. fn(e, sp, c, base, idx, m, tagged) for every
+ * chunk none holds; whole spans (count full, not retired) go to whole. */
+static int span_walk_unheld(vctx *v, lost_list *whole,
+                            bool (*fn)(void *, uint64_t, unsigned, dsmpool_ptr, uint32_t, bool), void *arg) {
+    struct dsmpool_area *a = v->a;
+    for (uint64_t e = 0; e < AR_MAX_ENTRIES; e++) {
+        if (e % AR_PER_PAGE == 0 && !dp_load_relaxed(&a->ctl->regpage[e / AR_PER_PAGE])) {
+            e += AR_PER_PAGE - 1;
+            continue;
+        }
+        ar_span *sp = ar_entry(a->pool, a->ctl, e);
+        if (!sp) continue;
+        uint64_t w = dp_load_acquire(&sp->state); /* acquire: the entry's publication */
+        unsigned st = SPW_ST(w), c = (unsigned)(dp_load_relaxed(&sp->info) & 0xff);
+        uint64_t blk = dp_load_relaxed(&sp->block);
+        dsmpool_ptr base = blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e, 0) : DP_BLOCK_OFF(blk);
+        if (st == SP_LARGE && blk) {
+            if (!fn(arg, e, AR_LARGE_CLS, base, 0, false)) return -ENOMEM;
+            continue;
+        }
+        if (st != SP_SPAN || c >= AR_NCLS || !blk) continue;
+        uint32_t n = cls_chunks(c);
+        if (SPW_COUNT(w) == n) {
+            if (whole && !lost_add(whole, e, UINT32_MAX, c)) return -ENOMEM;
+            continue;
+        }
+        for (uint32_t idx = 0; idx < n; idx++) {
+            if (vmarked(v, e, idx)) continue;
+            dsmpool_ptr cp = base + ((uint64_t)idx << cls_shift(c));
+            char *m = ar_addr_n(a, cp, 16);
+            if (!m) continue;
+            uint64_t have;
+            memcpy(&have, m + 8, 8);
+            if (!fn(arg, e, c, cp, idx, have == free_tag(a, cp))) return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* What the area's entries hold, as held should say (rule 11); false if an
+ * entry is between owners (INIT, RETIRED), when no sum is exact. */
+static bool held_sum(struct dsmpool_area *a, uint64_t *sum) {
+    *sum = 0;
+    for (uint64_t e = 0; e < AR_MAX_ENTRIES; e++) {
+        if (e % AR_PER_PAGE == 0 && !dp_load_relaxed(&a->ctl->regpage[e / AR_PER_PAGE])) {
+            e += AR_PER_PAGE - 1;
+            continue;
+        }
+        ar_span *sp = ar_entry(a->pool, a->ctl, e);
+        if (!sp) continue;
+        uint64_t w = dp_load_acquire(&sp->state); /* acquire: the entry's publication */
+        unsigned st = SPW_ST(w);
+        if (st == SP_FREE) continue;
+        if (st != SP_SPAN && st != SP_LARGE) return false;
+        uint64_t blk = dp_load_relaxed(&sp->block);
+        if (blk == DP_BLOCK_FALLBACK) *sum += dp_seg_os_size(a->pool, dp_load_relaxed(&sp->seg));
+        else if (blk && DP_BLOCK_ORDER(blk) <= DP_PA_MAX_ORDER) *sum += (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk);
+    }
+    return true;
+}
+
+static bool note_lost(void *arg, uint64_t e, unsigned c, dsmpool_ptr cp, uint32_t idx, bool tagged) {
+    (void)cp;
+    return !tagged || c == AR_LARGE_CLS || lost_add(arg, e, idx, c);
+}
+
+/* One area, inside the pool's window pq (no recovery runs, no bracket is
+ * open): find the lost chunks while none of its caches is inside an
+ * operation, then give them back. A chunk that is held by no list, stack or
+ * range and still carries its free tag was being freed, drained or moved
+ * by an operation that died: nobody can reach it any more, so giving it
+ * back after the window closes races with nobody. */
+static int lost_sweep_area(struct dsmpool_area *a, dp_area_scratch *sc, const dp_quiet *pq, size_t *got) {
+    dsmpool *p = a->pool;
+    char why[200];
+    for (int tries = 0; tries < 50; tries++) {
+        if (tries) dp_os_sleep_ns(100000);
+        dp_area_quiet q = {0};
+        int r = quiet_open_ctl(p, a->ctl, &q);
+        if (r) {
+            dp_area_quiet_close(&q);
+            if (r == -ENOMEM) return r;
+            continue;
+        }
+        vctx v = {a, sc->bits, sc->used, 0, why, sizeof why, 0};
+        lost_list lost = {0}, whole = {0};
+        uint64_t held = dp_load_relaxed(&a->ctl->held), sum = 0; /* relaxed: the windows order it */
+        bool exact = held_sum(a, &sum);
+        verify_area(&v);
+        if (!v.err) r = span_walk_unheld(&v, &whole, note_lost, &lost);
+        bool holds = dp_area_quiet_holds(p, &q), pool_holds = dp_quiet_holds(p, pq);
+        vclear(&v);
+        dp_area_quiet_close(&q);
+        if (v.err || r || !holds || !pool_holds) {
+            free(lost.v);
+            free(whole.v);
+            if (v.err || r) return v.err ? v.err : r; /* damage: the checker's to report */
+            if (!pool_holds) return -EBUSY;
+            continue;
+        }
+        /* a death between the reservation of held bytes and the entry that
+         * records them left the count wrong; nothing changed it during the
+         * window (no operation, no bracket): set it right, unless something
+         * did since (then again), and before our pushes retire anything.
+         * relaxed: a counter; the CAS alone decides */
+        if (exact && held != sum &&
+            !atomic_compare_exchange_strong_explicit(&a->ctl->held, &held, sum, memory_order_relaxed,
+                                                     memory_order_relaxed)) {
+            free(lost.v);
+            free(whole.v);
+            continue;
+        }
+        for (size_t i = 0; i < lost.n; i++) {
+            lost_ref *l = &lost.v[i];
+            ar_span *sp = ar_entry(p, a->ctl, l->e);
+            uint64_t blk = sp ? dp_load_relaxed(&sp->block) : 0;
+            dsmpool_ptr cp = (blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, l->e, 0) : DP_BLOCK_OFF(blk)) +
+                             ((uint64_t)l->idx << cls_shift(l->cls));
+            char *m = sp ? ar_addr_n(a, cp, 4) : NULL;
+            if (m) span_push(p, a->ctl, a->aid, l->e, sp, l->cls, l->idx, m, p->slot);
+        }
+        for (size_t i = 0; i < whole.n; i++) { /* a death between the whole count and its retirement */
+            ar_span *sp = ar_entry(p, a->ctl, whole.v[i].e);
+            uint64_t w = sp ? dp_load_acquire(&sp->state) : 0; /* acquire: every push's link */
+            if (!sp || SPW_ST(w) != SP_SPAN || SPW_COUNT(w) != cls_chunks(whole.v[i].cls)) continue;
+            if (entry_take_from(sp, &w, p->slot)) {
+                dp_fetch_add_relaxed(&a->ctl->partial[whole.v[i].cls], (uint64_t)-1); /* relaxed: a hint */
+                entry_release(p, a->ctl, a->aid, whole.v[i].e, sp, w, p->slot);
+            }
+        }
+        *got += lost.n + whole.n;
+        free(lost.v);
+        free(whole.v);
+        return 0;
+    }
+    return -EBUSY;
+}
+
+bool dp_area_sweep_lost(dsmpool *p, const dp_quiet *pq, dp_area_scratch *sc, size_t *got) {
+    if (!p->has_slot) return false; /* a retirement needs a live owner: the next recovery with a slot */
+    if (!scratch_ready(sc)) return false;
+    static _Thread_local struct dsmpool_area tmp;
+    bool done = true;
+    for (uint64_t idx = 0; idx < p->nsegs; idx++) {
+        ar_ctl *ctl = ctl_of(p, idx);
+        if (!ctl || dp_load_acquire(&ctl->state) != AR_LIVE) continue; /* acquire: destroy's mark */
+        uint64_t lost = dp_load_acquire(&ctl->lost); /* acquire: pairs with the CAS below */
+        if (!lost) continue;
+        memset(&tmp, 0, sizeof tmp);
+        area_fill(&tmp, p, ctl, idx + 1);
+        tmp.handle = DP_HANDLE(DP_SEG_GEN(dp_load_relaxed(&p->segs[idx].state)), idx);
+        if (lost_sweep_area(&tmp, sc, pq, got) == 0)
+            dp_cas_acq_rel(&ctl->lost, &lost, 0); /* acq_rel: a death counted since stays due */
+        else
+            done = false;
+        area_free_fb(&tmp);
+    }
+    return done;
 }
 
 void dp_area_scratch_free(dp_area_scratch *sc) {
@@ -1883,4 +2225,37 @@ dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpo
 
 unsigned dp_area_test_class(size_t size);
 unsigned dp_area_test_class(size_t size) { return cls_of(size); }
+
+/* Test-only: every allocation of the area -- chunks no list, stack or range
+ * holds, and large blocks -- into out (at most max; returns how many there
+ * are); *tagged counts those of them that still carry a free tag (lost, if
+ * the area is quiet). The caller keeps the area quiet. */
+typedef struct live_out {
+    dsmpool_ptr *out;
+    size_t max, n, tagged;
+} live_out;
+
+static bool note_live(void *arg, uint64_t e, unsigned c, dsmpool_ptr cp, uint32_t idx, bool tagged) {
+    (void)e, (void)c, (void)idx;
+    live_out *o = arg;
+    if (o->n < o->max) o->out[o->n] = cp;
+    o->n++;
+    o->tagged += tagged;
+    return true;
+}
+
+long dp_area_test_live(dsmpool_area *a, dsmpool_ptr *out, size_t max, size_t *tagged);
+long dp_area_test_live(dsmpool_area *a, dsmpool_ptr *out, size_t max, size_t *tagged) {
+    dp_area_scratch sc = {0};
+    char why[200];
+    if (!scratch_ready(&sc)) return -ENOMEM;
+    vctx v = {a, sc.bits, sc.used, 0, why, sizeof why, 0};
+    live_out o = {out, max, 0, 0};
+    verify_area(&v);
+    int r = v.err ? v.err : span_walk_unheld(&v, NULL, note_live, &o);
+    vclear(&v);
+    dp_area_scratch_free(&sc);
+    if (tagged) *tagged = o.tagged;
+    return r ? r : (long)o.n;
+}
 #endif

@@ -166,6 +166,9 @@ typedef struct dp_header {
     uint64_t no_anchor;             /* [imm] created without an anchor: no OS fallback segments */
     dp_a64 sweep_needed;            /* release/acquire: a process died inside an ownership change */
     dp_a64 recover_deferred;        /* relaxed counter: recoveries left unfinished for later */
+    dp_a64 lost_reclaimed;          /* relaxed counter: chunks the lost sweep gave back (area.c rule 11) */
+    dp_a64 trim;                    /* relaxed counter: requests that caches give back (segment.c rule 9) */
+    dp_a64 trim_quiet;              /* relaxed: no new request before this time (ns, monotonic) */
     dp_a64 fallbacks[DSMPOOL_MAX_NODES]; /* relaxed counters: wanted sub-pool s, got another */
     dp_a64 area_tags[256];          /* acq_rel: tags in use by areas (bit t-1 for tag t) */
 } dp_header;
@@ -380,6 +383,10 @@ void dp_ledger_mark_owned(struct dsmpool *pool, dp_mark_fn mark, void *arg); /* 
 void dp_seg_set_area_hook(void (*fn)(struct dsmpool *pool, void *ctl, uint64_t bytes,
                                      uint64_t aid, uint32_t owner_slot));
 void dp_seg_layer_init(void);
+/* Rule 9 of segment.c: the pool could not serve a block; caches give back,
+ * then one more try (bounded wait). 0 with *block, or the allocator's error. */
+int dp_seg_block_short(struct dsmpool *pool, unsigned order, unsigned place, uint64_t *block);
+void dp_seg_set_trim_hook(void (*fn)(struct dsmpool *pool)); /* this thread's caches give back */
 int dp_seg_create_internal(struct dsmpool *pool, size_t size, unsigned flags,
                            struct dsmpool_seg **out);
 unsigned dp_seg_flags(struct dsmpool *pool, dsmpool_handle h);
@@ -430,6 +437,10 @@ typedef struct dp_area_scratch {
     void *bits, *used;
 } dp_area_scratch;
 int dp_area_verify(struct dsmpool *pool, dp_area_scratch *sc, char *why, size_t n);
+/* area.c rule 11: give back the chunks that deaths inside area operations
+ * lost, inside the pool's quiet window q; false: left for the next sweep.
+ * *got counts what went back. */
+bool dp_area_sweep_lost(struct dsmpool *pool, const dp_quiet *q, dp_area_scratch *sc, size_t *got);
 void dp_area_scratch_free(dp_area_scratch *sc);
 
 /* ---- lifecycle (life.c): anchors, the last process out, the sweep -------- */

@@ -29,6 +29,9 @@
  *      allocator says is allocated and no owner records, and only inside a
  *      quiet window (proc.c rule 7): a block between its allocation and its
  *      record belongs to a bracket that is open, so the window refuses.
+ *      Inside the same window it gives back the area chunks that deaths
+ *      inside area operations lost (area.c rule 11; stats:
+ *      lost_chunks_reclaimed).
  *   4. Recovery never gives up on a slot half-way: what it cannot finish
  *      now stays and runs again on the next call, and is counted. A
  *      reference count that cannot be settled because a live process is
@@ -36,7 +39,8 @@
  *      the slot RECOVERING with its ambiguous records in place
  *      (stats: procs_recovering, recoveries_deferred); a sweep whose maps
  *      could not be built, or whose window never went quiet, stays due
- *      (sweep_needed).
+ *      (sweep_needed; stats: sweep_due), and so does an area's lost sweep
+ *      run by a process without a slot of its own (the last one leaving).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +67,7 @@ static bool recover_slot(dsmpool *p, uint32_t slot) {
 static bool sweep(dsmpool *p) {
     uint64_t **used = dp_maps_new(p), **owned = dp_maps_new(p);
     dp_quiet q = {0};
+    dp_area_scratch sc = {0};
     bool done = false;
     char why[200];
     if (!used || !owned || dp_quiet_open(p, &q, true) != 0) goto out;
@@ -92,8 +97,11 @@ static bool sweep(dsmpool *p) {
         }
     }
     dp_area_sweep_tags(p);
-    done = true;
+    size_t got = 0;
+    done = dp_area_sweep_lost(p, &q, &sc, &got); /* area.c rule 11; false: due again */
+    dp_fetch_add_relaxed(&p->hdr->lost_reclaimed, got); /* relaxed: a counter */
 out:
+    dp_area_scratch_free(&sc);
     dp_quiet_close(&q);
     dp_maps_free(p, used);
     dp_maps_free(p, owned);

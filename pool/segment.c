@@ -34,6 +34,15 @@
  *      holds is given back, when its last reference goes, by the destructor
  *      the area layer registered (dp_seg_set_area_hook): this layer knows
  *      areas only through that hook.
+ *   9. Short of memory (dp_seg_block_short): before a block request spills
+ *      to the OS or fails, the caches give back. This thread's own caches
+ *      at once (the area layer's trim hook); every other thread's at its
+ *      next area call (area.c rule 12), asked by one increment of hdr->trim
+ *      (a request nobody waits on: no lock, and a thread that makes no call
+ *      keeps its cache); the requester retries for at most DP_TRIM_WAIT_NS. A request
+ *      that did not help makes the next ones skip the wait for
+ *      DP_TRIM_QUIET_NS, so a pool that is really full costs one wait, not
+ *      one per allocation.
  *
  * Injection points (tests): "segment.attach.recorded" (PENDING, count not
  * raised), "segment.attach.counted" (count raised, record not ACTIVE).
@@ -65,8 +74,34 @@
 /* ---- layer hooks ------------------------------------------------------ */
 
 static void (*area_hook)(dsmpool *, void *, uint64_t, uint64_t, uint32_t);
+static void (*trim_hook)(dsmpool *);
 
 void dp_seg_set_area_hook(void (*fn)(dsmpool *, void *, uint64_t, uint64_t, uint32_t)) { area_hook = fn; }
+void dp_seg_set_trim_hook(void (*fn)(dsmpool *)) { trim_hook = fn; }
+
+/* ---- rule 9: short of memory ------------------------------------------- */
+
+#define DP_TRIM_WAIT_NS 2000000ull   /* how long a requester retries */
+#define DP_TRIM_POLL_NS 20000ull
+#define DP_TRIM_QUIET_NS 20000000ull /* after a request that did not help */
+
+int dp_seg_block_short(dsmpool *p, unsigned order, unsigned place, uint64_t *blk) {
+    if (trim_hook) trim_hook(p); /* this thread's caches */
+    int r = dp_pool_alloc_placed(p, order, place, blk);
+    if (r == 0 || r == -EUCLEAN) return r;
+    uint64_t now = dp_os_now_ns();
+    /* relaxed: a time hint; two requesters that both pass only ask twice */
+    if (now < dp_load_relaxed(&p->hdr->trim_quiet)) return r;
+    /* relaxed: a request counter; answering it orders nothing (each cache's
+     * chunks go back through the allocator's own release/acquire) */
+    dp_fetch_add_relaxed(&p->hdr->trim, 1);
+    for (uint64_t end = now + DP_TRIM_WAIT_NS; dp_os_now_ns() < end;) {
+        dp_os_sleep_ns(DP_TRIM_POLL_NS);
+        if ((r = dp_pool_alloc_placed(p, order, place, blk)) == 0 || r == -EUCLEAN) return r;
+    }
+    dp_store_relaxed(&p->hdr->trim_quiet, dp_os_now_ns() + DP_TRIM_QUIET_NS); /* relaxed: a hint */
+    return r;
+}
 
 /* ---- descriptors -------------------------------------------------------- */
 
@@ -338,6 +373,7 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
     unsigned order = size <= DP_FRAME_SIZE ? 0 : 64u - (unsigned)__builtin_clzll(size - 1) - DP_FRAME_SHIFT;
     uint64_t blk, bytes;
     r = dp_pool_alloc_placed(pool, order, flags, &blk);
+    if (r && r != -EUCLEAN) r = dp_seg_block_short(pool, order, flags, &blk); /* rule 9 */
     if (r == 0) {
         bytes = (uint64_t)DP_FRAME_SIZE << order;
         s->addr = dp_at(pool, DP_BLOCK_OFF(blk));
@@ -446,7 +482,7 @@ int dsmpool_seg_detach(dsmpool_seg *seg) {
  * (the parent detached it), or no record fits, the object turns stale: no
  * address, and detach says -ESTALE. */
 static void seg_adopt(dsmpool *p, struct dsmpool_seg *s) {
-    dp_a64 *rec;
+    dp_a64 *rec = NULL;
     s->rec = NULL;
     if (seg_ref(p, DP_HANDLE_IDX(s->handle), DP_HANDLE_GEN(s->handle), &rec) == 0) {
         s->rec = rec;
