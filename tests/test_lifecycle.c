@@ -857,3 +857,57 @@ Test(lifecycle, small_dev_shm_is_enospc_never_sigbus, .timeout = 120) {
     cr_expect_neq(rc, 99, "SIGBUS:\n%s", out);
     cr_expect_eq(rc, 0, "child %d:\n%s", rc, out);
 }
+
+/* ---- dsmpool-inspect --sweep and --destroy --------------------------------------- */
+
+static int inspect(const char *args, char *out, size_t n) {
+    const char *tool = getenv("DSMPOOL_INSPECT");
+    if (!tool) cr_skip_test("DSMPOOL_INSPECT not set (built with -Dtools=false?)");
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", tool, args);
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    size_t got = fread(out, 1, n - 1, f);
+    out[got] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+Test(lifecycle, inspect_destroys_a_dead_pool_and_refuses_a_live_one, .timeout = 60) {
+    char dead[64], live[64], out[2048], args[200];
+    test_name(dead, sizeof dead, "inspect-dead");
+    test_name(live, sizeof live, "inspect-live");
+    pid_t c = fork();
+    if (c == 0) {
+        dsmpool_config cfg;
+        dsmpool_config_init(&cfg);
+        cfg.size = 8 * MIB;
+        cfg.backing = DSMPOOL_BACKING_POSIX;
+        cfg.name = dead;
+        dsmpool *p;
+        if (dsmpool_create(&cfg, &p) != 0 || !fallback_seg(p, 16 * MIB, 1)) _exit(3);
+        raise(SIGKILL);
+    }
+    cr_assert_eq(test_wait(c), 128 + SIGKILL);
+    dsmpool *l = mkpool(DSMPOOL_BACKING_POSIX, live, 8 * MIB, false);
+    snprintf(args, sizeof args, "--destroy %s", live);
+    cr_expect_eq(inspect(args, out, sizeof out), 1, "%s", out);
+    cr_expect(strstr(out, "live process") && strstr(out, "force"), "the refusal says why and what to do: %s", out);
+    cr_expect(shm_exists(live));
+    snprintf(args, sizeof args, "--destroy %s", dead);
+    cr_expect_eq(inspect(args, out, sizeof out), 0, "%s", out);
+    cr_expect_not(shm_exists(dead), "the dead pool's name is left");
+    cr_expect_eq(inspect(args, out, sizeof out), 1, "a second destroy: %s", out);
+    cr_expect(strstr(out, "no pool named"), "%s", out);
+    cr_expect_eq(inspect("--sweep", out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "removed"), "%s", out);
+    snprintf(args, sizeof args, "--destroy %s --force", live);
+    cr_expect_eq(inspect(args, out, sizeof out), 0, "%s", out);
+    cr_expect_not(shm_exists(live));
+    test_check_ok(l);
+    uint64_t id = l->geo.pool_id;
+    cr_assert_eq(dsmpool_detach(l), 0);
+    bool anchor;
+    cr_expect_eq(pool_objects(id, &anchor) + anchor, 0);
+    cr_expect_eq(inspect("--bogus", out, sizeof out), 2);
+}
