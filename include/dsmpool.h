@@ -107,7 +107,10 @@ typedef enum {
     DSMPOOL_HUGE_OFF,        /* base pages */
     DSMPOOL_HUGE_TRY,        /* hugetlb pages if available, else base pages (stats say so) */
     DSMPOOL_HUGE_ON,         /* hugetlb pages or fail with -ENOMEM and a message */
-    DSMPOOL_HUGE_TRANSPARENT /* base-page shmem with madvise(MADV_HUGEPAGE) */
+    DSMPOOL_HUGE_TRANSPARENT /* base-page shmem with madvise(MADV_HUGEPAGE); memory is
+                                reserved only by the prefault (tmpfs cannot reserve huge
+                                pages untouched): without it, a full /dev/shm or memory
+                                limit shows later as SIGBUS */
 } dsmpool_huge;
 
 typedef enum {
@@ -121,7 +124,7 @@ typedef enum {
 typedef struct dsmpool_config {
     size_t size;             /* bytes in the region (header and tables included) */
     dsmpool_backing backing;
-    const char *name;        /* POSIX name ("/x") or SysV key text; NULL for ANON/MEMFD */
+    const char *name;        /* POSIX name ("/x") or SysV key text ("x"); NULL for ANON/MEMFD */
     dsmpool_huge huge_pages;
     size_t huge_page_size;   /* 0: system default; else 2 MiB or 1 GiB */
     bool prefault;           /* populate every page at creation (default true) */
