@@ -1708,6 +1708,39 @@ int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
     return 0;
 }
 
+/* ---- the last process out (life.c) ----------------------------------------- */
+
+/* Nobody is attached to the pool any more (life.c rule 4: the caller holds
+ * LIFE exclusive, nobody is present, dead processes were recovered), and its
+ * OS segments are about to go: every area entry that lives in one goes
+ * first, so an area of a pool that persists names no segment that is gone
+ * (its chunks there are lost with the segment: pointers into them get
+ * -EINVAL). No operation can run: plain stores. */
+void dp_area_drop_os(dsmpool *p) {
+    for (uint64_t idx = 0; idx < p->nsegs; idx++) {
+        ar_ctl *ctl = ctl_of(p, idx);
+        if (!ctl) continue;
+        for (uint32_t k = 0; k < AR_REGPAGES; k++) {
+            uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: the link CAS */
+            if (!off || !dp_block_ok(p, off, DP_FRAME_SIZE)) continue;
+            ar_span *pg = dp_at(p, off);
+            for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
+                uint64_t w = dp_load_acquire(&pg[i].state); /* acquire: the filler's writes */
+                unsigned st = SPW_ST(w);
+                if ((st != SP_SPAN && st != SP_LARGE) || dp_load_relaxed(&pg[i].block) != DP_BLOCK_FALLBACK) continue;
+                uint64_t bytes = dp_seg_os_size(p, dp_load_relaxed(&pg[i].seg));
+                unsigned c = (unsigned)(dp_load_relaxed(&pg[i].info) & 0xff);
+                if (st == SP_SPAN && SPW_COUNT(w) && c < AR_NCLS)
+                    dp_fetch_add_relaxed(&ctl->partial[c], (uint64_t)-1); /* relaxed: a hint */
+                if (bytes) dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes); /* relaxed: a counter */
+                dp_store_relaxed(&pg[i].block, 0);
+                dp_store_relaxed(&pg[i].seg, 0);
+                dp_store_release(&pg[i].state, SPW(SPW_GEN(w) + 1, 0, 0, SP_FREE)); /* release: entry_claim */
+            }
+        }
+    }
+}
+
 /* ---- recovery, ownership and verification (recover.c, stats.c) ---------- */
 
 
@@ -2103,22 +2136,28 @@ static bool note_lost(void *arg, uint64_t e, unsigned c, dsmpool_ptr cp, uint32_
     return !tagged || c == AR_LARGE_CLS || lost_add(arg, e, idx, c);
 }
 
-/* One area, inside the pool's window pq (no recovery runs, no bracket is
- * open): find the lost chunks while none of its caches is inside an
- * operation, then give them back. A chunk that is held by no list, stack or
- * range and still carries its free tag was being freed, drained or moved
- * by an operation that died: nobody can reach it any more, so giving it
- * back after the window closes races with nobody. */
-static int lost_sweep_area(struct dsmpool_area *a, dp_area_scratch *sc, const dp_quiet *pq, size_t *got) {
+/* One area whose control block we hold a reference on (so no last detach
+ * frees it), with a cache record of our own (mine). Find the lost chunks
+ * inside the pool's quiet window (no recovery runs, no bracket is open) and
+ * with none of the area's caches inside an operation; then, inside an
+ * operation on mine (so an explicit destroy waits for us: rule 6), give
+ * them back. A chunk that is held by no list, stack or range and still
+ * carries its free tag was being freed, drained or moved by an operation
+ * that died: nobody can reach it any more, so giving it back after the
+ * windows close races with nobody. */
+static int lost_sweep_area(struct dsmpool_area *a, ar_cache *mine, dp_area_scratch *sc, size_t *got) {
     dsmpool *p = a->pool;
     char why[200];
     for (int tries = 0; tries < 50; tries++) {
         if (tries) dp_os_sleep_ns(100000);
+        dp_quiet pq = {0};
         dp_area_quiet q = {0};
-        int r = quiet_open_ctl(p, a->ctl, &q);
+        int r = dp_quiet_open(p, &pq, true);
+        if (r == 0) r = quiet_open_ctl(p, a->ctl, &q);
         if (r) {
             dp_area_quiet_close(&q);
-            if (r == -ENOMEM) return r;
+            dp_quiet_close(&pq);
+            if (r == -ENOMEM || r == -EAGAIN) return r; /* (-EAGAIN: a new death, recovery first) */
             continue;
         }
         vctx v = {a, sc->bits, sc->used, 0, why, sizeof why, 0};
@@ -2127,24 +2166,32 @@ static int lost_sweep_area(struct dsmpool_area *a, dp_area_scratch *sc, const dp
         bool exact = held_sum(a, &sum);
         verify_area(&v);
         if (!v.err) r = span_walk_unheld(&v, &whole, note_lost, &lost);
-        bool holds = dp_area_quiet_holds(p, &q), pool_holds = dp_quiet_holds(p, pq);
+        bool holds = dp_area_quiet_holds(p, &q) && dp_quiet_holds(p, &pq);
         vclear(&v);
         dp_area_quiet_close(&q);
-        if (v.err || r || !holds || !pool_holds) {
+        dp_quiet_close(&pq);
+        if (v.err || r || !holds) {
             free(lost.v);
             free(whole.v);
             if (v.err || r) return v.err ? v.err : r; /* damage: the checker's to report */
-            if (!pool_holds) return -EBUSY;
             continue;
+        }
+        uint64_t s = op_begin(mine);
+        if (!area_live(a)) { /* destroyed meanwhile: its destroyer takes everything */
+            op_end(mine, s);
+            free(lost.v);
+            free(whole.v);
+            return 0;
         }
         /* a death between the reservation of held bytes and the entry that
          * records them left the count wrong; nothing changed it during the
-         * window (no operation, no bracket): set it right, unless something
-         * did since (then again), and before our pushes retire anything.
-         * relaxed: a counter; the CAS alone decides */
+         * windows: set it right, unless something did since (then again), and
+         * before our pushes retire anything. relaxed: a counter; the CAS
+         * alone decides */
         if (exact && held != sum &&
             !atomic_compare_exchange_strong_explicit(&a->ctl->held, &held, sum, memory_order_relaxed,
                                                      memory_order_relaxed)) {
+            op_end(mine, s);
             free(lost.v);
             free(whole.v);
             continue;
@@ -2167,6 +2214,7 @@ static int lost_sweep_area(struct dsmpool_area *a, dp_area_scratch *sc, const dp
                 entry_release(p, a->ctl, a->aid, whole.v[i].e, sp, w, p->slot);
             }
         }
+        op_end(mine, s);
         *got += lost.n + whole.n;
         free(lost.v);
         free(whole.v);
@@ -2175,24 +2223,34 @@ static int lost_sweep_area(struct dsmpool_area *a, dp_area_scratch *sc, const dp
     return -EBUSY;
 }
 
-bool dp_area_sweep_lost(dsmpool *p, const dp_quiet *pq, dp_area_scratch *sc, size_t *got) {
+bool dp_area_sweep_lost(dsmpool *p, dp_area_scratch *sc, size_t *got) {
     if (!p->has_slot) return false; /* a retirement needs a live owner: the next recovery with a slot */
     if (!scratch_ready(sc)) return false;
     static _Thread_local struct dsmpool_area tmp;
+    uint64_t me = (uint64_t)(p->slot + 1) | ((uint64_t)(uint32_t)syscall(SYS_gettid) << 32);
     bool done = true;
     for (uint64_t idx = 0; idx < p->nsegs; idx++) {
         ar_ctl *ctl = ctl_of(p, idx);
-        if (!ctl || dp_load_acquire(&ctl->state) != AR_LIVE) continue; /* acquire: destroy's mark */
+        /* relaxed: a first look; what we act on is read again under a reference */
+        if (!ctl || !dp_load_relaxed(&ctl->lost)) continue;
+        dsmpool_seg *ref; /* rule 8's reason, here: no last detach frees the block under us */
+        dsmpool_handle h = DP_HANDLE(DP_SEG_GEN(dp_load_acquire(&p->segs[idx].state)), idx);
+        if (dsmpool_seg_attach(p, h, &ref) != 0) continue; /* gone: nothing of it is lost any more */
         uint64_t lost = dp_load_acquire(&ctl->lost); /* acquire: pairs with the CAS below */
-        if (!lost) continue;
-        memset(&tmp, 0, sizeof tmp);
-        area_fill(&tmp, p, ctl, idx + 1);
-        tmp.handle = DP_HANDLE(DP_SEG_GEN(dp_load_relaxed(&p->segs[idx].state)), idx);
-        if (lost_sweep_area(&tmp, sc, pq, got) == 0)
-            dp_cas_acq_rel(&ctl->lost, &lost, 0); /* acq_rel: a death counted since stays due */
-        else
-            done = false;
-        area_free_fb(&tmp);
+        ar_cache *mine = ctl_of(p, idx) == ctl && dp_load_acquire(&ctl->state) == AR_LIVE && lost
+                             ? cache_claim(ctl, me) : NULL;
+        if (mine) {
+            memset(&tmp, 0, sizeof tmp);
+            area_fill(&tmp, p, ctl, idx + 1);
+            tmp.handle = h;
+            /* acq_rel: a death counted since stays due (the CAS fails) */
+            if (lost_sweep_area(&tmp, mine, sc, got) != 0 || !dp_cas_acq_rel(&ctl->lost, &lost, 0)) done = false;
+            cache_release(&tmp, mine, p->slot); /* it holds nothing: just given up */
+            area_free_fb(&tmp);
+        } else if (lost && dp_load_acquire(&ctl->state) == AR_LIVE) {
+            done = false; /* every cache record is held: next time */
+        }
+        dsmpool_seg_detach(ref);
     }
     return done;
 }

@@ -293,7 +293,7 @@ static inline unsigned dp_epoch(void) {
 
 /* Hooks: how a lower layer reaches what a higher one does (STYLE 13). */
 void dp_ledger_set_reclaim(int (*fn)(struct dsmpool *pool)); /* recovery layer */
-void dp_ledger_set_adopt(void (*fn)(struct dsmpool *pool));  /* segment and life layers */
+void dp_ledger_set_adopt(int (*fn)(struct dsmpool *pool));   /* segment and life layers; run top first */
 void dp_ledger_on_fork(void (*fn)(void));                    /* process-local locks to reset */
 int dp_reclaim(struct dsmpool *pool); /* recover dead processes now; returns slots recovered */
 
@@ -438,10 +438,14 @@ typedef struct dp_area_scratch {
 } dp_area_scratch;
 int dp_area_verify(struct dsmpool *pool, dp_area_scratch *sc, char *why, size_t n);
 /* area.c rule 11: give back the chunks that deaths inside area operations
- * lost, inside the pool's quiet window q; false: left for the next sweep.
- * *got counts what went back. */
-bool dp_area_sweep_lost(struct dsmpool *pool, const dp_quiet *q, dp_area_scratch *sc, size_t *got);
+ * lost (it opens its own quiet windows: call it outside any); false: left
+ * for the next sweep. *got counts what went back. */
+bool dp_area_sweep_lost(struct dsmpool *pool, dp_area_scratch *sc, size_t *got);
 void dp_area_scratch_free(dp_area_scratch *sc);
+
+/* area.c: the pool's OS segments are about to go with its last process:
+ * area entries in them go first (life.c rule 4). */
+void dp_area_drop_os(struct dsmpool *pool);
 
 /* ---- lifecycle (life.c): anchors, the last process out, the sweep -------- */
 

@@ -89,6 +89,7 @@ int dp_os_ofd_test_range(int fd, uint64_t n, uint64_t len);
  * descriptions do not conflict; a write lock conflicts with all. */
 int dp_os_ofd_tryread(int fd, uint64_t n);
 int dp_os_ofd_waitread(int fd, uint64_t n, unsigned ms);
+int dp_os_ofd_waitlock(int fd, uint64_t n, unsigned ms); /* exclusive, polling, at most ms */
 
 /* A new open file description of fd's file, read-write, O_CLOEXEC, through
  * /proc/self/fd (works for unlinked files and memfds); -errno when /proc is

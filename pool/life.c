@@ -17,35 +17,53 @@
  *      (a fork()ed child opens its own when it adopts the pool); the kernel
  *      drops it when the process dies. A pool no process is present in is
  *      dead (every process died) or closed (the last one left cleanly).
- *   3. DP_ANCHOR_LIFE: a joiner holds it shared from before its presence
- *      until its slot is claimed; whoever cleans up or removes a pool holds
- *      it exclusive, and checks presence only then. So a pool is never
- *      cleaned while a process joins it, and nobody joins a pool while it is
- *      being removed (a joiner waits, at most 10 s, then says -EAGAIN).
+ *   3. DP_ANCHOR_LIFE: a joiner (and a creator) holds it shared from before
+ *      its presence until its slot is claimed; whoever cleans up or removes
+ *      a pool holds it exclusive, and checks presence only then. A leaver
+ *      takes it while it is still present, and only then drops its presence
+ *      and looks: so no cleaner ever sees a pool empty that a process is
+ *      leaving cleanly, no pool is cleaned while a process joins it, and
+ *      nobody joins one being removed (a joiner waits, at most 10 s, then
+ *      says -EAGAIN). A name found by open is trusted only once it is locked
+ *      and still leads to the same file (a cleaner may have unlinked it).
  *   4. The last process out (its presence dropped, LIFE exclusive, nobody
- *      present): recovers what dead processes left, then unlinks every OS
- *      fallback segment of the pool, pinned ones too (their descriptors are
- *      freed: nobody holds them), and any stray object named after the pool.
- *      An anonymous or memfd pool goes with its last process, and a
- *      destroyed one with its name: their anchor (and System V semaphores)
- *      go too. A named pool that persists is marked closed (hdr->closed).
+ *      present): recovers what dead processes left, drops area entries that
+ *      live in OS segments, then unlinks every OS fallback segment of the
+ *      pool, pinned ones too (their descriptors are freed: nobody holds
+ *      them), and any stray object named after the pool. An anonymous or
+ *      memfd pool goes with its last process, and a destroyed one with its
+ *      name: their anchor (and System V semaphores) go too. A named pool
+ *      that persists is marked closed (hdr->closed).
  *   5. The sweep (dsmpool_sweep, safe from any process at any time): for
  *      every pool id it finds in /dev/shm (anchors, fallback objects) or in
  *      a region header (POSIX names in /dev/shm and hugetlbfs mounts,
  *      System V segments): if the anchor's LIFE can be taken exclusive and
- *      nobody is present -- and, for a region it can reach, no slot or
- *      creation lock is held -- the pool is dead: its fallback objects, its
- *      region (unless it was closed cleanly) and its anchor are removed.
- *      Fallback objects whose pool has no anchor are removed. An object of
- *      a pool with a live process is never touched.
+ *      nobody is present -- and, for a region it can reach (its header read
+ *      again under LIFE, and still this pool's), no slot or creation lock
+ *      is held -- the pool is dead: its fallback objects, its region (unless
+ *      it was closed cleanly) and its anchor are removed. Fallback objects
+ *      whose pool has no anchor are removed; an unnamed region (.new) only
+ *      if its creation lock is free; a published region without an anchor
+ *      never (nothing says whether it closed cleanly: dsmpool_remove it).
+ *      A question the kernel does not answer (an anchor or a region that
+ *      cannot be opened, but exists) counts as "held". An object of a pool
+ *      with a live process is never touched.
  *   6. dsmpool_remove (and create's replace_stale) removes one named pool
  *      the same way, refusing one with a present process unless forced.
  *
- * Bound: a process that could not open the anchor (it attached through a
- * memfd from a mount namespace with another /dev/shm) is not present; it
- * cannot see that /dev/shm's objects either, so a sweep there takes nothing
- * it uses. Do not unlink the anchor of a live pool by hand: its fallback
- * objects would then look orphaned to a sweep.
+ * Bounds: a process of an anonymous or memfd pool in a mount namespace
+ * without a /dev/shm is not present; it cannot see any fallback object
+ * either. Any other failure to take presence fails the join (attach, or the
+ * first call of a fork()ed child). A fork()ed child that never calls the
+ * library (and never execs: the descriptions are close-on-exec) keeps its
+ * parent's presence -- and, forked by another thread during a create or a
+ * join, LIFE or the creation lock -- until it exits: a pool whose other
+ * processes died is then cleaned late (attach may say -EAGAIN meanwhile),
+ * never early. Do not unlink the anchor of a live pool by hand: its
+ * fallback objects would then look orphaned to a sweep.
+ *
+ * Injection point (tests): "life.sweep.scanned" (the sweep has its list of
+ * pools, before it locks and removes any).
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -97,7 +115,9 @@ static int anchor_take(uint64_t id, bool create, unsigned mode, unsigned wait_ms
 }
 
 int dp_life_anchor_create(uint64_t id, unsigned mode) {
-    return anchor_take(id, true, mode, 0); /* rule 3: LIFE shared until published; rule 2: present */
+    /* rule 3: LIFE shared until published (a sweeper may hold it a moment:
+     * wait); rule 2: present */
+    return anchor_take(id, true, mode, JOIN_WAIT_MS);
 }
 
 void dp_life_anchor_remove(uint64_t id) {
@@ -128,12 +148,14 @@ int dp_life_join(dsmpool *p, bool creator) {
     char nm[64];
     anchor_name(p->geo.pool_id, nm, sizeof nm);
     int fd = anchor_take(p->geo.pool_id, false, p->geo.mode ? p->geo.mode : 0600, JOIN_WAIT_MS);
-    if (fd < 0 && (p->backing == DSMPOOL_BACKING_MEMFD || p->backing == DSMPOOL_BACKING_ANON) && fd != -EAGAIN)
-        return 0; /* another /dev/shm (a namespace): not present, and none of its objects seen */
+    if (fd == -ENOENT && (p->backing == DSMPOOL_BACKING_MEMFD || p->backing == DSMPOOL_BACKING_ANON))
+        return 0; /* no /dev/shm here (a mount namespace without one): no fallback object is seen either */
     if (fd == -EAGAIN)
         return dp_fail(-EAGAIN, "pool %s is being cleaned up or removed by another process (it held it "
                        "for %u s); retry", p->name[0] ? p->name : nm, JOIN_WAIT_MS / 1000);
-    if (fd < 0) return dp_fail(fd, "cannot open the pool's anchor %s: %s", nm, strerror(-fd));
+    if (fd < 0)
+        return dp_fail(fd, "cannot open the pool's anchor /dev/shm%s: %s (every process of a pool must be "
+                       "able to open it: same user, or a mode that lets it)", nm, strerror(-fd));
     if (!region_still_named(p)) {
         dp_os_close(fd);
         return dp_fail(-ENOENT, "pool %s was removed while this process attached", p->name);
@@ -149,14 +171,17 @@ void dp_life_joined(dsmpool *p) {
 
 /* A fork()ed child adopting the pool: a description and presence of its
  * own; the inherited description is the parent's. */
-static void life_adopt(dsmpool *p) {
-    if (p->anchor < 0) return;
+static int life_adopt(dsmpool *p) {
+    if (p->anchor < 0) return 0;
     dp_os_close(p->anchor);
     p->anchor = -1;
     int fd = anchor_take(p->geo.pool_id, false, p->geo.mode ? p->geo.mode : 0600, JOIN_WAIT_MS);
-    if (fd < 0) return; /* not present: a sweep may take its fallback objects (documented) */
+    if (fd < 0) /* a child that is not present must not hold a slot: others would clean up under it */
+        return dp_fail(fd == -EAGAIN ? -EAGAIN : fd, "this fork()ed child cannot take its own presence on "
+                       "the pool's anchor: %s", strerror(-fd));
     dp_os_ofd_unlock(fd, DP_ANCHOR_LIFE);
     p->anchor = fd;
+    return 0;
 }
 
 void dp_life_layer_init(void) { dp_ledger_set_adopt(life_adopt); }
@@ -187,6 +212,13 @@ static bool unlink_objects_of(const char *name, void *arg) {
     if (!parse_id(name, &id, &anchor) || anchor || id != b->id) return true;
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", b->dir, name);
+    size_t l = strlen(name);
+    if (l > 4 && !strcmp(name + l - 4, ".new")) { /* a region not yet named: its creator may live */
+        int fd = dp_os_file_open_ro(path);
+        bool held = fd < 0 ? fd != -ENOENT : dp_os_ofd_test(fd, DP_LOCK_CREATE) != 0;
+        if (fd >= 0) dp_os_close(fd);
+        if (held) return true;
+    }
     if (dp_os_file_unlink(path) == 0) b->removed++;
     return true;
 }
@@ -210,6 +242,7 @@ static size_t remove_objects(uint64_t id) {
 /* Rule 4, with LIFE held exclusive and nobody present. */
 static void last_out(dsmpool *p) {
     dp_recover_all(p); /* what dead processes held goes first (their segments with it) */
+    dp_area_drop_os(p); /* area entries in OS segments: their segments go now */
     for (uint64_t i = 0; i < p->nsegs; i++) { /* what is left: pinned, or of processes that left */
         dp_seg_desc *d = &p->segs[i];
         uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with create's LIVE CAS */
@@ -237,12 +270,15 @@ void dp_life_leave(dsmpool *p) {
     if (p->anchor < 0) return;
     int fd = p->anchor;
     p->anchor = -1;
-    dp_os_ofd_unlock(fd, DP_ANCHOR_PRESENCE);
-    /* rule 3: a joiner or a cleaner holds LIFE: then it is not ours to do */
-    if (dp_os_ofd_trylock(fd, DP_ANCHOR_LIFE) == 0) {
+    /* rule 3: LIFE exclusive while still present -- a sweeper that holds it
+     * sees us and lets go, a joiner finishes its join -- and only then is
+     * presence dropped and looked at: nobody can take our being gone for a
+     * pool that died */
+    if (dp_os_ofd_waitlock(fd, DP_ANCHOR_LIFE, JOIN_WAIT_MS) == 0) {
+        dp_os_ofd_unlock(fd, DP_ANCHOR_PRESENCE);
         if (dp_os_ofd_test(fd, DP_ANCHOR_PRESENCE) == 0) last_out(p);
         dp_os_ofd_unlock(fd, DP_ANCHOR_LIFE);
-    }
+    } /* (held for 10 s by another: it is not ours to clean up; closing drops presence) */
     dp_os_close(fd);
 }
 
@@ -364,37 +400,73 @@ static void scan_all(found *f) {
     dp_os_sysv_each(scan_sysv, f);
 }
 
-/* Does any process hold a slot or the creation of this region? */
+/* Does any process hold a slot or the creation of this region? (A question
+ * that cannot be asked is answered yes.) */
 static bool region_held(const region_ref *r) {
     uint64_t n = r->nprocs < (1u << 20) ? r->nprocs : (1u << 20);
     if (r->kind == 1) {
         int fd = dp_os_file_open_ro(r->path);
-        if (fd < 0) return false;
+        if (fd < 0) return fd != -ENOENT;
         bool held = dp_os_ofd_test(fd, DP_LOCK_CREATE) != 0 || dp_os_ofd_test_range(fd, DP_LOCK_SLOT0, n) != 0;
         dp_os_close(fd);
         return held;
     }
     int sem = dp_os_sem_get(r->key);
-    if (sem < 0) return false;
+    if (sem < 0) return sem != -ENOENT;
     for (uint64_t i = 0; i < DP_LOCK_SLOT0 + n; i++)
-        if (dp_os_sem_test(sem, (unsigned)i) == 1) return true;
+        if (dp_os_sem_test(sem, (unsigned)i) != 0) return true;
     return false;
+}
+
+/* Read the region's header again, now that LIFE is ours (the scan may be
+ * old: a process may have joined and left cleanly since). false: the name
+ * no longer leads to this pool's region (removed, or another pool's now). */
+static bool region_refresh(region_ref *r) {
+    dp_header *h = malloc(sizeof *h);
+    if (!h) return false;
+    int rr = -ENOENT;
+    if (r->kind == 1) {
+        int fd = dp_os_file_open_ro(r->path);
+        if (fd >= 0) {
+            rr = dp_region_peek_fd(fd, h);
+            dp_os_close(fd);
+        }
+    } else {
+        rr = dp_region_peek_sysv(r->shmid, h); /* by id: this very segment, or none */
+    }
+    bool ok = rr == 0 && (r->kind == 3 ? h->magic == 0 : header_of(h) && h->pool_id == r->id);
+    if (ok) {
+        r->magic = h->magic;
+        r->closed = dp_load_relaxed(&h->closed);
+        r->nprocs = h->proc_cap;
+    }
+    free(h);
+    return ok;
 }
 
 static size_t remove_region(const region_ref *r) {
     if (r->kind == 1) return dp_os_file_unlink(r->path) == 0; /* /dev/shm or hugetlbfs */
-    size_t n = dp_os_sysv_remove(r->shmid) == 0;
+    /* the set first: while the segment exists nobody can make a new set for
+     * the key (region.c sysv_sems), so the set we remove is this pool's */
+    size_t n = 0;
     int sem = dp_os_sem_get(r->key);
     if (sem >= 0 && dp_os_sem_remove(sem) == 0) n++;
+    n += dp_os_sysv_remove(r->shmid) == 0; /* by id: never another segment */
     return n;
 }
 
 /* Rules 5 and 6 for one pool id: remove it if nobody holds it (or forced).
  * region: its region if known. Returns objects removed, or -EBUSY. */
-static long remove_pool(uint64_t id, const region_ref *region, bool force, bool sweeping) {
+static long remove_pool(uint64_t id, const region_ref *scanned, bool force, bool sweeping) {
+    region_ref cur, *region = NULL;
+    if (scanned) {
+        cur = *scanned;
+        region = &cur;
+    }
     char nm[64];
     anchor_name(id, nm, sizeof nm);
     int fd = dp_os_shm_open(nm, false, 0);
+    if (fd < 0 && fd != -ENOENT && !force) return -EBUSY; /* cannot tell: never guess "nobody" */
     if (fd >= 0) {
         if (dp_os_ofd_trylock(fd, DP_ANCHOR_LIFE) != 0) { /* someone joins or cleans it now */
             dp_os_close(fd);
@@ -405,6 +477,10 @@ static long remove_pool(uint64_t id, const region_ref *region, bool force, bool 
             return -EBUSY;
         }
     }
+    if (region && !region_refresh(region)) region = NULL; /* gone, or not this pool's any more */
+    /* a published region without an anchor (created where none could be
+     * made): whether it closed cleanly is unknown, so a sweep keeps it */
+    if (fd < 0 && sweeping && region && region->magic == DP_MAGIC) return 0;
     if (!force && region && region_held(region)) { /* belt and braces: slots and creation */
         if (fd >= 0) dp_os_close(fd);
         return -EBUSY;
@@ -422,6 +498,7 @@ int dsmpool_sweep(size_t *removed) {
     dp_clear_error();
     found f = {0};
     scan_all(&f);
+    DP_INJECT("life.sweep.scanned");
     size_t n = 0;
     for (size_t i = 0; i < f.nids; i++) {
         const region_ref *reg = NULL;
@@ -430,8 +507,8 @@ int dsmpool_sweep(size_t *removed) {
         long r = remove_pool(f.ids[i], reg, false, true);
         if (r > 0) n += (size_t)r;
     }
-    for (size_t i = 0; i < f.nhalf; i++)
-        if (sysv_half_built(f.half[i].key, 0)) n += remove_region(&f.half[i]);
+    for (size_t i = 0; i < f.nhalf; i++) /* still the segment we saw, still without a creator */
+        if (region_refresh(&f.half[i]) && sysv_half_built(f.half[i].key, 0)) n += remove_region(&f.half[i]);
     free(f.regions);
     free(f.ids);
     if (removed) *removed = n;
@@ -458,7 +535,7 @@ int dp_life_remove(const char *name, bool force, int backing) {
     for (size_t k = 0; k < f.nhalf && sysv; k++)
         if (f.half[k].key == key) {
             matched++;
-            busy += !(sysv_half_built(key, 0) && remove_region(&f.half[k]));
+            busy += !(region_refresh(&f.half[k]) && sysv_half_built(key, 0) && remove_region(&f.half[k]));
         }
     free(f.regions);
     free(f.ids);

@@ -210,6 +210,7 @@ int dp_os_shm_open_any(const char *name, unsigned mode) {
     do
         fd = shm_open(name, O_RDWR | O_CLOEXEC | O_CREAT, (mode_t)mode);
     while (fd < 0 && errno == EINTR);
+    if (fd >= 0) (void)fchmod(fd, (mode_t)mode); /* umask must not narrow it (another owner's: EPERM, fine) */
     OS_RET(fd < 0 ? -errno : fd);
 }
 
@@ -440,16 +441,25 @@ int dp_os_ofd_tryread(int fd, uint64_t n) {
     OS_RET(ofd_lock(fd, F_OFD_SETLK, F_RDLCK, n, 1));
 }
 
-int dp_os_ofd_waitread(int fd, uint64_t n, unsigned ms) {
-    OS_SAVE;
+/* A polling wait: a holder that is stopped must not stop us for ever. */
+static int ofd_wait(int fd, short type, uint64_t n, unsigned ms) {
     uint64_t end = dp_os_now_ns() + (uint64_t)ms * 1000000ull;
     int r;
-    /* a polling wait: a holder that is stopped must not stop us for ever */
-    while ((r = ofd_lock(fd, F_OFD_SETLK, F_RDLCK, n, 1)) == -EAGAIN && dp_os_now_ns() < end) {
+    while ((r = ofd_lock(fd, F_OFD_SETLK, type, n, 1)) == -EAGAIN && dp_os_now_ns() < end) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    OS_RET(r);
+    return r;
+}
+
+int dp_os_ofd_waitread(int fd, uint64_t n, unsigned ms) {
+    OS_SAVE;
+    OS_RET(ofd_wait(fd, F_RDLCK, n, ms));
+}
+
+int dp_os_ofd_waitlock(int fd, uint64_t n, unsigned ms) {
+    OS_SAVE;
+    OS_RET(ofd_wait(fd, F_WRLCK, n, ms));
 }
 
 int dp_os_reopen(int fd) {
@@ -655,10 +665,29 @@ static bool cgroup_path(const char *ctl, char *out, size_t n) {
     return found;
 }
 
+/* Page cache the kernel can drop to make room: file pages that are not
+ * shmem (which cannot be dropped, only swapped), from a memory.stat file. */
+static uint64_t reclaimable(const char *stat, const char *file_key, const char *shmem_key) {
+    FILE *f = fopen(stat, "re");
+    if (!f) return 0;
+    char line[128];
+    uint64_t file = 0, shmem = 0;
+    while (fgets(line, sizeof line, f)) {
+        char k[64];
+        unsigned long long v;
+        if (sscanf(line, "%63s %llu", k, &v) != 2) continue;
+        if (!strcmp(k, file_key)) file = v;
+        else if (!strcmp(k, shmem_key)) shmem = v;
+    }
+    fclose(f);
+    return file > shmem ? file - shmem : 0;
+}
+
 /* The tightest room over the cgroup at path and its ancestors, below mount
- * root, for the files lim and cur. */
+ * root, for the files lim and cur (with stat's reclaimable page cache
+ * counted as room, when stat names the keys). */
 static void room_walk(const char *root, const char *path, const char *lim, const char *cur,
-                      uint64_t *room, uint64_t *limit, char *where, size_t n) {
+                      const char *const stat[3], uint64_t *room, uint64_t *limit, char *where, size_t n) {
     char p[1024];
     snprintf(p, sizeof p, "%s", path);
     for (;;) {
@@ -667,6 +696,12 @@ static void room_walk(const char *root, const char *path, const char *lim, const
         snprintf(fc, sizeof fc, "%s%s/%s", root, p, cur);
         uint64_t l, c;
         if (read_limit(fl, &l) && l < (1ull << 62) && read_limit(fc, &c)) {
+            if (stat) {
+                char fs[1200];
+                snprintf(fs, sizeof fs, "%s%s/%s", root, p, stat[0]);
+                uint64_t back = reclaimable(fs, stat[1], stat[2]);
+                c = c > back ? c - back : 0;
+            }
             uint64_t r = c < l ? l - c : 0;
             if (r < *room) {
                 *room = r;
@@ -691,12 +726,14 @@ int dp_os_cgroup_mem_room(uint64_t *room, uint64_t *limit, char *where, size_t n
     *room = *limit = UINT64_MAX;
     if (n) where[0] = 0;
     char path[1024];
+    static const char *const v2[3] = {"memory.stat", "file", "shmem"};
+    static const char *const v1[3] = {"memory.stat", "total_cache", "total_shmem"};
     if (cgroup_path(NULL, path, sizeof path)) {
-        room_walk("/sys/fs/cgroup", path, "memory.max", "memory.current", room, limit, where, n);
-        room_walk("/sys/fs/cgroup/unified", path, "memory.max", "memory.current", room, limit, where, n);
+        room_walk("/sys/fs/cgroup", path, "memory.max", "memory.current", v2, room, limit, where, n);
+        room_walk("/sys/fs/cgroup/unified", path, "memory.max", "memory.current", v2, room, limit, where, n);
     }
     if (cgroup_path("memory", path, sizeof path))
-        room_walk("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes", room,
+        room_walk("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes", v1, room,
                   limit, where, n);
     OS_RET(0);
 }
@@ -710,13 +747,13 @@ int dp_os_cgroup_huge_room(size_t page, uint64_t *room, uint64_t *limit, char *w
     if (cgroup_path(NULL, path, sizeof path)) {
         snprintf(lim, sizeof lim, "hugetlb.%s.max", sz);
         snprintf(cur, sizeof cur, "hugetlb.%s.current", sz);
-        room_walk("/sys/fs/cgroup", path, lim, cur, room, limit, where, n);
-        room_walk("/sys/fs/cgroup/unified", path, lim, cur, room, limit, where, n);
+        room_walk("/sys/fs/cgroup", path, lim, cur, NULL, room, limit, where, n);
+        room_walk("/sys/fs/cgroup/unified", path, lim, cur, NULL, room, limit, where, n);
     }
     if (cgroup_path("hugetlb", path, sizeof path)) {
         snprintf(lim, sizeof lim, "hugetlb.%s.limit_in_bytes", sz);
         snprintf(cur, sizeof cur, "hugetlb.%s.usage_in_bytes", sz);
-        room_walk("/sys/fs/cgroup/hugetlb", path, lim, cur, room, limit, where, n);
+        room_walk("/sys/fs/cgroup/hugetlb", path, lim, cur, NULL, room, limit, where, n);
     }
     OS_RET(0);
 }

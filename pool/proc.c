@@ -98,14 +98,14 @@ static dsmpool *reg_head;
 
 static int (*reclaim_hook)(dsmpool *);
 #define ADOPT_HOOKS 4
-static void (*adopt_hooks[ADOPT_HOOKS])(dsmpool *);
+static int (*adopt_hooks[ADOPT_HOOKS])(dsmpool *);
 static unsigned nadopt_hooks;
 #define FORK_HOOKS 4
 static void (*fork_hooks[FORK_HOOKS])(void);
 static unsigned nfork_hooks;
 
 void dp_ledger_set_reclaim(int (*fn)(dsmpool *)) { reclaim_hook = fn; }
-void dp_ledger_set_adopt(void (*fn)(dsmpool *)) {
+void dp_ledger_set_adopt(int (*fn)(dsmpool *)) {
     for (unsigned i = 0; i < nadopt_hooks; i++)
         if (adopt_hooks[i] == fn) return;
     if (nadopt_hooks < ADOPT_HOOKS) adopt_hooks[nadopt_hooks++] = fn;
@@ -536,7 +536,13 @@ static int adopt(dsmpool *p) { /* caller holds pool->lock */
     int r = dp_slot_claim(p);
     if (r == -ENOSPC && dp_reclaim(p) > 0) r = dp_slot_claim(p);
     if (r) return r;
-    for (unsigned i = 0; i < nadopt_hooks; i++) adopt_hooks[i](p);
+    /* the top layer first: one that cannot take the child in (life.c: no
+     * presence of its own) refuses it before a lower one took references */
+    for (unsigned i = nadopt_hooks; i-- > 0;)
+        if ((r = adopt_hooks[i](p)) != 0) {
+            dp_slot_release(p);
+            return r;
+        }
     return 0;
 }
 

@@ -34,6 +34,8 @@
  *      pool's size with what the process's memory (or hugetlb) cgroup still
  *      lets it charge: a pool that does not fit fails with -ENOMEM naming
  *      the limit, instead of getting the creator OOM-killed.
+ *      (Injection point for tests: "region.create.zeroed", the named
+ *      region's tables cleared, its provisional header still there.)
  *   3. Huge pages: ON fails with -ENOMEM and a message saying how many pages
  *      to reserve; TRY retries with base pages and records the fallback.
  *   4. Every OS call is in os_linux.c behind dp_os.h; on failure everything
@@ -831,8 +833,11 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
                                               pl.bind ? " on some node" : ""));
         h->prefaulted_bytes = done;
     }
-    /* The tables: fresh objects are zero, but say so rather than rely on it. */
-    memset(p->base, 0, h->meta_end);
+    /* The tables: fresh objects are zero, but say so rather than rely on it
+     * -- all but the header, whose provisional magic must never read 0 once
+     * the region has its name (rule 2) */
+    memset((char *)p->base + sizeof *h, 0, h->meta_end - sizeof *h);
+    DP_INJECT("region.create.zeroed");
     h->magic = DP_MAGIC_CREATING; /* until dp_region_publish (rule 2) */
     memcpy(p->base, h, sizeof *h);
     p->hdr = (dp_header *)p->base;

@@ -495,8 +495,9 @@ static void seg_adopt(dsmpool *p, struct dsmpool_seg *s) {
     s->stale = true;
 }
 
-static void seg_adopt_all(dsmpool *p) { /* the ledger's adopt hook; p->lock is held */
+static int seg_adopt_all(dsmpool *p) { /* the ledger's adopt hook; p->lock is held */
     for (struct dsmpool_seg *s = p->segs_head; s; s = s->next) seg_adopt(p, s);
+    return 0;
 }
 
 void dp_seg_layer_init(void) { dp_ledger_set_adopt(seg_adopt_all); }

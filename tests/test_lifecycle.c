@@ -687,6 +687,25 @@ Test(lifecycle, memory_cgroup_limit_is_an_error_not_the_oom_killer, .timeout = 1
                 rc = 30 + i;
             }
         }
+        /* clean page cache the kernel can drop is room too: 48 MiB of a file,
+         * written and synced, then a 32 MiB pool */
+        char tmp[] = "/tmp/dsmpool-test-cacheXXXXXX";
+        int fd = rc ? -1 : mkstemp(tmp);
+        if (!rc && fd < 0) rc = 40;
+        if (fd >= 0) {
+            static char buf[1 << 20];
+            memset(buf, 7, sizeof buf);
+            for (int k = 0; k < 48 && !rc; k++)
+                if (write(fd, buf, sizeof buf) != (ssize_t)sizeof buf) rc = 41;
+            if (!rc && fsync(fd) != 0) rc = 42;
+            dsmpool *p;
+            char msg[1024];
+            r = rc ? 0 : try_create(DSMPOOL_BACKING_ANON, NULL, 32 * MIB, DSMPOOL_HUGE_OFF, &p, msg, sizeof msg);
+            if (r) dprintf(pp[1], "anon 32 MiB beside 48 MiB of clean page cache: %d %s\n", r, msg);
+            if (!rc && (r || !pool_works(p, 16 * MIB) || dsmpool_detach(p) != 0)) rc = 43;
+            close(fd);
+            unlink(tmp);
+        }
         _exit(rc);
     }
     close(pp[1]);
@@ -910,4 +929,221 @@ Test(lifecycle, inspect_destroys_a_dead_pool_and_refuses_a_live_one, .timeout = 
     bool anchor;
     cr_expect_eq(pool_objects(id, &anchor) + anchor, 0);
     cr_expect_eq(inspect("--bogus", out, sizeof out), 2);
+}
+
+/* ---- what an adversarial review found -------------------------------------------- */
+
+extern void (*volatile dp_inject_fn)(const char *point);
+static const char *inj_point;
+static int inj_sig;
+
+static void inj_handler(const char *point) {
+    if (inj_point && !strcmp(point, inj_point)) {
+        inj_point = NULL;
+        raise(inj_sig);
+    }
+}
+
+static void inject_at(const char *point, int sig) {
+    inj_point = point;
+    inj_sig = sig;
+    dp_inject_fn = inj_handler;
+}
+
+/* The last process of a persistent pool leaves while a sweep runs: before
+ * the fix the leaver dropped its presence before it took LIFE, so a sweeper
+ * in between saw nobody, took the pool for dead and removed it (the
+ * reviewer lost it within 3-250 rounds). */
+Test(lifecycle_review, a_clean_leave_racing_a_sweep_never_loses_a_persistent_pool, .timeout = 120) {
+    char name[64];
+    test_name(name, sizeof name, "leave-vs-sweep");
+    dsmpool *p = mkpool(DSMPOOL_BACKING_POSIX, name, 8 * MIB, false);
+    cr_assert_eq(dsmpool_detach(p), 0);
+    uint64_t until = test_now_ns() + (uint64_t)(test_seconds(1.5) * 1e9);
+    pid_t sweeper = fork();
+    if (sweeper == 0) {
+        while (test_now_ns() < until) dsmpool_sweep(NULL);
+        _exit(0);
+    }
+    pid_t user = fork();
+    if (user == 0) {
+        for (int i = 0; test_now_ns() < until; i++) {
+            dsmpool *q;
+            int r = dsmpool_attach(name, &q);
+            if (r == -EAGAIN) continue; /* a sweeper held LIFE for a moment: allowed, it says retry */
+            if (r) {
+                fprintf(stderr, "round %d: attach: %s\n", i, dsmpool_last_error());
+                _exit(3);
+            }
+            if (dsmpool_detach(q) != 0) _exit(4);
+        }
+        _exit(0);
+    }
+    cr_expect_eq(test_wait(user), 0, "the persistent pool was removed under its own leaver");
+    cr_expect_eq(test_wait(sweeper), 0);
+    cr_expect(shm_exists(name));
+    dsmpool_remove(name, true);
+}
+
+/* A sweeper stopped right after its scan: what it listed changes before it
+ * goes on. Before the fix it acted on the scan: a pool that was live then
+ * and closed cleanly since was taken for dead and removed; and a dead pool
+ * removed and made again under its name lost its new region. */
+static pid_t stopped_sweeper(void) {
+    pid_t sweeper = fork();
+    if (sweeper == 0) {
+        inject_at("life.sweep.scanned", SIGSTOP);
+        _exit(dsmpool_sweep(NULL) == 0 ? 0 : 3);
+    }
+    int st;
+    cr_assert_eq(waitpid(sweeper, &st, WUNTRACED), sweeper);
+    cr_assert(WIFSTOPPED(st), "the sweeper did not stop after its scan");
+    return sweeper;
+}
+
+Test(lifecycle_review, a_sweep_acts_on_what_it_finds_under_lock_not_on_its_scan, .timeout = 60) {
+    char name[64];
+    test_name(name, sizeof name, "stale-scan");
+    /* live when scanned, closed cleanly before the sweeper goes on */
+    dsmpool *p = mkpool(DSMPOOL_BACKING_POSIX, name, 8 * MIB, false);
+    pid_t sweeper = stopped_sweeper();
+    cr_assert_eq(dsmpool_detach(p), 0);
+    kill(sweeper, SIGCONT);
+    cr_assert_eq(test_wait(sweeper), 0);
+    cr_expect(shm_exists(name), "the sweep removed a pool that had closed cleanly");
+    cr_assert_eq(dsmpool_remove(name, false), 0, "%s", dsmpool_last_error());
+    /* dead when scanned, removed and made again before the sweeper goes on */
+    pid_t c = fork();
+    if (c == 0) {
+        dsmpool *d;
+        dsmpool_config cfg;
+        dsmpool_config_init(&cfg);
+        cfg.size = 8 * MIB;
+        cfg.backing = DSMPOOL_BACKING_POSIX;
+        cfg.name = name;
+        if (dsmpool_create(&cfg, &d) != 0) _exit(3);
+        raise(SIGKILL);
+    }
+    cr_assert_eq(test_wait(c), 128 + SIGKILL);
+    sweeper = stopped_sweeper();
+    cr_assert_eq(dsmpool_remove(name, false), 0, "%s", dsmpool_last_error());
+    dsmpool *b = mkpool(DSMPOOL_BACKING_POSIX, name, 8 * MIB, false);
+    uint64_t bid = b->geo.pool_id;
+    cr_assert_eq(dsmpool_detach(b), 0);
+    kill(sweeper, SIGCONT);
+    cr_assert_eq(test_wait(sweeper), 0);
+    cr_expect(shm_exists(name), "the sweep removed the new pool's region");
+    cr_assert_eq(dsmpool_attach(name, &b), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(b->geo.pool_id, bid);
+    cr_assert_eq(dsmpool_destroy(b), 0);
+}
+
+/* A creator killed while the tables are cleared, the region already named:
+ * before the fix the clearing wiped the provisional header too, and the
+ * name was "not a dsmpool region" for every call, remove included. */
+Test(lifecycle_review, a_creator_killed_while_clearing_its_tables_leaves_a_half_built_pool) {
+    char name[64];
+    test_name(name, sizeof name, "zeroed");
+    pid_t c = fork();
+    if (c == 0) {
+        inject_at("region.create.zeroed", SIGKILL);
+        dsmpool *p;
+        dsmpool_config cfg;
+        dsmpool_config_init(&cfg);
+        cfg.size = 8 * MIB;
+        cfg.backing = DSMPOOL_BACKING_POSIX;
+        cfg.name = name;
+        dsmpool_create(&cfg, &p);
+        _exit(3);
+    }
+    cr_assert_eq(test_wait(c), 128 + SIGKILL, "the creator did not die at region.create.zeroed");
+    dsmpool *p;
+    cr_expect_eq(dsmpool_attach(name, &p), -EOWNERDEAD, "%s", dsmpool_last_error());
+    cr_expect_eq(dsmpool_remove(name, false), 0, "%s", dsmpool_last_error());
+    cr_expect_not(shm_exists(name));
+    size_t n;
+    dsmpool_sweep(&n);
+}
+
+#include <linux/capability.h>
+#include <sys/syscall.h>
+
+/* Drop the capabilities that let root open any file. */
+static bool drop_dac_override(void) {
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) != 0) return false;
+    uint32_t drop = (1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH) | (1u << CAP_FOWNER);
+    d[0].effective &= ~drop;
+    return syscall(SYS_capset, &h, d) == 0;
+}
+
+/* A sweeper that may not open a live pool's anchor: before the fix "cannot
+ * open" counted as "no anchor", and the pool's fallback objects went. */
+Test(lifecycle_review, an_anchor_that_cannot_be_opened_counts_as_held) {
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = 8 * MIB;
+    cfg.prefault = false;
+    cfg.mode = 0400; /* its anchor and OS segments: read-only even for their owner */
+    dsmpool *p;
+    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "%s", dsmpool_last_error());
+    dsmpool_seg *s = fallback_seg(p, 16 * MIB, 6);
+    cr_assert_not_null(s, "%s", dsmpool_last_error());
+    uint64_t id = p->geo.pool_id;
+    pid_t c = fork();
+    if (c == 0) {
+        if (!drop_dac_override()) _exit(77);
+        char nm[64];
+        snprintf(nm, sizeof nm, "/dsmpool.%016llx", (unsigned long long)id);
+        int fd = shm_open(nm, O_RDWR, 0);
+        if (fd >= 0 || errno != EACCES) _exit(78);
+        _exit(dsmpool_sweep(NULL) == 0 ? 0 : 3);
+    }
+    int rc = test_wait(c);
+    if (rc == 77 || rc == 78) {
+        dsmpool_seg_detach(s);
+        dsmpool_detach(p);
+        cr_skip_test("cannot make a process that root's files refuse (capabilities)");
+    }
+    cr_expect_eq(rc, 0);
+    bool anchor;
+    cr_expect_eq(pool_objects(id, &anchor), 1, "the live pool's OS segment was removed");
+    cr_expect(anchor);
+    cr_expect_eq(((unsigned char *)dsmpool_seg_address(s))[777], 6);
+    cr_assert_eq(dsmpool_seg_detach(s), 0);
+    cr_assert_eq(dsmpool_detach(p), 0);
+    cr_expect_eq(pool_objects(id, &anchor) + anchor, 0);
+}
+
+/* A pool created where no anchor could be made (here a read-only /dev/shm
+ * in a private mount namespace): it gets no OS fallback, and a sweep -- which
+ * cannot tell whether it closed cleanly -- keeps it. Before the fix the sweep
+ * took a cleanly closed one for dead. */
+Test(lifecycle_review, a_pool_without_an_anchor_is_kept_by_the_sweep, .timeout = 60) {
+    char name[64];
+    sysv_name(name, sizeof name, "noanchor");
+    pid_t c = fork();
+    if (c == 0) {
+        if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+            mount("tmpfs", "/dev/shm", "tmpfs", MS_RDONLY, "size=1m") != 0)
+            _exit(77);
+        dsmpool *p;
+        char msg[1024];
+        if (try_create(DSMPOOL_BACKING_SYSV, name, 8 * MIB, DSMPOOL_HUGE_OFF, &p, msg, sizeof msg) != 0) _exit(3);
+        dsmpool_seg *s;
+        if (dsmpool_seg_create(p, 16 * MIB, 0, &s) != -ENOSPC || !strstr(dsmpool_last_error(), "anchor")) _exit(4);
+        _exit(dsmpool_detach(p) == 0 ? 0 : 5);
+    }
+    int rc = test_wait(c);
+    if (rc == 77) cr_skip_test("cannot make a mount namespace (not root?)");
+    cr_assert_eq(rc, 0, "child %d", rc);
+    size_t n;
+    cr_assert_eq(dsmpool_sweep(&n), 0);
+    dsmpool *p;
+    cr_expect_eq(dsmpool_attach(name, &p), 0, "the sweep removed a pool that closed cleanly: %s",
+                 dsmpool_last_error());
+    if (p) dsmpool_detach(p);
+    cr_expect_eq(dsmpool_remove(name, false), 0, "%s", dsmpool_last_error());
+    cr_expect(!sysv_seg_exists(name) && !sysv_sem_exists(name));
 }

@@ -73,7 +73,7 @@ static void recover_all(dsmpool *p) {
         if (!st.procs_recovering && !st.sweep_due) return;
         usleep(10000);
     }
-    cr_assert_fail("recovery never finished (recovering %u, sweep due %d)", st.procs_recovering, st.sweep_due);
+    cr_assert(false, "recovery never finished (recovering %u, sweep due %d)", st.procs_recovering, st.sweep_due);
 }
 
 /* Free every allocation of the area (all processes that made them are
