@@ -98,12 +98,14 @@
  *      holder (a list, a stack, a bump range) and is written into the next
  *      -- a chunk leaves first (leak-biased: never on two lists), so a death
  *      in between leaves it on none. Recovery that finds a dead cache record
- *      inside an operation (odd sequence) counts ctl->lost and asks for the
- *      leak sweep (recover.c), which, inside the pool's quiet window and
- *      with none of the area's caches inside an operation, marks every chunk
- *      a list, stack or range holds (the checker's walk), and gives back
- *      each unmarked chunk whose tag is intact: nobody can reach it (a
- *      correct program does not hold a chunk whose tag is set). It retires
+ *      inside an operation (odd sequence) counts ctl->lost and sets
+ *      hdr->lost_due. The lost sweep (recover.c, under the sweep lock)
+ *      holds a reference on the area and a cache record of its own; inside
+ *      the pool's quiet window, with none of the area's caches inside an
+ *      operation, it marks every chunk a list, stack or range holds (the
+ *      checker's walk); then, inside an operation on its record, it gives
+ *      back each unmarked chunk whose tag is intact (nobody can reach it: a
+ *      correct program does not hold a chunk whose tag is set), retires
  *      spans that are whole but were not retired, and sets held to what the
  *      entries hold if a death came between the two. A sweep that cannot
  *      get its windows stays due; one that finds damage leaves it to check.
@@ -1795,8 +1797,8 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
                 /* relaxed: ordered by the owner CAS; odd: it died inside an
                  * operation (or a recoverer did), which may have lost chunks */
                 if (dp_load_relaxed(&rec->seq) & 1) {
-                    dp_fetch_add_relaxed(&ctl->lost, 1); /* relaxed: the sweep's CAS settles it */
-                    dp_store_release(&p->hdr->sweep_needed, 1); /* release: pairs with dp_quiet_open */
+                    dp_fetch_add_relaxed(&ctl->lost, 1); /* relaxed: ordered by the release below */
+                    dp_store_release(&p->hdr->lost_due, 1); /* release: pairs with the sweep's exchange */
                 }
                 cache_release(&tmp, rec, slot);
             }

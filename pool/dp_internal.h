@@ -167,6 +167,7 @@ typedef struct dp_header {
     dp_a64 sweep_needed;            /* release/acquire: a process died inside an ownership change */
     dp_a64 recover_deferred;        /* relaxed counter: recoveries left unfinished for later */
     dp_a64 lost_reclaimed;          /* relaxed counter: chunks the lost sweep gave back (area.c rule 11) */
+    dp_a64 lost_due;                /* release/acquire: an area's lost sweep is due (area.c rule 11) */
     dp_a64 trim;                    /* relaxed counter: requests that caches give back (segment.c rule 9) */
     dp_a64 trim_quiet;              /* relaxed: no new request before this time (ns, monotonic) */
     dp_a64 fallbacks[DSMPOOL_MAX_NODES]; /* relaxed counters: wanted sub-pool s, got another */

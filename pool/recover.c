@@ -29,9 +29,11 @@
  *      allocator says is allocated and no owner records, and only inside a
  *      quiet window (proc.c rule 7): a block between its allocation and its
  *      record belongs to a bracket that is open, so the window refuses.
- *      Inside the same window it gives back the area chunks that deaths
- *      inside area operations lost (area.c rule 11; stats:
- *      lost_chunks_reclaimed).
+ *      Under the same lock, in windows of its own, it gives back the area
+ *      chunks that deaths inside area operations lost (area.c rule 11;
+ *      hdr->lost_due; stats: lost_chunks_reclaimed). That flag does not
+ *      close the checker's windows: a lost chunk is on no list, so nothing
+ *      the checker proves depends on it.
  *   4. Recovery never gives up on a slot half-way: what it cannot finish
  *      now stays and runs again on the next call, and is counted. A
  *      reference count that cannot be settled because a live process is
@@ -67,7 +69,6 @@ static bool recover_slot(dsmpool *p, uint32_t slot) {
 static bool sweep(dsmpool *p) {
     uint64_t **used = dp_maps_new(p), **owned = dp_maps_new(p);
     dp_quiet q = {0};
-    dp_area_scratch sc = {0};
     bool done = false;
     char why[200];
     if (!used || !owned || dp_quiet_open(p, &q, true) != 0) goto out;
@@ -102,13 +103,20 @@ out:
     dp_quiet_close(&q);
     dp_maps_free(p, used);
     dp_maps_free(p, owned);
-    if (done) { /* area.c rule 11, in windows of its own; false: due again */
-        size_t got = 0;
-        done = dp_area_sweep_lost(p, &sc, &got);
-        dp_fetch_add_relaxed(&p->hdr->lost_reclaimed, got); /* relaxed: a counter */
-    }
-    dp_area_scratch_free(&sc);
     return done;
+}
+
+/* The area chunks that deaths inside operations lost (area.c rule 11; it
+ * opens windows of its own). The flag is taken first: a death counted
+ * while this runs sets it again. */
+static void sweep_lost(dsmpool *p) {
+    /* acq_rel: acquire pairs with the recoverer's release (its ctl->lost is seen) */
+    if (!atomic_exchange_explicit(&p->hdr->lost_due, 0, memory_order_acq_rel)) return;
+    dp_area_scratch sc = {0};
+    size_t got = 0;
+    if (!dp_area_sweep_lost(p, &sc, &got)) dp_store_release(&p->hdr->lost_due, 1); /* release: as above */
+    dp_fetch_add_relaxed(&p->hdr->lost_reclaimed, got); /* relaxed: a counter */
+    dp_area_scratch_free(&sc);
 }
 
 int dp_recover_all(dsmpool *p) {
@@ -140,9 +148,11 @@ int dp_recover_all(dsmpool *p) {
         dp_fetch_add_relaxed(&p->hdr->procs_recovered, 1); /* relaxed: a counter */
         n++;
     }
-    /* relaxed: a flag; a sweep that finds nothing to do is harmless */
-    if (dp_load_relaxed(&p->hdr->sweep_needed) && dp_live_take(p, DP_LOCK_SWEEP) == 0) {
-        if (sweep(p)) dp_store_release(&p->hdr->sweep_needed, 0); /* release: as above */
+    /* relaxed: flags; a sweep that finds nothing to do is harmless */
+    bool frames = dp_load_relaxed(&p->hdr->sweep_needed), lost = dp_load_relaxed(&p->hdr->lost_due);
+    if ((frames || lost) && dp_live_take(p, DP_LOCK_SWEEP) == 0) {
+        if (frames && sweep(p)) dp_store_release(&p->hdr->sweep_needed, 0); /* release: as above */
+        if (lost) sweep_lost(p);
         dp_live_give(p, DP_LOCK_SWEEP);
     }
     pthread_mutex_unlock(&p->recover_lock);

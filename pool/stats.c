@@ -86,7 +86,7 @@ int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out) {
     out->recoveries_deferred = dp_load_relaxed(&pool->hdr->recover_deferred); /* relaxed: a counter */
     out->lost_chunks_reclaimed = dp_load_relaxed(&pool->hdr->lost_reclaimed); /* relaxed: a counter */
     out->cache_trims = dp_load_relaxed(&pool->hdr->trim);                     /* relaxed: a counter */
-    out->sweep_due = dp_load_relaxed(&pool->hdr->sweep_needed) != 0;          /* relaxed: a flag */
+    out->sweep_due = dp_load_relaxed(&pool->hdr->sweep_needed) || dp_load_relaxed(&pool->hdr->lost_due); /* relaxed: flags */
     out->procs_capacity = pool->nprocs;
     out->procs_recovered = dp_load_relaxed(&pool->hdr->procs_recovered);
     return 0;
