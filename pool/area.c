@@ -1798,7 +1798,8 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
                  * operation (or a recoverer did), which may have lost chunks */
                 if (dp_load_relaxed(&rec->seq) & 1) {
                     dp_fetch_add_relaxed(&ctl->lost, 1); /* relaxed: ordered by the release below */
-                    dp_store_release(&p->hdr->lost_due, 1); /* release: pairs with the sweep's exchange */
+                    /* release: pairs with the sweep's acquire */
+                    atomic_fetch_add_explicit(&p->hdr->lost_due, 1, memory_order_release);
                 }
                 cache_release(&tmp, rec, slot);
             }
@@ -2237,7 +2238,11 @@ bool dp_area_sweep_lost(dsmpool *p, dp_area_scratch *sc, size_t *got) {
         if (!ctl || !dp_load_relaxed(&ctl->lost)) continue;
         dsmpool_seg *ref; /* rule 8's reason, here: no last detach frees the block under us */
         dsmpool_handle h = DP_HANDLE(DP_SEG_GEN(dp_load_acquire(&p->segs[idx].state)), idx);
-        if (dsmpool_seg_attach(p, h, &ref) != 0) continue; /* gone: nothing of it is lost any more */
+        int r = dsmpool_seg_attach(p, h, &ref);
+        if (r) { /* gone: nothing of it is lost any more; anything else: next time */
+            if (r != -ESTALE && r != -ENOENT) done = false;
+            continue;
+        }
         uint64_t lost = dp_load_acquire(&ctl->lost); /* acquire: pairs with the CAS below */
         ar_cache *mine = ctl_of(p, idx) == ctl && dp_load_acquire(&ctl->state) == AR_LIVE && lost
                              ? cache_claim(ctl, me) : NULL;

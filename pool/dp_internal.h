@@ -167,7 +167,7 @@ typedef struct dp_header {
     dp_a64 sweep_needed;            /* release/acquire: a process died inside an ownership change */
     dp_a64 recover_deferred;        /* relaxed counter: recoveries left unfinished for later */
     dp_a64 lost_reclaimed;          /* relaxed counter: chunks the lost sweep gave back (area.c rule 11) */
-    dp_a64 lost_due;                /* release/acquire: an area's lost sweep is due (area.c rule 11) */
+    dp_a64 lost_due;                /* release/acquire: deaths that made an area's lost sweep due (area.c rule 11) */
     dp_a64 trim;                    /* relaxed counter: requests that caches give back (segment.c rule 9) */
     dp_a64 trim_quiet;              /* relaxed: no new request before this time (ns, monotonic) */
     dp_a64 fallbacks[DSMPOOL_MAX_NODES]; /* relaxed counters: wanted sub-pool s, got another */
@@ -232,6 +232,7 @@ struct dsmpool {
     dp_a32 fork_epoch;       /* dp_epoch() when the slot was taken (acquire/release) */
     pthread_mutex_t lock;    /* guards the process-local seg list and slot changes */
     pthread_mutex_t recover_lock; /* one recovery at a time in this process (live.c rule 4) */
+    pthread_mutex_t lost_lock;    /* one lost-chunk sweep at a time in this process (recover.c) */
     dp_a64 *held;            /* a bit per slot whose liveness lock this process holds as a
                                 recoverer: its own description never conflicts with it, so
                                 dp_slot_alive must be told (live.c rule 4) */

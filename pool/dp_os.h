@@ -106,6 +106,7 @@ int dp_os_sem_max(void);                                          /* SEMMSL */
 int dp_os_sem_trylock(int semid, unsigned n);                     /* 0, -EAGAIN */
 int dp_os_sem_unlock(int semid, unsigned n);
 int dp_os_sem_test(int semid, unsigned n);                        /* 1 held, 0 free */
+int dp_os_sem_any_held(int semid);                                /* 1 some held, 0 none */
 int dp_os_sem_remove(int semid);
 
 /* Every running thread of every process executes a full memory barrier

@@ -14,8 +14,10 @@
  *      segments (their objects would live in /dev/shm too).
  *   2. Presence: every attached process holds a shared OFD lock on the
  *      anchor's byte DP_ANCHOR_PRESENCE, on a description it opened itself
- *      (a fork()ed child opens its own when it adopts the pool); the kernel
- *      drops it when the process dies. A pool no process is present in is
+ *      (a fork()ed child takes its own when it adopts the pool, before it
+ *      lets the inherited copy go; if it cannot, the adoption fails and its
+ *      next call tries again: a child holds a slot only while present);
+ *      the kernel drops it when the process dies. A pool no process is present in is
  *      dead (every process died) or closed (the last one left cleanly).
  *   3. DP_ANCHOR_LIFE: a joiner (and a creator) holds it shared from before
  *      its presence until its slot is claimed; whoever cleans up or removes
@@ -26,6 +28,11 @@
  *      nobody joins one being removed (a joiner waits, at most 10 s, then
  *      says -EAGAIN). A name found by open is trusted only once it is locked
  *      and still leads to the same file (a cleaner may have unlinked it).
+ *      Locks are let go by an explicit unlock, never by close alone: a
+ *      descriptor a fork()ed child copied keeps its description's locks.
+ *      A leaver that cannot get LIFE within 10 s (a stopped cleaner) does
+ *      not clean up, and marks a named pool closed (no sweep takes it for
+ *      dead; a joiner clears the mark).
  *   4. The last process out (its presence dropped, LIFE exclusive, nobody
  *      present): recovers what dead processes left, drops area entries that
  *      live in OS segments, then unlinks every OS fallback segment of the
@@ -62,8 +69,9 @@
  * never early. Do not unlink the anchor of a live pool by hand: its
  * fallback objects would then look orphaned to a sweep.
  *
- * Injection point (tests): "life.sweep.scanned" (the sweep has its list of
- * pools, before it locks and removes any).
+ * Injection points (tests): "life.sweep.scanned" (the sweep has its list of
+ * pools, before it locks and removes any); "life.remove.locked" (a remover
+ * holds a pool's LIFE exclusive, before it looks at presence).
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -91,6 +99,14 @@ static bool anchor_named(const char *nm, int fd) {
     return same;
 }
 
+/* Let go of an anchor description: its locks first, explicitly -- a close
+ * drops them only if no fork()ed child holds a copy of the descriptor. */
+static void anchor_drop(int fd) {
+    dp_os_ofd_unlock(fd, DP_ANCHOR_PRESENCE);
+    dp_os_ofd_unlock(fd, DP_ANCHOR_LIFE);
+    dp_os_close(fd);
+}
+
 /* Open (or, create: make) the anchor and take LIFE shared (waiting up to
  * wait_ms for a cleaner) and PRESENCE shared, on a name that still leads to
  * it. Returns the fd, or -errno. */
@@ -109,7 +125,7 @@ static int anchor_take(uint64_t id, bool create, unsigned mode, unsigned wait_ms
             return r;
         }
         if (anchor_named(nm, fd)) return fd;
-        dp_os_close(fd); /* a cleaner unlinked it before we locked it: a fresh one */
+        anchor_drop(fd); /* a cleaner unlinked it before we locked it: a fresh one */
     }
     return -EAGAIN;
 }
@@ -157,7 +173,7 @@ int dp_life_join(dsmpool *p, bool creator) {
         return dp_fail(fd, "cannot open the pool's anchor /dev/shm%s: %s (every process of a pool must be "
                        "able to open it: same user, or a mode that lets it)", nm, strerror(-fd));
     if (!region_still_named(p)) {
-        dp_os_close(fd);
+        anchor_drop(fd);
         return dp_fail(-ENOENT, "pool %s was removed while this process attached", p->name);
     }
     p->anchor = fd;
@@ -170,16 +186,21 @@ void dp_life_joined(dsmpool *p) {
 }
 
 /* A fork()ed child adopting the pool: a description and presence of its
- * own; the inherited description is the parent's. */
+ * own, taken before the inherited copy of the parent's is let go (so the
+ * pool is never without either); if it cannot be taken, the adoption fails
+ * and the next call tries again (p->anchor is still the inherited one). */
 static int life_adopt(dsmpool *p) {
-    if (p->anchor < 0) return 0;
-    dp_os_close(p->anchor);
-    p->anchor = -1;
+    if (p->geo.no_anchor) return 0;
     int fd = anchor_take(p->geo.pool_id, false, p->geo.mode ? p->geo.mode : 0600, JOIN_WAIT_MS);
-    if (fd < 0) /* a child that is not present must not hold a slot: others would clean up under it */
+    if (fd == -ENOENT && (p->backing == DSMPOOL_BACKING_MEMFD || p->backing == DSMPOOL_BACKING_ANON)) {
+        fd = -1; /* no /dev/shm here, as in dp_life_join */
+    } else if (fd < 0) { /* a child that is not present must not hold a slot: others would clean up under it */
         return dp_fail(fd == -EAGAIN ? -EAGAIN : fd, "this fork()ed child cannot take its own presence on "
                        "the pool's anchor: %s", strerror(-fd));
-    dp_os_ofd_unlock(fd, DP_ANCHOR_LIFE);
+    } else {
+        dp_os_ofd_unlock(fd, DP_ANCHOR_LIFE);
+    }
+    if (p->anchor >= 0) dp_os_close(p->anchor); /* the parent's description: not ours to unlock */
     p->anchor = fd;
     return 0;
 }
@@ -277,9 +298,13 @@ void dp_life_leave(dsmpool *p) {
     if (dp_os_ofd_waitlock(fd, DP_ANCHOR_LIFE, JOIN_WAIT_MS) == 0) {
         dp_os_ofd_unlock(fd, DP_ANCHOR_PRESENCE);
         if (dp_os_ofd_test(fd, DP_ANCHOR_PRESENCE) == 0) last_out(p);
-        dp_os_ofd_unlock(fd, DP_ANCHOR_LIFE);
-    } /* (held for 10 s by another: it is not ours to clean up; closing drops presence) */
-    dp_os_close(fd);
+    } else if (p->backing == DSMPOOL_BACKING_POSIX || p->backing == DSMPOOL_BACKING_SYSV) {
+        /* held for 10 s by another (a stopped cleaner, or a child forked
+         * while one held it): not ours to clean up; a named pool is marked
+         * closed so that no sweep takes it for dead (a joiner clears it) */
+        dp_store_release(&p->hdr->closed, 1); /* release: pairs with the sweep's acquire */
+    }
+    anchor_drop(fd);
 }
 
 /* ---- the sweep and dsmpool_remove ------------------------------------------ */
@@ -450,7 +475,7 @@ static size_t remove_region(const region_ref *r) {
      * the key (region.c sysv_sems), so the set we remove is this pool's */
     size_t n = 0;
     int sem = dp_os_sem_get(r->key);
-    if (sem >= 0 && dp_os_sem_remove(sem) == 0) n++;
+    if (sem >= 0 && dp_os_sysv_get(r->key, 0, false, 0, 0) == r->shmid && dp_os_sem_remove(sem) == 0) n++;
     n += dp_os_sysv_remove(r->shmid) == 0; /* by id: never another segment */
     return n;
 }
@@ -472,8 +497,10 @@ static long remove_pool(uint64_t id, const region_ref *scanned, bool force, bool
             dp_os_close(fd);
             return -EBUSY;
         }
-        if (!force && dp_os_ofd_test(fd, DP_ANCHOR_PRESENCE) != 0) {
-            dp_os_close(fd); /* closing drops our LIFE */
+        DP_INJECT("life.remove.locked");
+        /* (rule 3: the name must still lead to what we locked) */
+        if (!anchor_named(nm, fd) || (!force && dp_os_ofd_test(fd, DP_ANCHOR_PRESENCE) != 0)) {
+            anchor_drop(fd);
             return -EBUSY;
         }
     }
@@ -482,7 +509,7 @@ static long remove_pool(uint64_t id, const region_ref *scanned, bool force, bool
      * made): whether it closed cleanly is unknown, so a sweep keeps it */
     if (fd < 0 && sweeping && region && region->magic == DP_MAGIC) return 0;
     if (!force && region && region_held(region)) { /* belt and braces: slots and creation */
-        if (fd >= 0) dp_os_close(fd);
+        if (fd >= 0) anchor_drop(fd);
         return -EBUSY;
     }
     long n = (long)remove_objects(id);
@@ -490,7 +517,7 @@ static long remove_pool(uint64_t id, const region_ref *scanned, bool force, bool
     bool keep = sweeping && region && region->magic == DP_MAGIC && region->closed == 1;
     if (region && !keep) n += (long)remove_region(region);
     if (!keep && fd >= 0 && dp_os_shm_unlink(nm) == 0) n++;
-    if (fd >= 0) dp_os_close(fd);
+    if (fd >= 0) anchor_drop(fd);
     return n;
 }
 

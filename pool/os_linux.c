@@ -530,6 +530,23 @@ int dp_os_sem_unlock(int semid, unsigned n) {
     OS_RET(sem_op(semid, &op, 1));
 }
 
+int dp_os_sem_any_held(int semid) {
+    OS_SAVE;
+    struct semid_ds ds;
+    union {
+        int val;
+        struct semid_ds *buf;
+        unsigned short *array;
+    } arg = {.buf = &ds};
+    if (semctl(semid, 0, IPC_STAT, arg) != 0) OS_RET(-errno);
+    for (unsigned long i = 0; i < ds.sem_nsems; i++) {
+        int v = semctl(semid, (int)i, GETVAL);
+        if (v < 0) OS_RET(-errno);
+        if (v > 0) OS_RET(1);
+    }
+    OS_RET(0);
+}
+
 int dp_os_sem_test(int semid, unsigned n) {
     OS_SAVE;
     int v = semctl(semid, (int)n, GETVAL);

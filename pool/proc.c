@@ -142,6 +142,12 @@ static void atfork_child(void) {
     /* single-threaded here: plain stores are enough */
     if (dp_forkp) atomic_store_explicit(&dp_forkp->epoch, 0, memory_order_relaxed);
     atfork_ran = true;
+    /* a recovery another thread of the parent was running is not ours: its
+     * locks (not taken around fork: a recovery may take a while) start free */
+    for (dsmpool *p = reg_head; p; p = p->reg_next) {
+        pthread_mutex_init(&p->recover_lock, NULL);
+        pthread_mutex_init(&p->lost_lock, NULL);
+    }
     atfork_parent();
 }
 
@@ -160,6 +166,7 @@ static void reset_after_raw_fork(void) {
     for (dsmpool *p = reg_head; p; p = p->reg_next) {
         pthread_mutex_init(&p->lock, NULL);
         pthread_mutex_init(&p->recover_lock, NULL);
+        pthread_mutex_init(&p->lost_lock, NULL);
     }
     for (unsigned i = 0; i < nfork_hooks; i++) fork_hooks[i]();
 }

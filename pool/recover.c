@@ -107,14 +107,15 @@ out:
 }
 
 /* The area chunks that deaths inside operations lost (area.c rule 11; it
- * opens windows of its own). The flag is taken first: a death counted
- * while this runs sets it again. */
+ * opens windows of its own). lost_due counts the deaths that asked for it:
+ * it goes back to 0 only from the value this sweep started from, so a
+ * death counted meanwhile, or a sweeper that dies, leaves it due. */
 static void sweep_lost(dsmpool *p) {
-    /* acq_rel: acquire pairs with the recoverer's release (its ctl->lost is seen) */
-    if (!atomic_exchange_explicit(&p->hdr->lost_due, 0, memory_order_acq_rel)) return;
+    uint64_t due = dp_load_acquire(&p->hdr->lost_due); /* acquire: pairs with the recoverer's increment */
+    if (!due) return;
     dp_area_scratch sc = {0};
     size_t got = 0;
-    if (!dp_area_sweep_lost(p, &sc, &got)) dp_store_release(&p->hdr->lost_due, 1); /* release: as above */
+    if (dp_area_sweep_lost(p, &sc, &got)) dp_cas_acq_rel(&p->hdr->lost_due, &due, 0); /* acq_rel: as above */
     dp_fetch_add_relaxed(&p->hdr->lost_reclaimed, got); /* relaxed: a counter */
     dp_area_scratch_free(&sc);
 }
@@ -148,14 +149,24 @@ int dp_recover_all(dsmpool *p) {
         dp_fetch_add_relaxed(&p->hdr->procs_recovered, 1); /* relaxed: a counter */
         n++;
     }
-    /* relaxed: flags; a sweep that finds nothing to do is harmless */
-    bool frames = dp_load_relaxed(&p->hdr->sweep_needed), lost = dp_load_relaxed(&p->hdr->lost_due);
-    if ((frames || lost) && dp_live_take(p, DP_LOCK_SWEEP) == 0) {
-        if (frames && sweep(p)) dp_store_release(&p->hdr->sweep_needed, 0); /* release: as above */
-        if (lost) sweep_lost(p);
+    /* relaxed: a flag; a sweep that finds nothing to do is harmless */
+    if (dp_load_relaxed(&p->hdr->sweep_needed) && dp_live_take(p, DP_LOCK_SWEEP) == 0) {
+        if (sweep(p)) dp_store_release(&p->hdr->sweep_needed, 0); /* release: as above */
         dp_live_give(p, DP_LOCK_SWEEP);
     }
     pthread_mutex_unlock(&p->recover_lock);
+    /* The lost sweep runs outside recover_lock: the area reference it takes
+     * may need a record frame, and the allocator may finish dead processes'
+     * steps for it, which takes recover_lock. One thread of this process at
+     * a time (lost_lock: the sweep lock is shared by our threads), one
+     * process at a time (the sweep lock). relaxed: a count checked again */
+    if (dp_load_relaxed(&p->hdr->lost_due) && pthread_mutex_trylock(&p->lost_lock) == 0) {
+        if (dp_live_take(p, DP_LOCK_SWEEP) == 0) {
+            sweep_lost(p);
+            dp_live_give(p, DP_LOCK_SWEEP);
+        }
+        pthread_mutex_unlock(&p->lost_lock);
+    }
     return n;
 }
 

@@ -361,14 +361,19 @@ static int sysv_sems(creating *c, int32_t key, unsigned mode) {
                        "(lower max_procs, or use another backing)", p->nprocs, n, dp_os_sem_max());
     int r = dp_os_sem_create(key, n, mode);
     if (r == -EEXIST) {
+        /* no segment has the key, and nobody holds any of the set's
+         * semaphores: its pool's creator died between the set and the segment
+         * (or all of a destroyed pool's processes are gone). A destroyed
+         * pool whose processes still run keeps its set: their liveness */
         int old = dp_os_sem_get(key);
-        if (old >= 0 && dp_os_sysv_get(key, 0, false, 0, 0) < 0 && dp_os_sem_test(old, DP_LOCK_CREATE) == 0)
-            dp_os_sem_remove(old); /* a creator died between the set and the segment */
+        if (old >= 0 && dp_os_sysv_get(key, 0, false, 0, 0) < 0 && dp_os_sem_any_held(old) == 0)
+            dp_os_sem_remove(old);
         r = dp_os_sem_create(key, n, mode);
     }
     if (r < 0)
-        return r == -EEXIST ? dp_fail(-EEXIST, "a System V pool named %s (key 0x%x) already exists, or is being "
-                                      "created", p->name, (unsigned)key)
+        return r == -EEXIST ? dp_fail(-EEXIST, "a System V pool named %s (key 0x%x) already exists, is being "
+                                      "created, or was destroyed while processes still use it",
+                                      p->name, (unsigned)key)
                             : dp_fail(r, "cannot create the System V semaphore set of key 0x%x: %s",
                                       (unsigned)key, strerror(-r));
     p->live.semid = r;
@@ -929,12 +934,14 @@ static dsmpool *pool_new(void) {
     p->anchor = -1;
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->recover_lock, NULL);
+    pthread_mutex_init(&p->lost_lock, NULL);
     return p;
 }
 
 static void pool_free(dsmpool *p) {
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->recover_lock);
+    pthread_mutex_destroy(&p->lost_lock);
     p->magic = DP_POOL_DEAD;
     free(p);
 }

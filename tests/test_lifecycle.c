@@ -1147,3 +1147,159 @@ Test(lifecycle_review, a_pool_without_an_anchor_is_kept_by_the_sweep, .timeout =
     cr_expect_eq(dsmpool_remove(name, false), 0, "%s", dsmpool_last_error());
     cr_expect(!sysv_seg_exists(name) && !sysv_sem_exists(name));
 }
+
+/* ---- what a second review found -------------------------------------------------- */
+
+/* A process that holds pool id's LIFE exclusive -- a stand-in for a cleaner
+ * that takes long; no other process inherits its descriptor -- until a
+ * byte is written to *release. */
+static pid_t hold_life(uint64_t id, int *release) {
+    int ready[2], rel[2];
+    cr_assert_eq(pipe(ready), 0);
+    cr_assert_eq(pipe(rel), 0);
+    pid_t h = fork();
+    if (h == 0) {
+        close(ready[0]);
+        close(rel[1]);
+        char nm[64];
+        snprintf(nm, sizeof nm, "/dsmpool.%016llx", (unsigned long long)id);
+        int fd = shm_open(nm, O_RDWR, 0);
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+        if (fd < 0 || fcntl(fd, F_OFD_SETLK, &fl) != 0) _exit(3);
+        char ch = 'x';
+        if (write(ready[1], &ch, 1) != 1 || read(rel[0], &ch, 1) < 0) _exit(4);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(rel[0]);
+    char ch;
+    cr_assert_eq(read(ready[0], &ch, 1), 1, "the holder could not take LIFE");
+    close(ready[0]);
+    *release = rel[1];
+    return h;
+}
+
+/* A fork()ed child whose adoption failed (LIFE held for longer than a
+ * joiner waits) tries again on its next call -- and, before the fix, then
+ * adopted without a presence of its own, so the parent's detach took it
+ * for gone and unlinked its live OS segment. */
+Test(lifecycle_review2, a_child_whose_adoption_failed_takes_its_presence_on_the_next_call, .timeout = 90) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 8 * MIB, false);
+    uint64_t id = p->geo.pool_id;
+    int release;
+    pid_t holder = hold_life(id, &release);
+    int go[2];
+    cr_assert_eq(pipe(go), 0);
+    pid_t c = fork();
+    if (c == 0) {
+        close(go[1]);
+        dsmpool_seg *s;
+        int r = dsmpool_seg_create(p, 16 * MIB, 0, &s);
+        if (r != -EAGAIN) _exit(3); /* LIFE is held: the adoption fails */
+        char ch;
+        if (read(go[0], &ch, 1) != 1) _exit(4); /* LIFE let go */
+        if (!(s = fallback_seg(p, 16 * MIB, 9)) || dsmpool_seg_pin(s) != 0) {
+            fprintf(stderr, "child: %s\n", dsmpool_last_error());
+            _exit(5);
+        }
+        dsmpool_handle h = dsmpool_seg_handle(s);
+        if (write(STDOUT_FILENO, "", 0) < 0 || read(go[0], &ch, 1) != 1) _exit(6);
+        dsmpool_seg *t;
+        if (dsmpool_seg_detach(s) != 0 || dsmpool_seg_attach(p, h, &t) != 0) _exit(7); /* (pinned) */
+        _exit(((unsigned char *)dsmpool_seg_address(t))[99] == 9 && dsmpool_detach(p) == 0 ? 0 : 8);
+    }
+    close(go[0]);
+    /* the child's first call waits 10 s for LIFE, then fails */
+    for (int i = 0; i < 12000; i++) usleep(1000);
+    cr_assert_eq(write(release, "x", 1), 1); /* (a byte: the child holds a copy of this end too) */
+    cr_assert_eq(test_wait(holder), 0);
+    cr_assert_eq(write(go[1], "x", 1), 1);
+    for (int i = 0; i < 5000 && pool_objects(id, NULL) == 0 && waitpid(c, NULL, WNOHANG) == 0; i++) usleep(1000);
+    cr_assert_eq(pool_objects(id, NULL), 1, "the child made no OS segment (child: %d)", test_wait(c));
+    cr_assert_eq(dsmpool_detach(p), 0); /* the child is present: this is not the last process out */
+    bool anchor;
+    cr_expect_eq(pool_objects(id, &anchor), 1, "the parent's detach removed the child's live OS segment");
+    cr_expect(anchor);
+    cr_assert_eq(write(go[1], "y", 1), 1);
+    cr_expect_eq(test_wait(c), 0);
+    cr_expect_eq(pool_objects(id, &anchor) + anchor, 0);
+}
+
+/* A remover forks (another thread of its process, here its injection hook)
+ * while it holds a pool's LIFE: before the fix it let go by closing the
+ * descriptor, which the child still held, so every attach waited 10 s and
+ * failed while that child lived. */
+static void fork_a_sleeper(const char *point) {
+    if (strcmp(point, "life.remove.locked") != 0) return;
+    dp_inject_fn = NULL;
+    if (fork() == 0) {
+        sleep(30);
+        _exit(0);
+    }
+}
+
+Test(lifecycle_review2, a_remover_that_forks_lets_go_of_life_all_the_same, .timeout = 60) {
+    char name[64];
+    test_name(name, sizeof name, "remover-forks");
+    dsmpool *p = mkpool(DSMPOOL_BACKING_POSIX, name, 8 * MIB, false);
+    pid_t sweeper = fork();
+    if (sweeper == 0) {
+        setpgid(0, 0);
+        dp_inject_fn = fork_a_sleeper;
+        _exit(dsmpool_remove(name, false) == -EBUSY ? 0 : 3); /* the pool is live: refused */
+    }
+    cr_assert_eq(test_wait(sweeper), 0);
+    pid_t c = fork();
+    if (c == 0) {
+        uint64_t t0 = test_now_ns();
+        dsmpool *q;
+        int r = dsmpool_attach(name, &q);
+        if (r) fprintf(stderr, "attach: %s\n", dsmpool_last_error());
+        _exit(r == 0 && test_now_ns() - t0 < 5000000000ull && dsmpool_detach(q) == 0 ? 0 : 3);
+    }
+    cr_expect_eq(test_wait(c), 0, "a process that forked while it held LIFE blocked attach");
+    kill(-sweeper, SIGKILL);
+    cr_assert_eq(dsmpool_destroy(p), 0);
+}
+
+/* A System V pool destroyed while a process still uses it: a new pool of the
+ * same name must not take its semaphore set (the live process's liveness).
+ * Before the fix the create removed it. */
+Test(lifecycle_review2, a_destroyed_sysv_pool_in_use_keeps_its_semaphores) {
+    char name[64];
+    sysv_name(name, sizeof name, "destroyed-in-use");
+    dsmpool *p = mkpool(DSMPOOL_BACKING_SYSV, name, 8 * MIB, false);
+    int go[2];
+    cr_assert_eq(pipe(go), 0);
+    pid_t c = fork();
+    if (c == 0) {
+        close(go[1]);
+        dsmpool *q;
+        if (dsmpool_attach(name, &q) != 0) _exit(3);
+        char ch;
+        if (write(STDOUT_FILENO, "", 0) < 0 || read(go[0], &ch, 1) != 1) _exit(4);
+        _exit(dsmpool_detach(q) == 0 ? 0 : 5);
+    }
+    close(go[0]);
+    dsmpool_stats st;
+    for (int i = 0; i < 5000; i++) {
+        dsmpool_get_stats(p, &st);
+        if (st.procs_attached == 2) break;
+        usleep(1000);
+    }
+    cr_assert_eq(st.procs_attached, 2);
+    cr_assert_eq(dsmpool_destroy(p), 0);
+    cr_assert(sysv_sem_exists(name), "the destroyed pool's set went while a process uses it");
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = 8 * MIB;
+    cfg.backing = DSMPOOL_BACKING_SYSV;
+    cfg.name = name;
+    dsmpool *q;
+    cr_expect_eq(dsmpool_create(&cfg, &q), -EEXIST, "a new pool took the live one's semaphore set");
+    cr_assert_eq(write(go[1], "x", 1), 1);
+    cr_assert_eq(test_wait(c), 0);
+    cr_expect(!sysv_sem_exists(name), "the last process of the destroyed pool left its set");
+    cr_assert_eq(dsmpool_create(&cfg, &q), 0, "%s", dsmpool_last_error());
+    cr_assert_eq(dsmpool_destroy(q), 0);
+}

@@ -23,6 +23,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "dp_internal.h"
@@ -415,4 +416,75 @@ Test(reclaim, a_stopped_hoarder_delays_nobody_for_long, .timeout = 60) {
     cr_expect_eq(dsmpool_seg_create(h.p, h.largest0, DSMPOOL_SEG_NO_FALLBACK, &s), 0, "recovery returned its cache");
     test_check_ok(h.p);
     dsmpool_detach(h.p);
+}
+
+/* ---- what a review found --------------------------------------------------- */
+
+static void stop_at(const char *point) {
+    if (inj_point && !strcmp(point, inj_point)) {
+        inj_point = NULL;
+        raise(SIGSTOP);
+    }
+}
+
+/* The lost sweep takes a reference on the area, which needs a record frame
+ * when this process's inline records are full; with the pool's one free
+ * block inside another process's allocator step, the allocator finishes
+ * dead owners' steps, which takes recover_lock. Before the fix the sweep
+ * ran under recover_lock: dsmpool_recover() hung for good. */
+Test(reclaim, the_lost_sweep_never_waits_for_its_own_recovery_lock, .timeout = 60) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool_area *a = mkarea(p); /* one record */
+    warm_up(a);
+    dsmpool_seg *own[18]; /* and 18 more: the inline records are full */
+    for (int i = 0; i < 18; i++) cr_assert_eq(dsmpool_seg_create(p, 4096, DSMPOOL_SEG_NO_FALLBACK, &own[i]), 0);
+    pid_t z = fork();
+    if (z == 0) { /* a lost chunk, in a span that cannot retire (v[0] stays allocated) */
+        dsmpool_ptr v[2];
+        for (int i = 0; i < 2; i++)
+            if (dsmpool_area_alloc(a, 32 * KIB, 0, &v[i]) != 0) _exit(3);
+        inj_point = "area.free.linked";
+        dp_inject_fn = die_at;
+        dsmpool_area_free(a, v[1]);
+        _exit(4);
+    }
+    cr_assert_eq(test_wait(z), 128 + SIGKILL);
+    pid_t w = fork();
+    if (w == 0) { /* fills the pool with pinned segments, then frees one 128 KiB block */
+        dsmpool_seg *s;
+        dsmpool_handle big = 0;
+        size_t sizes[2] = {128 * KIB, 4 * KIB};
+        for (int k = 0; k < 2; k++)
+            while (dsmpool_seg_create(p, sizes[k], DSMPOOL_SEG_NO_FALLBACK, &s) == 0) {
+                if (dsmpool_seg_pin(s) != 0) _exit(3);
+                if (k == 0) big = dsmpool_seg_handle(s);
+                dsmpool_seg_detach(s);
+            }
+        if (!big || dsmpool_seg_unpin(p, big) != 0) _exit(4);
+        _exit(dsmpool_detach(p) == 0 ? 0 : 5);
+    }
+    cr_assert_eq(test_wait(w), 0);
+    pid_t y = fork();
+    if (y == 0) { /* stops inside the allocator's step on that block */
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* (a stopped orphan would outlive a failed test) */
+        inj_point = "palloc.open.claimed";
+        dp_inject_fn = stop_at;
+        dsmpool_seg *s;
+        _exit(dsmpool_seg_create(p, 4096, DSMPOOL_SEG_NO_FALLBACK, &s) == 0 ? 0 : 3);
+    }
+    int st;
+    cr_assert_eq(waitpid(y, &st, WUNTRACED), y);
+    cr_assert(WIFSTOPPED(st), "the allocator step never stopped");
+    cr_assert_eq(dsmpool_recover(p), 0); /* (before the fix: never returned) */
+    dsmpool_stats stats;
+    dsmpool_get_stats(p, &stats);
+    cr_expect(stats.sweep_due, "the sweep could not have finished: it must stay due");
+    kill(y, SIGCONT);
+    cr_assert_eq(test_wait(y), 0);
+    recover_all(p);
+    dsmpool_get_stats(p, &stats);
+    cr_expect_eq(stats.lost_chunks_reclaimed, 1, "the next recovery did not finish the sweep");
+    for (int i = 0; i < 18; i++) dsmpool_seg_detach(own[i]);
+    test_check_ok(p);
+    dsmpool_detach(p);
 }
