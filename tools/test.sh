@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The test command: installs what it needs, then builds and runs every test
 # suite three ways -- plain, ASan+UBSan, TSan -- plus the NUMA placement tests
-# on emulated 2- and 4-node machines (qemu), and ends with the line
-# "N passed, N failed" summed over all of them. Exit status 0 only if none
-# failed. Usage: tools/test.sh [plain] [asan] [tsan] [numa-vm]   (default: all)
+# on emulated 2- and 4-node machines (qemu) and PostgreSQL 15 on dsmpool
+# (its regression suite three times, crash and shutdown tests:
+# integrations/postgresql/run.sh), and ends with the line "N passed, N failed"
+# summed over all of them. Exit status 0 only if none failed.
+# Usage: tools/test.sh [plain] [asan] [tsan] [numa-vm] [postgresql]   (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if ! tools/deps.sh; then
@@ -12,10 +14,23 @@ if ! tools/deps.sh; then
     exit 1
 fi
 ways=("$@")
-[ ${#ways[@]} -eq 0 ] && ways=(plain asan tsan numa-vm)
+[ ${#ways[@]} -eq 0 ] && ways=(plain asan tsan numa-vm postgresql)
 passed=0
 failed=0
 for way in "${ways[@]}"; do
+    if [ "$way" = postgresql ]; then
+        echo "=== postgresql: build PostgreSQL 15 on dsmpool, then its regression suite and crash tests" >&2
+        out=$( (integrations/postgresql/run.sh build && integrations/postgresql/run.sh check) 2>&1)
+        echo "$out" | grep -E '^(PostgreSQL \(|ok:|FAILED|crash test|  dsmpool:)' >&2
+        last=$(echo "$out" | tail -1)
+        p=$(echo "$last" | awk '/passed,/ {print $1}')
+        f=$(echo "$last" | awk '/passed,/ {print $3}')
+        [ -n "$p" ] || { p=0; f=1; echo "$out" | tail -30 >&2; }
+        echo "=== postgresql: $p passed, $f failed" >&2
+        passed=$((passed + p))
+        failed=$((failed + f))
+        continue
+    fi
     if [ "$way" = numa-vm ]; then
         echo "=== numa-vm: boot 2- and 4-node machines under qemu" >&2
         out=$(tests/numa-vm/run.sh 2>&1)

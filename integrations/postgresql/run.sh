@@ -45,7 +45,7 @@ need_user() {
 # ---- build --------------------------------------------------------------------
 
 install_deps() {
-    local pkgs="build-essential perl pkg-config libreadline-dev zlib1g-dev procps bzip2" missing=""
+    local pkgs="build-essential perl pkg-config libreadline-dev zlib1g-dev procps bzip2 patch util-linux passwd" missing=""
     for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
     "$repo/tools/deps.sh"
     if [ -n "$missing" ]; then
