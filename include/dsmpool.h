@@ -180,7 +180,11 @@ DSMPOOL_EXPORT int dsmpool_fd(const dsmpool *pool);           /* -1 when none */
 
 /* This process leaves: its segment attachments are detached (last reference
  * destroys, unless pinned), its slot is freed and the region unmapped. The
- * pool object is gone afterwards (a second detach returns -EINVAL). The last
+ * pool object is dead afterwards, and so are this process's segment and
+ * area objects of the pool: any call on one of them returns -EINVAL (the
+ * accessors NULL, 0 or false) and reads no freed memory, as does a call on
+ * a segment or area object after its own detach. (Their memory is kept and
+ * reused for new objects only after 64 more of the kind have ended.) The last
  * process to leave a pool also recovers what dead processes held and
  * removes every OS fallback segment, pinned ones too; an ANON or MEMFD pool
  * (or a destroyed one) leaves nothing behind, a named one keeps its name. */

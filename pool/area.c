@@ -483,7 +483,7 @@ char *dsmpool_area_base(const dsmpool_area *area) {
 }
 
 void *dsmpool_area_addr(dsmpool_area *area, dsmpool_ptr p) {
-    if (!area || !p) return NULL;
+    if (!area || !p || area->magic != AR_OBJ_MAGIC) return NULL;
     return ar_addr(area, p);
 }
 
@@ -1547,7 +1547,7 @@ static void area_fill(struct dsmpool_area *a, dsmpool *pool, ar_ctl *ctl, uint64
 }
 
 static struct dsmpool_area *area_new(dsmpool *pool, dsmpool_seg *seg) {
-    struct dsmpool_area *a = calloc(1, sizeof *a);
+    struct dsmpool_area *a = dp_obj_new(DP_OBJ_AREA, sizeof *a);
     if (!a) return NULL;
     a->seg = seg;
     a->handle = dsmpool_seg_handle(seg);
@@ -1581,8 +1581,7 @@ static void area_free_fb(struct dsmpool_area *a) {
 
 static void area_free_local(struct dsmpool_area *a) {
     area_free_fb(a);
-    a->magic = 0;
-    free(a);
+    dp_obj_end(DP_OBJ_AREA, a); /* (writes 0 over the magic) */
 }
 
 /* The process-local object for an attached control segment. */

@@ -36,9 +36,11 @@
  *      resets the library's process-local locks first (a thread that held one
  *      in the parent does not exist in the child).
  *   5. Process-local state: a registry of attached pools (so a second
- *      detach is recognised without touching freed memory) and a set of
- *      attached segment objects, each under a mutex; the atfork handlers
- *      take all of them (registry, then each pool, then the set).
+ *      detach is recognised) and a set of attached segment objects, each
+ *      under a mutex; the objects themselves are never freed (objs.c), so
+ *      a call on a detached one reads no freed memory. The atfork handlers
+ *      take all of the locks (registry, then each pool, then the set, then
+ *      objs.c's).
  *   6. Brackets. Every change of what the pool's shared structures say --
  *      allocator words, segment states and counts, records, area entries --
  *      happens inside a bracket of the changing slot (dp_inflight_begin /
@@ -130,9 +132,11 @@ static void atfork_prepare(void) {
     pthread_mutex_lock(&reg_lock);
     for (dsmpool *p = reg_head; p; p = p->reg_next) pthread_mutex_lock(&p->lock);
     pthread_mutex_lock(&set_lock);
+    dp_objs_fork_lock(); /* a leaf: last */
 }
 
 static void atfork_parent(void) {
+    dp_objs_fork_unlock();
     pthread_mutex_unlock(&set_lock);
     for (dsmpool *p = reg_head; p; p = p->reg_next) pthread_mutex_unlock(&p->lock);
     pthread_mutex_unlock(&reg_lock);
@@ -163,6 +167,7 @@ static void fork_init(void) {
 static void reset_after_raw_fork(void) {
     pthread_mutex_init(&reg_lock, NULL);
     pthread_mutex_init(&set_lock, NULL);
+    dp_objs_fork_reset();
     for (dsmpool *p = reg_head; p; p = p->reg_next) {
         pthread_mutex_init(&p->lock, NULL);
         pthread_mutex_init(&p->recover_lock, NULL);

@@ -752,7 +752,7 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
 
     dp_header *h = calloc(1, sizeof *h);
     if (!h) {
-        free(p);
+        pool_free(p);
         return dp_fail(-ENOMEM, "out of memory");
     }
     creating c = {p, NULL, 0, false, false, false, "", ""};
@@ -926,7 +926,7 @@ static int attach_fd_common(dsmpool *p) {
 }
 
 static dsmpool *pool_new(void) {
-    dsmpool *p = calloc(1, sizeof *p);
+    dsmpool *p = dp_obj_new(DP_OBJ_POOL, sizeof *p);
     if (!p) return NULL;
     p->fd = p->shmid = -1;
     p->live.kind = DP_LIVE_NONE;
@@ -943,7 +943,7 @@ static void pool_free(dsmpool *p) {
     pthread_mutex_destroy(&p->recover_lock);
     pthread_mutex_destroy(&p->lost_lock);
     p->magic = DP_POOL_DEAD;
-    free(p);
+    dp_obj_end(DP_OBJ_POOL, p);
 }
 
 int dp_region_attach(const char *name, dsmpool **out) {

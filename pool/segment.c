@@ -307,7 +307,7 @@ static void seg_unlink(dsmpool *p, struct dsmpool_seg *s) {
 static void seg_free_obj(struct dsmpool_seg *s) {
     if (s->fallback && s->addr) dp_os_unmap(s->addr, s->size);
     s->magic = DP_SEGOBJ_DEAD;
-    free(s);
+    dp_obj_end(DP_OBJ_SEG, s);
 }
 
 /* Make an attached segment object known to the process (list and set). */
@@ -335,8 +335,11 @@ long dsmpool_pages_per_node(const void *addr, size_t len, size_t *counts, unsign
     return r < 0 ? dp_fail((int)r, "move_pages failed: %s", strerror((int)-r)) : r;
 }
 
+static bool seg_live(const dsmpool_seg *seg);
+
 long dsmpool_seg_pages_per_node(const dsmpool_seg *seg, size_t *counts, unsigned ncounts) {
-    if (!seg) return dp_fail(-EINVAL, "seg is NULL");
+    dp_clear_error();
+    if (!seg_live(seg)) return dp_fail(-EINVAL, "not an attached segment");
     return dsmpool_pages_per_node(seg->addr, seg->size, counts, ncounts);
 }
 
@@ -429,13 +432,13 @@ int dp_seg_create_internal(dsmpool *pool, size_t size, unsigned flags, dsmpool_s
     if (r) return r;
     if (size == 0) return dp_fail(-EINVAL, "size 0");
     if (size > (1ull << 46)) return dp_fail(-EINVAL, "size %zu is beyond 64 TiB", size);
-    struct dsmpool_seg *s = calloc(1, sizeof *s);
+    struct dsmpool_seg *s = dp_obj_new(DP_OBJ_SEG, sizeof *s);
     if (!s) return dp_fail(-ENOMEM, "out of memory");
     dp_inflight_begin(pool);
     r = seg_create_bracketed(pool, size, flags, s);
     dp_inflight_end(pool);
     if (r) {
-        free(s);
+        dp_obj_end(DP_OBJ_SEG, s);
         return r;
     }
     return seg_publish(pool, s, out);
@@ -447,17 +450,17 @@ int dsmpool_seg_attach(dsmpool *pool, dsmpool_handle h, dsmpool_seg **out) {
     *out = NULL;
     int r = pool_ok(pool);
     if (r || (r = handle_ok(pool, h)) != 0) return r;
-    struct dsmpool_seg *s = calloc(1, sizeof *s);
+    struct dsmpool_seg *s = dp_obj_new(DP_OBJ_SEG, sizeof *s);
     if (!s) return dp_fail(-ENOMEM, "out of memory");
     uint64_t idx = DP_HANDLE_IDX(h);
     uint32_t gen = DP_HANDLE_GEN(h);
     if ((r = seg_ref(pool, idx, gen, &s->rec)) != 0) {
-        free(s);
+        dp_obj_end(DP_OBJ_SEG, s);
         return r;
     }
     if ((r = seg_map(pool, idx, gen, s)) != 0) {
         seg_unref(pool, s);
-        free(s);
+        dp_obj_end(DP_OBJ_SEG, s);
         return r;
     }
     return seg_publish(pool, s, out);
@@ -629,10 +632,13 @@ void *dp_seg_area_ctl(dsmpool *p, uint64_t idx, uint64_t min_bytes) {
     return dp_at(p, DP_BLOCK_OFF(blk));
 }
 
-dsmpool_handle dsmpool_seg_handle(const dsmpool_seg *seg) { return seg ? seg->handle : 0; }
-void *dsmpool_seg_address(const dsmpool_seg *seg) { return seg ? seg->addr : NULL; }
-size_t dsmpool_seg_size(const dsmpool_seg *seg) { return seg ? seg->size : 0; }
-bool dsmpool_seg_is_fallback(const dsmpool_seg *seg) { return seg && seg->fallback; }
+/* The accessors answer 0 / NULL / false for a detached object (objs.c: its
+ * memory is still ours, its magic is not the live one). */
+static bool seg_live(const dsmpool_seg *seg) { return seg && seg->magic == DP_SEGOBJ_MAGIC; }
+dsmpool_handle dsmpool_seg_handle(const dsmpool_seg *seg) { return seg_live(seg) ? seg->handle : 0; }
+void *dsmpool_seg_address(const dsmpool_seg *seg) { return seg_live(seg) ? seg->addr : NULL; }
+size_t dsmpool_seg_size(const dsmpool_seg *seg) { return seg_live(seg) ? seg->size : 0; }
+bool dsmpool_seg_is_fallback(const dsmpool_seg *seg) { return seg_live(seg) && seg->fallback; }
 
 /* ---- recovery ----------------------------------------------------------- */
 

@@ -1303,3 +1303,144 @@ Test(lifecycle_review2, a_destroyed_sysv_pool_in_use_keeps_its_semaphores) {
     cr_assert_eq(dsmpool_create(&cfg, &q), 0, "%s", dsmpool_last_error());
     cr_assert_eq(dsmpool_destroy(q), 0);
 }
+
+/* ---- calls on objects whose pool was detached (issue 13 item 6) ----------- *
+ * Every call on a pool, segment or area object after its pool was detached
+ * (or after the object itself was detached) answers -EINVAL (NULL, 0, false
+ * for the accessors) and reads no freed memory: under ASan, the first
+ * version of this test stopped with a heap-use-after-free in
+ * dsmpool_seg_create's node check. A pool segment, a fallback segment and an
+ * area with a small and a fallback allocation are live when the pool goes. */
+static void expect_dead_pool(dsmpool *p) {
+    dsmpool_seg *s = (dsmpool_seg *)1;
+    dsmpool_area *a = (dsmpool_area *)1;
+    dsmpool_stats st;
+    cr_expect_eq(dsmpool_seg_create(p, 4096, 0, &s), -EINVAL);
+    cr_expect_null(s);
+    cr_expect_eq(dsmpool_seg_create(p, 4096, DSMPOOL_SEG_ON_NODE(0), &s), -EINVAL);
+    cr_expect_eq(dsmpool_seg_attach(p, 1, &s), -EINVAL);
+    cr_expect_eq(dsmpool_seg_unpin(p, 1), -EINVAL);
+    cr_expect_eq(dsmpool_area_create(p, 0, &a), -EINVAL);
+    cr_expect_null(a);
+    cr_expect_eq(dsmpool_area_attach(p, 1, &a), -EINVAL);
+    cr_expect_eq(dsmpool_get_stats(p, &st), -EINVAL);
+    cr_expect_eq(dsmpool_check(p), -EINVAL);
+    cr_expect_eq(dsmpool_recover(p), -EINVAL);
+    cr_expect_eq(dsmpool_prefault(p), -EINVAL);
+    cr_expect_eq(dsmpool_fd(p), -1);
+    cr_expect_eq(dsmpool_detach(p), -EINVAL);
+    cr_expect_eq(dsmpool_destroy(p), -EINVAL);
+    cr_expect_neq(strlen(dsmpool_last_error()), 0, "a message says why");
+}
+
+static void expect_dead_seg(dsmpool_seg *s) {
+    size_t counts[4];
+    cr_expect_eq(dsmpool_seg_handle(s), 0);
+    cr_expect_null(dsmpool_seg_address(s));
+    cr_expect_eq(dsmpool_seg_size(s), 0);
+    cr_expect_not(dsmpool_seg_is_fallback(s));
+    cr_expect_eq(dsmpool_seg_pin(s), -EINVAL);
+    cr_expect_eq(dsmpool_seg_detach(s), -EINVAL);
+    cr_expect_eq(dsmpool_seg_pages_per_node(s, counts, 4), -EINVAL);
+}
+
+static void expect_dead_area(dsmpool_area *a, dsmpool_ptr small, dsmpool_ptr fb) {
+    dsmpool_ptr q = 1;
+    dsmpool_area_stats ast;
+    cr_expect_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &q), -EINVAL);
+    cr_expect_eq(q, 0);
+    cr_expect_eq(dsmpool_area_free(a, small), -EINVAL);
+    cr_expect_eq(dsmpool_area_free(a, fb), -EINVAL);
+    cr_expect_null(dsmpool_area_addr(a, small));
+    cr_expect_null(dsmpool_area_addr(a, fb));
+    cr_expect_null(dsmpool_area_base(a));
+    cr_expect_eq(dsmpool_area_handle(a), 0);
+    cr_expect_eq(dsmpool_area_set_limit(a, 0), -EINVAL);
+    cr_expect_eq(dsmpool_area_flush(a), -EINVAL);
+    cr_expect_eq(dsmpool_area_get_stats(a, &ast), -EINVAL);
+    cr_expect_eq(dsmpool_area_detach(a), -EINVAL);
+    cr_expect_eq(dsmpool_area_destroy(a), -EINVAL);
+}
+
+static void after_detach_case(dsmpool_backing b, const char *name) {
+    if (name) dsmpool_remove(name, true); /* a crashed earlier run's */
+    dsmpool *p = test_pool(b, name, 16 * MIB);
+    dsmpool_seg *s, *big;
+    dsmpool_area *a;
+    dsmpool_ptr small, fb;
+    cr_assert_eq(dsmpool_seg_create(p, 64 * KIB, 0, &s), 0, "%s", dsmpool_last_error());
+    cr_assert_eq(dsmpool_seg_create(p, 64 * MIB, 0, &big), 0, "%s", dsmpool_last_error());
+    cr_assert(dsmpool_seg_is_fallback(big));
+    cr_assert_eq(dsmpool_area_create(p, 0, &a), 0, "%s", dsmpool_last_error());
+    cr_assert_eq(dsmpool_area_alloc(a, 100, 0, &small), 0, "%s", dsmpool_last_error());
+    cr_assert_eq(dsmpool_area_alloc(a, 32 * MIB, 0, &fb), 0, "%s", dsmpool_last_error());
+    cr_assert(fb & DSMPOOL_PTR_OS_BIT, "served by the OS");
+    cr_assert_eq(dsmpool_detach(p), 0, "%s", dsmpool_last_error());
+    expect_dead_pool(p);
+    expect_dead_seg(s);
+    expect_dead_seg(big);
+    expect_dead_area(a, small, fb);
+    /* a new pool made now is not reached through the old objects */
+    dsmpool *q = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool_seg *s2;
+    dsmpool_area *a2;
+    cr_assert_eq(dsmpool_seg_create(q, 64 * KIB, 0, &s2), 0);
+    cr_assert_eq(dsmpool_area_create(q, 0, &a2), 0);
+    expect_dead_pool(p);
+    expect_dead_seg(s);
+    expect_dead_area(a, small, fb);
+    cr_expect_eq(dsmpool_seg_detach(s2), 0);
+    cr_expect_eq(dsmpool_area_detach(a2), 0);
+    expect_dead_seg(s2);
+    expect_dead_area(a2, 0, 0);
+    test_check_ok(q);
+    cr_assert_eq(dsmpool_detach(q), 0);
+    if (name) dsmpool_remove(name, true);
+}
+
+Test(lifecycle, calls_after_detach_anon) { after_detach_case(DSMPOOL_BACKING_ANON, NULL); }
+Test(lifecycle, calls_after_detach_posix) { after_detach_case(DSMPOOL_BACKING_POSIX, "/dsmpool-test-afterdetach"); }
+
+/* objs.c rule 3: ended objects are reused only past DP_OBJ_KEEP (64) of
+ * their kind, so 2000 attach/detach cycles hold at most 66 objects of
+ * memory, and a detached object keeps answering -EINVAL for the next 64
+ * ends of its kind. */
+Test(lifecycle, detached_objects_bounded_and_dead) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool_seg *first, *s;
+    dsmpool_area *afirst, *a;
+    cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &first), 0);
+    cr_assert_eq(dsmpool_seg_detach(first), 0);
+    cr_assert_eq(dsmpool_area_create(p, 0, &afirst), 0);
+    cr_assert_eq(dsmpool_area_detach(afirst), 0);
+    void *seen[256];
+    unsigned nseen = 0;
+    for (int i = 0; i < 2000; i++) {
+        cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &s), 0, "%s", dsmpool_last_error());
+        if (i < 63) {
+            cr_expect_neq((void *)s, (void *)first, "reused after %d ends", i + 1);
+            cr_expect_eq(dsmpool_seg_size(first), 0);
+        }
+        unsigned k = 0;
+        while (k < nseen && seen[k] != (void *)s) k++;
+        if (k == nseen) {
+            cr_assert_lt(nseen, 66, "more than 66 segment objects for one live at a time");
+            seen[nseen++] = s;
+        }
+        cr_assert_eq(dsmpool_seg_detach(s), 0);
+    }
+    nseen = 0;
+    for (int i = 0; i < 300; i++) {
+        cr_assert_eq(dsmpool_area_create(p, 0, &a), 0, "%s", dsmpool_last_error());
+        if (i < 63) cr_expect_eq(dsmpool_area_handle(afirst), 0);
+        unsigned k = 0;
+        while (k < nseen && seen[k] != (void *)a) k++;
+        if (k == nseen) {
+            cr_assert_lt(nseen, 66, "more than 66 area objects for one live at a time");
+            seen[nseen++] = a;
+        }
+        cr_assert_eq(dsmpool_area_destroy(a), 0, "%s", dsmpool_last_error());
+    }
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_detach(p), 0);
+}
