@@ -85,8 +85,16 @@ extern "C" {
 #define DSMPOOL_EXPORT
 #endif
 
+/* The version this header is of; dsmpool_version() and
+ * dsmpool_version_number() say which library a program runs with (they can
+ * differ when the shared library was upgraded under it). Within one major
+ * version (the soname, libdsmpool.so.0) a newer library runs programs built
+ * against an older header. */
 #define DSMPOOL_VERSION_MAJOR 0
 #define DSMPOOL_VERSION_MINOR 1
+#define DSMPOOL_VERSION_PATCH 0
+#define DSMPOOL_VERSION_STRING "0.1.0"
+#define DSMPOOL_VERSION_NUMBER (DSMPOOL_VERSION_MAJOR * 10000 + DSMPOOL_VERSION_MINOR * 100 + DSMPOOL_VERSION_PATCH)
 
 typedef struct dsmpool dsmpool;         /* a process's handle on a pool */
 typedef struct dsmpool_seg dsmpool_seg; /* a process's attachment to a segment */
@@ -416,6 +424,11 @@ DSMPOOL_EXPORT const char *dsmpool_strerror(int err);  /* err is negative; never
 DSMPOOL_EXPORT const char *dsmpool_last_error(void);   /* this thread's detailed message for the last failure */
 
 DSMPOOL_EXPORT const char *dsmpool_backing_name(dsmpool_backing b);
+
+/* ---- versions ------------------------------------------------------------ */
+
+DSMPOOL_EXPORT const char *dsmpool_version(void); /* "0.1.0": the library running */
+DSMPOOL_EXPORT int dsmpool_version_number(void);  /* major * 10000 + minor * 100 + patch */
 
 #ifdef __cplusplus
 }

@@ -57,6 +57,9 @@ const char *dsmpool_strerror(int err) {
     return "unknown error";
 }
 
+const char *dsmpool_version(void) { return DSMPOOL_VERSION_STRING; }
+int dsmpool_version_number(void) { return DSMPOOL_VERSION_NUMBER; }
+
 const char *dsmpool_backing_name(dsmpool_backing b) {
     switch (b) {
     case DSMPOOL_BACKING_ANON: return "anon";

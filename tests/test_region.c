@@ -469,3 +469,18 @@ Test(thp, transparent_on_shmem, .timeout = 60) {
         dsmpool_destroy(p);
     }
 }
+
+/* The library says which version runs: the string parses to the number and
+ * both agree with the header this test was built with. */
+Test(region, version_at_run_time) {
+    const char *v = dsmpool_version();
+    cr_assert_not_null(v);
+    unsigned ma, mi, pa;
+    char end;
+    cr_assert_eq(sscanf(v, "%u.%u.%u%c", &ma, &mi, &pa, &end), 3, "'%s' is major.minor.patch", v);
+    cr_expect_eq((int)(ma * 10000 + mi * 100 + pa), dsmpool_version_number());
+    cr_expect_str_eq(v, DSMPOOL_VERSION_STRING);
+    cr_expect_eq(dsmpool_version_number(), DSMPOOL_VERSION_NUMBER);
+    cr_expect_eq(ma, DSMPOOL_VERSION_MAJOR);
+    cr_expect_eq(mi, DSMPOOL_VERSION_MINOR);
+}
