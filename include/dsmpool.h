@@ -173,8 +173,20 @@ DSMPOOL_EXPORT void dsmpool_config_init(dsmpool_config *cfg); /* sensible defaul
  * /dev/shm/dsmpool.<id>.*; names beginning "/dsmpool." are the library's.
  * A pool is not created bigger than what the process's memory (or hugetlb)
  * cgroup still lets it charge: -ENOMEM, naming the limit, rather than the
- * OOM killer or a SIGBUS during the prefault. */
+ * OOM killer or a SIGBUS during the prefault. A size too small for the
+ * tables says the least one that fits (dsmpool_min_size). */
 DSMPOOL_EXPORT int dsmpool_create(const dsmpool_config *cfg, dsmpool **out);
+
+/* The least cfg->size that dsmpool_create accepts for the rest of cfg
+ * (sub-pools, node sizes, process slots, segments, huge page size; the
+ * page is the huge page when huge pages are asked for, HUGE_TRY included):
+ * the tables (header, process slots, segment descriptors, allocator trees
+ * and per-CPU hints, up to the 2 MiB boundary where data starts; they grow
+ * with the size: 0.4% of 1 GiB, 0.26% of 16 GiB) plus 2 MiB of data per
+ * sub-pool; 4 MiB with the defaults on one node. Pure computation: it
+ * creates nothing and checks no huge-page reservation. 0 with a message
+ * (dsmpool_last_error) for a configuration that no size fits. */
+DSMPOOL_EXPORT size_t dsmpool_min_size(const dsmpool_config *cfg);
 
 /* Attach to a pool by name: a POSIX name ("/x", looked up in /dev/shm and in
  * hugetlbfs mounts) or a SysV key text. The header is validated against the

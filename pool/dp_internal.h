@@ -275,6 +275,7 @@ int dp_layout(const dp_layout_in *in, dp_header *h);
  * is mapped and formatted but not published (attachers see no magic) until
  * dp_region_publish; dp_region_abandon removes a created one again. */
 int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, struct dsmpool **out);
+size_t dp_region_min_size(const dsmpool_config *cfg); /* 0 and a message: none fits */
 void dp_region_publish(struct dsmpool *pool);
 void dp_region_abandon(struct dsmpool *pool);
 int dp_region_attach(const char *name, struct dsmpool **out);

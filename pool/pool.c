@@ -41,6 +41,15 @@ static int join(dsmpool *p) {
     return r;
 }
 
+size_t dsmpool_min_size(const dsmpool_config *cfg) {
+    dp_clear_error();
+    if (!cfg) {
+        dp_fail(-EINVAL, "cfg must not be NULL");
+        return 0;
+    }
+    return dp_region_min_size(cfg);
+}
+
 int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
     dp_clear_error();
     pthread_once(&layers_once, layers_init);

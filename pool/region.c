@@ -612,6 +612,76 @@ static int plan_units(const plan *pl, uint64_t total, uint64_t g, uint64_t *unit
     return 0;
 }
 
+/* The layout of a region of len bytes in pages of `page`: the most data
+ * that fits beside the tables, split as the plan says. 0, -ENOSPC (too
+ * small) or -EINVAL (explicit node sizes that are not multiples of the data
+ * granule). Pure computation: no system call. */
+static int layout_for(const dsmpool_config *cfg, const plan *pl, size_t len, size_t page,
+                      dp_layout_in *in, dp_header *h) {
+    const dp_caps *caps = dp_os_caps();
+    *in = (dp_layout_in){len, 0, cfg->max_procs ? cfg->max_procs : 1024, pl->nsub, 0,
+                         data_gran(page), {0}, {0}};
+    memcpy(in->nodes, pl->nodes, sizeof in->nodes);
+    in->nhints = caps->ncpus_conf < 1 ? 1 : caps->ncpus_conf > 4096 ? 4096 : caps->ncpus_conf;
+    uint64_t est = len / (16 * 1024);
+    in->seg_cap = cfg->max_segments ? cfg->max_segments : (est > 1024 ? est : 1024);
+    if (in->seg_cap > DP_SEG_MAX) in->seg_cap = DP_SEG_MAX;
+    uint64_t g = in->data_align / (2 * MIB), total = len / (2 * MIB) / g * g;
+    int lr = -ENOSPC;
+    for (; total >= g; total -= g) {
+        int pr = plan_units(pl, total, g, in->units);
+        if (pr == -EINVAL) return pl->want[0] ? -EINVAL : -ENOSPC;
+        if (pr == 0 && (lr = dp_layout(in, h)) == 0) break;
+        if (pl->want[0]) break; /* explicit sizes: no smaller split to try */
+    }
+    return lr;
+}
+
+/* The least size (a multiple of page) whose layout fits, or 0 if none up to
+ * 64 TiB. The tables grow with the size (segment descriptors: one per 16
+ * KiB unless max_segments is set), so it searches upwards: doubling to a
+ * size that fits, then halving the step down to the least one. */
+static size_t min_size_for(const dsmpool_config *cfg, const plan *pl, size_t page) {
+    dp_header *h = malloc(sizeof *h);
+    if (!h) return 0;
+    dp_layout_in in;
+    size_t lo = 0, hi = page; /* lo does not fit (or is 0); hi is the candidate */
+    while (hi <= (1ull << 46) && layout_for(cfg, pl, hi, page, &in, h) != 0) {
+        lo = hi;
+        hi *= 2;
+    }
+    size_t best = 0;
+    if (hi <= (1ull << 46)) {
+        best = hi;
+        /* the least fitting multiple of page in (lo, hi]: a linear walk down
+         * from hi would be long; fit is monotone in practice, but check every
+         * answer, so that a non-monotone corner costs only a larger minimum */
+        while (hi - lo > page) {
+            size_t mid = lo + (hi - lo) / 2 / page * page;
+            if (mid <= lo) mid = lo + page;
+            if (layout_for(cfg, pl, mid, page, &in, h) == 0) hi = best = mid;
+            else lo = mid;
+        }
+    }
+    free(h);
+    return best;
+}
+
+size_t dp_region_min_size(const dsmpool_config *cfg) {
+    if (!cfg) return 0;
+    plan pl;
+    if (plan_nodes(cfg, &pl) != 0) return 0;
+    bool want_huge = cfg->huge_pages == DSMPOOL_HUGE_ON || cfg->huge_pages == DSMPOOL_HUGE_TRY;
+    size_t page = want_huge ? huge_size_for(cfg) : 4096;
+    if (page != 4096 && page != 2 * MIB && page != GIB) {
+        dp_fail(-EINVAL, "huge_page_size must be 0, 2 MiB or 1 GiB (got %zu)", page);
+        return 0;
+    }
+    size_t min = min_size_for(cfg, &pl, page);
+    if (!min) dp_fail(-EINVAL, "no size up to 64 TiB fits this configuration (node sizes?)");
+    return min;
+}
+
 /* hugetlb pools are per node: with bound sub-pools, each node must have its
  * share free, or the prefault (or a later fault) would fail there. */
 static int plan_huge_check(const plan *pl, const uint64_t *units, size_t hs) {
@@ -768,33 +838,20 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
         align = cfg->map_align ? cfg->map_align : 2 * MIB;
         if (align < page) align = page;
         if (align < 2 * MIB) align = 2 * MIB;
-        dp_layout_in in = {len, 0, cfg->max_procs ? cfg->max_procs : 1024, pl.nsub, 0,
-                           data_gran(page), {0}, {0}};
-        memcpy(in.nodes, pl.nodes, sizeof in.nodes);
-        in.nhints = caps->ncpus_conf < 1 ? 1 : caps->ncpus_conf > 4096 ? 4096 : caps->ncpus_conf;
-        uint64_t est = len / (16 * 1024);
-        in.seg_cap = cfg->max_segments ? cfg->max_segments : (est > 1024 ? est : 1024);
-        if (in.seg_cap > DP_SEG_MAX) in.seg_cap = DP_SEG_MAX;
-        /* the most data that fits beside the tables, split as the plan says */
-        uint64_t g = in.data_align / (2 * MIB), total = len / (2 * MIB) / g * g;
-        int lr = -ENOSPC;
-        for (; total >= g; total -= g) {
-            int pr = plan_units(&pl, total, g, in.units);
-            if (pr == -EINVAL) {
-                lr = -EINVAL;
-                break;
-            }
-            if (pr == 0 && (lr = dp_layout(&in, h)) == 0) break;
-            if (pl.want[0]) break; /* explicit sizes: no smaller split to try */
+        dp_layout_in in;
+        int lr = layout_for(cfg, &pl, len, page, &in, h);
+        if (lr == -EINVAL) {
+            r = dp_fail(-EINVAL, "node sizes must be multiples of the page size (%zu)", page);
+            break;
         }
         if (lr != 0) {
-            r = dp_fail(-EINVAL, lr == -EINVAL && pl.want[0]
-                            ? "node sizes must be multiples of the page size (%zu)"
-                            : "size %zu is too small for %u sub-pool(s) plus tables "
-                              "(%llu segments, %u process slots)%s",
-                        lr == -EINVAL && pl.want[0] ? page : cfg->size, in.nsub,
+            size_t min = min_size_for(cfg, &pl, page);
+            char how[96] = "";
+            if (min) snprintf(how, sizeof how, "; the least that fits is %zu bytes (dsmpool_min_size)", min);
+            r = dp_fail(-EINVAL, "size %zu is too small for %u sub-pool(s) plus tables "
+                        "(%llu segments, %u process slots)%s%s", cfg->size, in.nsub,
                         (unsigned long long)in.seg_cap, in.proc_cap,
-                        pl.want[0] ? ", or the node sizes do not fit" : "");
+                        pl.want[0] ? ", or the node sizes do not fit" : "", how);
             break;
         }
         if (hs && (r = plan_huge_check(&pl, in.units, hs)) != 0) {

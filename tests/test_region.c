@@ -484,3 +484,47 @@ Test(region, version_at_run_time) {
     cr_expect_eq(ma, DSMPOOL_VERSION_MAJOR);
     cr_expect_eq(mi, DSMPOOL_VERSION_MINOR);
 }
+
+/* dsmpool_min_size: the least size create accepts, for several shapes of
+ * configuration; one page less is refused with a message that names it. */
+static void min_size_case(dsmpool_config c, const char *what) {
+    size_t min = dsmpool_min_size(&c);
+    cr_assert_gt(min, 0, "%s: %s", what, dsmpool_last_error());
+    cr_expect_eq(min % 4096, 0, "%s", what);
+    dsmpool *p = NULL;
+    c.size = min;
+    int r = dsmpool_create(&c, &p);
+    cr_assert_eq(r, 0, "%s: min %zu refused: %s", what, min, dsmpool_last_error());
+    dsmpool_stats st;
+    cr_assert_eq(dsmpool_get_stats(p, &st), 0);
+    cr_expect_geq(st.subpool[0].size, 2 * MIB, "%s: a 2 MiB sub-pool at least", what);
+    cr_assert_eq(dsmpool_detach(p), 0);
+    c.size = min - 4096;
+    r = dsmpool_create(&c, &p);
+    cr_expect_eq(r, -EINVAL, "%s: %zu accepted though below the minimum %zu", what, c.size, min);
+    char want[64];
+    snprintf(want, sizeof want, "the least that fits is %zu bytes", min);
+    cr_expect_neq(strstr(dsmpool_last_error(), want), NULL, "%s: %s", what, dsmpool_last_error());
+}
+
+Test(region, min_size_is_exact) {
+    dsmpool_config c = cfg_of(DSMPOOL_BACKING_ANON, NULL, 0);
+    c.prefault = false;
+    min_size_case(c, "defaults");
+    c.max_procs = 4096;
+    min_size_case(c, "4096 process slots");
+    c.max_procs = 0;
+    c.max_segments = 100000;
+    min_size_case(c, "100000 segments");
+    c.max_segments = 0;
+    c.backing = DSMPOOL_BACKING_MEMFD;
+    min_size_case(c, "memfd");
+    cr_expect_eq(dsmpool_min_size(NULL), 0);
+    c.huge_pages = DSMPOOL_HUGE_ON;
+    c.huge_page_size = 12345;
+    cr_expect_eq(dsmpool_min_size(&c), 0, "a bad huge page size has no minimum");
+    cr_expect_neq(strstr(dsmpool_last_error(), "huge_page_size"), NULL, "%s", dsmpool_last_error());
+    c.huge_page_size = 2 * MIB;
+    size_t m2 = dsmpool_min_size(&c);
+    cr_expect_eq(m2 % (2 * MIB), 0, "in 2 MiB pages: %zu", m2);
+}
