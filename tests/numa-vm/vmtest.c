@@ -18,6 +18,7 @@
  */
 #include <dsmpool.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,13 +26,16 @@
 #include <sys/io.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
+#include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../numa/dp_numa.h"
 #include "../../pool/dp_internal.h"
 
 #define MIB (1ull << 20)
+#define GIB (1ull << 30)
 
 static int passed, failed; /* tests, not checks */
 static int test_failed;        /* checks failed in the current test */
@@ -220,6 +224,81 @@ static void test_exhaustion(dsmpool *p) {
     while (n--) dsmpool_seg_detach(held[n]);
 }
 
+/* VMAs of this process that overlap [a, a+len), from /proc/self/maps. */
+static long vmas_in(const char *a, size_t len) {
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f) return -errno;
+    uintptr_t lo, hi, from = (uintptr_t)a, to = from + len;
+    long n = 0;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) == 2 && lo < to && hi > from) n++;
+    fclose(f);
+    return n;
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* A pool as large as the issue's example (256 GiB of 4 KiB pages, a quarter
+ * of it interleaved: 32768 granules of 2 MiB), untouched: the guest runs
+ * with vm.overcommit_memory = 1, the pool with prefault = false and a small
+ * segment table, so only its tables are ever backed. Its mapping must be
+ * O(nodes) VMAs -- one per sub-pool, plus the tables and the tail -- in the
+ * creator and in a forked child, whatever its size; the fork is timed. */
+static void test_vma_count(void) {
+    size_t size = 256 * GIB;
+    printf("VMAs of a %zu GiB pool (4 KiB pages, not prefaulted)\n", size / GIB);
+    FILE *oc = fopen("/proc/sys/vm/overcommit_memory", "we");
+    CHECK(oc && fputs("1", oc) >= 0 && fclose(oc) == 0, "cannot set vm.overcommit_memory");
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = size;
+    cfg.prefault = false;
+    cfg.max_segments = 4096;
+    dsmpool *p;
+    double t0 = now_ms();
+    int r = dsmpool_create(&cfg, &p);
+    double t1 = now_ms();
+    CHECK(r == 0, "create: %s", dsmpool_last_error());
+    if (r) return;
+    long want = (long)p->nsub + 2, mine = vmas_in(p->base, p->size);
+    size_t il = 0;
+    for (uint32_t s = 0; s < p->nsub; s++)
+        if (p->geo.sub[s].node == DP_NODE_INTERLEAVE) il = p->geo.sub[s].geom.frames * DP_FRAME_SIZE;
+    printf("  %u sub-pools, interleaved %zu GiB (%zu granules of 2 MiB); created in %.0f ms\n", p->nsub,
+           il / GIB, il / (2 * MIB), t1 - t0);
+    printf("  creator: %ld VMAs over the pool (at most %ld)\n", mine, want);
+    CHECK(mine > 0 && mine <= want, "creator: %ld VMAs over the pool, want at most %ld", mine, want);
+    int fds[2];
+    CHECK(pipe(fds) == 0, "pipe");
+    t0 = now_ms();
+    pid_t pid = fork();
+    if (pid == 0) {
+        long n = vmas_in(p->base, p->size);
+        ssize_t w = write(fds[1], &n, sizeof n);
+        _exit(w == (ssize_t)sizeof n ? 0 : 1);
+    }
+    t1 = now_ms();
+    long child = -1;
+    CHECK(pid > 0, "fork: %s", strerror(errno));
+    if (pid > 0) {
+        CHECK(read(fds[0], &child, sizeof child) == (ssize_t)sizeof child, "no count from the child");
+        int st;
+        waitpid(pid, &st, 0);
+    }
+    double t2 = now_ms();
+    close(fds[0]);
+    close(fds[1]);
+    printf("  child: %ld VMAs over the pool; fork took %.1f ms, fork to child's exit %.1f ms\n", child,
+           t1 - t0, t2 - t0);
+    CHECK(child > 0 && child <= want, "child: %ld VMAs over the pool, want at most %ld", child, want);
+    dsmpool_destroy(p);
+}
+
 static void run_all(void) {
     nn = dp_numa_topo()->nnodes;
     printf("NUMA VM: %u nodes, %ld CPUs\n", nn, sysconf(_SC_NPROCESSORS_ONLN));
@@ -253,6 +332,9 @@ static void run_all(void) {
         test_subpools(h, "2 MiB hugetlb pages");
         dsmpool_destroy(h);
     }
+    end();
+    begin("a 256 GiB pool maps as O(nodes) VMAs, in the creator and a forked child");
+    test_vma_count();
     end();
 }
 
