@@ -146,8 +146,9 @@ typedef struct dsmpool_config {
                                 mappings between processes. Power of two. */
     /* NUMA: each node's sub-pool is bound to the node (mbind) before it is
      * prefaulted by threads running on that node's CPUs; an extra
-     * interleaved sub-pool spreads 2 MiB granules round-robin over the
-     * nodes, for structures every node reads. */
+     * interleaved sub-pool spreads its pages (4 KiB, or whole huge pages)
+     * round-robin over the nodes, for structures every node reads. One
+     * policy per sub-pool: the mapping is O(nodes) VMAs, whatever its size. */
     dsmpool_numa numa;
     unsigned nnodes;         /* 0: every node with memory; else the ids in nodes[] */
     unsigned nodes[DSMPOOL_MAX_NODES];

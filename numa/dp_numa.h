@@ -39,6 +39,11 @@ uint32_t dp_numa_current_node(void);
 /* mbind(MPOL_BIND) of a range to one node; page-aligned. */
 int dp_numa_bind(void *addr, size_t len, uint32_t node);
 
+/* mbind(MPOL_INTERLEAVE) of a range over nodes[0..n): one policy, one VMA,
+ * pages (huge pages whole) spread over the nodes in the kernel's order, each
+ * from another node when its own is full; page-aligned. */
+int dp_numa_interleave(void *addr, size_t len, const uint32_t *nodes, unsigned n);
+
 /* Pin the calling thread to the CPUs of a node (for first touch there). */
 int dp_numa_run_on_node(uint32_t node);
 

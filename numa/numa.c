@@ -8,9 +8,15 @@
  *   2. The current node is the node of the current CPU, from a table filled
  *      in rule 1; the CPU comes from sched_getcpu(), which glibc answers from
  *      rseq (or the vDSO): the hot path makes no system call.
- *   3. Binding is mbind(MPOL_BIND) on ranges nobody has touched yet, so the
- *      first fault places each page; verification is move_pages(2) with a
- *      NULL node list, which only reports where pages are.
+ *   3. Binding is mbind on ranges nobody has touched yet, so the first fault
+ *      places each page: MPOL_BIND of a range to one node, or MPOL_INTERLEAVE
+ *      of a range over a set of nodes, which the kernel applies page by page
+ *      (a base page, or a whole huge page of a hugetlb or THP mapping; which
+ *      node a page gets follows from its offset, so it is the kernel's to
+ *      say). One call per range: every distinct policy is its own VMA, so
+ *      the caller keeps the count of ranges, not their size, small.
+ *      Verification is move_pages(2) with a NULL node list, which only
+ *      reports where pages are.
  */
 #include "dp_numa.h"
 
@@ -121,6 +127,30 @@ int dp_numa_bind(void *addr, size_t len, uint32_t node) {
     (void)addr;
     (void)len;
     (void)node;
+    return 0;
+#endif
+}
+
+int dp_numa_interleave(void *addr, size_t len, const uint32_t *nodes, unsigned n) {
+#ifdef HAVE_LIBNUMA
+    if (!dp_numa_topo()->real) return 0;
+    int saved = errno;
+    unsigned long mask[1024 / (8 * sizeof(unsigned long))];
+    memset(mask, 0, sizeof mask);
+    if (n == 0) return -EINVAL;
+    for (unsigned i = 0; i < n; i++) {
+        if (nodes[i] >= 8 * sizeof mask) return -EINVAL;
+        mask[nodes[i] / (8 * sizeof(unsigned long))] |= 1ul << (nodes[i] % (8 * sizeof(unsigned long)));
+    }
+    long r = mbind(addr, len, MPOL_INTERLEAVE, mask, 8 * sizeof mask, 0);
+    int e = r == 0 ? 0 : -errno;
+    errno = saved;
+    return e;
+#else
+    (void)addr;
+    (void)len;
+    (void)nodes;
+    (void)n;
     return 0;
 #endif
 }

@@ -65,8 +65,8 @@ static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1)
 static dsmpool *pool_new(void);
 static void pool_free(dsmpool *p);
 
-/* The data's granule: 2 MiB, or the huge page when larger (sub-pools,
- * interleave stripes and prefault slices are whole granules). */
+/* The data's granule: 2 MiB, or the huge page when larger (sub-pools and
+ * prefault slices are whole granules). */
 static size_t data_gran(size_t page) { return page > 2 * MIB ? page : 2 * MIB; }
 
 /* ---- layout ------------------------------------------------------------- */
@@ -683,14 +683,18 @@ size_t dp_region_min_size(const dsmpool_config *cfg) {
 }
 
 /* hugetlb pools are per node: with bound sub-pools, each node must have its
- * share free, or the prefault (or a later fault) would fail there. */
+ * share free, or the prefault (or a later fault) would fail there. The
+ * interleaved sub-pool's huge pages go round-robin from a start the kernel
+ * picks (the page's offset), so each node may get the rounded-up share; one
+ * it cannot serve would come from another node and take a page that node's
+ * bound sub-pool needs. */
 static int plan_huge_check(const plan *pl, const uint64_t *units, size_t hs) {
     if (!pl->bind || !hs) return 0;
     uint64_t need[DSMPOOL_MAX_NODES] = {0};
     for (uint32_t i = 0; i < pl->nnode; i++) need[i] = units[i] * (2 * MIB) / hs;
     if (pl->nsub > pl->nnode) {
-        uint64_t gran = units[pl->nnode] * (2 * MIB) / hs;
-        for (uint64_t g = 0; g < gran; g++) need[g % pl->nnode]++;
+        uint64_t pages = units[pl->nnode] * (2 * MIB) / hs;
+        for (uint32_t i = 0; i < pl->nnode; i++) need[i] += (pages + pl->nnode - 1) / pl->nnode;
     }
     for (uint32_t i = 0; i < pl->nnode; i++) {
         long fr = dp_numa_huge_free(pl->nodes[i], hs);
@@ -704,20 +708,21 @@ static int plan_huge_check(const plan *pl, const uint64_t *units, size_t hs) {
     return 0;
 }
 
-/* Bind every node sub-pool to its node and each granule of the interleaved
- * one round-robin, before anything touches them. */
-static int bind_subpools(dsmpool *p, const dp_header *h, const plan *pl, size_t page) {
+/* Bind every node sub-pool to its node and the interleaved one over all the
+ * pool's nodes, before anything touches them: one mbind per sub-pool, so the
+ * mapping is at most nsub + 2 VMAs (the tables before, any tail after) in
+ * this process and every child, whatever the pool's size. (One mbind per
+ * 2 MiB granule made a VMA each: 32k for a 256 GiB pool, against
+ * vm.max_map_count = 65530, in every forked process, and a slow fork.) The
+ * interleaved sub-pool is therefore interleaved page by page -- 4 KiB pages,
+ * or whole huge pages -- in the kernel's order (numa.c rule 3). */
+static int bind_subpools(dsmpool *p, const dp_header *h, const plan *pl) {
     if (!pl->bind) return 0;
-    size_t gran = data_gran(page);
     for (uint32_t s = 0; s < h->nsub; s++) {
         char *a = p->base + h->sub[s].data_off;
         size_t len = h->sub[s].geom.frames * DP_FRAME_SIZE;
-        int r = 0;
-        if (h->sub[s].node != DP_NODE_INTERLEAVE)
-            r = dp_numa_bind(a, len, h->sub[s].node);
-        else
-            for (size_t g = 0; g * gran < len && !r; g++)
-                r = dp_numa_bind(a + g * gran, gran, pl->nodes[g % pl->nnode]);
+        int r = h->sub[s].node != DP_NODE_INTERLEAVE ? dp_numa_bind(a, len, h->sub[s].node)
+                                                      : dp_numa_interleave(a, len, pl->nodes, pl->nnode);
         if (r) return dp_fail(r, "mbind of sub-pool %u failed: %s", s, strerror(-r));
     }
     return 0;
@@ -880,7 +885,7 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
     h->map_align = align;
     if (cfg->huge_pages == DSMPOOL_HUGE_TRANSPARENT)
         h->thp_advised = dp_os_madvise_hugepage(p->base, len) == 0;
-    if ((r = bind_subpools(p, h, &pl, page)) != 0) return create_fail(&c, h, r);
+    if ((r = bind_subpools(p, h, &pl)) != 0) return create_fail(&c, h, r);
     if (cfg->backing != DSMPOOL_BACKING_ANON) provisional(p, len, (dp_header *)p->base); /* rule 2 */
     if (c.tmp[0] && (r = name_region(&c)) != 0) return create_fail(&c, h, r);
     if (cfg->prefault) {
