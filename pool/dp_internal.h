@@ -40,7 +40,12 @@
 
 #define DP_MAGIC 0x31304c4f4f504d44ull          /* "DMPOOL01" */
 #define DP_MAGIC_CREATING 0x3f3f4c4f4f504d44ull /* "DMPOOL??": being created (region.c rule 2) */
-#define DP_FORMAT_VERSION 2u
+/* The region's format. Its first 24 bytes never move, whatever the format:
+ * magic, format, header size, and the version number of the library that
+ * made it (DSMPOOL_VERSION_NUMBER), so that a library can say which one
+ * made a region it cannot read. Format 3 added the last; 2 had region_size
+ * there. */
+#define DP_FORMAT_VERSION 3u
 #define DP_NAME_MAX 240
 
 /* ---- relocatable offsets ------------------------------------------------ */
@@ -143,6 +148,8 @@ typedef struct dp_header {
     dp_a64 magic;              /* [atom] written last by the creator (release) */
     uint32_t version;          /* [imm] */
     uint32_t header_size;      /* [imm] sizeof(dp_header) */
+    uint32_t lib_version;      /* [imm] DSMPOOL_VERSION_NUMBER of the creator's library */
+    uint32_t pad0;
     uint64_t region_size;      /* [imm] bytes mapped */
     uint64_t pool_id;          /* [imm] random: names OS fallback segments */
     /* what was obtained [imm] */
@@ -173,6 +180,9 @@ typedef struct dp_header {
     dp_a64 fallbacks[DSMPOOL_MAX_NODES]; /* relaxed counters: wanted sub-pool s, got another */
     dp_a64 area_tags[256];          /* acq_rel: tags in use by areas (bit t-1 for tag t) */
 } dp_header;
+_Static_assert(offsetof(dp_header, version) == 8 && offsetof(dp_header, header_size) == 12 &&
+                   offsetof(dp_header, lib_version) == 16,
+               "the header's first 24 bytes never move (DP_FORMAT_VERSION)");
 
 /* ---- process-local ------------------------------------------------------- */
 

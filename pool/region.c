@@ -9,7 +9,9 @@
  *      output to match, and the region size to equal the real size of the
  *      object (fstat / IPC_STAT). Only then is any offset used, and only
  *      from a process-local copy of the header (the shared one could be
- *      scribbled on later; the copy cannot).
+ *      scribbled on later; the copy cannot). A region of another format is
+ *      refused (-EPROTO) naming the library version that made it (the
+ *      header's first 24 bytes never move: dp_internal.h).
  *   2. Creation: open the backing object, size it, reserve its memory
  *      (fallocate, or the hugetlb reservation at mmap/shmget) so exhaustion
  *      is an error now and never a SIGBUS later, map it at an address aligned
@@ -141,9 +143,16 @@ static int validate_header(dsmpool *p, const dp_header *c, size_t real_size) {
     if (c->magic != DP_MAGIC)
         return dp_fail(-EPROTO, "not a dsmpool region (magic %016llx)",
                        (unsigned long long)c->magic);
-    if (c->version != DP_FORMAT_VERSION || c->header_size != sizeof(dp_header))
-        return dp_fail(-EPROTO, "dsmpool format %u (header %u bytes), this library reads %u (%zu)",
-                       c->version, c->header_size, DP_FORMAT_VERSION, sizeof(dp_header));
+    if (c->version != DP_FORMAT_VERSION || c->header_size != sizeof(dp_header)) {
+        char by[48] = "a dsmpool library before 0.1.0";
+        if (c->version >= 3) /* (the library's version is in every format from 3 on) */
+            snprintf(by, sizeof by, "dsmpool %u.%u.%u", c->lib_version / 10000, c->lib_version / 100 % 100,
+                     c->lib_version % 100);
+        return dp_fail(-EPROTO, "this pool was made by %s in region format %u (header %u bytes); "
+                       "this library, dsmpool %s, reads format %u: attach with the library that made "
+                       "it, or detach every process of the pool and create it again",
+                       by, c->version, c->header_size, DSMPOOL_VERSION_STRING, DP_FORMAT_VERSION);
+    }
     if (c->region_size != real_size)
         return dp_fail(-EPROTO, "header says %llu bytes but the object has %zu (truncated?)",
                        (unsigned long long)c->region_size, real_size);
@@ -331,6 +340,7 @@ static void provisional(const dsmpool *p, size_t len, dp_header *h) {
     h->magic = DP_MAGIC_CREATING;
     h->version = DP_FORMAT_VERSION;
     h->header_size = sizeof(dp_header);
+    h->lib_version = DSMPOOL_VERSION_NUMBER;
     h->region_size = len;
     h->pool_id = p->pool_id;
 }
@@ -515,6 +525,7 @@ static int huge_message(int r, size_t huge_sz, size_t len) {
 static void init_header(dsmpool *p, dp_header *h, const dsmpool_config *cfg) {
     h->version = DP_FORMAT_VERSION;
     h->header_size = sizeof(dp_header);
+    h->lib_version = DSMPOOL_VERSION_NUMBER;
     h->pool_id = p->pool_id;
     h->backing = (uint32_t)cfg->backing;
     h->huge_requested = (uint32_t)cfg->huge_pages;

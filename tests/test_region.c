@@ -528,3 +528,33 @@ Test(region, min_size_is_exact) {
     size_t m2 = dsmpool_min_size(&c);
     cr_expect_eq(m2 % (2 * MIB), 0, "in 2 MiB pages: %zu", m2);
 }
+
+/* A region of another format says which library made it and what to do;
+ * one of format 2 (before the library's version was kept) says so too. */
+Test(region, other_format_names_its_library) {
+    dsmpool_config c = cfg_of(DSMPOOL_BACKING_MEMFD, NULL, 8 * MIB);
+    dsmpool *p, *q = NULL;
+    cr_assert_eq(dsmpool_create(&c, &p), 0, "%s", dsmpool_last_error());
+    int fd = dsmpool_fd(p);
+    uint32_t *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    cr_assert_neq(w, MAP_FAILED);
+    cr_expect_eq(w[4], (uint32_t)DSMPOOL_VERSION_NUMBER, "the creator's version at byte 16");
+    uint32_t v = w[2];
+    w[2] = 7;       /* format */
+    w[4] = 20304;   /* made by 2.3.4 */
+    cr_expect_eq(dsmpool_attach_fd(fd, &q), -EPROTO);
+    cr_expect_null(q);
+    const char *m = dsmpool_last_error();
+    cr_expect_neq(strstr(m, "made by dsmpool 2.3.4 in region format 7"), NULL, "%s", m);
+    cr_expect_neq(strstr(m, "create it again"), NULL, "%s", m);
+    cr_expect_neq(strstr(m, DSMPOOL_VERSION_STRING), NULL, "%s", m);
+    w[2] = 2;
+    cr_expect_eq(dsmpool_attach_fd(fd, &q), -EPROTO);
+    cr_expect_neq(strstr(dsmpool_last_error(), "before 0.1.0"), NULL, "%s", dsmpool_last_error());
+    w[2] = v;
+    w[4] = DSMPOOL_VERSION_NUMBER;
+    cr_assert_eq(dsmpool_attach_fd(fd, &q), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(dsmpool_detach(q), 0);
+    munmap(w, 4096);
+    cr_expect_eq(dsmpool_detach(p), 0);
+}
