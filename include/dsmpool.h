@@ -71,6 +71,7 @@
 #ifndef DSMPOOL_H
 #define DSMPOOL_H
 
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -100,8 +101,11 @@ typedef struct dsmpool dsmpool;         /* a process's handle on a pool */
 typedef struct dsmpool_seg dsmpool_seg; /* a process's attachment to a segment */
 typedef uint64_t dsmpool_handle;        /* names a segment in every process; 0 is never valid */
 
-#define DSMPOOL_HANDLE_INVALID ((dsmpool_handle)0)
-#define DSMPOOL_PRIhandle "016llx" /* format: "%" DSMPOOL_PRIhandle, (unsigned long long)h */
+/* The header's macros and inline code use no casts: it compiles clean as
+ * C11 with -pedantic and as C++ with -Wold-style-cast and
+ * -Wzero-as-null-pointer-constant (tests/header). */
+#define DSMPOOL_HANDLE_INVALID UINT64_C(0)
+#define DSMPOOL_PRIhandle "016" PRIx64 /* format: printf("%" DSMPOOL_PRIhandle, h), no cast */
 
 typedef enum {
     DSMPOOL_BACKING_ANON,  /* anonymous shared: inherited over fork, no name */
@@ -127,7 +131,7 @@ typedef enum {
 } dsmpool_numa;
 
 #define DSMPOOL_MAX_NODES 64
-#define DSMPOOL_INTERLEAVE_NONE ((size_t)-1)
+#define DSMPOOL_INTERLEAVE_NONE SIZE_MAX
 
 typedef struct dsmpool_config {
     size_t size;             /* bytes in the region (header and tables included) */
@@ -259,7 +263,7 @@ DSMPOOL_EXPORT int dsmpool_prefault(dsmpool *pool);
  * distance, then an OS segment). */
 #define DSMPOOL_SEG_LOCAL_ONLY (1u << 1)   /* do not cross to another node */
 #define DSMPOOL_SEG_INTERLEAVE (1u << 2)   /* from the interleaved sub-pool (if any) */
-#define DSMPOOL_SEG_ON_NODE(n) ((1u << 3) | (((unsigned)(n) & 0xffu) << 8)) /* prefer node n */
+#define DSMPOOL_SEG_ON_NODE(n) ((1u << 3) | (((0u + (n)) & 0xffu) << 8)) /* prefer node n */
 
 /* Create a segment of at least size bytes (rounded up to a power of two of at
  * least 4 KiB when served from the pool; exactly size, rounded to the page,
@@ -321,7 +325,7 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
 typedef struct dsmpool_area dsmpool_area; /* a process's attachment to an area */
 typedef uint64_t dsmpool_ptr;             /* relocatable pointer; 0 is the null value */
 
-#define DSMPOOL_PTR_NULL ((dsmpool_ptr)0)
+#define DSMPOOL_PTR_NULL UINT64_C(0)
 #define DSMPOOL_PRIptr "016llx"
 
 #define DSMPOOL_ALLOC_ZERO (1u << 0)       /* alloc flag: zeroed memory */
@@ -345,7 +349,7 @@ DSMPOOL_EXPORT void *dsmpool_area_addr(dsmpool_area *area, dsmpool_ptr p); /* lo
 #define DSMPOOL_PTR_OS_BIT (1ull << 63)
 DSMPOOL_EXPORT char *dsmpool_area_base(const dsmpool_area *area);
 static inline void *dsmpool_area_addr_inline(dsmpool_area *area, char *base, dsmpool_ptr p) {
-    if (__builtin_expect(!(p & DSMPOOL_PTR_OS_BIT), 1)) return p ? (void *)(base + p) : (void *)0;
+    if (__builtin_expect(!(p & DSMPOOL_PTR_OS_BIT), 1)) return p ? base + p : NULL;
     return dsmpool_area_addr(area, p);
 }
 DSMPOOL_EXPORT int dsmpool_area_detach(dsmpool_area *area);

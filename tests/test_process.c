@@ -92,7 +92,7 @@ Test(process, exec_attaches_posix_pool_by_name, .timeout = 60) {
     cr_assert_eq(dsmpool_seg_create(p, 3 * 4096, 0, &s), 0);
     memset(dsmpool_seg_address(s), 51, 3 * 4096);
     char hs[32];
-    snprintf(hs, sizeof hs, "%" DSMPOOL_PRIhandle, (unsigned long long)dsmpool_seg_handle(s));
+    snprintf(hs, sizeof hs, "%" DSMPOOL_PRIhandle, dsmpool_seg_handle(s));
     const char *helper = getenv("DSMPOOL_ATTACH_HELPER");
     cr_assert_not_null(helper, "DSMPOOL_ATTACH_HELPER not set (run through meson test)");
     pid_t kid = fork();
@@ -118,7 +118,7 @@ Test(process, exec_attaches_sysv_pool_by_key, .timeout = 60) {
     cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &s), 0);
     memset(dsmpool_seg_address(s), 9, 4096);
     char hs[32];
-    snprintf(hs, sizeof hs, "%" DSMPOOL_PRIhandle, (unsigned long long)dsmpool_seg_handle(s));
+    snprintf(hs, sizeof hs, "%" DSMPOOL_PRIhandle, dsmpool_seg_handle(s));
     const char *helper = getenv("DSMPOOL_ATTACH_HELPER");
     cr_assert_not_null(helper);
     pid_t kid = fork();

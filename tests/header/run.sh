@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The public header compiles clean as C11/C17 (-Wall -Wextra -pedantic
+# -Werror) and C++11/C++17 (also -Wold-style-cast
+# -Wzero-as-null-pointer-constant). Prints Criterion's synthesis line for
+# tools/testcount.py. Usage: run.sh INCLUDE_DIR
+set -u
+inc=$1
+src=$(dirname "$0")/use.c
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+cc=${CC:-cc}
+cxx=${CXX:-c++}
+tested=0 passing=0
+try() { # name compiler-and-flags...
+    local name=$1
+    shift
+    tested=$((tested + 1))
+    if "$@" -I"$inc" -fsyntax-only 2>"$out/err"; then
+        passing=$((passing + 1))
+        echo "[PASS] header::$name"
+    else
+        echo "[FAIL] header::$name"
+        cat "$out/err"
+    fi
+}
+strict="-Wall -Wextra -pedantic -Werror"
+try c11 "$cc" -std=c11 $strict -x c "$src"
+try c17 "$cc" -std=c17 $strict -x c "$src"
+if command -v "$cxx" >/dev/null; then
+    cxxflags="$strict -Wold-style-cast -Wzero-as-null-pointer-constant"
+    try cxx11 "$cxx" -std=c++11 $cxxflags -x c++ "$src"
+    try cxx17 "$cxx" -std=c++17 $cxxflags -x c++ "$src"
+else
+    echo "[SKIP] header::cxx: no C++ compiler ($cxx) here"
+fi
+echo "[====] Synthesis: Tested: $tested | Passing: $passing | Failing: $((tested - passing)) | Crashing: 0"
+[ "$passing" -eq "$tested" ]
