@@ -111,30 +111,10 @@ uint32_t dp_numa_current_node(void) {
     return n < 0 ? t->node[0] : (uint32_t)n;
 }
 
-int dp_numa_bind(void *addr, size_t len, uint32_t node) {
+/* mbind(mode) of a range over nodes[0..n): one call, one policy. */
+static int numa_mbind(void *addr, size_t len, int mode, const uint32_t *nodes, unsigned n) {
 #ifdef HAVE_LIBNUMA
     if (!dp_numa_topo()->real) return 0;
-    int saved = errno;
-    unsigned long mask[1024 / (8 * sizeof(unsigned long))];
-    memset(mask, 0, sizeof mask);
-    if (node >= 8 * sizeof mask) return -EINVAL;
-    mask[node / (8 * sizeof(unsigned long))] |= 1ul << (node % (8 * sizeof(unsigned long)));
-    long r = mbind(addr, len, MPOL_BIND, mask, 8 * sizeof mask, 0);
-    int e = r == 0 ? 0 : -errno;
-    errno = saved;
-    return e;
-#else
-    (void)addr;
-    (void)len;
-    (void)node;
-    return 0;
-#endif
-}
-
-int dp_numa_interleave(void *addr, size_t len, const uint32_t *nodes, unsigned n) {
-#ifdef HAVE_LIBNUMA
-    if (!dp_numa_topo()->real) return 0;
-    int saved = errno;
     unsigned long mask[1024 / (8 * sizeof(unsigned long))];
     memset(mask, 0, sizeof mask);
     if (n == 0) return -EINVAL;
@@ -142,16 +122,34 @@ int dp_numa_interleave(void *addr, size_t len, const uint32_t *nodes, unsigned n
         if (nodes[i] >= 8 * sizeof mask) return -EINVAL;
         mask[nodes[i] / (8 * sizeof(unsigned long))] |= 1ul << (nodes[i] % (8 * sizeof(unsigned long)));
     }
-    long r = mbind(addr, len, MPOL_INTERLEAVE, mask, 8 * sizeof mask, 0);
+    int saved = errno;
+    long r = mbind(addr, len, mode, mask, 8 * sizeof mask, 0);
     int e = r == 0 ? 0 : -errno;
     errno = saved;
     return e;
 #else
     (void)addr;
     (void)len;
+    (void)mode;
     (void)nodes;
     (void)n;
     return 0;
+#endif
+}
+
+int dp_numa_bind(void *addr, size_t len, uint32_t node) {
+#ifdef HAVE_LIBNUMA
+    return numa_mbind(addr, len, MPOL_BIND, &node, 1);
+#else
+    return numa_mbind(addr, len, 0, &node, 1);
+#endif
+}
+
+int dp_numa_interleave(void *addr, size_t len, const uint32_t *nodes, unsigned n) {
+#ifdef HAVE_LIBNUMA
+    return numa_mbind(addr, len, MPOL_INTERLEAVE, nodes, n);
+#else
+    return numa_mbind(addr, len, 0, nodes, n);
 #endif
 }
 

@@ -17,33 +17,35 @@ ways=("$@")
 [ ${#ways[@]} -eq 0 ] && ways=(plain asan tsan numa-vm postgresql)
 passed=0
 failed=0
+# external what grep-pattern command...: a run that ends with its own
+# "N passed, N failed" line; its lines matching the pattern are shown.
+external() {
+    local what=$1 pattern=$2 out last p f
+    shift 2
+    echo "=== $way: $what" >&2
+    out=$("$@" 2>&1)
+    echo "$out" | grep -E "$pattern" >&2
+    last=$(echo "$out" | tail -1)
+    p=$(echo "$last" | awk '/passed,/ {print $1}')
+    f=$(echo "$last" | awk '/passed,/ {print $3}')
+    [ -n "$p" ] || { p=0; f=1; echo "$out" | tail -30 >&2; }
+    echo "=== $way: $p passed, $f failed" >&2
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
 for way in "${ways[@]}"; do
-    if [ "$way" = postgresql ]; then
-        echo "=== postgresql: build PostgreSQL 15 on dsmpool, then its regression suite and crash tests" >&2
-        out=$( (integrations/postgresql/run.sh build && integrations/postgresql/run.sh check) 2>&1)
-        echo "$out" | grep -E '^(PostgreSQL \(|ok:|FAILED|crash test|  dsmpool:)' >&2
-        last=$(echo "$out" | tail -1)
-        p=$(echo "$last" | awk '/passed,/ {print $1}')
-        f=$(echo "$last" | awk '/passed,/ {print $3}')
-        [ -n "$p" ] || { p=0; f=1; echo "$out" | tail -30 >&2; }
-        echo "=== postgresql: $p passed, $f failed" >&2
-        passed=$((passed + p))
-        failed=$((failed + f))
+    case "$way" in
+    postgresql)
+        external "build PostgreSQL 15 on dsmpool, then its regression suite and crash tests" \
+            '^(PostgreSQL \(|ok:|FAILED|crash test|  dsmpool:)' \
+            sh -c 'integrations/postgresql/run.sh build && integrations/postgresql/run.sh check'
         continue
-    fi
-    if [ "$way" = numa-vm ]; then
-        echo "=== numa-vm: boot 2- and 4-node machines under qemu" >&2
-        out=$(tests/numa-vm/run.sh 2>&1)
-        echo "$out" | grep -E '^(numa-vm|FAIL|  )' >&2
-        last=$(echo "$out" | tail -1)
-        p=$(echo "$last" | awk '/passed,/ {print $1}')
-        f=$(echo "$last" | awk '/passed,/ {print $3}')
-        [ -n "$p" ] || { p=0; f=1; echo "$out" | tail -20 >&2; }
-        echo "=== numa-vm: $p passed, $f failed" >&2
-        passed=$((passed + p))
-        failed=$((failed + f))
+        ;;
+    numa-vm)
+        external "boot 2- and 4-node machines under qemu" '^(numa-vm|FAIL|  )' tests/numa-vm/run.sh
         continue
-    fi
+        ;;
+    esac
     dir="build-test-$way"
     case "$way" in
     plain) opts=(-Dbuildtype=debugoptimized) ;;
