@@ -179,7 +179,11 @@ DSMPOOL_EXPORT void dsmpool_config_init(dsmpool_config *cfg); /* sensible defaul
  * A pool is not created bigger than what the process's memory (or hugetlb)
  * cgroup still lets it charge: -ENOMEM, naming the limit, rather than the
  * OOM killer or a SIGBUS during the prefault. A size too small for the
- * tables says the least one that fits (dsmpool_min_size). */
+ * tables says the least one that fits (dsmpool_min_size). On success,
+ * dsmpool_last_error() is empty, or a note when the pool did not get the
+ * pages asked for: HUGE_TRY fell back to 4 KiB pages (and why: no pages
+ * reserved, a cgroup limit, ...), or HUGE_TRANSPARENT was given no huge
+ * page at the prefault (and what setting to change). */
 DSMPOOL_EXPORT int dsmpool_create(const dsmpool_config *cfg, dsmpool **out);
 
 /* The least cfg->size that dsmpool_create accepts for the rest of cfg

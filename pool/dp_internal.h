@@ -223,6 +223,7 @@ struct dsmpool {
     char name[DP_NAME_MAX + 1];
     char path[4096];         /* hugetlbfs file path when used, else "" */
     dp_live live;            /* our liveness lock (ledger) */
+    char note[400];          /* create: what the pool did not get (dsmpool_create's note) */
     int anchor;              /* our description of the pool's anchor (life.c), or -1 */
     uint64_t pool_id;        /* the id a new region gets (creation), then geo.pool_id */
     dp_proc *procs;

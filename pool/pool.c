@@ -50,6 +50,25 @@ size_t dsmpool_min_size(const dsmpool_config *cfg) {
     return dp_region_min_size(cfg);
 }
 
+/* A pool that did not get the pages asked for says so in
+ * dsmpool_last_error() although create succeeded: HUGE_TRY fell back
+ * (region.c left the reason), or HUGE_TRANSPARENT was given no huge page
+ * (the truth from smaps, after the prefault). */
+static void create_note(dsmpool *p, const dsmpool_config *cfg) {
+    dp_clear_error();
+    if (!p->note[0] && cfg->huge_pages == DSMPOOL_HUGE_TRANSPARENT && cfg->prefault) {
+        dsmpool_stats st;
+        if (dsmpool_get_stats(p, &st) == 0 && st.huge_mapped_bytes == 0)
+            snprintf(p->note, sizeof p->note,
+                     "DSMPOOL_HUGE_TRANSPARENT: the kernel gave the pool no huge page (%s): "
+                     "anonymous, memfd and System V memory need "
+                     "/sys/kernel/mm/transparent_hugepage/shmem_enabled = advise (or always), a "
+                     "POSIX pool needs /dev/shm mounted with huge=advise (or always)",
+                     st.thp_advised ? "MADV_HUGEPAGE was applied" : "MADV_HUGEPAGE failed");
+    }
+    if (p->note[0]) dp_fail(0, "%s", p->note);
+}
+
 int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
     dp_clear_error();
     pthread_once(&layers_once, layers_init);
@@ -96,6 +115,7 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
     dp_region_publish(p);
     dp_life_joined(p);
     *out = p;
+    create_note(p, cfg);
     return 0;
 }
 

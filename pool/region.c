@@ -887,6 +887,9 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
     }
     bool fallback = c.mapped && want_huge && page == 4096;
     if (!c.mapped) return create_fail(&c, h, r ? r : dp_fail(-ENOMEM, "could not create the region"));
+    if (fallback) /* what stopped the huge pages, for dsmpool_create's note */
+        snprintf(p->note, sizeof p->note, "DSMPOOL_HUGE_TRY: the pool is in 4 KiB pages: %s",
+                 !huge_ok ? "this kernel has no hugetlb pages of that size" : dsmpool_last_error());
     p->base = c.va;
     p->size = len;
     init_header(p, h, cfg);

@@ -358,6 +358,9 @@ Test(huge, try_falls_back_and_says_so) {
     c.huge_pages = DSMPOOL_HUGE_TRY;
     dsmpool *p;
     cr_assert_eq(dsmpool_create(&c, &p), 0, "%s", dsmpool_last_error());
+    const char *note = dsmpool_last_error();
+    cr_expect_neq(strstr(note, "DSMPOOL_HUGE_TRY: the pool is in 4 KiB pages: "), NULL, "note: %s", note);
+    cr_expect_neq(strstr(note, "nr_hugepages"), NULL, "the note says what to reserve: %s", note);
     dsmpool_stats st;
     dsmpool_get_stats(p, &st);
     cr_expect(st.huge_fallback);
@@ -468,6 +471,27 @@ Test(thp, transparent_on_shmem, .timeout = 60) {
         dsmpool_seg_detach(s);
         dsmpool_destroy(p);
     }
+}
+
+/* HUGE_TRANSPARENT with shmem THP off: create succeeds, and
+ * dsmpool_last_error() says the pool got no huge page and what to set. */
+Test(thp, transparent_off_leaves_a_note, .timeout = 60) {
+    if (!saved_thp[0]) cr_skip_test("no %s: kernel without shmem THP", THP_SHMEM);
+    if (test_write_file(THP_SHMEM, "never") != 0)
+        cr_skip_test("cannot set %s (not root?)", THP_SHMEM);
+    dsmpool_config c = cfg_of(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    c.huge_pages = DSMPOOL_HUGE_TRANSPARENT;
+    dsmpool *p;
+    cr_assert_eq(dsmpool_create(&c, &p), 0, "%s", dsmpool_last_error());
+    const char *note = dsmpool_last_error();
+    cr_expect_neq(strstr(note, "DSMPOOL_HUGE_TRANSPARENT: the kernel gave the pool no huge page"), NULL,
+                  "note: %s", note);
+    cr_expect_neq(strstr(note, "shmem_enabled"), NULL, "%s", note);
+    dsmpool_detach(p);
+    c.huge_pages = DSMPOOL_HUGE_OFF;
+    cr_assert_eq(dsmpool_create(&c, &p), 0);
+    cr_expect_str_eq(dsmpool_last_error(), "no error", "no note when nothing was asked for");
+    dsmpool_detach(p);
 }
 
 /* The library says which version runs: the string parses to the number and
