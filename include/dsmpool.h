@@ -379,6 +379,45 @@ typedef struct dsmpool_area_stats {
 
 DSMPOOL_EXPORT int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats *out);
 
+/* ---- named objects -------------------------------------------------------- */
+
+/* Find or create a segment or an area by name, so that unrelated processes
+ * find what they share from the pool's name alone (as PostgreSQL's
+ * GetNamedDSMSegment, DPDK's rte_memzone_lookup, Boost's find_or_construct).
+ *
+ * Exactly one caller creates: it makes the object and, for a segment, runs
+ * init(addr, size, arg) on it (init may be NULL; it returns 0 or a negative
+ * errno); *created says which caller it was. The others wait until init has
+ * returned and then attach (reference count + 1). If init fails, the object
+ * is destroyed, the name freed, and init's error returned to the creator (a
+ * waiter then creates it itself). If the creator dies during init, the next
+ * caller notices (the kernel's lock on its slot: the same oracle as
+ * recovery) and creates the object afresh; what the dead one made is
+ * recovered with its slot. A caller waits at most 30 s, then gets -EBUSY
+ * naming the creator's pid (a creator stopped for that long);
+ * DSMPOOL_NAMED_NOWAIT makes it -EAGAIN at once.
+ *
+ * A name lives as long as its object: when the segment's last reference
+ * goes (unless pinned) or the area is destroyed, the name is free again and
+ * the next open creates a new object. Names are 1..63 bytes of printable
+ * ASCII; a pool holds DSMPOOL_NAMES_MAX at once (-ENOSPC beyond). A name in
+ * use by the other kind of object: -EEXIST.
+ *
+ * Segments: size is the least size wanted; an existing segment smaller than
+ * size is -EINVAL (its size in the message). size 0 only opens: -ENOENT if
+ * the name does not exist. flags: DSMPOOL_SEG_* for creation, plus
+ * DSMPOOL_NAMED_NOWAIT. Areas: flags are DSMPOOL_AREA_* for creation, plus
+ * DSMPOOL_NAMED_NOWAIT, and DSMPOOL_NAMED_OPEN_ONLY to only open. */
+#define DSMPOOL_NAMES_MAX 256
+#define DSMPOOL_NAME_MAX 63
+#define DSMPOOL_NAMED_NOWAIT (1u << 29)    /* do not wait for another caller's init */
+#define DSMPOOL_NAMED_OPEN_ONLY (1u << 28) /* areas: -ENOENT rather than create */
+DSMPOOL_EXPORT int dsmpool_seg_open_named(dsmpool *pool, const char *name, size_t size, unsigned flags,
+                                          int (*init)(void *addr, size_t size, void *arg), void *arg,
+                                          dsmpool_seg **out, bool *created);
+DSMPOOL_EXPORT int dsmpool_area_open_named(dsmpool *pool, const char *name, unsigned flags,
+                                           dsmpool_area **out, bool *created);
+
 /* ---- statistics -------------------------------------------------------- */
 
 typedef struct dsmpool_subpool_stats {

@@ -1628,6 +1628,15 @@ int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out) {
     return area_open(pool, seg, out);
 }
 
+bool dp_area_live(dsmpool *pool, dsmpool_handle h) {
+    uint64_t blk;
+    if (!(dp_seg_flags(pool, h) & DP_SEG_AREA) || !dp_seg_live(pool, h, &blk, NULL) || !blk) return false;
+    uint64_t bytes = (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31);
+    if (bytes < sizeof(ar_ctl) || !dp_block_ok(pool, DP_BLOCK_OFF(blk), bytes)) return false;
+    ar_ctl *ctl = dp_at(pool, DP_BLOCK_OFF(blk));
+    return ctl->magic == AR_MAGIC && dp_load_acquire(&ctl->state) == AR_LIVE; /* acquire: destroy's release */
+}
+
 int dsmpool_area_attach(dsmpool *pool, dsmpool_handle h, dsmpool_area **out) {
     dp_clear_error();
     if (!out) return dp_fail(-EINVAL, "out must not be NULL");

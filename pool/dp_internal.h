@@ -71,6 +71,7 @@ enum { DP_SLOT_FREE = 0, DP_SLOT_LIVE = 1, DP_SLOT_RECOVERING = 2, DP_SLOT_LEAVI
 /* Liveness lock numbers (live.c): a byte of the lock file, or a semaphore. */
 #define DP_LOCK_CREATE 0u   /* held by a creator until the region is published */
 #define DP_LOCK_SWEEP 1u    /* held by the one process running the leak sweep */
+#define DP_LOCK_NAMES 2u    /* held while the name table is searched or claimed (names.c) */
 #define DP_LOCK_SLOT0 64u   /* slot i: DP_LOCK_SLOT0 + i */
 
 /* Attachment record: [gen:32][rstate:2][index+1:30]; 0 = empty. */
@@ -133,6 +134,29 @@ typedef struct dp_seg_desc {
 #define DP_HANDLE_GEN(h) ((uint32_t)((h) >> 32))
 #define DP_SEG_MAX ((1u << 30) - 2)
 
+/* ---- the name table (names.c) ------------------------------------------- */
+
+/* State word: [gen:32][owner slot + 1:24][kind:4][st:4]. INIT: the owner
+ * makes the object (and runs init); READY: handle names it. gen rises with
+ * every claim, so a CAS never confuses two lives of one entry. */
+enum { DP_NAME_FREE = 0, DP_NAME_INIT = 1, DP_NAME_READY = 2 };
+enum { DP_NAME_SEG = 1, DP_NAME_AREA = 2 };
+#define DP_NAME_WORD(gen, owner, kind, st) \
+    (((uint64_t)(gen) << 32) | ((uint64_t)((owner) & 0xffffff) << 8) | ((uint64_t)((kind) & 15) << 4) | (st))
+#define DP_NAME_ST(w) ((unsigned)((w) & 15))
+#define DP_NAME_KIND(w) ((unsigned)(((w) >> 4) & 15))
+#define DP_NAME_OWNER(w) ((uint32_t)(((w) >> 8) & 0xffffff))
+#define DP_NAME_GEN(w) ((uint32_t)((w) >> 32))
+
+typedef struct dp_name {
+    dp_a64 state;  /* [atom] see DP_NAME_WORD */
+    dp_a64 handle; /* [owner, before READY (release)] the object's handle */
+    dp_a64 pid;    /* [names lock] the creator's pid: its slot may hold another process later */
+    dp_a64 size;   /* [owner, before READY] a segment's usable bytes */
+    char name[96]; /* [names lock] NUL-terminated, written only while the entry is FREE */
+} dp_name;
+_Static_assert(sizeof(dp_name) == 128, "two cache lines");
+
 /* ---- the header ---------------------------------------------------------- */
 
 #define DP_NODE_INTERLEAVE 0xffffffffu /* the interleaved sub-pool's "node" */
@@ -159,6 +183,7 @@ typedef struct dp_header {
     uint64_t proc_off, proc_cap;
     uint64_t seg_off, seg_cap;
     uint64_t dir_off, dir_count; /* the span directory: one word per 2 MiB of data */
+    uint64_t names_off, names_cap; /* the name table (names.c) */
     uint64_t meta_end;
     uint64_t data_off, data_size;
     uint32_t nsub, nhints;
@@ -231,6 +256,8 @@ struct dsmpool {
     dp_seg_desc *segs;
     uint64_t nsegs;
     dp_a64 *dir;             /* span directory (area.c) */
+    dp_name *names;          /* the name table (names.c), geo.names_cap entries */
+    pthread_mutex_t names_mutex; /* one thread of this process at a time holds DP_LOCK_NAMES */
     uint32_t nsub;
     dp_pa pa[DSMPOOL_MAX_NODES];
     int il_sub;              /* the interleaved sub-pool, or -1 */
@@ -409,6 +436,8 @@ void dp_seg_layer_init(void);
 /* Rule 9 of segment.c: the pool could not serve a block; caches give back,
  * then one more try (bounded wait). 0 with *block, or the allocator's error. */
 int dp_seg_block_short(struct dsmpool *pool, unsigned order, unsigned place, uint64_t *block);
+bool dp_seg_live(struct dsmpool *pool, dsmpool_handle h, uint64_t *blk, uint64_t *size);
+bool dp_area_live(struct dsmpool *pool, dsmpool_handle h); /* an area that is not destroyed */
 void dp_seg_set_trim_hook(void (*fn)(struct dsmpool *pool)); /* this thread's caches give back */
 int dp_seg_create_internal(struct dsmpool *pool, size_t size, unsigned flags,
                            struct dsmpool_seg **out);

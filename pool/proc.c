@@ -151,6 +151,7 @@ static void atfork_child(void) {
     for (dsmpool *p = reg_head; p; p = p->reg_next) {
         pthread_mutex_init(&p->recover_lock, NULL);
         pthread_mutex_init(&p->lost_lock, NULL);
+        pthread_mutex_init(&p->names_mutex, NULL); /* (its holder may wait for seconds) */
     }
     atfork_parent();
 }
@@ -172,6 +173,7 @@ static void reset_after_raw_fork(void) {
         pthread_mutex_init(&p->lock, NULL);
         pthread_mutex_init(&p->recover_lock, NULL);
         pthread_mutex_init(&p->lost_lock, NULL);
+        pthread_mutex_init(&p->names_mutex, NULL);
     }
     for (unsigned i = 0; i < nfork_hooks; i++) fork_hooks[i]();
 }

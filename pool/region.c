@@ -90,6 +90,9 @@ int dp_layout(const dp_layout_in *in, dp_header *h) {
     h->dir_off = off;
     h->dir_count = in->region_size >> DP_HUGE_SHIFT; /* >= the data's 2 MiB frames */
     off = align_up(off + h->dir_count * sizeof(uint64_t), 64);
+    h->names_off = off;
+    h->names_cap = DSMPOOL_NAMES_MAX;
+    off = align_up(off + h->names_cap * sizeof(dp_name), 64);
     h->nsub = in->nsub;
     h->nhints = in->nhints;
     uint64_t hf = DP_HUGE_FRAMES * (uint64_t)DP_FRAME_SIZE, data = 0;
@@ -174,6 +177,7 @@ static int validate_header(dsmpool *p, const dp_header *c, size_t real_size) {
     int r = dp_layout(&in, want);
     bool same = r == 0 && want->proc_off == c->proc_off && want->seg_off == c->seg_off &&
                 want->dir_off == c->dir_off && want->dir_count == c->dir_count &&
+                want->names_off == c->names_off && want->names_cap == c->names_cap &&
                 want->meta_end == c->meta_end && want->data_off == c->data_off &&
                 want->data_size == c->data_size &&
                 memcmp(want->sub, c->sub, sizeof want->sub) == 0;
@@ -227,6 +231,7 @@ static int build_view(dsmpool *p, const dp_header *c) {
     p->nsegs = c->seg_cap;
     p->nsub = c->nsub;
     p->dir = (dp_a64 *)(p->base + c->dir_off);
+    p->names = (dp_name *)(p->base + c->names_off);
     memcpy(&p->geo, c, sizeof p->geo);
     p->geo.magic = DP_MAGIC;
     for (uint32_t s = 0; s < c->nsub; s++)
@@ -1011,6 +1016,7 @@ static dsmpool *pool_new(void) {
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->recover_lock, NULL);
     pthread_mutex_init(&p->lost_lock, NULL);
+    pthread_mutex_init(&p->names_mutex, NULL);
     return p;
 }
 
@@ -1018,6 +1024,7 @@ static void pool_free(dsmpool *p) {
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->recover_lock);
     pthread_mutex_destroy(&p->lost_lock);
+    pthread_mutex_destroy(&p->names_mutex);
     p->magic = DP_POOL_DEAD;
     dp_obj_end(DP_OBJ_POOL, p);
 }

@@ -570,6 +570,19 @@ unsigned dp_seg_flags(dsmpool *pool, dsmpool_handle h) {
     return DP_SEG_GEN(w) == DP_HANDLE_GEN(h) ? (unsigned)dp_load_relaxed(&d->flags) : 0;
 }
 
+/* Whether handle h names a LIVE segment now; if so, where its pool block is
+ * (0 for an OS segment) and its usable size. A snapshot: it may die next. */
+bool dp_seg_live(dsmpool *pool, dsmpool_handle h, uint64_t *blk, uint64_t *size) {
+    if (!h || DP_HANDLE_IDX(h) >= pool->nsegs) return false;
+    dp_seg_desc *d = &pool->segs[DP_HANDLE_IDX(h)];
+    uint64_t w = dp_load_acquire(&d->state); /* acquire: create's LIVE CAS (block, size) */
+    if (DP_SEG_GEN(w) != DP_HANDLE_GEN(h) || DP_SEG_ST(w) != DP_SEG_LIVE) return false;
+    uint64_t b = dp_load_relaxed(&d->block);
+    if (blk) *blk = b == DP_BLOCK_FALLBACK ? 0 : b;
+    if (size) *size = dp_load_relaxed(&d->size);
+    return true;
+}
+
 int dp_seg_os_create(dsmpool *pool, size_t bytes, dsmpool_handle *h, void **addr) {
     uint64_t idx = 0;
     uint32_t gen = 0;

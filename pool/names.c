@@ -1,0 +1,315 @@
+/*
+ * names.c -- named segments and areas: find or create by name, race-free
+ * across processes.
+ *
+ * Layer: on top, beside recovery and the checker; it calls segments and
+ * areas through their public calls and dp_seg_live / dp_area_live, and the
+ * ledger's liveness lock; nothing below knows it exists.
+ *
+ * The table: DSMPOOL_NAMES_MAX entries in the region (dp_name), each a state
+ * word [gen][owner slot + 1][kind][st], the object's handle and size, the
+ * creator's pid and the name.
+ *
+ * Rules
+ *   1. Every search and every claim of an entry happens while holding
+ *      DP_LOCK_NAMES: the kernel's lock on a byte of the pool's lock file (a
+ *      semaphore for System V), on this process's own description (live.c),
+ *      with names_mutex first so that one thread of a process at a time
+ *      holds it (a description never conflicts with itself). The kernel
+ *      drops it when its holder dies, so a dead holder blocks nobody. It is
+ *      held for a search of the table only, never while an object is made
+ *      or init runs.
+ *   2. A name is in at most one entry whose state is INIT or READY: the
+ *      search for it and the claim of a FREE entry are one step under the
+ *      lock. A claim writes name, pid and kind while the entry is FREE, then
+ *      stores INIT(gen + 1, own slot) (release).
+ *   3. The claimer (the owner) makes the object outside the lock, runs init,
+ *      stores handle and size, then CASes INIT -> READY (release). If making
+ *      the object or init fails, it destroys what it made and CASes INIT ->
+ *      FREE. Only the owner moves its entry out of INIT, except rule 4.
+ *   4. A caller that finds the name INIT waits (outside the lock) until it
+ *      is READY or FREE. It takes the entry over -- CAS INIT -> FREE, then
+ *      searches again -- only when the owner is certainly gone: its slot's
+ *      liveness lock is free (the oracle recovery uses), or the slot now
+ *      holds another pid (the owner left). The dead owner's half-made
+ *      object is its slot's, released by recovery.
+ *   5. A READY entry whose object is gone -- segment no longer LIVE with
+ *      that handle's generation, area destroyed -- is a free name: whoever
+ *      sees it under the lock CASes READY -> FREE. So a name lives exactly
+ *      as long as its object, without any hook from the layers below. A
+ *      caller that finds the object alive attaches by handle; if it died in
+ *      between (-ESTALE) it searches again.
+ *   6. Everything read from the table is validated before use: states and
+ *      kinds against their enums, owner slots against the slot count, names
+ *      by a bounded length, handles by the segment layer's own checks.
+ *
+ * Crash bound: a process that dies holding the lock loses nothing (rule 1;
+ * a half-written FREE entry is never read). One that dies in INIT leaves
+ * its entry to the next caller (rule 4) and its object to recovery.
+ *
+ * Memory ordering: the lock is the kernel's (a system call each way: full
+ * barriers). INIT is stored with release after the name; READY is CASed
+ * with release after handle and size, and read with acquire before them.
+ * Entries leave READY and INIT by CAS on the whole word, generation
+ * included, so no two callers free one entry's one life twice.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "dp_internal.h"
+#include "dp_os.h"
+
+#define NAMES_WAIT_NS (30ull * 1000000000ull)
+
+static int name_check(const char *name) {
+    if (!name) return dp_fail(-EINVAL, "name is NULL");
+    size_t n = strnlen(name, DSMPOOL_NAME_MAX + 1);
+    if (n == 0 || n > DSMPOOL_NAME_MAX)
+        return dp_fail(-EINVAL, "a name is 1 to %d bytes (got %s)", DSMPOOL_NAME_MAX, n ? "more" : "none");
+    for (size_t i = 0; i < n; i++)
+        if (name[i] < 0x20 || name[i] > 0x7e)
+            return dp_fail(-EINVAL, "a name is printable ASCII (byte %zu is 0x%02x)", i,
+                           (unsigned)(unsigned char)name[i]);
+    return 0;
+}
+
+static void backoff(unsigned k) { dp_os_sleep_ns(k < 10 ? 100000ull << (k / 2) : 5000000ull); }
+
+/* Rule 1. */
+static int names_lock(dsmpool *p, unsigned flags, uint64_t deadline) {
+    if (!dp_live_guarded(p))
+        return dp_fail(-ENOLCK, "named objects need this process's liveness lock on the pool, which "
+                       "it could not make (its lock file could not be opened)");
+    for (unsigned k = 0;; k++) {
+        int r = pthread_mutex_trylock(&p->names_mutex);
+        if (r == 0) {
+            r = dp_live_take(p, DP_LOCK_NAMES);
+            if (r == 0) return 0;
+            pthread_mutex_unlock(&p->names_mutex);
+            if (r != -EAGAIN)
+                return dp_fail(r, "cannot take the pool's name lock: %s", strerror(-r));
+        }
+        if (flags & DSMPOOL_NAMED_NOWAIT)
+            return dp_fail(-EAGAIN, "another caller is searching the pool's names; try again");
+        if (dp_os_now_ns() > deadline)
+            return dp_fail(-EBUSY, "the pool's name lock has been held for 30 s (a process stopped "
+                           "while searching the names?)");
+        backoff(k);
+    }
+}
+
+static void names_unlock(dsmpool *p) {
+    dp_live_give(p, DP_LOCK_NAMES);
+    pthread_mutex_unlock(&p->names_mutex);
+}
+
+static bool entry_is(const dp_name *e, const char *name) {
+    return strnlen(e->name, sizeof e->name) < sizeof e->name && strcmp(e->name, name) == 0;
+}
+
+/* Rule 5: is a READY entry's object still there? */
+static bool object_live(dsmpool *p, unsigned kind, dsmpool_handle h) {
+    return kind == DP_NAME_AREA ? dp_area_live(p, h) : dp_seg_live(p, h, NULL, NULL);
+}
+
+/* Rule 4: is an INIT entry's owner certainly gone? */
+static bool owner_gone(dsmpool *p, uint64_t w, const dp_name *e) {
+    uint32_t o = DP_NAME_OWNER(w);
+    if (o == 0 || o > p->nprocs) return true; /* (rule 6: no such slot) */
+    uint64_t sw = dp_load_acquire(&p->procs[o - 1].state); /* acquire: the slot's claim */
+    if (DP_SLOT_STATE(sw) == DP_SLOT_FREE) return true;
+    if ((uint64_t)(uint32_t)DP_SLOT_PID(sw) != dp_load_relaxed(&e->pid)) return true; /* it left */
+    return !dp_slot_alive(p, o - 1);
+}
+
+typedef struct found {
+    int what;      /* 0 nothing (claimed if asked), 1 READY, 2 INIT (wait) */
+    uint32_t idx;
+    uint64_t word;
+    dsmpool_handle handle;
+    uint64_t size;
+} found;
+
+/* Under the lock: search; free dead names (rules 4, 5); claim if asked and
+ * absent. */
+static int search(dsmpool *p, const char *name, unsigned kind, bool claim, found *f) {
+    uint32_t n = (uint32_t)p->geo.names_cap, free_idx = n;
+    memset(f, 0, sizeof *f);
+    for (uint32_t i = 0; i < n; i++) {
+        dp_name *e = &p->names[i];
+        uint64_t w = dp_load_acquire(&e->state); /* acquire: READY's / INIT's release */
+        unsigned st = DP_NAME_ST(w), k = DP_NAME_KIND(w);
+        if (st == DP_NAME_FREE) {
+            if (free_idx == n) free_idx = i;
+            continue;
+        }
+        if ((st != DP_NAME_INIT && st != DP_NAME_READY) || (k != DP_NAME_SEG && k != DP_NAME_AREA)) {
+            /* rule 6: a scribbled word: the entry is nobody's; free it */
+            dp_cas_acq_rel(&e->state, &w, DP_NAME_WORD(DP_NAME_GEN(w), 0, 0, DP_NAME_FREE));
+            continue;
+        }
+        dsmpool_handle h = dp_load_relaxed(&e->handle);
+        if (st == DP_NAME_READY && !object_live(p, k, h)) { /* rule 5 */
+            /* acq_rel: a later claim of the entry sees it free */
+            if (dp_cas_acq_rel(&e->state, &w, DP_NAME_WORD(DP_NAME_GEN(w), 0, 0, DP_NAME_FREE)) &&
+                free_idx == n)
+                free_idx = i;
+            continue;
+        }
+        if (st == DP_NAME_INIT && owner_gone(p, w, e)) { /* rule 4 */
+            if (dp_cas_acq_rel(&e->state, &w, DP_NAME_WORD(DP_NAME_GEN(w), 0, 0, DP_NAME_FREE)) &&
+                free_idx == n)
+                free_idx = i;
+            continue;
+        }
+        if (!entry_is(e, name)) continue;
+        if (k != kind)
+            return dp_fail(-EEXIST, "'%s' names %s in this pool", name,
+                           k == DP_NAME_AREA ? "an area" : "a segment");
+        f->idx = i;
+        f->word = w;
+        f->handle = h;
+        f->size = dp_load_relaxed(&e->size);
+        f->what = st == DP_NAME_READY ? 1 : 2;
+        return 0;
+    }
+    if (!claim) return 0;
+    if (free_idx == n)
+        return dp_fail(-ENOSPC, "the pool's name table is full (%d names in use)", DSMPOOL_NAMES_MAX);
+    dp_name *e = &p->names[free_idx];
+    uint64_t w = dp_load_relaxed(&e->state); /* relaxed: FREE, and only we claim under the lock */
+    if (DP_NAME_ST(w) != DP_NAME_FREE) return dp_fail(-EAGAIN, "name table entry changed under the lock");
+    memset(e->name, 0, sizeof e->name);
+    memcpy(e->name, name, strlen(name));
+    dp_store_relaxed(&e->pid, (uint64_t)(uint32_t)dp_os_getpid());
+    dp_store_relaxed(&e->handle, 0);
+    dp_store_relaxed(&e->size, 0);
+    f->idx = free_idx;
+    f->word = DP_NAME_WORD(DP_NAME_GEN(w) + 1, p->slot + 1, kind, DP_NAME_INIT);
+    dp_store_release(&e->state, f->word); /* release: name, pid before INIT (rule 2) */
+    return 0;
+}
+
+/* The owner's end of rule 3. */
+static void publish(dsmpool *p, const found *f, dsmpool_handle h, uint64_t size) {
+    dp_name *e = &p->names[f->idx];
+    dp_store_relaxed(&e->handle, h);
+    dp_store_relaxed(&e->size, size);
+    uint64_t w = f->word;
+    /* release: handle and size before READY. Fails only if a caller judged
+     * us gone (rule 4), which the liveness lock rules out while we run. */
+    dp_cas_acq_rel(&e->state, &w, DP_NAME_WORD(DP_NAME_GEN(w), 0, DP_NAME_KIND(w), DP_NAME_READY));
+}
+
+static void withdraw(dsmpool *p, const found *f) {
+    uint64_t w = f->word;
+    dp_cas_acq_rel(&p->names[f->idx].state, &w, DP_NAME_WORD(DP_NAME_GEN(w), 0, 0, DP_NAME_FREE));
+}
+
+typedef struct opener {
+    unsigned kind;
+    size_t size;        /* segments: the least size; 0 = open only */
+    bool may_create;
+    unsigned flags;     /* creation flags, NOWAIT removed */
+    int (*init)(void *, size_t, void *);
+    void *arg;
+    void *out;          /* dsmpool_seg ** or dsmpool_area ** */
+} opener;
+
+static int make(dsmpool *p, opener *o, dsmpool_handle *h, uint64_t *size) {
+    if (o->kind == DP_NAME_AREA) {
+        dsmpool_area **a = o->out;
+        int r = dsmpool_area_create(p, o->flags, a);
+        if (r) return r;
+        *h = dsmpool_area_handle(*a);
+        *size = 0;
+        return 0;
+    }
+    dsmpool_seg **s = o->out;
+    int r = dsmpool_seg_create(p, o->size, o->flags, s);
+    if (r) return r;
+    *h = dsmpool_seg_handle(*s);
+    *size = dsmpool_seg_size(*s);
+    if (o->init && (r = o->init(dsmpool_seg_address(*s), dsmpool_seg_size(*s), o->arg)) != 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", r < 0 ? strerror(-r) : "a positive value");
+        dsmpool_seg_detach(*s);
+        *s = NULL;
+        return dp_fail(r < 0 ? r : -ECANCELED, "init of the named segment failed: %s", why);
+    }
+    return 0;
+}
+
+static int open_found(dsmpool *p, opener *o, const found *f, const char *name) {
+    if (o->kind == DP_NAME_AREA) return dsmpool_area_attach(p, f->handle, o->out);
+    if (o->size > f->size)
+        return dp_fail(-EINVAL, "segment '%s' exists with %llu bytes, fewer than the %zu asked for", name,
+                       (unsigned long long)f->size, o->size);
+    return dsmpool_seg_attach(p, f->handle, o->out);
+}
+
+static int open_named(dsmpool *p, const char *name, unsigned flags, opener *o, bool *created) {
+    if (created) *created = false;
+    int r = name_check(name);
+    if (r) return r;
+    if (!p || p->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
+    if ((r = dp_self(p)) != 0) return r;
+    uint64_t deadline = dp_os_now_ns() + NAMES_WAIT_NS;
+    for (unsigned k = 0;; k++) {
+        if ((r = names_lock(p, flags, deadline)) != 0) return r;
+        found f;
+        r = search(p, name, o->kind, o->may_create, &f);
+        names_unlock(p);
+        if (r) return r;
+        if (f.what == 0 && !o->may_create)
+            return dp_fail(-ENOENT, "no %s named '%s' in this pool", o->kind == DP_NAME_AREA ? "area" : "segment",
+                           name);
+        if (f.what == 0) { /* ours to make (rule 3) */
+            dsmpool_handle h = 0;
+            uint64_t size = 0;
+            if ((r = make(p, o, &h, &size)) != 0) {
+                char why[512];
+                snprintf(why, sizeof why, "%s", dsmpool_last_error());
+                withdraw(p, &f);
+                return dp_fail(r, "%s", why);
+            }
+            publish(p, &f, h, size);
+            if (created) *created = true;
+            return 0;
+        }
+        if (f.what == 1) {
+            r = open_found(p, o, &f, name);
+            if (r != -ESTALE) return r;
+            continue; /* died since the search (rule 5): search again */
+        }
+        /* INIT, another owner alive: wait (rule 4) */
+        if (flags & DSMPOOL_NAMED_NOWAIT)
+            return dp_fail(-EAGAIN, "'%s' is being created by process %llu; try again", name,
+                           (unsigned long long)dp_load_relaxed(&p->names[f.idx].pid));
+        if (dp_os_now_ns() > deadline)
+            return dp_fail(-EBUSY, "'%s' has been being created by process %llu for 30 s (stopped, or a "
+                           "slow init?)", name, (unsigned long long)dp_load_relaxed(&p->names[f.idx].pid));
+        backoff(k);
+    }
+}
+
+int dsmpool_seg_open_named(dsmpool *pool, const char *name, size_t size, unsigned flags,
+                           int (*init)(void *addr, size_t size, void *arg), void *arg,
+                           dsmpool_seg **out, bool *created) {
+    dp_clear_error();
+    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
+    *out = NULL;
+    if (flags & DSMPOOL_NAMED_OPEN_ONLY) return dp_fail(-EINVAL, "segments open only with size 0");
+    opener o = {DP_NAME_SEG, size, size != 0, flags & ~DSMPOOL_NAMED_NOWAIT, init, arg, out};
+    return open_named(pool, name, flags, &o, created);
+}
+
+int dsmpool_area_open_named(dsmpool *pool, const char *name, unsigned flags, dsmpool_area **out,
+                            bool *created) {
+    dp_clear_error();
+    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
+    *out = NULL;
+    opener o = {DP_NAME_AREA, 0, !(flags & DSMPOOL_NAMED_OPEN_ONLY),
+                flags & ~(DSMPOOL_NAMED_NOWAIT | DSMPOOL_NAMED_OPEN_ONLY), NULL, NULL, out};
+    return open_named(pool, name, flags, &o, created);
+}

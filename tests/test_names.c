@@ -1,0 +1,294 @@
+/*
+ * test_names.c -- named segments and areas (pool/names.c): find or create by
+ * name, exactly one creator among racing processes, waiters that wait for
+ * init, a creator killed or stopped inside init, names that go with their
+ * objects, bad names, a full table.
+ */
+#include <criterion/criterion.h>
+#include <dsmpool.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+typedef struct shared {
+    _Atomic int inits;   /* init calls, every process */
+    _Atomic int created; /* callers told created = true */
+    _Atomic int ready;   /* children at the start line */
+    _Atomic int go;
+    _Atomic int in_init; /* a creator is inside init */
+    _Atomic uint64_t handle[16];
+} shared;
+
+static shared *shared_new(void) {
+    shared *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(s, MAP_FAILED);
+    memset(s, 0, sizeof *s);
+    return s;
+}
+
+static shared *sh;
+
+/* init: count it, fill the segment with a pattern, take a while */
+static int init_pattern(void *addr, size_t size, void *arg) {
+    atomic_fetch_add(&sh->inits, 1);
+    atomic_store(&sh->in_init, 1);
+    usleep(arg ? 20000 : 0);
+    memset(addr, 0x5a, size);
+    return 0;
+}
+
+static int init_forever(void *addr, size_t size, void *arg) {
+    (void)addr;
+    (void)size;
+    (void)arg;
+    atomic_fetch_add(&sh->inits, 1);
+    atomic_store(&sh->in_init, 1);
+    for (;;) pause();
+    return 0;
+}
+
+static int init_fails(void *addr, size_t size, void *arg) {
+    (void)addr;
+    (void)size;
+    (void)arg;
+    atomic_fetch_add(&sh->inits, 1);
+    return -EIO;
+}
+
+Test(names, find_or_create_and_attach) {
+    sh = shared_new();
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
+    dsmpool_seg *a, *b;
+    bool created = false;
+    cr_assert_eq(dsmpool_seg_open_named(p, "hash table", 100000, 0, init_pattern, NULL, &a, &created), 0,
+                 "%s", dsmpool_last_error());
+    cr_expect(created);
+    cr_expect_eq(atomic_load(&sh->inits), 1);
+    cr_expect_geq(dsmpool_seg_size(a), 100000);
+    cr_assert_eq(dsmpool_seg_open_named(p, "hash table", 50000, 0, init_pattern, NULL, &b, &created), 0,
+                 "%s", dsmpool_last_error());
+    cr_expect_not(created);
+    cr_expect_eq(atomic_load(&sh->inits), 1, "init runs once");
+    cr_expect_eq(dsmpool_seg_handle(a), dsmpool_seg_handle(b));
+    cr_expect_eq(((unsigned char *)dsmpool_seg_address(b))[99999], 0x5a, "the creator's init is seen");
+    dsmpool_seg *c = (dsmpool_seg *)1;
+    cr_expect_eq(dsmpool_seg_open_named(p, "hash table", 1 << 20, 0, NULL, NULL, &c, &created), -EINVAL,
+                 "an existing segment smaller than asked for");
+    cr_expect_null(c);
+    cr_expect_neq(strstr(dsmpool_last_error(), "exists with"), NULL, "%s", dsmpool_last_error());
+    cr_expect_eq(dsmpool_seg_open_named(p, "hash table", 0, 0, NULL, NULL, &c, &created), 0, "size 0 opens");
+    cr_expect_not(created);
+    cr_expect_eq(dsmpool_seg_detach(c), 0);
+    cr_expect_eq(dsmpool_seg_open_named(p, "absent", 0, 0, NULL, NULL, &c, &created), -ENOENT);
+    dsmpool_area *ar;
+    cr_expect_eq(dsmpool_area_open_named(p, "hash table", 0, &ar, &created), -EEXIST, "a segment's name");
+    /* the name goes with its object */
+    cr_assert_eq(dsmpool_seg_detach(a), 0);
+    cr_assert_eq(dsmpool_seg_detach(b), 0);
+    cr_expect_eq(test_live_segments(p), 0);
+    cr_expect_eq(dsmpool_seg_open_named(p, "hash table", 0, 0, NULL, NULL, &c, &created), -ENOENT,
+                 "destroyed with its last reference");
+    cr_assert_eq(dsmpool_seg_open_named(p, "hash table", 4096, 0, init_pattern, NULL, &a, &created), 0);
+    cr_expect(created, "created afresh");
+    cr_expect_eq(atomic_load(&sh->inits), 2);
+    /* pinned: outlives every reference, and the name with it */
+    cr_assert_eq(dsmpool_seg_pin(a), 0);
+    dsmpool_handle h = dsmpool_seg_handle(a);
+    cr_assert_eq(dsmpool_seg_detach(a), 0);
+    cr_assert_eq(dsmpool_seg_open_named(p, "hash table", 0, 0, NULL, NULL, &a, &created), 0);
+    cr_expect_eq(dsmpool_seg_handle(a), h);
+    cr_assert_eq(dsmpool_seg_detach(a), 0);
+    cr_assert_eq(dsmpool_seg_unpin(p, h), 0);
+    cr_expect_eq(dsmpool_seg_open_named(p, "hash table", 0, 0, NULL, NULL, &c, &created), -ENOENT);
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_detach(p), 0);
+}
+
+Test(names, areas_by_name) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
+    dsmpool_area *a, *b;
+    bool created;
+    cr_expect_eq(dsmpool_area_open_named(p, "shared heap", DSMPOOL_NAMED_OPEN_ONLY, &a, &created), -ENOENT);
+    cr_assert_eq(dsmpool_area_open_named(p, "shared heap", 0, &a, &created), 0, "%s", dsmpool_last_error());
+    cr_expect(created);
+    dsmpool_ptr x;
+    cr_assert_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &x), 0);
+    strcpy(dsmpool_area_addr(a, x), "from the creator");
+    cr_assert_eq(dsmpool_area_open_named(p, "shared heap", 0, &b, &created), 0, "%s", dsmpool_last_error());
+    cr_expect_not(created);
+    cr_expect_eq(dsmpool_area_handle(a), dsmpool_area_handle(b));
+    cr_expect_str_eq(dsmpool_area_addr(b, x), "from the creator");
+    dsmpool_seg *s;
+    cr_expect_eq(dsmpool_seg_open_named(p, "shared heap", 4096, 0, NULL, NULL, &s, &created), -EEXIST);
+    /* destroyed while b is still attached: the name is free at once */
+    cr_assert_eq(dsmpool_area_destroy(a), 0);
+    cr_expect_eq(dsmpool_area_open_named(p, "shared heap", DSMPOOL_NAMED_OPEN_ONLY, &a, &created), -ENOENT);
+    cr_assert_eq(dsmpool_area_open_named(p, "shared heap", 0, &a, &created), 0);
+    cr_expect(created);
+    cr_expect_neq(dsmpool_area_handle(a), dsmpool_area_handle(b));
+    cr_expect_eq(dsmpool_area_detach(b), 0);
+    cr_expect_eq(dsmpool_area_detach(a), 0);
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_detach(p), 0);
+}
+
+Test(names, bad_names_and_a_full_table) {
+    sh = shared_new();
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_seg *s = (dsmpool_seg *)1;
+    bool created;
+    char long_name[80];
+    memset(long_name, 'x', 64);
+    long_name[64] = 0;
+    const char *bad[] = {"", long_name, "tab\there", "\x80high"};
+    for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_expect_eq(dsmpool_seg_open_named(p, bad[i], 4096, 0, NULL, NULL, &s, &created), -EINVAL, "#%u", i);
+        cr_expect_null(s);
+    }
+    cr_expect_eq(dsmpool_seg_open_named(p, NULL, 4096, 0, NULL, NULL, &s, &created), -EINVAL);
+    long_name[63] = 0;
+    cr_assert_eq(dsmpool_seg_open_named(p, long_name, 4096, 0, NULL, NULL, &s, &created), 0, "63 bytes are fine");
+    cr_assert_eq(dsmpool_seg_detach(s), 0);
+    /* init fails: the error comes back, the object and the name are gone */
+    size_t free0 = test_pool_free(p);
+    cr_expect_eq(dsmpool_seg_open_named(p, "fails", 4096, 0, init_fails, NULL, &s, &created), -EIO);
+    cr_expect_null(s);
+    cr_expect_not(created);
+    cr_expect_eq(test_pool_free(p), free0, "init's failure gave the segment back");
+    cr_expect_eq(dsmpool_seg_open_named(p, "fails", 0, 0, NULL, NULL, &s, &created), -ENOENT);
+    /* DSMPOOL_NAMES_MAX names, then -ENOSPC; one freed makes room */
+    dsmpool_seg *all[DSMPOOL_NAMES_MAX];
+    char nm[32];
+    for (int i = 0; i < DSMPOOL_NAMES_MAX; i++) {
+        snprintf(nm, sizeof nm, "n%d", i);
+        cr_assert_eq(dsmpool_seg_open_named(p, nm, 4096, 0, NULL, NULL, &all[i], &created), 0, "%d: %s", i,
+                     dsmpool_last_error());
+    }
+    cr_expect_eq(dsmpool_seg_open_named(p, "one more", 4096, 0, NULL, NULL, &s, &created), -ENOSPC);
+    cr_expect_neq(strstr(dsmpool_last_error(), "full"), NULL, "%s", dsmpool_last_error());
+    cr_assert_eq(dsmpool_seg_detach(all[7]), 0);
+    cr_assert_eq(dsmpool_seg_open_named(p, "one more", 4096, 0, NULL, NULL, &s, &created), 0, "%s",
+                 dsmpool_last_error());
+    cr_assert_eq(dsmpool_seg_detach(s), 0);
+    for (int i = 0; i < DSMPOOL_NAMES_MAX; i++)
+        if (i != 7) cr_assert_eq(dsmpool_seg_detach(all[i]), 0);
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_detach(p), 0);
+}
+
+/* 8 forked processes open one name at once, 20 times over: one creator,
+ * one init, one handle; the others see init's bytes. Segments and areas. */
+Test(names, eight_processes_race_one_creator, .timeout = 120) {
+    sh = shared_new();
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    for (int round = 0; round < 20; round++) {
+        bool area = round % 2;
+        atomic_store(&sh->inits, 0);
+        atomic_store(&sh->created, 0);
+        atomic_store(&sh->ready, 0);
+        atomic_store(&sh->go, 0);
+        char nm[32];
+        snprintf(nm, sizeof nm, "race %d", round);
+        pid_t kids[8];
+        for (int k = 0; k < 8; k++) {
+            if ((kids[k] = fork()) == 0) {
+                atomic_fetch_add(&sh->ready, 1);
+                while (!atomic_load(&sh->go)) sched_yield();
+                bool created = false;
+                dsmpool_handle h;
+                if (area) {
+                    dsmpool_area *a;
+                    if (dsmpool_area_open_named(p, nm, 0, &a, &created) != 0) _exit(10);
+                    h = dsmpool_area_handle(a);
+                    if (created) atomic_fetch_add(&sh->inits, 1);
+                } else {
+                    dsmpool_seg *s;
+                    if (dsmpool_seg_open_named(p, nm, 64 * KIB, 0, init_pattern, (void *)1, &s, &created))
+                        _exit(11);
+                    if (((unsigned char *)dsmpool_seg_address(s))[64 * KIB - 1] != 0x5a) _exit(12);
+                    h = dsmpool_seg_handle(s);
+                }
+                atomic_fetch_add(&sh->created, created);
+                sh->handle[k] = h;
+                _exit(0); /* (the process's references go with it: recovery) */
+            }
+        }
+        while (atomic_load(&sh->ready) < 8) usleep(100);
+        atomic_store(&sh->go, 1);
+        for (int k = 0; k < 8; k++) cr_assert_eq(test_wait(kids[k]), 0, "round %d child %d", round, k);
+        cr_expect_eq(atomic_load(&sh->created), 1, "round %d: one creator", round);
+        cr_expect_eq(atomic_load(&sh->inits), 1, "round %d: one init", round);
+        for (int k = 1; k < 8; k++) cr_expect_eq(sh->handle[k], sh->handle[0], "round %d: one object", round);
+    }
+    cr_assert_eq(dsmpool_recover(p), 0, "%s", dsmpool_last_error());
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_detach(p), 0);
+}
+
+/* A creator SIGKILLed inside init: another caller (NOWAIT) is told to try
+ * again while it is alive; after its death the next caller creates the
+ * object afresh and runs init, within the bounded wait. A creator stopped
+ * inside init makes callers wait, or -EAGAIN with NOWAIT, and finishes
+ * when continued. */
+Test(names, creator_killed_or_stopped_in_init, .timeout = 120) {
+    sh = shared_new();
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
+    size_t free0 = test_pool_free(p);
+    pid_t kid = fork();
+    if (kid == 0) {
+        dsmpool_seg *s;
+        bool created;
+        dsmpool_seg_open_named(p, "doomed", 64 * KIB, 0, init_forever, NULL, &s, &created);
+        _exit(1);
+    }
+    while (!atomic_load(&sh->in_init)) usleep(100);
+    dsmpool_seg *s = (dsmpool_seg *)1;
+    bool created;
+    cr_expect_eq(dsmpool_seg_open_named(p, "doomed", 64 * KIB, DSMPOOL_NAMED_NOWAIT, init_pattern, NULL, &s,
+                                        &created), -EAGAIN, "%s", dsmpool_last_error());
+    cr_expect_neq(strstr(dsmpool_last_error(), "being created by process"), NULL, "%s", dsmpool_last_error());
+    kill(kid, SIGKILL);
+    cr_expect_eq(test_wait(kid), 128 + SIGKILL);
+    uint64_t t0 = test_now_ns();
+    cr_assert_eq(dsmpool_seg_open_named(p, "doomed", 64 * KIB, 0, init_pattern, NULL, &s, &created), 0, "%s",
+                 dsmpool_last_error());
+    cr_expect(created, "the dead creator's name is taken over");
+    cr_expect_lt(test_now_ns() - t0, 5000000000ull, "without waiting for the 30 s bound");
+    cr_expect_eq(atomic_load(&sh->inits), 2);
+    cr_expect_eq(((unsigned char *)dsmpool_seg_address(s))[0], 0x5a);
+    cr_assert_eq(dsmpool_seg_detach(s), 0);
+    cr_assert_eq(dsmpool_recover(p), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(test_pool_free(p), free0, "the dead creator's segment went with its slot");
+
+    /* stopped, then continued */
+    atomic_store(&sh->in_init, 0);
+    kid = fork();
+    if (kid == 0) {
+        dsmpool_seg *t;
+        bool c;
+        int r = dsmpool_seg_open_named(p, "stopped", 64 * KIB, 0, init_pattern, (void *)1, &t, &c);
+        _exit(r == 0 && c ? 0 : 1);
+    }
+    while (!atomic_load(&sh->in_init)) usleep(100);
+    kill(kid, SIGSTOP);
+    cr_expect_eq(dsmpool_seg_open_named(p, "stopped", 64 * KIB, DSMPOOL_NAMED_NOWAIT, NULL, NULL, &s,
+                                        &created), -EAGAIN);
+    pid_t waiter = fork();
+    if (waiter == 0) { /* waits for the stopped creator, then attaches */
+        dsmpool_seg *t;
+        bool c = true;
+        int r = dsmpool_seg_open_named(p, "stopped", 64 * KIB, 0, NULL, NULL, &t, &c);
+        _exit(r == 0 && !c && ((unsigned char *)dsmpool_seg_address(t))[100] == 0x5a ? 0 : 1);
+    }
+    usleep(200000);
+    kill(kid, SIGCONT);
+    cr_expect_eq(test_wait(kid), 0);
+    cr_expect_eq(test_wait(waiter), 0, "the waiter attached once init was done");
+    cr_assert_eq(dsmpool_recover(p), 0);
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_detach(p), 0);
+}
