@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs the example executor (examples/hashjoin.c) -- a parallel hash join
+# whose exec'd workers attach by name and find the hash table through named
+# objects -- and checks its answer and that it leaves nothing in /dev/shm.
+# Prints Criterion's synthesis line for tools/testcount.py.
+# Usage: run.sh PATH-TO-hashjoin-example
+set -u
+exe=$1
+tested=0 passing=0
+check() { # name command...
+    local name=$1 out
+    shift
+    tested=$((tested + 1))
+    before=$(ls /dev/shm | grep -c '^dsmpool' || true)
+    if out=$("$@" 2>&1) && grep -q "join t t2 using (i): $rows ($rows rows, $workers workers)$" <<<"$out"; then
+        after=$(ls /dev/shm | grep -c '^dsmpool' || true)
+        if [ "$after" -le "$before" ]; then
+            passing=$((passing + 1))
+            echo "[PASS] example::$name: $out"
+            return
+        fi
+        out="$out; left in /dev/shm: $((after - before)) objects"
+    fi
+    echo "[FAIL] example::$name: $out"
+}
+rows=200000 workers=4
+check four_workers "$exe" $rows $workers
+rows=100000 workers=1
+check one_worker "$exe" $rows $workers
+rows=50000 workers=16
+check sixteen_workers "$exe" $rows $workers
+echo "[====] Synthesis: Tested: $tested | Passing: $passing | Failing: $((tested - passing)) | Crashing: 0"
+[ "$passing" -eq "$tested" ]
