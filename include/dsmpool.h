@@ -86,7 +86,22 @@ extern "C" {
 #define DSMPOOL_EXPORT
 #endif
 
-/* The version this header is of; dsmpool_version() and
+/* Structs that grow. dsmpool_config, dsmpool_stats and dsmpool_area_stats
+ * are allocated by the caller and will gain fields at their ends in later
+ * versions; their first member, struct_size, says how big the caller's is.
+ * dsmpool_config_init() and the two get_stats calls are inline wrappers
+ * that pass sizeof as the caller's header has it, so a newer library fills
+ * (and reads) only the fields an older program knows, and gives later
+ * fields their defaults; the stats calls set struct_size to the bytes they
+ * filled. A newer program on an older library works while it leaves the
+ * options that library does not know as dsmpool_config_init() made them;
+ * one it sets is refused (-EINVAL, "use a library at least as new as the
+ * header"), as is a config dsmpool_config_init() never saw. Everything else is
+ * opaque. Only dsmpool_ symbols are exported; the soname
+ * (libdsmpool.so.0) changes when an exported call or a struct's existing
+ * fields change incompatibly, never for fields added at an end.
+ *
+ * The version this header is of; dsmpool_version() and
  * dsmpool_version_number() say which library a program runs with (they can
  * differ when the shared library was upgraded under it). Within one major
  * version (the soname, libdsmpool.so.0) a newer library runs programs built
@@ -134,6 +149,8 @@ typedef enum {
 #define DSMPOOL_INTERLEAVE_NONE SIZE_MAX
 
 typedef struct dsmpool_config {
+    size_t struct_size;      /* set by dsmpool_config_init: this struct's size as the
+                                caller's header has it (see "Structs that grow") */
     size_t size;             /* bytes in the region (header and tables included) */
     dsmpool_backing backing;
     const char *name;        /* POSIX name ("/x") or SysV key text ("x"); NULL for ANON/MEMFD */
@@ -169,7 +186,9 @@ typedef struct dsmpool_config {
 
 /* ---- the pool ---------------------------------------------------------- */
 
-DSMPOOL_EXPORT void dsmpool_config_init(dsmpool_config *cfg); /* sensible defaults */
+/* Sensible defaults: 256 MiB, ANON, no huge pages, prefaulted, mode 0600. */
+DSMPOOL_EXPORT void dsmpool_config_init_sized(dsmpool_config *cfg, size_t struct_size);
+static inline void dsmpool_config_init(dsmpool_config *cfg) { dsmpool_config_init_sized(cfg, sizeof *cfg); }
 
 /* Create a region as cfg says and attach to it. The size is rounded up to
  * the page size; data starts at the first 2 MiB boundary after the tables
@@ -367,6 +386,7 @@ DSMPOOL_EXPORT int dsmpool_area_set_limit(dsmpool_area *area, size_t bytes);
 DSMPOOL_EXPORT int dsmpool_area_flush(dsmpool_area *area);
 
 typedef struct dsmpool_area_stats {
+    size_t struct_size;       /* set by dsmpool_area_get_stats: the bytes it filled */
     size_t held;              /* bytes of spans and large blocks the area holds */
     size_t limit;             /* 0: none */
     size_t spans;             /* 2 MiB spans of small classes */
@@ -377,7 +397,11 @@ typedef struct dsmpool_area_stats {
                                  it held at once, kept until it is destroyed */
 } dsmpool_area_stats;
 
-DSMPOOL_EXPORT int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats *out);
+DSMPOOL_EXPORT int dsmpool_area_get_stats_sized(dsmpool_area *area, dsmpool_area_stats *out,
+                                               size_t struct_size);
+static inline int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
+    return dsmpool_area_get_stats_sized(area, out, sizeof *out);
+}
 
 /* ---- named objects -------------------------------------------------------- */
 
@@ -430,6 +454,7 @@ typedef struct dsmpool_subpool_stats {
 
 /* Counters are exact when the pool is quiet and approximate while others run. */
 typedef struct dsmpool_stats {
+    size_t struct_size;        /* set by dsmpool_get_stats: the bytes it filled */
     size_t region_size;        /* bytes mapped */
     size_t data_size;          /* bytes the page allocator manages */
     size_t page_size;          /* page size obtained: 4096, 2 MiB or 1 GiB */
@@ -468,7 +493,10 @@ typedef struct dsmpool_stats {
                                   back before spilling to the OS or failing */
 } dsmpool_stats;
 
-DSMPOOL_EXPORT int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out);
+DSMPOOL_EXPORT int dsmpool_get_stats_sized(dsmpool *pool, dsmpool_stats *out, size_t struct_size);
+static inline int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out) {
+    return dsmpool_get_stats_sized(pool, out, sizeof *out);
+}
 
 /* Where memory really is: how many 4 KiB pages of [addr, addr+len) sit on
  * each node (counts[id] for ids < ncounts), from move_pages(2). Pages not

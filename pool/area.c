@@ -1689,9 +1689,17 @@ int dsmpool_area_set_limit(dsmpool_area *area, size_t bytes) {
     return 0;
 }
 
-int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
+static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out);
+
+int dsmpool_area_get_stats_sized(dsmpool_area *area, dsmpool_area_stats *out, size_t struct_size) {
     dp_clear_error();
     if (!out) return dp_fail(-EINVAL, "out must not be NULL");
+    dsmpool_area_stats full;
+    int r = area_get_stats(area, &full);
+    return r ? r : dp_copy_sized(out, struct_size, &full, sizeof full);
+}
+
+static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
     if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
     int r = area_usable(area);
     if (r) return r;

@@ -291,6 +291,9 @@ enum { DP_OBJ_POOL, DP_OBJ_SEG, DP_OBJ_AREA, DP_OBJ_KINDS };
 void *dp_obj_new(unsigned kind, size_t size); /* zeroed; NULL when out of memory */
 void dp_obj_end(unsigned kind, void *obj);    /* writes 0 over the magic first */
 void dp_objs_fork_lock(void);                 /* the ledger's atfork handlers */
+/* Give the caller the first struct_size bytes of a full struct (its first
+ * member is size_t struct_size, set to the bytes given); -EINVAL if tiny. */
+int dp_copy_sized(void *out, size_t struct_size, void *full, size_t full_size);
 void dp_objs_fork_unlock(void);
 void dp_objs_fork_reset(void);
 
@@ -314,6 +317,9 @@ int dp_layout(const dp_layout_in *in, dp_header *h);
  * dp_region_publish; dp_region_abandon removes a created one again. */
 int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, struct dsmpool **out);
 size_t dp_region_min_size(const dsmpool_config *cfg); /* 0 and a message: none fits */
+/* A caller's config (of its header's size: struct_size) as this library's,
+ * later fields defaulted; -EINVAL for one never initialised or newer. */
+int dp_config_take(const dsmpool_config *cfg, dsmpool_config *full);
 void dp_region_publish(struct dsmpool *pool);
 void dp_region_abandon(struct dsmpool *pool);
 int dp_region_attach(const char *name, struct dsmpool **out);

@@ -25,6 +25,10 @@
  *   4. The queue link lives in a hidden header before the object, never in
  *      the object, so the dead magic stays readable.
  *
+ * dp_copy_sized: the other thing handed to callers that will change size,
+ * the stats structs (the header's "Structs that grow"): fill a whole one,
+ * give the caller the part its header knows.
+ *
  * Concurrency: one mutex for all queues, a leaf (nothing else is taken while
  * it is held). Objects are made and ended by create, attach and detach calls,
  * never on an allocation's path. A call that races the end of the object it
@@ -89,6 +93,16 @@ void dp_obj_end(unsigned kind, void *obj) {
     queues[kind].tail = h;
     queues[kind].n++;
     pthread_mutex_unlock(&objs_lock);
+}
+
+int dp_copy_sized(void *out, size_t struct_size, void *full, size_t full_size) {
+    if (struct_size < sizeof(size_t))
+        return dp_fail(-EINVAL, "struct_size %zu is too small for any version of this struct", struct_size);
+    size_t n = struct_size < full_size ? struct_size : full_size;
+    *(size_t *)full = n; /* struct_size: the bytes filled */
+    memset(out, 0, struct_size); /* a newer caller's fields past ours: zero */
+    memcpy(out, full, n);
+    return 0;
 }
 
 void dp_objs_fork_lock(void) { pthread_mutex_lock(&objs_lock); }

@@ -43,11 +43,9 @@ static int join(dsmpool *p) {
 
 size_t dsmpool_min_size(const dsmpool_config *cfg) {
     dp_clear_error();
-    if (!cfg) {
-        dp_fail(-EINVAL, "cfg must not be NULL");
-        return 0;
-    }
-    return dp_region_min_size(cfg);
+    dsmpool_config full;
+    if (dp_config_take(cfg, &full) != 0) return 0;
+    return dp_region_min_size(&full);
 }
 
 /* A pool that did not get the pages asked for says so in
@@ -74,11 +72,15 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
     pthread_once(&layers_once, layers_init);
     if (out) *out = NULL;
     if (!cfg || !out) return dp_fail(-EINVAL, "cfg and out must not be NULL");
+    dsmpool_config full;
+    int r = dp_config_take(cfg, &full);
+    if (r) return r;
+    cfg = &full;
     /* life.c rule 1: the anchor before any named object of the pool */
     uint64_t id = dp_os_random64();
     int anchor = dp_life_anchor_create(id, cfg->mode ? cfg->mode : 0600);
     dsmpool *p;
-    int r = dp_region_create(cfg, id, &p);
+    r = dp_region_create(cfg, id, &p);
     if (r == -EEXIST && cfg->replace_stale && cfg->name) {
         char why[512];
         snprintf(why, sizeof why, "%s", dsmpool_last_error());

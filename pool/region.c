@@ -243,14 +243,40 @@ static int build_view(dsmpool *p, const dp_header *c) {
 
 /* ---- configuration ------------------------------------------------------ */
 
-void dsmpool_config_init(dsmpool_config *cfg) {
-    if (!cfg) return;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->size = 256 * MIB;
-    cfg->backing = DSMPOOL_BACKING_ANON;
-    cfg->huge_pages = DSMPOOL_HUGE_OFF;
-    cfg->prefault = true;
-    cfg->mode = 0600;
+void dsmpool_config_init_sized(dsmpool_config *cfg, size_t struct_size) {
+    if (!cfg || struct_size < sizeof(size_t)) return;
+    dsmpool_config d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = struct_size; /* the caller's: create reads no more than that */
+    d.size = 256 * MIB;
+    d.backing = DSMPOOL_BACKING_ANON;
+    d.huge_pages = DSMPOOL_HUGE_OFF;
+    d.prefault = true;
+    d.mode = 0600;
+    memset(cfg, 0, struct_size);    /* a newer caller's fields past ours: zero */
+    memcpy(cfg, &d, struct_size < sizeof d ? struct_size : sizeof d); /* an older caller's: what it has */
+}
+
+int dp_config_take(const dsmpool_config *cfg, dsmpool_config *full) {
+    dsmpool_config_init_sized(full, sizeof *full);
+    if (!cfg) return dp_fail(-EINVAL, "cfg must not be NULL");
+    if (cfg->struct_size < offsetof(dsmpool_config, size) + sizeof cfg->size)
+        return dp_fail(-EINVAL, "cfg->struct_size is %zu: call dsmpool_config_init() on the config first",
+                       cfg->struct_size);
+    if (cfg->struct_size > (1u << 16))
+        return dp_fail(-EINVAL, "cfg->struct_size is %zu: call dsmpool_config_init() on the config first",
+                       cfg->struct_size);
+    /* a newer header's config: fine while the options this library does not
+     * know are left as dsmpool_config_init() made them (zero) */
+    for (size_t i = sizeof *full; i < cfg->struct_size; i++)
+        if (((const unsigned char *)cfg)[i])
+            return dp_fail(-EINVAL, "the config sets options of a newer dsmpool header (%zu bytes; byte %zu "
+                           "is set) than this library, dsmpool %s, knows (%zu bytes): use a library at "
+                           "least as new as the header", cfg->struct_size, i, DSMPOOL_VERSION_STRING,
+                           sizeof *full);
+    memcpy(full, cfg, cfg->struct_size < sizeof *full ? cfg->struct_size : sizeof *full);
+    full->struct_size = sizeof *full;
+    return 0;
 }
 
 static int check_name(dsmpool_backing b, const char *name) {

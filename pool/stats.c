@@ -40,10 +40,18 @@
 #include "dp_internal.h"
 #include "dp_os.h"
 
-int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out) {
+static int get_stats(dsmpool *pool, dsmpool_stats *out);
+
+int dsmpool_get_stats_sized(dsmpool *pool, dsmpool_stats *out, size_t struct_size) {
     dp_clear_error();
     if (!pool || pool->magic != DP_POOL_MAGIC || !out)
         return dp_fail(-EINVAL, "need an attached pool and an output struct");
+    dsmpool_stats full;
+    int r = get_stats(pool, &full);
+    return r ? r : dp_copy_sized(out, struct_size, &full, sizeof full);
+}
+
+static int get_stats(dsmpool *pool, dsmpool_stats *out) {
     const dp_header *g = &pool->geo;
     memset(out, 0, sizeof *out);
     out->region_size = g->region_size;

@@ -582,3 +582,60 @@ Test(region, other_format_names_its_library) {
     munmap(w, 4096);
     cr_expect_eq(dsmpool_detach(p), 0);
 }
+
+/* Structs that grow (the header's rule): a program built against an older
+ * header (a shorter config and stats) and one against a newer header (a
+ * longer one) both work with this library; the library writes nothing past
+ * the caller's struct; a newer option it does not know is refused; a
+ * config that dsmpool_config_init() never saw is refused. */
+Test(region, structs_that_grow) {
+    enum { OLD = offsetof(dsmpool_config, huge_page_size), NEW = sizeof(dsmpool_config) + 64 };
+    unsigned char buf[NEW + 64];
+    /* older: its config ends before huge_page_size; the rest keeps defaults */
+    memset(buf, 0xaa, sizeof buf);
+    dsmpool_config_init_sized((dsmpool_config *)buf, OLD);
+    for (size_t i = OLD; i < sizeof buf; i++) cr_assert_eq(buf[i], 0xaa, "init wrote byte %zu past %d", i, OLD);
+    dsmpool_config *c = (dsmpool_config *)buf;
+    cr_expect_eq(c->struct_size, OLD);
+    c->size = 8 * MIB;
+    dsmpool *p;
+    cr_assert_eq(dsmpool_create(c, &p), 0, "%s", dsmpool_last_error());
+    /* an older program's stats: only what it knows is written */
+    enum { OLDST = offsetof(dsmpool_stats, backing) };
+    unsigned char sb[sizeof(dsmpool_stats) + 64];
+    memset(sb, 0xaa, sizeof sb);
+    cr_assert_eq(dsmpool_get_stats_sized(p, (dsmpool_stats *)sb, OLDST), 0);
+    for (size_t i = OLDST; i < sizeof sb; i++) cr_assert_eq(sb[i], 0xaa, "stats wrote byte %zu past %d", i, OLDST);
+    dsmpool_stats *st = (dsmpool_stats *)sb;
+    cr_expect_eq(st->struct_size, OLDST);
+    cr_expect_eq(st->region_size, 8 * MIB);
+    cr_expect_eq(st->page_size, 4096);
+    /* a newer program's stats: ours filled, the rest zero, struct_size says so */
+    memset(sb, 0xaa, sizeof sb);
+    cr_assert_eq(dsmpool_get_stats_sized(p, (dsmpool_stats *)sb, sizeof sb), 0);
+    cr_expect_eq(st->struct_size, sizeof(dsmpool_stats));
+    for (size_t i = sizeof(dsmpool_stats); i < sizeof sb; i++) cr_assert_eq(sb[i], 0, "byte %zu", i);
+    dsmpool_stats full;
+    cr_assert_eq(dsmpool_get_stats(p, &full), 0);
+    cr_expect(full.prefaulted_bytes > 0, "the older config's missing prefault defaulted to true");
+    cr_expect_eq(dsmpool_get_stats_sized(p, (dsmpool_stats *)sb, 4), -EINVAL);
+    cr_assert_eq(dsmpool_detach(p), 0);
+    /* newer: works while its new options are left alone */
+    memset(buf, 0xaa, sizeof buf);
+    dsmpool_config_init_sized((dsmpool_config *)buf, NEW);
+    for (size_t i = NEW; i < sizeof buf; i++) cr_assert_eq(buf[i], 0xaa, "byte %zu", i);
+    cr_expect_eq(c->struct_size, NEW);
+    c->size = 8 * MIB;
+    cr_assert_eq(dsmpool_create(c, &p), 0, "%s", dsmpool_last_error());
+    cr_assert_eq(dsmpool_detach(p), 0);
+    buf[sizeof(dsmpool_config) + 3] = 1; /* an option this library does not know */
+    cr_expect_eq(dsmpool_create(c, &p), -EINVAL);
+    cr_expect_neq(strstr(dsmpool_last_error(), "newer dsmpool header"), NULL, "%s", dsmpool_last_error());
+    cr_expect_eq(dsmpool_min_size(c), 0);
+    /* never initialised */
+    dsmpool_config z;
+    memset(&z, 0, sizeof z);
+    z.size = 8 * MIB;
+    cr_expect_eq(dsmpool_create(&z, &p), -EINVAL);
+    cr_expect_neq(strstr(dsmpool_last_error(), "dsmpool_config_init"), NULL, "%s", dsmpool_last_error());
+}

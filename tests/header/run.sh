@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The public header compiles clean as C11/C17 (-Wall -Wextra -pedantic
 # -Werror) and C++11/C++17 (also -Wold-style-cast
-# -Wzero-as-null-pointer-constant). Prints Criterion's synthesis line for
-# tools/testcount.py. Usage: run.sh INCLUDE_DIR
+# -Wzero-as-null-pointer-constant), and the shared library exports dsmpool_
+# symbols only. Prints Criterion's synthesis line for tools/testcount.py.
+# Usage: run.sh INCLUDE_DIR [LIBDSMPOOL.so]
 set -u
 inc=$1
 src=$(dirname "$0")/use.c
@@ -32,6 +33,16 @@ if command -v "$cxx" >/dev/null; then
     try cxx17 "$cxx" -std=c++17 $cxxflags -x c++ "$src"
 else
     echo "[SKIP] header::cxx: no C++ compiler ($cxx) here"
+fi
+if [ -n "${2:-}" ]; then
+    tested=$((tested + 1))
+    other=$(nm -D --defined-only "$2" | awk 'NF == 3 && $3 !~ /^dsmpool_/ {print $3}')
+    if [ -z "$other" ] && nm -D --defined-only "$2" | grep -q ' dsmpool_create$'; then
+        passing=$((passing + 1))
+        echo "[PASS] header::exports: $(nm -D --defined-only "$2" | awk 'NF == 3' | wc -l) symbols, all dsmpool_"
+    else
+        echo "[FAIL] header::exports: not dsmpool_: $other"
+    fi
 fi
 echo "[====] Synthesis: Tested: $tested | Passing: $passing | Failing: $((tested - passing)) | Crashing: 0"
 [ "$passing" -eq "$tested" ]
