@@ -44,6 +44,13 @@ int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out) {
     dp_clear_error();
     if (!pool || pool->magic != DP_POOL_MAGIC || !out)
         return dp_fail(-EINVAL, "need an attached pool and an output struct");
+    dp_stats_fill(pool, out);
+    return 0;
+}
+
+/* Reads only (inspect.c calls it on a read-only view): relaxed loads of the
+ * shared counters, the layout from the validated private copy. */
+void dp_stats_fill(dsmpool *pool, dsmpool_stats *out) {
     const dp_header *g = &pool->geo;
     memset(out, 0, sizeof *out);
     out->region_size = g->region_size;
@@ -89,7 +96,6 @@ int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out) {
     out->sweep_due = dp_load_relaxed(&pool->hdr->sweep_needed) || dp_load_relaxed(&pool->hdr->lost_due); /* relaxed: flags */
     out->procs_capacity = pool->nprocs;
     out->procs_recovered = dp_load_relaxed(&pool->hdr->procs_recovered);
-    return 0;
 }
 
 /* ---- ownership maps --------------------------------------------------- */
