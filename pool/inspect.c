@@ -356,6 +356,7 @@ int dp_inspect_open_pid(pid_t pid, dp_insp ***out, size_t *n, size_t *denied) {
     r = 0;
     if (c->err) r = dp_fail(c->err, "%s", c->msg);
     else if (!got) r = dp_fail(-ENOENT, "process %d maps no dsmpool region", (int)pid);
+    else dp_clear_error(); /* nothing left out: no note */
     free(c);
     return got ? 0 : r;
 }
