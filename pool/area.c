@@ -2340,3 +2340,79 @@ long dp_area_test_live(dsmpool_area *a, dsmpool_ptr *out, size_t max, size_t *ta
     return r ? r : (long)o.n;
 }
 #endif
+
+/* ---- inspection (inspect.c): a read-only snapshot of one area ------------- */
+
+_Static_assert(AR_NCLS == DP_INSP_NCLS, "inspect.c's classes are the area's");
+
+/* Loads only (the view may be mapped read-only, and another process may be
+ * changing the area): every offset is checked before it is followed, and a
+ * value out of range marks the snapshot damaged instead of being used. */
+int dp_area_inspect(dsmpool *p, uint64_t idx, dp_insp_area *out) {
+    memset(out, 0, sizeof *out);
+    ar_ctl *ctl = ctl_of(p, idx);
+    if (!ctl) return -ENOENT;
+    uint64_t w = dp_load_acquire(&p->segs[idx].state); /* acquire: create's LIVE CAS */
+    out->seg_index = idx;
+    out->handle = DP_HANDLE(DP_SEG_GEN(w), idx);
+    uint64_t st = dp_load_acquire(&ctl->state); /* acquire: destroy's CAS */
+    out->state = st == AR_LIVE || st == AR_DESTROYED ? (unsigned)st : 0;
+    out->flags = ctl->flags;
+    out->tag = ctl->tag;
+    out->limit = dp_load_relaxed(&ctl->limit); /* relaxed: counters, a snapshot */
+    out->held = dp_load_relaxed(&ctl->held);
+    out->lost = dp_load_relaxed(&ctl->lost);
+    for (uint32_t k = 0; k < AR_REGPAGES; k++) {
+        uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: the link CAS */
+        if (!off) continue;
+        if (!dp_block_ok(p, off, DP_FRAME_SIZE)) {
+            out->damaged = true;
+            snprintf(out->why, sizeof out->why, "registry page %u at offset %llu is outside the data", k,
+                     (unsigned long long)off);
+            continue;
+        }
+        out->registry_pages++;
+        const ar_span *pg = dp_at(p, off);
+        for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
+            uint64_t sw = dp_load_acquire(&pg[i].state); /* acquire: the filler's writes */
+            unsigned s = SPW_ST(sw);
+            if (s != SP_SPAN && s != SP_LARGE) continue;
+            uint64_t blk = dp_load_relaxed(&pg[i].block);
+            if (blk == DP_BLOCK_FALLBACK) out->fallback_entries++;
+            if (s == SP_SPAN) {
+                unsigned c = (unsigned)(dp_load_relaxed(&pg[i].info) & 0xff);
+                if (c < AR_NCLS) out->spans[c]++;
+                else out->damaged = true;
+                continue;
+            }
+            out->large_blocks++;
+            uint64_t bytes = blk == DP_BLOCK_FALLBACK ? dp_seg_os_size(p, dp_load_relaxed(&pg[i].seg))
+                             : DP_BLOCK_ORDER(blk) <= DP_PA_MAX_ORDER && dp_block_ok(p, DP_BLOCK_OFF(blk),
+                                   (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk))
+                                 ? (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk)
+                                 : 0;
+            if (!bytes && blk != DP_BLOCK_FALLBACK) out->damaged = true;
+            out->large_bytes += bytes;
+        }
+    }
+    uint64_t most = p->geo.region_size >> AR_MIN_SHIFT; /* no cache holds more chunks than that */
+    for (uint32_t i = 0; i < AR_NCACHES; i++) {
+        const ar_cache *cr = &ctl->cache[i];
+        if (!dp_load_relaxed(&cr->owner)) continue; /* relaxed: a snapshot */
+        out->caches++;
+        for (unsigned c = 0; c < AR_NCLS; c++) {
+            uint64_t cnt = dp_load_relaxed(&cr->count[c]), b = dp_load_relaxed(&cr->bump[c]);
+            uint64_t left = BUMP_E1(b) ? BUMP_LEFT(b) : 0;
+            if (cnt > most || left > cls_chunks(c)) {
+                out->damaged = true;
+                if (!out->why[0])
+                    snprintf(out->why, sizeof out->why, "cache record %u class %u: count %llu, bump %llu", i, c,
+                             (unsigned long long)cnt, (unsigned long long)left);
+                continue;
+            }
+            out->cached_chunks[c] += cnt + left;
+            out->cached_bytes += (cnt + left) << cls_shift(c);
+        }
+    }
+    return 0;
+}

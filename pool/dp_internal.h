@@ -535,4 +535,108 @@ static inline bool dp_range_ok(uint64_t off, uint64_t len, uint64_t size) {
 
 static inline void *dp_at(const struct dsmpool *pool, dp_off off) { return pool->base + off; }
 
+/* ==== inspection (inspect.c; dsmpool-inspect) ============================
+ * A read-only view of a pool for tools: the region mapped PROT_READ, its
+ * header validated as attach does (region.c rule 1, dp_region_view), no
+ * slot taken, nothing written; snapshots copied out with every value read
+ * from shared memory checked before it is used as an index, offset or
+ * address. Appended as one block (merge-friendly). */
+
+int dp_region_view(struct dsmpool *pool, size_t real_size); /* region.c: rule 1 on a mapped region */
+void dp_stats_fill(struct dsmpool *pool, dsmpool_stats *out); /* stats.c: reads only */
+
+typedef struct dp_insp dp_insp; /* a read-only view (inspect.c) */
+
+/* How a view was reached: by name, or through a process (--pid). */
+int dp_inspect_open_name(const char *name, dp_insp **out);
+/* Every pool that process pid maps (memfd through /proc/pid/fd, the others
+ * through /proc/pid/map_files, or by name): views in *out (n of them);
+ * *denied counts mappings that look like pools but may not be opened
+ * (anonymous ones need CAP_SYS_ADMIN), with why in the last error. */
+int dp_inspect_open_pid(pid_t pid, dp_insp ***out, size_t *n, size_t *denied);
+void dp_inspect_close(dp_insp *in);
+
+const dp_header *dp_inspect_header(const dp_insp *in); /* the validated copy */
+const char *dp_inspect_how(const dp_insp *in);       /* "name /x", "pid 12 fd 5", ... */
+typedef struct dp_insp_flags {
+    bool closed, destroyed, sweep_due;
+    bool liveness;  /* slots' liveness can be judged (their lock file or semaphores are reachable) */
+} dp_insp_flags;
+void dp_inspect_flags(dp_insp *in, dp_insp_flags *out);
+void dp_inspect_stats(dp_insp *in, dsmpool_stats *out);
+
+/* Slots that are not FREE. */
+typedef struct dp_insp_proc {
+    uint32_t slot;
+    unsigned state;     /* DP_SLOT_*; 255: a state word no version writes */
+    bool unguarded;     /* DP_SLOT_UNGUARDED */
+    int32_t pid;        /* as the slot says (for people) */
+    int alive;          /* 1 its liveness lock is held, 0 it is not (dead), -1 cannot tell */
+    uint32_t records;   /* ACTIVE attachment records */
+    uint32_t pending;   /* PENDING or DETACHING records */
+    uint64_t inflight;  /* brackets open */
+} dp_insp_proc;
+int dp_inspect_procs(dp_insp *in, dp_insp_proc **out, size_t *n); /* *out: free() */
+
+/* Descriptors that are not FREE. */
+typedef struct dp_insp_seg {
+    uint64_t index, handle;
+    unsigned state;      /* DP_SEG_* */
+    uint32_t refs;       /* LIVE: references */
+    int64_t owner_slot;  /* INIT/DYING: the slot doing it; -1 */
+    bool pinned, fallback, area, damaged; /* damaged: block word or size out of range */
+    uint64_t size;       /* usable bytes */
+    uint64_t offset;     /* pool block: region offset; 0 for a fallback */
+    unsigned order;      /* pool block: 4 KiB << order */
+    int sub;             /* pool block: its sub-pool; -1 */
+    uint32_t flags;      /* creation flags (DSMPOOL_SEG_*) */
+} dp_insp_seg;
+int dp_inspect_segs(dp_insp *in, dp_insp_seg **out, size_t *n);
+
+/* Areas: one per descriptor holding an area control block. */
+#define DP_INSP_NCLS 15u /* area.c's classes: 64 B << c */
+typedef struct dp_insp_area {
+    uint64_t seg_index, handle;
+    unsigned state;      /* 1 live, 2 destroyed, 0 unknown */
+    uint64_t flags, limit, held, lost;
+    uint32_t tag;
+    uint64_t spans[DP_INSP_NCLS];         /* live spans per class */
+    uint64_t cached_chunks[DP_INSP_NCLS]; /* free chunks thread caches hold (lists + bump ranges) */
+    uint64_t large_blocks, large_bytes, fallback_entries, registry_pages;
+    uint32_t caches;                      /* cache records in use */
+    uint64_t cached_bytes;
+    bool damaged;
+    char why[96];
+} dp_insp_area;
+int dp_area_inspect(struct dsmpool *pool, uint64_t idx, dp_insp_area *out); /* area.c; -ENOENT: not an area */
+int dp_inspect_areas(dp_insp *in, dp_insp_area **out, size_t *n);
+
+/* EXTENSION POINT (names): named segments and areas are being added; the
+ * region will carry a table of names. Its snapshot goes here, as
+ * dp_inspect_names(dp_insp *, dp_insp_name **, size_t *) in inspect.c,
+ * validated like the ones above (every offset bounds-checked, every string
+ * bounded and NUL-terminated by the copy), and dsmpool-inspect gets a
+ * "names" view (tools/dsmpool-inspect.c: the views table). */
+
+/* --list (life.c): every pool on the machine and its state, found as the
+ * sweep finds them (life.c rule 5) and judged by the same locks, without
+ * taking any. */
+enum { DP_LIST_FILE = 1, DP_LIST_SYSV = 2, DP_LIST_NO_REGION = 3 };
+enum { DP_LIST_LIVE = 1, DP_LIST_DEAD, DP_LIST_CLOSED, DP_LIST_CREATING, DP_LIST_HALF };
+typedef struct dp_list_entry {
+    uint64_t id;            /* pool id (0: a System V segment without a header yet) */
+    int kind;               /* DP_LIST_*: a file (POSIX shm, hugetlbfs), System V, or only an
+                               anchor / fallback objects (an anonymous or memfd pool) */
+    int state;              /* DP_LIST_LIVE ... */
+    char name[DP_NAME_MAX + 1]; /* the creation name from the header ("" if none) */
+    char path[4200];        /* a file's path */
+    int32_t key;            /* System V */
+    int shmid;
+    bool anchor, present;   /* its anchor exists; a process holds presence on it */
+    bool slots_held;        /* a slot's (or the creation) lock is held */
+    uint64_t fallback_objects; /* its OS fallback segments in /dev/shm */
+} dp_list_entry;
+int dp_life_list(dp_list_entry **out, size_t *n); /* *out: free() */
+/* ==== end of inspection ================================================== */
+
 #endif /* DP_INTERNAL_H */

@@ -140,4 +140,24 @@ uint64_t dp_os_random64(void);
 uint64_t dp_os_now_ns(void);
 void dp_os_sleep_ns(uint64_t ns);
 
+/* ---- read-only inspection (inspect.c) ------------------------------------ */
+
+/* Map read-only at a fixed address inside a reservation. */
+int dp_os_map_fd_ro(void *addr, size_t len, int fd);
+int dp_os_sysv_attach_ro(int shmid, void *addr);
+/* /proc/<pid>/<rel> opened read-only (a new description; regular files
+ * only): -EPERM/-EACCES when this process may not (map_files needs
+ * CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE). Returns the fd. */
+int dp_os_proc_open_ro(pid_t pid, const char *rel);
+/* Every mapping of a process, from /proc/<pid>/maps (fn returns false to stop). */
+typedef struct dp_os_vma {
+    uint64_t start, end, offset, inode;
+    bool shared;    /* 's' in the permissions */
+    char path[4096]; /* as maps shows it ("/dev/zero (deleted)", "/memfd:x (deleted)", ...) */
+} dp_os_vma;
+int dp_os_proc_maps_each(pid_t pid, bool (*fn)(const dp_os_vma *vma, void *arg), void *arg);
+/* Every open descriptor of a process and what it links to. */
+int dp_os_proc_fds_each(pid_t pid, bool (*fn)(int fd, const char *target, void *arg), void *arg);
+int dp_os_fd_inode(int fd, uint64_t *ino);
+
 #endif /* DP_OS_H */

@@ -824,3 +824,89 @@ int dp_os_smaps_huge(const void *addr, size_t len, size_t *bytes) {
     *bytes = kb * 1024;
     OS_RET(0);
 }
+
+/* ---- read-only inspection (inspect.c) ------------------------------------ */
+
+int dp_os_map_fd_ro(void *addr, size_t len, int fd) {
+    OS_SAVE;
+    void *p = mmap(addr, len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+    OS_RET(p == MAP_FAILED ? -errno : 0);
+}
+
+int dp_os_sysv_attach_ro(int shmid, void *addr) {
+    OS_SAVE;
+    void *p = shmat(shmid, addr, SHM_RDONLY | SHM_REMAP);
+    OS_RET(p == (void *)-1 ? -errno : 0);
+}
+
+int dp_os_proc_open_ro(pid_t pid, const char *rel) {
+    OS_SAVE;
+    char path[128];
+    if (snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, rel) >= (int)sizeof path) OS_RET(-ENAMETOOLONG);
+    int fd;
+    do /* a magic link (map_files, fd): a new description of the object, never the process's own */
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    while (fd < 0 && errno == EINTR);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        OS_RET(-EINVAL);
+    }
+    OS_RET(fd < 0 ? -errno : fd);
+}
+
+int dp_os_proc_maps_each(pid_t pid, bool (*fn)(const dp_os_vma *vma, void *arg), void *arg) {
+    OS_SAVE;
+    char path[64], line[4400];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) OS_RET(-errno);
+    while (fgets(line, sizeof line, f)) {
+        dp_os_vma v;
+        memset(&v, 0, sizeof v);
+        unsigned long long a, b, off, ino;
+        char perms[8];
+        int pos = 0;
+        if (sscanf(line, "%llx-%llx %7s %llx %*x:%*x %llu %n", &a, &b, perms, &off, &ino, &pos) < 5) continue;
+        v.start = a;
+        v.end = b;
+        v.offset = off;
+        v.inode = ino;
+        v.shared = perms[3] == 's';
+        if (pos > 0 && (size_t)pos < strlen(line)) snprintf(v.path, sizeof v.path, "%s", line + pos);
+        size_t l = strlen(v.path);
+        if (l && v.path[l - 1] == '\n') v.path[l - 1] = 0;
+        if (!fn(&v, arg)) break;
+    }
+    fclose(f);
+    OS_RET(0);
+}
+
+int dp_os_proc_fds_each(pid_t pid, bool (*fn)(int fd, const char *target, void *arg), void *arg) {
+    OS_SAVE;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d) OS_RET(-errno);
+    for (struct dirent *e; (e = readdir(d));) {
+        char *end;
+        long n = strtol(e->d_name, &end, 10);
+        if (*end || n < 0 || n > 0x7fffffff) continue;
+        char link[340], target[4200];
+        snprintf(link, sizeof link, "%s/%s", dir, e->d_name);
+        ssize_t k = readlink(link, target, sizeof target - 1);
+        if (k < 0) continue;
+        target[k] = 0;
+        if (!fn((int)n, target, arg)) break;
+    }
+    closedir(d);
+    OS_RET(0);
+}
+
+int dp_os_fd_inode(int fd, uint64_t *ino) {
+    OS_SAVE;
+    struct stat st;
+    if (fstat(fd, &st) != 0) OS_RET(-errno);
+    *ino = (uint64_t)st.st_ino;
+    OS_RET(0);
+}

@@ -1158,6 +1158,23 @@ int dsmpool_fd(const dsmpool *pool) {
 int dp_region_peek_fd(int fd, dp_header *h) { return dp_os_file_peek(fd, h, sizeof *h); }
 int dp_region_peek_sysv(int shmid, dp_header *h) { return dp_os_sysv_peek(shmid, h, sizeof *h); }
 
+/* Rule 1 for a region that inspect.c mapped (read-only, base and size set):
+ * validate a copy of its header and build the view from it, as attach
+ * does, but leave p->magic alone: no public call takes p for attached. */
+int dp_region_view(dsmpool *p, size_t real) {
+    dp_header *c = malloc(sizeof *c);
+    if (!c) return dp_fail(-ENOMEM, "out of memory");
+    /* acquire: pairs with the creator's release store of the magic */
+    uint64_t magic = dp_load_acquire(&((dp_header *)p->base)->magic);
+    memcpy(c, p->base, sizeof *c);
+    c->magic = magic;
+    int r = validate_header(p, c, real);
+    if (r == 0) r = build_view(p, c);
+    free(c);
+    if (r == 0) p->hdr = (dp_header *)p->base;
+    return r;
+}
+
 /* ---- teardown ----------------------------------------------------------- */
 
 void dp_region_free(dsmpool *p) {

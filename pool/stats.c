@@ -40,18 +40,18 @@
 #include "dp_internal.h"
 #include "dp_os.h"
 
-static int get_stats(dsmpool *pool, dsmpool_stats *out);
-
 int dsmpool_get_stats_sized(dsmpool *pool, dsmpool_stats *out, size_t struct_size) {
     dp_clear_error();
     if (!pool || pool->magic != DP_POOL_MAGIC || !out)
         return dp_fail(-EINVAL, "need an attached pool and an output struct");
     dsmpool_stats full;
-    int r = get_stats(pool, &full);
-    return r ? r : dp_copy_sized(out, struct_size, &full, sizeof full);
+    dp_stats_fill(pool, &full);
+    return dp_copy_sized(out, struct_size, &full, sizeof full);
 }
 
-static int get_stats(dsmpool *pool, dsmpool_stats *out) {
+/* Reads only (inspect.c calls it on a read-only view): relaxed loads of the
+ * shared counters, the layout from the validated private copy. */
+void dp_stats_fill(dsmpool *pool, dsmpool_stats *out) {
     const dp_header *g = &pool->geo;
     memset(out, 0, sizeof *out);
     out->region_size = g->region_size;
@@ -97,7 +97,6 @@ static int get_stats(dsmpool *pool, dsmpool_stats *out) {
     out->sweep_due = dp_load_relaxed(&pool->hdr->sweep_needed) || dp_load_relaxed(&pool->hdr->lost_due); /* relaxed: flags */
     out->procs_capacity = pool->nprocs;
     out->procs_recovered = dp_load_relaxed(&pool->hdr->procs_recovered);
-    return 0;
 }
 
 /* ---- ownership maps --------------------------------------------------- */
