@@ -2,7 +2,7 @@
 # Install, from Debian packages, what dsmpool needs to build, test and
 # benchmark. Does nothing when everything is there already.
 set -eu
-pkgs="meson ninja-build pkg-config gcc g++ libc6-dev python3 libcriterion-dev libnuma-dev
+pkgs="meson ninja-build pkg-config gcc g++ libc6-dev python3 libcriterion-dev libnuma-dev cmake
 libjemalloc-dev libmimalloc-dev gnuplot-nox rumur"
 missing=""
 for p in $pkgs; do
