@@ -611,12 +611,20 @@ typedef struct dp_insp_area {
 int dp_area_inspect(struct dsmpool *pool, uint64_t idx, dp_insp_area *out); /* area.c; -ENOENT: not an area */
 int dp_inspect_areas(dp_insp *in, dp_insp_area **out, size_t *n);
 
-/* EXTENSION POINT (names): named segments and areas are being added; the
- * region will carry a table of names. Its snapshot goes here, as
- * dp_inspect_names(dp_insp *, dp_insp_name **, size_t *) in inspect.c,
- * validated like the ones above (every offset bounds-checked, every string
- * bounded and NUL-terminated by the copy), and dsmpool-inspect gets a
- * "names" view (tools/dsmpool-inspect.c: the views table). */
+/* Name table entries that are not FREE (names.c), validated like the ones
+ * above: the name copied bounded and NUL-terminated, state and kind against
+ * their enums, the object judged by the segment and area layers' checks. */
+typedef struct dp_insp_name {
+    uint32_t index;
+    unsigned state;      /* DP_NAME_INIT or DP_NAME_READY */
+    unsigned kind;       /* DP_NAME_SEG or DP_NAME_AREA */
+    uint64_t handle, size, pid;
+    int64_t owner_slot;  /* INIT: the creator's slot; -1 */
+    bool object_live;    /* READY: its segment is LIVE in that generation / its area not destroyed */
+    bool damaged;        /* a word no version writes, or a name without its NUL */
+    char name[DSMPOOL_NAME_MAX + 1];
+} dp_insp_name;
+int dp_inspect_names(dp_insp *in, dp_insp_name **out, size_t *n); /* *out: free() */
 
 /* --list (life.c): every pool on the machine and its state, found as the
  * sweep finds them (life.c rule 5) and judged by the same locks, without

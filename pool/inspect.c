@@ -509,3 +509,39 @@ int dp_inspect_areas(dp_insp *in, dp_insp_area **out, size_t *n) {
     *n = k;
     return 0;
 }
+
+/* The name table (names.c); read only, every word validated (rule 1). */
+int dp_inspect_names(dp_insp *in, dp_insp_name **out, size_t *n) {
+    struct dsmpool *p = in->p;
+    uint64_t cap = p->geo.names_cap;
+    *out = NULL;
+    *n = 0;
+    if (!p->names || cap > DSMPOOL_NAMES_MAX) return 0;
+    dp_insp_name *v = calloc(cap ? cap : 1, sizeof *v);
+    if (!v) return dp_fail(-ENOMEM, "out of memory");
+    size_t k = 0;
+    for (uint32_t i = 0; i < cap; i++) {
+        const dp_name *e = &p->names[i];
+        uint64_t w = dp_load_acquire(&e->state); /* acquire: READY's release (handle, size) */
+        if (DP_NAME_ST(w) == DP_NAME_FREE) continue;
+        dp_insp_name *x = &v[k++];
+        x->index = i;
+        x->state = DP_NAME_ST(w);
+        x->kind = DP_NAME_KIND(w);
+        x->handle = dp_load_relaxed(&e->handle);
+        x->size = dp_load_relaxed(&e->size);
+        x->pid = dp_load_relaxed(&e->pid);
+        x->owner_slot = x->state == DP_NAME_INIT && DP_NAME_OWNER(w) ? (int64_t)DP_NAME_OWNER(w) - 1 : -1;
+        size_t len = strnlen(e->name, sizeof e->name);
+        x->damaged = (x->state != DP_NAME_INIT && x->state != DP_NAME_READY) ||
+                     (x->kind != DP_NAME_SEG && x->kind != DP_NAME_AREA) || len > DSMPOOL_NAME_MAX ||
+                     x->owner_slot >= (int64_t)p->nprocs;
+        memcpy(x->name, e->name, len > DSMPOOL_NAME_MAX ? DSMPOOL_NAME_MAX : len);
+        if (x->state == DP_NAME_READY && !x->damaged)
+            x->object_live = x->kind == DP_NAME_AREA ? dp_area_live(p, x->handle)
+                                                     : dp_seg_live(p, x->handle, NULL, NULL);
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}

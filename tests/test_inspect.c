@@ -151,6 +151,16 @@ Test(inspect, every_view_of_a_live_multiprocess_pool_without_taking_a_slot, .tim
     for (int i = 0; i < 10; i++) cr_assert_eq(dsmpool_area_free(a, ptrs[i]), 0);
     cr_assert_eq(dsmpool_area_alloc(a, 3 * MIB, 0, &big), 0, "%s", dsmpool_last_error());
 
+    /* named objects: a segment (its name with a quote and a backslash, for
+     * the JSON escaping) and an area */
+    dsmpool_seg *named;
+    dsmpool_area *named_area;
+    bool created;
+    cr_assert_eq(dsmpool_seg_open_named(p, "join \"buckets\" \\1", 4096, 0, NULL, NULL, &named, &created), 0,
+                 "%s", dsmpool_last_error());
+    cr_assert_eq(dsmpool_area_open_named(p, "join.tuples", 0, &named_area, &created), 0, "%s",
+                 dsmpool_last_error());
+
     /* two fork()ed children attach the kept segment (each takes a slot) */
     shared *sh = shared_page();
     pid_t kids[2];
@@ -174,7 +184,12 @@ Test(inspect, every_view_of_a_live_multiprocess_pool_without_taking_a_slot, .tim
     cr_assert_eq(inspect(args, out, sizeof out), 0, "%s", out);
     expect_json("--json NAME");
     cr_expect_eq(procs_attached(p), before, "looking took a slot");
-    EXPECT_JQ("sorted(d.keys())", "['areas', 'pool', 'processes', 'segments', 'subpools']");
+    EXPECT_JQ("sorted(d.keys())", "['areas', 'names', 'pool', 'processes', 'segments', 'subpools']");
+    snprintf(expr, sizeof expr, "sorted((n['name'], n['kind'], n['state'], n['object_live'], n['handle']) for n in "
+             "d['names']) == sorted([('join \"buckets\" \\\\1', 'segment', 'ready', True, '0x%016llx'), "
+             "('join.tuples', 'area', 'ready', True, '0x%016llx')])",
+             (unsigned long long)dsmpool_seg_handle(named), (unsigned long long)dsmpool_area_handle(named_area));
+    EXPECT_JQ(expr, "True");
     snprintf(want, sizeof want, "%s", name);
     EXPECT_JQ("d['pool']['name']", want);
     EXPECT_JQ("d['pool']['backing']", "posix");
@@ -198,14 +213,14 @@ Test(inspect, every_view_of_a_live_multiprocess_pool_without_taking_a_slot, .tim
     EXPECT_JQ(expr, "[(True, -1, True)]");
     EXPECT_JQ("d['segments']['fallback_live']", "1");
     EXPECT_JQ("not any(s['damaged'] for s in d['segments']['list'])", "True");
-    snprintf(expr, sizeof expr, "[x['handle'] for x in d['areas']] == ['0x%016llx']",
-             (unsigned long long)dsmpool_area_handle(a));
+    snprintf(expr, sizeof expr, "sorted(x['handle'] for x in d['areas']) == sorted(['0x%016llx', '0x%016llx'])",
+             (unsigned long long)dsmpool_area_handle(a), (unsigned long long)dsmpool_area_handle(named_area));
     EXPECT_JQ(expr, "True");
-    EXPECT_JQ("[(c['spans'] >= 1, c['cached_chunks'] >= 10) for c in d['areas'][0]['classes'] "
+    EXPECT_JQ("[(c['spans'] >= 1, c['cached_chunks'] >= 10) for c in [x for x in d['areas'] if x['large']['blocks']][0]['classes'] "
               "if c['chunk_size'] == 32768]", "[(True, True)]");
-    EXPECT_JQ("d['areas'][0]['held'] >= 2 * 1024 * 1024 + 4 * 1024 * 1024", "True");
-    EXPECT_JQ("(d['areas'][0]['large']['blocks'], d['areas'][0]['large']['bytes'])", "(1, 4194304)");
-    EXPECT_JQ("(d['areas'][0]['state'], d['areas'][0]['damaged'], d['areas'][0]['caches'] >= 1)",
+    EXPECT_JQ("[x for x in d['areas'] if x['large']['blocks']][0]['held'] >= 2 * 1024 * 1024 + 4 * 1024 * 1024", "True");
+    EXPECT_JQ("([x for x in d['areas'] if x['large']['blocks']][0]['large']['blocks'], [x for x in d['areas'] if x['large']['blocks']][0]['large']['bytes'])", "(1, 4194304)");
+    EXPECT_JQ("([x for x in d['areas'] if x['large']['blocks']][0]['state'], [x for x in d['areas'] if x['large']['blocks']][0]['damaged'], [x for x in d['areas'] if x['large']['blocks']][0]['caches'] >= 1)",
               "('live', False, True)");
     EXPECT_JQ("len(d['subpools']) >= 1 and all(s['free'] <= s['size'] for s in d['subpools'])", "True");
 
@@ -251,6 +266,8 @@ Test(inspect, every_view_of_a_live_multiprocess_pool_without_taking_a_slot, .tim
     for (int k = 0; k < 2; k++) cr_expect_eq(test_wait(kids[k]), 0, "child %d", k);
     cr_expect_eq(procs_attached(p), 1);
     cr_expect_eq(dsmpool_area_destroy(a), 0);
+    cr_expect_eq(dsmpool_area_destroy(named_area), 0);
+    cr_expect_eq(dsmpool_seg_detach(named), 0);
     cr_expect_eq(dsmpool_seg_unpin(p, hpinned), 0);
     test_check_ok(p);
     cr_expect_eq(dsmpool_destroy(p), 0, "%s", dsmpool_last_error());

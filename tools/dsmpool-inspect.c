@@ -8,7 +8,7 @@
  *   dsmpool-inspect [--json] NAME --recover  release what dead processes held first
  *   dsmpool-inspect [--json] --sweep         remove what pools no live process holds left
  *   dsmpool-inspect [--json] --destroy NAME [--force]
- *   --view V[,V...]  only these views of a pool: pool, subpools, processes, segments, areas
+ *   --view V[,V...]  only these views of a pool: pool, subpools, processes, segments, areas, names
  *
  * NAME is a POSIX name ("/x") or a System V key text. Looking is read-only
  * (pool/inspect.c): the region is mapped PROT_READ, its header validated as
@@ -17,8 +17,7 @@
  * to nothing. Exit status: 0; 1 with the library's message; 2 for usage.
  *
  * Views are a table (views[] below): a new one is a function and a row. The
- * "names" view (named segments and areas, when the region carries a table
- * of names) goes there, over dp_inspect_names() (pool/dp_internal.h).
+ * "names" view lists named segments and areas (dp_inspect_names()).
  */
 #include <dsmpool.h>
 #include <errno.h>
@@ -367,6 +366,41 @@ static void show_areas(out *o, dp_insp *in) {
     free(v);
 }
 
+static void show_names(out *o, dp_insp *in) {
+    dp_insp_name *v = NULL;
+    size_t n = 0;
+    if (dp_inspect_names(in, &v, &n) != 0) n = 0;
+    if (o->json) j_open(o, "names", '[');
+    else printf("names       %zu in use of %d\n", n, DSMPOOL_NAMES_MAX);
+    for (size_t i = 0; i < n; i++) {
+        const dp_insp_name *x = &v[i];
+        const char *kind = x->kind == DP_NAME_AREA ? "area" : x->kind == DP_NAME_SEG ? "segment" : "?";
+        const char *state = x->damaged ? "damaged"
+                            : x->state == DP_NAME_INIT ? "initialising"
+                            : x->object_live ? "ready" : "gone (freed at the next search)";
+        if (!o->json) {
+            printf("  %-40s %-7s %-12s", x->name, kind, state);
+            if (x->state == DP_NAME_READY) printf("  handle %016llx", (unsigned long long)x->handle);
+            if (x->kind == DP_NAME_SEG && x->size) printf("  %llu bytes", (unsigned long long)x->size);
+            printf("  made by pid %llu", (unsigned long long)x->pid);
+            if (x->owner_slot >= 0) printf(" (slot %lld)", (long long)x->owner_slot);
+            printf("\n");
+            continue;
+        }
+        j_open(o, NULL, '{');
+        j_s(o, "name", x->name);
+        j_s(o, "kind", kind);
+        j_s(o, "state", x->damaged ? "damaged" : x->state == DP_NAME_INIT ? "initialising" : "ready");
+        j_b(o, "object_live", x->object_live);
+        j_hex(o, "handle", x->handle);
+        j_u(o, "size", x->size);
+        j_u(o, "pid", x->pid);
+        j_close(o, '}');
+    }
+    if (o->json) j_close(o, ']');
+    free(v);
+}
+
 typedef struct view {
     const char *name;
     void (*show)(out *o, dp_insp *in);
@@ -378,8 +412,7 @@ static const view views[] = {
     {"processes", show_procs},
     {"segments", show_segs},
     {"areas", show_areas},
-    /* EXTENSION POINT: {"names", show_names}, over dp_inspect_names(), once
-     * the region carries a table of names (named segments and areas). */
+    {"names", show_names},
 };
 #define NVIEWS (sizeof views / sizeof *views)
 
@@ -546,7 +579,7 @@ static int usage(const char *me, FILE *f, int rc) {
             "\n"
             "  NAME          a POSIX pool name (\"/x\") or a System V key text\n"
             "  --json        one JSON document on stdout instead of text\n"
-            "  --view V,...  only these views of a pool: pool, subpools, processes, segments, areas\n"
+            "  --view V,...  only these views of a pool: pool, subpools, processes, segments, areas, names\n"
             "  --pid PID     every pool that process maps (the way to an anonymous or memfd pool;\n"
             "                an anonymous one needs root: /proc/PID/map_files)\n"
             "  --list        the pools on this machine (/dev/shm, hugetlbfs, System V) and their\n"
