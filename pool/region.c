@@ -461,8 +461,11 @@ static int map_backing(creating *c, const dsmpool_config *cfg, size_t len, size_
         /* rule 2: made under a name of its own (life.c rule 1: the pool's
          * id), locked, and linked to its name only once it says what it is */
         const char *sep = dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/";
-        snprintf(c->final, sizeof c->final, "%s%s%s", dir, sep, cfg->name + 1);
-        if (huge_sz) snprintf(p->path, sizeof p->path, "%s", c->final);
+        int fl = snprintf(c->final, sizeof c->final, "%s%s%s", dir, sep, cfg->name + 1);
+        if (fl < 0 || (size_t)fl >= sizeof p->path)
+            return dp_fail(-ENAMETOOLONG, "the pool's file %s%s%s would be longer than %zu bytes: use a "
+                           "shorter name or mount point", dir, sep, cfg->name + 1, sizeof p->path - 1);
+        if (huge_sz) memcpy(p->path, c->final, (size_t)fl + 1);
         snprintf(c->tmp, sizeof c->tmp, "%s%sdsmpool.%016llx.new", dir, sep, (unsigned long long)p->pool_id);
         r = dp_os_file_open(c->tmp, true, cfg->mode);
         if (r < 0) {

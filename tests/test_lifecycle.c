@@ -604,8 +604,9 @@ static bool cgroup_make(cgroup *c, const char *ctl) {
     }
     fclose(pc);
     if (!found) return false;
-    snprintf(c->dir, sizeof c->dir, "/sys/fs/cgroup/%s%s/dsmpool-test-%d", ctl, strcmp(path, "/") ? path : "",
-             (int)getpid());
+    int n = snprintf(c->dir, sizeof c->dir, "/sys/fs/cgroup/%s%s/dsmpool-test-%d", ctl,
+                     strcmp(path, "/") ? path : "", (int)getpid());
+    if (n < 0 || (size_t)n >= sizeof c->dir) return false; /* a cgroup path too long: no test there */
     return mkdir(c->dir, 0755) == 0 || errno == EEXIST;
 }
 
