@@ -31,6 +31,9 @@ const dp_caps *dp_os_caps(void);
 
 /* hugetlb pages of size sz: free and total in the kernel's pool. */
 int dp_os_huge_counts(size_t sz, uint64_t *free_pages, uint64_t *total_pages);
+/* Pages a new mapping can still get: free less reserved, plus the surplus
+ * the overcommit setting still allows. */
+int dp_os_huge_avail(size_t sz, uint64_t *avail);
 
 /* A hugetlbfs mount whose pagesize is sz (absolute path, no trailing '/'). */
 int dp_os_hugetlbfs_dir(size_t sz, char *buf, size_t n);

@@ -234,7 +234,8 @@ static bool is_pool_header(int fd) {
 static void pid_note(pid_ctx *c, int err, const char *fmt, const char *a, const char *b) {
     if (c->err) return;
     c->err = err;
-    snprintf(c->msg, sizeof c->msg, fmt, a, b);
+    if (snprintf(c->msg, sizeof c->msg, fmt, a, b) >= (int)sizeof c->msg) /* a long note is cut: say so */
+        memcpy(c->msg + sizeof c->msg - 4, "...", 4);
 }
 
 static void pid_add(pid_ctx *c, dp_insp *in) {

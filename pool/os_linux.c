@@ -126,6 +126,20 @@ int dp_os_huge_counts(size_t sz, uint64_t *free_pages, uint64_t *total_pages) {
     OS_RET(read_u64_file(p, total_pages));
 }
 
+int dp_os_huge_avail(size_t sz, uint64_t *avail) {
+    OS_SAVE;
+    static const char *const f[4] = {"free", "resv", "nr_overcommit", "surplus"};
+    uint64_t v[4] = {0, 0, 0, 0};
+    char p[128];
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "/sys/kernel/mm/hugepages/hugepages-%zukB/%s_hugepages", sz / 1024, f[i]);
+        int r = read_u64_file(p, &v[i]);
+        if (r && i < 2) OS_RET(r);
+    }
+    *avail = (v[0] > v[1] ? v[0] - v[1] : 0) + (v[2] > v[3] ? v[2] - v[3] : 0);
+    OS_RET(0);
+}
+
 int dp_os_hugetlbfs_dir(size_t sz, char *buf, size_t n) {
     OS_SAVE;
     FILE *f = fopen("/proc/self/mounts", "re");

@@ -753,6 +753,46 @@ static int plan_huge_check(const plan *pl, const uint64_t *units, size_t hs) {
     return 0;
 }
 
+/* Everything that stops hugetlb pages of size hs for this pool, in one
+ * message (-ENOMEM), or 0: no hugetlbfs mount for a POSIX pool, too few
+ * pages reserved (overall; per node for bound sub-pools), a hugetlb cgroup
+ * limit. A caller that fixes one problem is not sent back for the next. */
+static int huge_problems(const dsmpool_config *cfg, const plan *pl, const uint64_t *units, size_t hs,
+                         size_t len) {
+    char msg[1800] = "", one[1400], dir[512];
+    int n = 0;
+#define HUGE_ADD(...)                                                                              \
+    do {                                                                                           \
+        if (snprintf(one, sizeof one, __VA_ARGS__) < 0) one[0] = 0;                               \
+        size_t l_ = strlen(msg);                                                                  \
+        if (snprintf(msg + l_, sizeof msg - l_, "%s(%d) %s", n ? "; " : "", n + 1, one) < 0)     \
+            msg[l_] = 0;                                                                           \
+        n++;                                                                                       \
+    } while (0)
+    if (cfg->backing == DSMPOOL_BACKING_POSIX && dp_os_hugetlbfs_dir(hs, dir, sizeof dir) != 0)
+        HUGE_ADD("no hugetlbfs is mounted with pagesize=%zuM, which a POSIX pool needs: mount -t hugetlbfs -o "
+                 "pagesize=%zuM none /dev/hugepages", hs >> 20, hs >> 20);
+    uint64_t need = (len + hs - 1) / hs, avail = 0, fr = 0, tot = 0;
+    dp_os_huge_counts(hs, &fr, &tot);
+    if (dp_os_huge_avail(hs, &avail) == 0 && avail < need)
+        HUGE_ADD("%llu pages of %zu kB are needed, %llu can be had (%llu free of %llu): echo %llu > "
+                 "/sys/kernel/mm/hugepages/hugepages-%zukB/nr_hugepages", (unsigned long long)need, hs >> 10,
+                 (unsigned long long)avail, (unsigned long long)fr, (unsigned long long)tot,
+                 (unsigned long long)(tot + need - avail), hs >> 10);
+    else if (plan_huge_check(pl, units, hs) != 0)
+        HUGE_ADD("%s", dsmpool_last_error());
+    uint64_t room, limit;
+    char where[1200];
+    dp_os_cgroup_huge_room(hs, &room, &limit, where, sizeof where);
+    if (room < len)
+        HUGE_ADD("the hugetlb cgroup lets this process take %llu more bytes of %zu kB pages (%s is %llu): raise "
+                 "it", (unsigned long long)room, hs >> 10, where, (unsigned long long)limit);
+#undef HUGE_ADD
+    if (!n) return 0;
+    return dp_fail(-ENOMEM, "huge pages of %zu kB cannot be had for %zu bytes: %s%s", hs >> 10, len, msg,
+                   cfg->huge_pages == DSMPOOL_HUGE_ON ? " (or use DSMPOOL_HUGE_TRY)" : "");
+}
+
 /* Bind every node sub-pool to its node and the interleaved one over all the
  * pool's nodes, before anything touches them: one mbind per sub-pool, so the
  * mapping is at most nsub + 2 VMAs (the tables before, any tail after) in
@@ -904,9 +944,8 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
                         pl.want[0] ? ", or the node sizes do not fit" : "", how);
             break;
         }
-        if (hs && (r = plan_huge_check(&pl, in.units, hs)) != 0) {
+        if (hs && (r = huge_problems(cfg, &pl, in.units, hs, len)) != 0) {
             if (cfg->huge_pages == DSMPOOL_HUGE_ON) break;
-            r = -ENOMEM;
             continue; /* TRY: base pages */
         }
         if ((r = cgroup_check(cfg, len, hs)) != 0) {

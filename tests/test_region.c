@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <dsmpool.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -222,6 +223,11 @@ Test(region, junk_object_is_not_a_pool) {
     cr_assert_geq(fd, 0);
     cr_assert_eq(ftruncate(fd, 4 * MIB), 0);
     unsigned char *m = mmap(NULL, 4 * MIB, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    dsmpool *z = (dsmpool *)1;
+    /* zero-filled: not a pool, and no one is making it one -- never "retry" */
+    cr_expect_eq(dsmpool_attach(name, &z), -EPROTO, "%s", dsmpool_last_error());
+    cr_expect_null(z);
+    cr_expect_eq(strstr(dsmpool_last_error(), "retry"), NULL, "%s", dsmpool_last_error());
     uint64_t seed = test_seed();
     for (size_t i = 0; i < 4 * MIB; i += 8) *(uint64_t *)(m + i) = test_rand(&seed);
     dsmpool *q;
@@ -348,7 +354,7 @@ Test(huge, on_without_pages_fails_with_advice) {
     cr_expect_eq(dsmpool_create(&c, &p), -ENOMEM);
     cr_expect_null(p);
     cr_expect_neq(strstr(dsmpool_last_error(), "nr_hugepages"), NULL, "%s", dsmpool_last_error());
-    cr_expect_neq(strstr(dsmpool_last_error(), "need 16 pages"), NULL, "%s", dsmpool_last_error());
+    cr_expect_neq(strstr(dsmpool_last_error(), "16 pages of 2048 kB are needed"), NULL, "%s", dsmpool_last_error());
 }
 
 Test(huge, try_falls_back_and_says_so) {
@@ -370,6 +376,39 @@ Test(huge, try_falls_back_and_says_so) {
     cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &s), 0);
     cr_expect_eq(test_smaps_kb(dsmpool_seg_address(s), 4096, "KernelPageSize"), 4);
     dsmpool_detach(p);
+}
+
+/* Every hugetlb problem in one message: a POSIX pool in huge pages with no
+ * hugetlbfs mounted (a private mount namespace without any) and no pages
+ * reserved is told both, numbered, instead of one now and one later. */
+Test(huge, every_problem_in_one_message) {
+    if (!saved_nr[0]) cr_skip_test("no 2 MiB hugetlb pool on this kernel");
+    huge_reserve(0);
+    char ovc[32] = "0";
+    test_read_file("/proc/sys/vm/nr_overcommit_hugepages", ovc, sizeof ovc);
+    if (atol(ovc) != 0) cr_skip_test("vm.nr_overcommit_hugepages is %ld: pages can be had", atol(ovc));
+    pid_t kid = fork();
+    if (kid == 0) {
+        if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) _exit(77);
+        FILE *f = fopen("/proc/self/mounts", "r");
+        char dev[256], dir[512], type[64];
+        while (f && fscanf(f, "%255s %511s %63s %*[^\n]", dev, dir, type) == 3)
+            if (!strcmp(type, "hugetlbfs") && umount2(dir, MNT_DETACH) != 0) _exit(78);
+        if (f) fclose(f);
+        char name[64];
+        test_name(name, sizeof name, "hugeall");
+        dsmpool_config c = cfg_of(DSMPOOL_BACKING_POSIX, name, 32 * MIB);
+        c.huge_pages = DSMPOOL_HUGE_ON;
+        dsmpool *p;
+        int r = dsmpool_create(&c, &p);
+        const char *m = dsmpool_last_error();
+        fprintf(stderr, "[NOTE] %s\n", m);
+        _exit(r == -ENOMEM && strstr(m, "(1) no hugetlbfs is mounted") && strstr(m, "(2) 16 pages of 2048 kB") &&
+                      strstr(m, "nr_hugepages") ? 0 : 1);
+    }
+    int st = test_wait(kid);
+    if (st == 77) cr_skip_test("no private mount namespace here");
+    cr_expect_eq(st, 0, "one message with both problems (see the NOTE)");
 }
 
 Test(huge, one_gib_pages_where_supported) {
