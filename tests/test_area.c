@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <linux/futex.h>
 
+#include "seccomp_count.h"
 #include "seccomp_forbid.h"
 #include "testutil.h"
 
@@ -470,6 +471,66 @@ static void seccomp_threads(int nt) {
 }
 
 Test(area_hotpath, two_threads_no_syscall_no_fault, .timeout = 120) { seccomp_threads(2); }
+
+/* The strict proof: every system call of any kind (futex, sched_yield,
+ * getcpu, clock_gettime included) that the workers make during 20 steady-
+ * state bursts is counted by a seccomp supervisor (seccomp_count.h), and
+ * there are none. The warm-up, the spin barrier and the parking after are
+ * outside the count, and do make some (the count says how many). */
+typedef struct strict_shared {
+    sc_count sc;
+    dsmpool_area *a;
+    _Atomic int ready, go, done;
+    _Atomic int err[8];
+} strict_shared;
+
+static strict_shared *strict;
+
+static void *strict_thread(void *argp) {
+    int id = (int)(intptr_t)argp;
+    if (burst(strict->a, 2) != 0) atomic_store(&strict->err[id], 1); /* warm-up */
+    if (sc_count_enter(&strict->sc, id) != 0) atomic_store(&strict->err[id], 2);
+    atomic_fetch_add(&strict->ready, 1);
+    while (!atomic_load(&strict->go)) {
+    }
+    atomic_store(&strict->sc.measuring[id], 1);
+    if (burst(strict->a, 20) != 0) atomic_store(&strict->err[id], 3);
+    atomic_store(&strict->sc.measuring[id], 0);
+    atomic_fetch_add(&strict->done, 1);
+    for (;;) pause(); /* never exit: thread exit frees */
+    return NULL;
+}
+
+static void strict_threads(int nt) {
+#if defined(__SANITIZE_THREAD__)
+    cr_skip_test("TSan's runtime makes system calls of its own in every thread it tracks (the plain and "
+                 "ASan runs test this)");
+#endif
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 512 * MIB);
+    strict = calloc(1, sizeof *strict);
+    cr_assert_not_null(strict);
+    cr_assert_eq(sc_count_start(&strict->sc), 0);
+    strict->a = mkarea(p, 0);
+    pthread_t t[8];
+    for (int i = 0; i < nt; i++) pthread_create(&t[i], NULL, strict_thread, (void *)(intptr_t)i);
+    while (atomic_load(&strict->ready) < nt) usleep(1000);
+    usleep(20000); /* the supervisor has every listener */
+    atomic_store(&strict->go, 1);
+    while (atomic_load(&strict->done) < nt) usleep(1000);
+    char names[512];
+    sc_count_names(&strict->sc, names, sizeof names);
+    for (int i = 0; i < nt; i++) {
+        cr_expect_eq(atomic_load(&strict->err[i]), 0, "worker %d failed (step %d)", i, atomic_load(&strict->err[i]));
+        cr_expect_eq(atomic_load(&strict->sc.count[i]), 0, "worker %d made %ld system calls in the bursts: %s", i,
+                     atomic_load(&strict->sc.count[i]), names);
+    }
+    fprintf(stderr, "[NOTE] %d threads, 20 bursts of 16 MiB in 32 KiB chunks each: system calls of any kind in "
+            "the bursts: %s (outside them: %ld)\n", nt, names, atomic_load(&strict->sc.outside));
+    /* the workers stay parked; the test process's exit ends them */
+}
+
+Test(area_hotpath, no_system_call_of_any_kind_two_threads, .timeout = 120) { strict_threads(2); }
+Test(area_hotpath, no_system_call_of_any_kind_four_threads, .timeout = 120) { strict_threads(4); }
 Test(area_hotpath, four_threads_no_syscall_no_fault, .timeout = 120) { seccomp_threads(4); }
 
 static void futex_wait(_Atomic int *w, int v) { syscall(SYS_futex, w, FUTEX_WAIT, v, NULL, NULL, 0); }
