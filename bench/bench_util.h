@@ -5,8 +5,35 @@
 #ifndef DSMPOOL_BENCH_UTIL_H
 #define DSMPOOL_BENCH_UTIL_H
 
+#include <dlfcn.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <time.h>
+
+/* glibc's own malloc, free and mallinfo2, whatever allocator is linked in.
+ * Not __libc_malloc: libmimalloc exports that name too, so with mimalloc
+ * linked a "glibc" backend reached through it is mimalloc. Looked up in
+ * libc.so.6 itself; a static binary (no mimalloc there) falls back to
+ * __libc_malloc, which is glibc's when jemalloc replaces malloc. */
+extern void *__libc_malloc(size_t);
+extern void __libc_free(void *);
+typedef struct glibc_fns {
+    void *(*malloc)(size_t);
+    void (*free)(void *);
+    struct mallinfo2 (*mallinfo2)(void);
+} glibc_fns;
+static inline glibc_fns glibc_malloc(void) {
+    glibc_fns g = {__libc_malloc, __libc_free, mallinfo2};
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    if (!libc) return g;
+    void *m = dlsym(libc, "malloc"), *f = dlsym(libc, "free"), *i = dlsym(libc, "mallinfo2");
+    if (m && f) {
+        *(void **)&g.malloc = m; /* (POSIX: a function pointer from dlsym) */
+        *(void **)&g.free = f;
+    }
+    if (i) *(void **)&g.mallinfo2 = i;
+    return g;
+}
 
 static inline double now_s(void) {
     struct timespec ts;

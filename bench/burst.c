@@ -13,7 +13,7 @@
  *
  * Every (backend, T) runs in a fresh forked process, so allocator state and
  * filters do not leak between measurements. glibc malloc is reached through
- * __libc_malloc/__libc_free (jemalloc, linked in, replaces plain malloc).
+ * its own symbols in libc.so.6 (jemalloc, linked in, replaces plain malloc).
  *
  * Options: --threads 1,2,4  --rounds N  --gib G  --huge (dsmpool in 2 MiB
  * pages)  --pairs N (single-thread pairs). Prints a table and "csv," lines.
@@ -35,8 +35,7 @@
 #include "../tests/seccomp_count.h"
 #include "bench_util.h"
 
-extern void *__libc_malloc(size_t);
-extern void __libc_free(void *);
+static glibc_fns G; /* glibc's malloc (bench_util.h) */
 
 #define CHUNK (32u << 10)
 #define MIB (1ull << 20)
@@ -59,7 +58,7 @@ static inline void *b_alloc(uint64_t *h) {
         return dsmpool_area_addr(B.area, p);
     }
     case B_JEMALLOC: return mallocx(CHUNK, 0);
-    default: return __libc_malloc(CHUNK);
+    default: return G.malloc(CHUNK);
     }
 }
 
@@ -67,7 +66,7 @@ static inline void b_free(void *m, uint64_t h) {
     switch (B.backend) {
     case B_DSMPOOL: dsmpool_area_free(B.area, h); break;
     case B_JEMALLOC: dallocx(m, 0); break;
-    default: __libc_free(m);
+    default: G.free(m);
     }
 }
 
@@ -243,6 +242,7 @@ static int parse_list(const char *s, int *v, int max) {
 }
 
 int main(int argc, char **argv) {
+    G = glibc_malloc();
     int ts[32], nts = 0, rounds = 5;
     double gib = 1.0;
     bool huge = false;

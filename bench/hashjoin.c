@@ -54,8 +54,7 @@
 #include "bench_util.h"
 #include "pgdsa.h"
 
-extern void *__libc_malloc(size_t);
-extern void __libc_free(void *);
+static glibc_fns G; /* glibc's malloc (bench_util.h): not __libc_malloc, which mimalloc also exports */
 
 #define CHUNK_SIZE (32u << 10)
 #define CHUNK_HDR 16u /* like HashMemoryChunkData: next chunk + used */
@@ -298,7 +297,7 @@ static void *be_alloc(size_t size, bool chunk, uint64_t *rp) {
         return p ? pgdsa_get_address(S.dsa, p) : NULL;
     }
     case BK_JEMALLOC: m = mallocx(size, 0); break;
-    case BK_GLIBC: m = __libc_malloc(size); break;
+    case BK_GLIBC: m = G.malloc(size); break;
 #ifndef HJ_NO_MIMALLOC
     case BK_MIMALLOC: m = mi_malloc(size); break;
 #endif
@@ -310,7 +309,7 @@ static void *be_alloc(size_t size, bool chunk, uint64_t *rp) {
 static void be_free_private(void *m) { /* malloc peers: chunks and buckets after a round */
     switch (S.b->kind) {
     case BK_JEMALLOC: dallocx(m, 0); break;
-    case BK_GLIBC: __libc_free(m); break;
+    case BK_GLIBC: G.free(m); break;
 #ifndef HJ_NO_MIMALLOC
     case BK_MIMALLOC: mi_free(m); break;
 #endif
@@ -547,6 +546,7 @@ static const char *fmt_count(long long v, char *buf, size_t n) {
 }
 
 int main(int argc, char **argv) {
+    G = glibc_malloc();
     long rows = 10000000;
     int ts[32], nts = 0, rounds = 3, dup = 1;
     double zs = 0;
