@@ -81,7 +81,9 @@ enum { DP_REC_PENDING = 1, DP_REC_ACTIVE = 2, DP_REC_DETACHING = 3 };
 
 typedef struct dp_proc {
     dp_a64 state;              /* [atom] see DP_SLOT_WORD */
-    dp_a64 reserved;
+    dp_a64 claims;             /* [owner] raised by each claimer right after its claim, never
+                                  cleared: a later owner is told from an earlier one even with
+                                  the same pid (names.c; pid namespaces) */
     dp_a64 overflow;           /* [atom] offset of the first overflow record block */
     dp_a64 inflight;           /* [atom] ownership changes in progress (proc.c rule 6) */
     dp_a64 opseq;              /* [atom] ownership changes begun and ended, ever */
@@ -151,9 +153,10 @@ enum { DP_NAME_SEG = 1, DP_NAME_AREA = 2 };
 typedef struct dp_name {
     dp_a64 state;  /* [atom] see DP_NAME_WORD */
     dp_a64 handle; /* [owner, before READY (release)] the object's handle */
-    dp_a64 pid;    /* [names lock] the creator's pid: its slot may hold another process later */
+    dp_a64 pid;    /* [names lock] the creator's pid, for people */
     dp_a64 size;   /* [owner, before READY] a segment's usable bytes */
-    char name[96]; /* [names lock] NUL-terminated, written only while the entry is FREE */
+    dp_a64 claim;  /* [names lock] the creator's slot claim (dp_proc.claims) */
+    char name[88]; /* [names lock] NUL-terminated, written only while the entry is FREE */
 } dp_name;
 _Static_assert(sizeof(dp_name) == 128, "two cache lines");
 
@@ -248,7 +251,7 @@ struct dsmpool {
     char name[DP_NAME_MAX + 1];
     char path[4096];         /* hugetlbfs file path when used, else "" */
     dp_live live;            /* our liveness lock (ledger) */
-    char note[400];          /* create: what the pool did not get (dsmpool_create's note) */
+    char note[2100];         /* create: what the pool did not get (dsmpool_create's note) */
     int anchor;              /* our description of the pool's anchor (life.c), or -1 */
     uint64_t pool_id;        /* the id a new region gets (creation), then geo.pool_id */
     dp_proc *procs;
@@ -265,6 +268,7 @@ struct dsmpool {
     uint8_t order[DSMPOOL_MAX_NODES][DSMPOOL_MAX_NODES]; /* per sub-pool: node sub-pools, nearest first */
     /* this process's identity in the pool */
     uint32_t slot;           /* index into procs */
+    uint64_t claim;          /* procs[slot].claims after our claim */
     bool has_slot;           /* slot is ours (false in a fork()ed child until it adopts) */
     pid_t pid;
     dp_a32 fork_epoch;       /* dp_epoch() when the slot was taken (acquire/release) */

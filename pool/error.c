@@ -14,7 +14,7 @@
 
 #include "dp_internal.h"
 
-static _Thread_local char dp_msg[512];
+static _Thread_local char dp_msg[2048]; /* room for a message that lists several problems */
 
 int dp_fail(int err, const char *fmt, ...) {
     int saved = errno;

@@ -538,6 +538,11 @@ int dp_inspect_names(dp_insp *in, dp_insp_name **out, size_t *n) {
                      (x->kind != DP_NAME_SEG && x->kind != DP_NAME_AREA) || len > DSMPOOL_NAME_MAX ||
                      x->owner_slot >= (int64_t)p->nprocs;
         memcpy(x->name, e->name, len > DSMPOOL_NAME_MAX ? DSMPOOL_NAME_MAX : len);
+        for (char *c = x->name; *c; c++) /* names.c writes printable ASCII only: anything else is damage, */
+            if (*c < 0x20 || *c > 0x7e) { /* and never reaches an operator's terminal as it is */
+                *c = '?';
+                x->damaged = true;
+            }
         if (x->state == DP_NAME_READY && !x->damaged)
             x->object_live = x->kind == DP_NAME_AREA ? dp_area_live(p, x->handle)
                                                      : dp_seg_live(p, x->handle, NULL, NULL);

@@ -28,24 +28,35 @@
  *      the object or init fails, it destroys what it made and CASes INIT ->
  *      FREE. Only the owner moves its entry out of INIT, except rule 4.
  *   4. A caller that finds the name INIT waits (outside the lock) until it
- *      is READY or FREE. It takes the entry over -- CAS INIT -> FREE, then
- *      searches again -- only when the owner is certainly gone: its slot's
- *      liveness lock is free (the oracle recovery uses), or the slot now
- *      holds another pid (the owner left). The dead owner's half-made
- *      object is its slot's, released by recovery.
+ *      is READY or FREE, 30 s at most (-EBUSY), not at all with NOWAIT
+ *      (-EAGAIN). It takes the entry over -- CAS INIT -> FREE, then searches
+ *      again -- only when the owner is certainly gone: its slot is free, or
+ *      has been claimed again since (the slot's claim count, kept in the
+ *      entry: pids repeat across pid namespaces), or its liveness lock is
+ *      free (the oracle recovery uses). The dead owner's half-made object is
+ *      its slot's, released by recovery. A thread whose init opens the name
+ *      it is creating gets -EDEADLK, not a wait for itself.
  *   5. A READY entry whose object is gone -- segment no longer LIVE with
  *      that handle's generation, area destroyed -- is a free name: whoever
  *      sees it under the lock CASes READY -> FREE. So a name lives exactly
  *      as long as its object, without any hook from the layers below. A
  *      caller that finds the object alive attaches by handle; if it died in
- *      between (-ESTALE) it searches again.
+ *      between (-ESTALE) it searches again (within rule 4's bound); if it is
+ *      alive but cannot be mapped here (an OS segment whose file was
+ *      removed), the attach's error is the answer.
  *   6. Everything read from the table is validated before use: states and
  *      kinds against their enums, owner slots against the slot count, names
- *      by a bounded length, handles by the segment layer's own checks.
+ *      by a bounded length, handles by the segment layer's own checks. An
+ *      owner whose READY CAS fails (its word was changed) gives back what it
+ *      made and answers -EAGAIN.
  *
  * Crash bound: a process that dies holding the lock loses nothing (rule 1;
  * a half-written FREE entry is never read). One that dies in INIT leaves
- * its entry to the next caller (rule 4) and its object to recovery.
+ * its entry to the next caller (rule 4) and its object to recovery. As for
+ * recovery (live.c's bound), a dead process's locks -- the names lock, its
+ * slot's -- stay held while a fork()ed child of it that never called the
+ * library keeps its lock description: callers wait their 30 s and get
+ * -EBUSY until that child calls, execs or exits.
  *
  * Memory ordering: the lock is the kernel's (a system call each way: full
  * barriers). INIT is stored with release after the name; READY is CASed
@@ -118,9 +129,21 @@ static bool owner_gone(dsmpool *p, uint64_t w, const dp_name *e) {
     if (o == 0 || o > p->nprocs) return true; /* (rule 6: no such slot) */
     uint64_t sw = dp_load_acquire(&p->procs[o - 1].state); /* acquire: the slot's claim */
     if (DP_SLOT_STATE(sw) == DP_SLOT_FREE) return true;
-    if ((uint64_t)(uint32_t)DP_SLOT_PID(sw) != dp_load_relaxed(&e->pid)) return true; /* it left */
+    /* acquire: pairs with the claimer's release. Another claim since ours
+     * means the owner left (a pid could be the same: pid namespaces) */
+    if (dp_load_acquire(&p->procs[o - 1].claims) != dp_load_relaxed(&e->claim)) return true;
     return !dp_slot_alive(p, o - 1);
 }
+
+/* The names this thread is creating (running init for): an init that
+ * opens its own name would wait for itself. */
+#define NAMES_NEST 8
+typedef struct creating_name {
+    const dsmpool *pool;
+    uint32_t idx;
+} creating_name;
+static _Thread_local creating_name creating[NAMES_NEST];
+static _Thread_local unsigned ncreating;
 
 typedef struct found {
     int what;      /* 0 nothing (claimed if asked), 1 READY, 2 INIT (wait) */
@@ -182,6 +205,7 @@ static int search(dsmpool *p, const char *name, unsigned kind, bool claim, found
     memset(e->name, 0, sizeof e->name);
     memcpy(e->name, name, strlen(name));
     dp_store_relaxed(&e->pid, (uint64_t)(uint32_t)dp_os_getpid());
+    dp_store_relaxed(&e->claim, p->claim);
     dp_store_relaxed(&e->handle, 0);
     dp_store_relaxed(&e->size, 0);
     f->idx = free_idx;
@@ -190,15 +214,16 @@ static int search(dsmpool *p, const char *name, unsigned kind, bool claim, found
     return 0;
 }
 
-/* The owner's end of rule 3. */
-static void publish(dsmpool *p, const found *f, dsmpool_handle h, uint64_t size) {
+/* The owner's end of rule 3. false: the entry is no longer ours -- a
+ * caller judged us gone (rule 4 rules that out while we run) or the word
+ * was scribbled on -- and the object must not be named. */
+static bool publish(dsmpool *p, const found *f, dsmpool_handle h, uint64_t size) {
     dp_name *e = &p->names[f->idx];
     dp_store_relaxed(&e->handle, h);
     dp_store_relaxed(&e->size, size);
     uint64_t w = f->word;
-    /* release: handle and size before READY. Fails only if a caller judged
-     * us gone (rule 4), which the liveness lock rules out while we run. */
-    dp_cas_acq_rel(&e->state, &w, DP_NAME_WORD(DP_NAME_GEN(w), 0, DP_NAME_KIND(w), DP_NAME_READY));
+    /* release: handle and size before READY */
+    return dp_cas_acq_rel(&e->state, &w, DP_NAME_WORD(DP_NAME_GEN(w), 0, DP_NAME_KIND(w), DP_NAME_READY));
 }
 
 static void withdraw(dsmpool *p, const found *f) {
@@ -240,6 +265,19 @@ static int make(dsmpool *p, opener *o, dsmpool_handle *h, uint64_t *size) {
     return 0;
 }
 
+/* Gives back what make() made, when it cannot be named. */
+static void unmake(opener *o) {
+    if (o->kind == DP_NAME_AREA) {
+        dsmpool_area **a = o->out;
+        dsmpool_area_destroy(*a);
+        *a = NULL;
+    } else {
+        dsmpool_seg **s = o->out;
+        dsmpool_seg_detach(*s);
+        *s = NULL;
+    }
+}
+
 static int open_found(dsmpool *p, opener *o, const found *f, const char *name) {
     if (o->kind == DP_NAME_AREA) return dsmpool_area_attach(p, f->handle, o->out);
     if (o->size > f->size)
@@ -255,6 +293,7 @@ static int open_named(dsmpool *p, const char *name, unsigned flags, opener *o, b
     if (!p || p->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
     if ((r = dp_self(p)) != 0) return r;
     uint64_t deadline = dp_os_now_ns() + NAMES_WAIT_NS;
+    unsigned stale = 0;
     for (unsigned k = 0;; k++) {
         if ((r = names_lock(p, flags, deadline)) != 0) return r;
         found f;
@@ -267,25 +306,43 @@ static int open_named(dsmpool *p, const char *name, unsigned flags, opener *o, b
         if (f.what == 0) { /* ours to make (rule 3) */
             dsmpool_handle h = 0;
             uint64_t size = 0;
-            if ((r = make(p, o, &h, &size)) != 0) {
+            if (ncreating < NAMES_NEST) creating[ncreating] = (creating_name){p, f.idx};
+            ncreating++;
+            r = make(p, o, &h, &size);
+            ncreating--;
+            if (r) {
                 char why[512];
                 snprintf(why, sizeof why, "%s", dsmpool_last_error());
                 withdraw(p, &f);
                 return dp_fail(r, "%s", why);
             }
-            publish(p, &f, h, size);
+            if (!publish(p, &f, h, size)) {
+                unmake(o);
+                return dp_fail(-EAGAIN, "the name table entry of '%s' changed while it was being created "
+                               "(damage?); try again", name);
+            }
             if (created) *created = true;
             return 0;
         }
         if (f.what == 1) {
             r = open_found(p, o, &f, name);
             if (r != -ESTALE) return r;
-            continue; /* died since the search (rule 5): search again */
+            /* the object is alive but cannot be mapped here (an OS segment
+             * whose file is gone): a definite error, not a retry */
+            if (object_live(p, o->kind, f.handle)) return r;
+            /* died since the search (rule 5): search again at once, a few
+             * times, then within the bound like a wait */
+            if (++stale < 4) continue;
+        } else {
+            for (unsigned i = 0; i < ncreating && i < NAMES_NEST; i++)
+                if (creating[i].pool == p && creating[i].idx == f.idx)
+                    return dp_fail(-EDEADLK, "'%s' is being created by this thread (its init opened it): "
+                                   "init must not open its own name", name);
         }
-        /* INIT, another owner alive: wait (rule 4) */
+        /* INIT, another owner alive (or a READY one that just died): wait (rule 4) */
         if (flags & DSMPOOL_NAMED_NOWAIT)
-            return dp_fail(-EAGAIN, "'%s' is being created by process %llu; try again", name,
-                           (unsigned long long)dp_load_relaxed(&p->names[f.idx].pid));
+            return dp_fail(-EAGAIN, "'%s' is being created by process %llu (or was just destroyed); try "
+                           "again", name, (unsigned long long)dp_load_relaxed(&p->names[f.idx].pid));
         if (dp_os_now_ns() > deadline)
             return dp_fail(-EBUSY, "'%s' has been being created by process %llu for 30 s (stopped, or a "
                            "slow init?)", name, (unsigned long long)dp_load_relaxed(&p->names[f.idx].pid));

@@ -310,6 +310,11 @@ int dp_slot_claim(dsmpool *p) {
         /* acq_rel: see the file comment */
         if (DP_SLOT_STATE(w) == DP_SLOT_FREE &&
             dp_cas_acq_rel(&sl->state, &w, DP_SLOT_WORD(pid, guarded ? 0 : DP_SLOT_UNGUARDED, DP_SLOT_LIVE))) {
+            /* ours alone now; release: a reader that sees the new count sees
+             * our claim (one that still sees the old count judges us by the
+             * lock, as it would the old owner: alive, never dead too early) */
+            p->claim = dp_load_relaxed(&sl->claims) + 1;
+            dp_store_release(&sl->claims, p->claim);
             p->slot = i;
             p->pid = pid;
             p->has_slot = true;

@@ -243,6 +243,24 @@ static int build_view(dsmpool *p, const dp_header *c) {
 
 /* ---- configuration ------------------------------------------------------ */
 
+/* The config's fields in order, by where each ends: a caller's struct_size
+ * is honoured up to the last whole field it covers, never half a pointer. */
+#define CFG_END(f) (offsetof(dsmpool_config, f) + sizeof(((dsmpool_config *)0)->f))
+static const size_t cfg_ends[] = {
+    CFG_END(struct_size), CFG_END(size), CFG_END(backing), CFG_END(name), CFG_END(huge_pages),
+    CFG_END(huge_page_size), CFG_END(prefault), CFG_END(mode), CFG_END(prefault_threads),
+    CFG_END(max_segments), CFG_END(max_procs), CFG_END(map_align), CFG_END(numa), CFG_END(nnodes),
+    CFG_END(nodes), CFG_END(node_size), CFG_END(interleave_size), CFG_END(replace_stale),
+};
+_Static_assert(sizeof cfg_ends / sizeof *cfg_ends == 18, "a new config field needs its row here");
+
+static size_t cfg_whole(size_t n) {
+    size_t w = 0;
+    for (size_t i = 0; i < sizeof cfg_ends / sizeof *cfg_ends; i++)
+        if (cfg_ends[i] <= n) w = cfg_ends[i];
+    return w;
+}
+
 void dsmpool_config_init_sized(dsmpool_config *cfg, size_t struct_size) {
     if (!cfg || struct_size < sizeof(size_t)) return;
     dsmpool_config d;
@@ -254,7 +272,8 @@ void dsmpool_config_init_sized(dsmpool_config *cfg, size_t struct_size) {
     d.prefault = true;
     d.mode = 0600;
     memset(cfg, 0, struct_size);    /* a newer caller's fields past ours: zero */
-    memcpy(cfg, &d, struct_size < sizeof d ? struct_size : sizeof d); /* an older caller's: what it has */
+    memcpy(cfg, &d, cfg_whole(struct_size < sizeof d ? struct_size : sizeof d)); /* an older caller's */
+    cfg->struct_size = struct_size;
 }
 
 int dp_config_take(const dsmpool_config *cfg, dsmpool_config *full) {
@@ -274,7 +293,7 @@ int dp_config_take(const dsmpool_config *cfg, dsmpool_config *full) {
                            "is set) than this library, dsmpool %s, knows (%zu bytes): use a library at "
                            "least as new as the header", cfg->struct_size, i, DSMPOOL_VERSION_STRING,
                            sizeof *full);
-    memcpy(full, cfg, cfg->struct_size < sizeof *full ? cfg->struct_size : sizeof *full);
+    memcpy(full, cfg, cfg_whole(cfg->struct_size < sizeof *full ? cfg->struct_size : sizeof *full));
     full->struct_size = sizeof *full;
     return 0;
 }
@@ -933,6 +952,10 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
         if (lr == -EINVAL) {
             r = dp_fail(-EINVAL, "node sizes must be multiples of the page size (%zu)", page);
             break;
+        }
+        if (lr != 0 && hs && cfg->huge_pages == DSMPOOL_HUGE_TRY) {
+            r = dp_fail(-EINVAL, "size %zu is too small for tables in %zu kB pages", cfg->size, hs >> 10);
+            continue; /* TRY: base pages, which may fit */
         }
         if (lr != 0) {
             size_t min = min_size_for(cfg, &pl, page);

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "dp_internal.h"
 #include "testutil.h"
 
 typedef struct shared {
@@ -291,4 +292,131 @@ Test(names, creator_killed_or_stopped_in_init, .timeout = 120) {
     cr_assert_eq(dsmpool_recover(p), 0);
     test_check_ok(p);
     cr_assert_eq(dsmpool_detach(p), 0);
+}
+
+/* ---- what an adversarial review found ------------------------------------ */
+
+/* A named OS segment whose file was removed (systemd RemoveIPC, an
+ * operator's rm): an open is a definite error at once, not a spin. */
+Test(names, fallback_file_gone_is_an_error_not_a_spin, .timeout = 60) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool_seg *s, *t = (dsmpool_seg *)1;
+    bool created;
+    cr_assert_eq(dsmpool_seg_open_named(p, "big", 64 * MIB, 0, NULL, NULL, &s, &created), 0, "%s",
+                 dsmpool_last_error());
+    cr_assert(dsmpool_seg_is_fallback(s));
+    char nm[96];
+    dsmpool_handle h = dsmpool_seg_handle(s);
+    dp_fallback_name(p, DP_HANDLE_IDX(h), DP_HANDLE_GEN(h), nm, sizeof nm);
+    cr_assert_eq(shm_unlink(nm), 0, "%s: %s", nm, strerror(errno));
+    uint64_t t0 = test_now_ns();
+    int r = dsmpool_seg_open_named(p, "big", 0, 0, NULL, NULL, &t, &created);
+    cr_expect_neq(r, 0, "the file is gone: no attach can work");
+    cr_expect_null(t);
+    cr_expect_lt(test_now_ns() - t0, 2000000000ull, "answered at once, not after a bound");
+    cr_expect_eq(dsmpool_seg_detach(s), 0);
+    cr_assert_eq(dsmpool_detach(p), 0);
+}
+
+/* A creator killed in init whose slot is then claimed by another process
+ * with the same pid (pid 1 of another pid namespace): the next caller takes
+ * the name over at once (the slot's claim count differs), instead of judging
+ * the new owner by the old one's pid and waiting 30 s. */
+static int init_hang(void *addr, size_t size, void *arg) {
+    (void)addr;
+    (void)size;
+    atomic_store((_Atomic int *)arg, 1);
+    for (;;) pause();
+    return 0;
+}
+
+static int in_new_pidns(int (*fn)(dsmpool *, _Atomic int *), dsmpool *p, _Atomic int *flag) {
+    pid_t c = fork(); /* unshare(CLONE_NEWPID) applies to the caller's children */
+    if (c == 0) {
+        if (unshare(CLONE_NEWPID) != 0) _exit(77);
+        pid_t g = fork();
+        if (g == 0) _exit(fn(p, flag));
+        atomic_store(flag + 1, (int)g); /* its pid out here, where it can be killed */
+        _exit(test_wait(g));
+    }
+    return c;
+}
+
+static int pidns_creator(dsmpool *p, _Atomic int *flag) {
+    if (getpid() != 1) return 70;
+    dsmpool_seg *s;
+    bool created;
+    dsmpool_seg_open_named(p, "pidns", 4096, 0, init_hang, (void *)flag, &s, &created);
+    return 71;
+}
+
+static int pidns_taker(dsmpool *p, _Atomic int *flag) {
+    (void)flag;
+    if (getpid() != 1) return 70;
+    dsmpool_seg *s;
+    bool created = false;
+    int r = dsmpool_seg_open_named(p, "pidns", 4096, DSMPOOL_NAMED_NOWAIT, NULL, NULL, &s, &created);
+    if (r) fprintf(stderr, "[NOTE] taker: %d %s\n", r, dsmpool_last_error());
+    return r == 0 && created ? 0 : 1;
+}
+
+Test(names, same_pid_in_another_namespace_is_not_the_dead_creator, .timeout = 60) {
+    dsmpool_config c;
+    dsmpool_config_init(&c);
+    c.size = 16 * MIB;
+    c.max_procs = 2; /* ours and one more: the taker gets the dead creator's slot */
+    dsmpool *p;
+    cr_assert_eq(dsmpool_create(&c, &p), 0, "%s", dsmpool_last_error());
+    _Atomic int *flag = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(flag, MAP_FAILED);
+    flag[0] = flag[1] = 0;
+    pid_t a = in_new_pidns(pidns_creator, p, flag);
+    for (int i = 0; i < 5000 && !atomic_load(flag); i++) usleep(1000);
+    if (!atomic_load(flag)) {
+        kill(a, SIGKILL);
+        int st = test_wait(a);
+        if (st == 77) cr_skip_test("no pid namespaces here (not root?)");
+        cr_assert_fail("the creator never reached init (%d)", st);
+    }
+    /* kill the creator (pid 1 of its namespace; flag[1] is its pid here),
+     * then free its slot */
+    kill(atomic_load(flag + 1), SIGKILL);
+    test_wait(a);
+    for (int i = 0; i < 100; i++) {
+        if (dsmpool_recover(p) == 0 && test_live_segments(p) == 0) break;
+        usleep(20000);
+    }
+    pid_t b = in_new_pidns(pidns_taker, p, flag);
+    cr_expect_eq(test_wait(b), 0, "the taker, pid 1 in its own namespace, took the name over");
+    dsmpool_recover(p);
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_detach(p), 0);
+}
+
+/* An init that opens the name it is creating: -EDEADLK at once, not a 30 s
+ * wait for itself; the outer open then fails with init's error. */
+static dsmpool *rec_pool;
+static int init_reopens(void *addr, size_t size, void *arg) {
+    (void)addr;
+    (void)size;
+    dsmpool_seg *s;
+    bool c;
+    int r = dsmpool_seg_open_named(rec_pool, "self", 4096, 0, NULL, NULL, &s, &c);
+    *(int *)arg = r;
+    return r;
+}
+
+Test(names, init_opening_its_own_name_is_edeadlk, .timeout = 60) {
+    rec_pool = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool_seg *s;
+    bool created;
+    int inner = 0;
+    uint64_t t0 = test_now_ns();
+    cr_expect_eq(dsmpool_seg_open_named(rec_pool, "self", 4096, 0, init_reopens, &inner, &s, &created), -EDEADLK);
+    cr_expect_eq(inner, -EDEADLK);
+    cr_expect_lt(test_now_ns() - t0, 2000000000ull);
+    cr_expect_eq(dsmpool_seg_open_named(rec_pool, "self", 0, 0, NULL, NULL, &s, &created), -ENOENT,
+                 "the failed creation left no name");
+    test_check_ok(rec_pool);
+    cr_assert_eq(dsmpool_detach(rec_pool), 0);
 }

@@ -411,6 +411,22 @@ Test(huge, every_problem_in_one_message) {
     cr_expect_eq(st, 0, "one message with both problems (see the NOTE)");
 }
 
+/* HUGE_TRY whose tables do not fit beside the data in 1 GiB pages (a 1 GiB
+ * pool) falls back to base pages, as any other huge-page problem does. */
+Test(huge, try_1gib_too_small_for_tables_falls_back) {
+    dsmpool_config c = cfg_of(DSMPOOL_BACKING_ANON, NULL, 1024 * MIB);
+    c.huge_pages = DSMPOOL_HUGE_TRY;
+    c.huge_page_size = 1024 * MIB;
+    c.prefault = false;
+    dsmpool *p;
+    cr_assert_eq(dsmpool_create(&c, &p), 0, "%s", dsmpool_last_error());
+    dsmpool_stats st;
+    cr_assert_eq(dsmpool_get_stats(p, &st), 0);
+    cr_expect_eq(st.page_size, 4096);
+    cr_expect(st.huge_fallback);
+    cr_assert_eq(dsmpool_detach(p), 0);
+}
+
 Test(huge, one_gib_pages_where_supported) {
     struct stat st;
     dsmpool_config c = cfg_of(DSMPOOL_BACKING_ANON, NULL, 1024 * MIB);
@@ -671,6 +687,13 @@ Test(region, structs_that_grow) {
     cr_expect_eq(dsmpool_create(c, &p), -EINVAL);
     cr_expect_neq(strstr(dsmpool_last_error(), "newer dsmpool header"), NULL, "%s", dsmpool_last_error());
     cr_expect_eq(dsmpool_min_size(c), 0);
+    /* a struct_size that ends inside a field (half of name's pointer): only
+     * whole fields are read, the rest keeps its defaults; no crash */
+    memset(buf, 0xaa, sizeof buf);
+    dsmpool_config_init_sized((dsmpool_config *)buf, offsetof(dsmpool_config, name) + 4);
+    c->size = 8 * MIB;
+    cr_assert_eq(dsmpool_create(c, &p), 0, "%s", dsmpool_last_error());
+    cr_assert_eq(dsmpool_detach(p), 0);
     /* never initialised */
     dsmpool_config z;
     memset(&z, 0, sizeof z);
