@@ -67,8 +67,8 @@ run)
     timeout 300 "$bin/hashjoin" --rows "$rows" --rounds "$rounds" --threads "$threads" --mode both \
         --backends dsmpool-4k,dsmpool-thp,dsmpool-2m,dsmpool-1g,pg-dsa,pg-prealloc-4k,pg-prealloc-2m,jemalloc,glibc \
         --out "$out" 2>/dev/null | tee -a "$out/hashjoin.txt" || echo "hashjoin: stopped (time or error)" | tee -a "$out/hashjoin.txt"
-    echo "== pagetables: 64 and 256 processes, 1 GiB" | tee "$out/pagetables.txt"
-    timeout 60 "$bin/pagetables" --procs 64,256 --size 1024 --out "$out" 2>/dev/null | tee -a "$out/pagetables.txt" || true
+    echo "== pagetables: 64, 1024 and 4096 processes, 1 GiB" | tee "$out/pagetables.txt"
+    timeout 300 "$bin/pagetables" --procs 64,1024,4096 --size 1024 --out "$out" 2>/dev/null | tee -a "$out/pagetables.txt" || echo "pagetables: stopped (time or error)" | tee -a "$out/pagetables.txt"
     echo "== burst: 32 KiB alloc bursts" | tee "$out/burst.txt"
     timeout 60 "$bin/burst" --threads "$threads" --rounds 3 --gib 0.25 --pairs 10000000 2>/dev/null | tee -a "$out/burst.txt" || true
     echo "elapsed: $(($(date +%s) - start)) s" | tee -a "$out/machine.txt"
