@@ -788,13 +788,21 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
             if (pl.want[0]) break; /* explicit sizes: no smaller split to try */
         }
         if (lr != 0) {
+            /* Pages above 2 MiB: the data starts at the first page boundary
+             * after the tables, so the tables cost a whole page; say how
+             * much to ask for rather than leave the caller guessing. */
+            char more[200] = "";
+            if (page > 2 * MIB && lr == -ENOSPC && h->meta_end)
+                snprintf(more, sizeof more, "; with %zu kB pages the data starts at a page boundary after "
+                         "the tables, so they take a page of their own: ask for at least %llu bytes",
+                         page >> 10, (unsigned long long)(align_up(h->meta_end, page) + (uint64_t)in.nsub * page));
             r = dp_fail(-EINVAL, lr == -EINVAL && pl.want[0]
                             ? "node sizes must be multiples of the page size (%zu)"
                             : "size %zu is too small for %u sub-pool(s) plus tables "
-                              "(%llu segments, %u process slots)%s",
+                              "(%llu segments, %u process slots)%s%s",
                         lr == -EINVAL && pl.want[0] ? page : cfg->size, in.nsub,
                         (unsigned long long)in.seg_cap, in.proc_cap,
-                        pl.want[0] ? ", or the node sizes do not fit" : "");
+                        pl.want[0] ? ", or the node sizes do not fit" : "", more);
             break;
         }
         if (hs && (r = plan_huge_check(&pl, in.units, hs)) != 0) {
