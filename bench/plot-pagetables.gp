@@ -1,7 +1,7 @@
 # gnuplot -e "dir='bench/results'; size=1024" bench/plot-pagetables.gp
 # Reads dir/pagetables.csv: one bar per (pages, P); log scales, since 4 KiB
 # pages cost hundreds of times what huge pages do.
-set terminal png size 1500,520 font ",10"
+set terminal png size 1500,560 font ",10"
 set output dir.'/pagetables.png'
 set datafile separator ","
 set multiplot layout 1,3 title sprintf("P processes attach a %d MiB pool and map all of it", size)
@@ -10,7 +10,8 @@ set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set boxwidth 0.9
 set grid ytics
-set xtics rotate by -30 font ",8"
+set xtics rotate by 45 right font ",8"
+set bmargin 12
 set key off
 set logscale y
 set title "page tables per process (KiB, VmPTE)"
