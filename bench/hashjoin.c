@@ -203,6 +203,16 @@ static size_t pool_bytes(void) {
     return (need + 2 * MIB - 1) & ~(2 * MIB - 1);
 }
 
+/* The pool for a backend. With 1 GiB pages the data starts at the first
+ * 1 GiB boundary after the tables (region.c: the data's granule is the huge
+ * page), so the tables take a page of their own: one page more than the
+ * data needs. */
+static size_t be_pool_size(const backend *b) {
+    size_t s = pool_bytes();
+    if (b->huge_size == GIB) s = ((s + GIB - 1) & ~(GIB - 1)) + GIB;
+    return s;
+}
+
 static int be_setup(const backend *b, char *why, size_t n) {
     memset(&S, 0, sizeof S);
     S.b = b;
@@ -210,8 +220,7 @@ static int be_setup(const backend *b, char *why, size_t n) {
     if (b->kind == BK_DSMPOOL) {
         dsmpool_config c;
         dsmpool_config_init(&c);
-        c.size = pool_bytes();
-        if (b->huge_size == GIB) c.size = (c.size + GIB - 1) & ~(GIB - 1);
+        c.size = be_pool_size(b);
         c.huge_pages = b->huge;
         c.huge_page_size = b->huge_size;
         if (dsmpool_create(&c, &S.pool) != 0) {
@@ -522,7 +531,7 @@ static void usage(const char *p) {
     fprintf(stderr,
             "usage: %s [--rows N] [--threads 1,2,4] [--rounds R] [--mode threads|procs|both]\n"
             "          [--backends a,b,...] [--dup D] [--zipf S] [--seed S] [--out DIR]\n"
-            "          [--hugepages-needed]\n"
+            "          [--hugepages-needed] [--gib-pages-needed]\n"
             "backends:", p);
     for (size_t i = 0; i < NBACKENDS; i++) fprintf(stderr, " %s", backends[i].id);
     fprintf(stderr, "\n");
@@ -550,7 +559,7 @@ int main(int argc, char **argv) {
     long rows = 10000000;
     int ts[32], nts = 0, rounds = 3, dup = 1;
     double zs = 0;
-    bool procs = false, both = true, need_huge = false;
+    bool procs = false, both = true, need_huge = false, need_gib = false;
     const char *blist = NULL, *out = "bench/results";
     uint64_t seed = 20261130;
     for (int i = 1; i < argc; i++) {
@@ -580,12 +589,18 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--seed") && more) seed = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(a, "--out") && more) out = argv[++i];
         else if (!strcmp(a, "--hugepages-needed")) need_huge = true;
+        else if (!strcmp(a, "--gib-pages-needed")) need_gib = true;
         else usage(argv[0]);
     }
     if (rows < 1 || rows > 1000000000 || rounds < 1 || rounds > 99) usage(argv[0]);
     N = rows;
     if (need_huge) { /* for the set-up script: 2 MiB pages the largest backend needs */
         printf("%zu\n", (size_t)(pool_bytes() / (2 * MIB) + 8));
+        return 0;
+    }
+    if (need_gib) { /* for the set-up script: 1 GiB pages of the dsmpool-1g backend */
+        for (size_t i = 0; i < NBACKENDS; i++)
+            if (backends[i].huge_size == GIB) printf("%zu\n", (size_t)(be_pool_size(&backends[i]) / GIB));
         return 0;
     }
     if (!nts) {

@@ -10,16 +10,41 @@
  * (its own mapping, as an unrelated process would get), reads one byte of
  * every 4 KiB, reports its VmPTE and minor faults, and stays alive until all
  * are done. Reported: the time until all have attached and touched, the sum
- * of VmPTE, the growth of PageTables in /proc/meminfo while all are alive,
- * and the total minor faults. A table, CSV and a PNG (gnuplot).
+ * of VmPTE, the growth of PageTables in /proc/meminfo while all are alive
+ * (and both per process), and the total minor faults. A table, CSV and a
+ * PNG (gnuplot).
  *
- * Options: --procs 16,64 (default 64; up to 4096 and more), --size MiB
+ * Waiting, without polling (thousands of processes that poll every few ms
+ * saturate the CPUs and the run never ends):
+ *   1. Two pipes. Every child holds the write end of "done" and the read
+ *      end of "go"; the parent closes its own write end of "done" once all
+ *      are forked.
+ *   2. A child attaches and touches, writes one byte to "done" ('y', or 'n'
+ *      if it failed), closes "done" and blocks in read() on "go".
+ *   3. The parent reads "done" until end of file: that comes when every
+ *      child has reported or died (the kernel closes a dead child's end),
+ *      so a child killed by the OOM killer cannot hang the run; the bytes
+ *      say how many attached.
+ *   4. The parent closes the write end of "go": every child's read()
+ *      returns 0 at once; they detach and exit. A parent that dies releases
+ *      them the same way, so no child outlives the run.
+ *
+ * Limits, said rather than hit: before a row, the page tables it would need
+ * (P x size/512 with 4 KiB pages, P x size/256 Ki with 2 MiB ones, plus this
+ * process's own tables per child) are compared with MemAvailable, and the
+ * number of processes with kernel.pid_max, kernel.threads-max, the pids
+ * cgroup and RLIMIT_NPROC (raised to unlimited where CAP_SYS_RESOURCE
+ * allows, else to the hard limit); a row that cannot fit says "skipped" and why. A fork that fails
+ * anyway ends the row with the error and those limits.
+ *
+ * Options: --procs 16,64 (default 64; up to 100000), --size MiB
  * (default 1024), --configs 4k,thp,2m,2m-1g, --out DIR (bench/results).
  * THP needs /sys/kernel/mm/transparent_hugepage/shmem_enabled = advise (or
  * always); hugetlb needs reserved 2 MiB pages (tools/bench.sh does both).
  */
 #include <dsmpool.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,25 +59,28 @@
 #include "bench_util.h"
 
 #define MIB (1ull << 20)
+#define GIB (1ull << 30)
 
 typedef struct config {
     const char *id, *name;
     dsmpool_huge huge;
     size_t align;
+    size_t map_page; /* the page the tables map: 4 KiB, or 2 MiB */
+    bool shared_pt;  /* page-table pages shared between processes */
 } config;
 
 static const config configs[] = {
-    {"4k", "4 KiB pages", DSMPOOL_HUGE_OFF, 0},
-    {"thp", "THP (shmem)", DSMPOOL_HUGE_TRANSPARENT, 0},
-    {"2m", "2 MiB hugetlb", DSMPOOL_HUGE_ON, 0},
-    {"2m-1g", "2 MiB hugetlb 1 GiB-aligned", DSMPOOL_HUGE_ON, 1ull << 30},
+    {"4k", "4 KiB pages", DSMPOOL_HUGE_OFF, 0, 4096, false},
+    {"thp", "THP (shmem)", DSMPOOL_HUGE_TRANSPARENT, 0, 2 * MIB, false},
+    {"2m", "2 MiB hugetlb", DSMPOOL_HUGE_ON, 0, 2 * MIB, false},
+    {"2m-1g", "2 MiB hugetlb 1 GiB-aligned", DSMPOOL_HUGE_ON, 1ull << 30, 2 * MIB, true},
 };
 #define NCONFIGS (sizeof configs / sizeof *configs)
 
-typedef struct sync {
-    _Atomic int done, go, failed;
+/* Counters the children add to; the waiting is done with pipes (rules 1-4). */
+typedef struct counters {
     _Atomic long pte_kb, minflt;
-} sync_t;
+} counters;
 
 /* A "Field:   123 kB" line of a /proc file, in kB; -1 if missing. */
 static long proc_kb(const char *path, const char *field) {
@@ -66,7 +94,127 @@ static long proc_kb(const char *path, const char *field) {
     return v;
 }
 
-static void child(int fd, sync_t *sy) {
+/* The first number in a file; -1 if unreadable, LONG_MAX for "max". */
+static long file_num(const char *path) {
+    FILE *f = fopen(path, "r");
+    char buf[64] = "";
+    if (!f) return -1;
+    if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
+    fclose(f);
+    if (!strncmp(buf, "max", 3)) return __LONG_MAX__;
+    return buf[0] ? atol(buf) : -1;
+}
+
+/* pids.max and pids.current of this process's cgroup (v2, or v1's pids). */
+static void cgroup_pids(long *max, long *cur) {
+    *max = *cur = -1;
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[1024];
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+        if (!b) continue;
+        char path[1200];
+        if (!strncmp(a, "::", 2)) snprintf(path, sizeof path, "/sys/fs/cgroup%s", b + 1);
+        else if (!strncmp(a + 1, "pids:", 5)) snprintf(path, sizeof path, "/sys/fs/cgroup/pids%s", b + 1);
+        else continue;
+        char m[1300], c[1300];
+        snprintf(m, sizeof m, "%s/pids.max", path);
+        snprintf(c, sizeof c, "%s/pids.current", path);
+        long mv = file_num(m);
+        if (mv < 0) continue;
+        *max = mv;
+        *cur = file_num(c);
+        break;
+    }
+    if (f) fclose(f);
+}
+
+/* Threads in the system now: the 4th field of /proc/loadavg, "running/total". */
+static long threads_now(void) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    long run = 0, total = -1;
+    double a, b, c;
+    if (f && fscanf(f, "%lf %lf %lf %ld/%ld", &a, &b, &c, &run, &total) != 5) total = -1;
+    if (f) fclose(f);
+    return total;
+}
+
+static void fmt_limit(char *buf, size_t n, long v) {
+    if (v < 0) snprintf(buf, n, "unknown");
+    else if (v == __LONG_MAX__ || (rlim_t)v == RLIM_INFINITY) snprintf(buf, n, "unlimited");
+    else snprintf(buf, n, "%ld", v);
+}
+
+/* The process limits, for a message. */
+static void limits_text(char *buf, size_t n) {
+    struct rlimit rl;
+    getrlimit(RLIMIT_NPROC, &rl);
+    long cmax, ccur;
+    cgroup_pids(&cmax, &ccur);
+    char a[32], b[32], c[32], d[32];
+    fmt_limit(a, sizeof a, rl.rlim_cur == RLIM_INFINITY ? __LONG_MAX__ : (long)rl.rlim_cur);
+    fmt_limit(b, sizeof b, file_num("/proc/sys/kernel/pid_max"));
+    fmt_limit(c, sizeof c, file_num("/proc/sys/kernel/threads-max"));
+    fmt_limit(d, sizeof d, cmax);
+    snprintf(buf, n, "ulimit -u %s, kernel.pid_max %s, kernel.threads-max %s, cgroup pids.max %s "
+             "(%ld in use), %ld threads running", a, b, c, d, ccur, threads_now());
+}
+
+/* RLIMIT_NPROC up to what we may: unlimited as root, else the hard limit. */
+static void raise_nproc(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NPROC, &rl) != 0) return;
+    struct rlimit want = {RLIM_INFINITY, RLIM_INFINITY};
+    if (setrlimit(RLIMIT_NPROC, &want) == 0) return;
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NPROC, &rl);
+}
+
+/* Can this machine hold procs more processes? 0, or a reason in why. */
+static int room_for_procs(int procs, char *why, size_t n) {
+    long pid_max = file_num("/proc/sys/kernel/pid_max"), tmax = file_num("/proc/sys/kernel/threads-max");
+    long now = threads_now(), cmax, ccur;
+    cgroup_pids(&cmax, &ccur);
+    struct rlimit rl;
+    getrlimit(RLIMIT_NPROC, &rl);
+    const char *what = NULL;
+    long lim = 0, used = 0;
+    if (pid_max > 0 && now >= 0 && procs + now + 64 > pid_max) what = "kernel.pid_max", lim = pid_max, used = now;
+    else if (tmax > 0 && now >= 0 && procs + now + 64 > tmax) what = "kernel.threads-max", lim = tmax, used = now;
+    else if (cmax > 0 && ccur >= 0 && procs + ccur + 1 > cmax) what = "the cgroup's pids.max", lim = cmax, used = ccur;
+    else if (rl.rlim_cur != RLIM_INFINITY && geteuid() != 0 && (rlim_t)procs + 1 > rl.rlim_cur)
+        what = "ulimit -u (RLIMIT_NPROC)", lim = (long)rl.rlim_cur, used = 0;
+    if (!what) return 0;
+    char l[600];
+    limits_text(l, sizeof l);
+    snprintf(why, n, "%d processes do not fit under %s = %ld (%ld in use): raise it (%s)", procs, what, lim,
+             used, l);
+    return -1;
+}
+
+/* Will the page tables of procs processes mapping size bytes fit? The
+ * estimate: the pool's tables (size/512 per process with 4 KiB pages,
+ * size/256Ki with 2 MiB ones, none when they are shared) plus the parent's
+ * own, which every child copies. */
+static int room_for_tables(const config *c, int procs, size_t size, char *why, size_t n) {
+    double per = c->shared_pt ? 0 : (double)size / (double)c->map_page * 8;
+    long self = proc_kb("/proc/self/status", "VmPTE");
+    per += (double)(self > 0 ? self : 64) * 1024;
+    double need = per * procs;
+    long avail_kb = proc_kb("/proc/meminfo", "MemAvailable");
+    if (avail_kb < 0) return 0;
+    double avail = (double)avail_kb * 1024;
+    if (c->huge != DSMPOOL_HUGE_ON) avail -= (double)size; /* the pool itself, unless in reserved pages */
+    avail -= (double)GIB;                                 /* for everything else */
+    if (need <= avail) return 0;
+    snprintf(why, n, "needs %.1f GiB of page tables (%d x %.0f KiB), machine has %.1f GiB (MemAvailable "
+             "%.1f GiB, less the pool and 1 GiB)", need / GIB, procs, per / 1024, avail > 0 ? avail / GIB : 0,
+             (double)avail_kb / (1 << 20));
+    return -1;
+}
+
+static void child(int fd, counters *sy, int done_w, int go_r) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     long f0 = ru.ru_minflt;
@@ -74,18 +222,21 @@ static void child(int fd, sync_t *sy) {
     /* attach through the fd: this process's own mapping; then map every page
      * of it (dsmpool_prefault: what a backend does to keep faults off its
      * hot path) */
-    if (dsmpool_attach_fd(fd, &p) != 0 || dsmpool_prefault(p) != 0) {
-        atomic_store(&sy->failed, 1);
-        atomic_fetch_add(&sy->done, 1);
-        _exit(1);
+    char ok = 'n';
+    if (dsmpool_attach_fd(fd, &p) == 0) {
+        ok = dsmpool_prefault(p) == 0 ? 'y' : 'n';
+        getrusage(RUSAGE_SELF, &ru);
+        atomic_fetch_add(&sy->minflt, ru.ru_minflt - f0);
+        atomic_fetch_add(&sy->pte_kb, proc_kb("/proc/self/status", "VmPTE"));
+    } else {
+        p = NULL;
     }
-    getrusage(RUSAGE_SELF, &ru);
-    atomic_fetch_add(&sy->minflt, ru.ru_minflt - f0);
-    atomic_fetch_add(&sy->pte_kb, proc_kb("/proc/self/status", "VmPTE"));
-    atomic_fetch_add(&sy->done, 1);
-    while (!atomic_load(&sy->go)) usleep(2000);
-    dsmpool_detach(p);
-    _exit(0);
+    while (write(done_w, &ok, 1) < 0 && errno == EINTR) {}
+    close(done_w); /* rule 2: the parent's end of file counts us */
+    char c;
+    while (read(go_r, &c, 1) < 0 && errno == EINTR) {} /* rule 4: blocks until the parent closes */
+    if (p) dsmpool_detach(p);
+    _exit(ok == 'y' ? 0 : 1);
 }
 
 typedef struct result {
@@ -93,13 +244,15 @@ typedef struct result {
     int procs;
     double seconds;
     long pte_kb, pagetables_kb, minflt;
-    char skip[300];
+    char skip[1000];
 } result;
 
 static int run(const config *c, int procs, size_t size, result *r) {
     memset(r, 0, sizeof *r);
     r->c = c;
     r->procs = procs;
+    if (room_for_tables(c, procs, size, r->skip, sizeof r->skip) != 0) return -1;
+    if (room_for_procs(procs, r->skip, sizeof r->skip) != 0) return -1;
     dsmpool_config cfg;
     dsmpool_config_init(&cfg);
     cfg.size = size;
@@ -122,7 +275,14 @@ static int run(const config *c, int procs, size_t size, result *r) {
     }
     int fd = dup(dsmpool_fd(pool));
     dsmpool_detach(pool); /* the parent keeps the fd only: no mapping to inherit */
-    sync_t *sy = mmap(NULL, sizeof *sy, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    counters *sy = mmap(NULL, sizeof *sy, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int done[2], go[2];
+    if (sy == MAP_FAILED || pipe(done) != 0 || pipe(go) != 0) {
+        snprintf(r->skip, sizeof r->skip, "mmap or pipe failed: %s", strerror(errno));
+        if (dsmpool_attach_fd(fd, &pool) == 0) dsmpool_destroy(pool);
+        close(fd);
+        return -1;
+    }
     long pt0 = proc_kb("/proc/meminfo", "PageTables");
     double t0 = now_s();
     pid_t *pids = calloc((size_t)procs, sizeof *pids);
@@ -130,21 +290,47 @@ static int run(const config *c, int procs, size_t size, result *r) {
     for (int i = 0; i < procs; i++) {
         fflush(NULL);
         pid_t pid = fork();
-        if (pid == 0) child(fd, sy);
+        if (pid == 0) {
+            close(done[0]);
+            close(go[1]);
+            child(fd, sy, done[1], go[0]);
+        }
         if (pid < 0) {
-            snprintf(r->skip, sizeof r->skip, "fork failed after %d processes: %s", i, strerror(errno));
+            int e = errno;
+            char l[600];
+            limits_text(l, sizeof l);
+            snprintf(r->skip, sizeof r->skip, "fork failed after %d of %d processes: %s; limits: %s; raise the one "
+                     "that was reached (an ancestor cgroup's pids.max counts too)", i, procs,
+                     strerror(e), l);
             break;
         }
         pids[started++] = pid;
     }
-    while (atomic_load(&sy->done) < started) usleep(1000);
+    close(done[1]); /* rule 1: end of file once every child has reported or died */
+    int ok = 0, reported = 0;
+    char buf[4096];
+    for (ssize_t k; (k = read(done[0], buf, sizeof buf)) != 0;) {
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        for (ssize_t j = 0; j < k; j++) ok += buf[j] == 'y';
+        reported += (int)k;
+    }
     r->seconds = now_s() - t0;
     r->pagetables_kb = proc_kb("/proc/meminfo", "PageTables") - pt0;
     r->pte_kb = atomic_load(&sy->pte_kb);
     r->minflt = atomic_load(&sy->minflt);
-    if (atomic_load(&sy->failed) && !r->skip[0]) snprintf(r->skip, sizeof r->skip, "a child could not attach");
-    atomic_store(&sy->go, 1);
-    for (int i = 0; i < started; i++) waitpid(pids[i], NULL, 0);
+    if (!r->skip[0] && reported < started)
+        snprintf(r->skip, sizeof r->skip, "%d of %d children died before reporting (OOM killer? see dmesg)",
+                 started - reported, started);
+    else if (!r->skip[0] && ok < started)
+        snprintf(r->skip, sizeof r->skip, "%d of %d children could not attach or prefault", started - ok, started);
+    close(go[1]); /* rule 4: every child's read() returns */
+    for (int i = 0; i < started; i++)
+        while (waitpid(pids[i], NULL, 0) < 0 && errno == EINTR) {}
+    close(done[0]);
+    close(go[0]);
     free(pids);
     munmap(sy, sizeof *sy);
     if (dsmpool_attach_fd(fd, &pool) == 0) dsmpool_destroy(pool);
@@ -181,6 +367,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     size_t size = size_mib * MIB;
+    raise_nproc();
     result *res = calloc(NCONFIGS * (size_t)np, sizeof *res);
     int n = 0;
     for (size_t c = 0; c < NCONFIGS; c++) {
@@ -201,27 +388,30 @@ int main(int argc, char **argv) {
     }
     if (isatty(2)) fprintf(stderr, "%79s\r", "");
     printf("P processes attach a %zu MiB pool through its fd and map all of it\n", size_mib);
-    printf("%-30s %6s %10s %14s %16s %12s\n", "pages", "P", "seconds", "sum VmPTE MiB",
-           "PageTables MiB", "minor faults");
+    printf("%-28s %6s %9s %13s %13s %13s %12s\n", "pages", "P", "seconds", "sum VmPTE MiB",
+           "VmPTE KiB/P", "PageTbl KiB/P", "minor faults");
     for (int i = 0; i < n; i++) {
         result *r = &res[i];
         if (r->skip[0]) {
-            printf("%-30s %6d  skipped: %s\n", r->c->name, r->procs, r->skip);
+            printf("%-28s %6d  skipped: %s\n", r->c->name, r->procs, r->skip);
             continue;
         }
-        printf("%-30s %6d %10.3f %14.1f %16.1f %12ld\n", r->c->name, r->procs, r->seconds,
-               (double)r->pte_kb / 1024, (double)r->pagetables_kb / 1024, r->minflt);
+        printf("%-28s %6d %9.3f %13.1f %13.1f %13.1f %12ld\n", r->c->name, r->procs, r->seconds,
+               (double)r->pte_kb / 1024, (double)r->pte_kb / r->procs, (double)r->pagetables_kb / r->procs,
+               r->minflt);
     }
     mkdir(out, 0755);
     char path[4096];
     snprintf(path, sizeof path, "%s/pagetables.csv", out);
     FILE *f = fopen(path, "w");
     if (!f) return 0;
-    fprintf(f, "pages,procs,size_mib,seconds,vmpte_kb,pagetables_kb,minflt\n");
+    fprintf(f, "pages,procs,size_mib,seconds,vmpte_kb,pagetables_kb,minflt,vmpte_kb_per_proc,"
+               "pagetables_kb_per_proc\n");
     for (int i = 0; i < n; i++)
         if (!res[i].skip[0])
-            fprintf(f, "%s,%d,%zu,%.4f,%ld,%ld,%ld\n", res[i].c->name, res[i].procs, size_mib,
-                    res[i].seconds, res[i].pte_kb, res[i].pagetables_kb, res[i].minflt);
+            fprintf(f, "%s,%d,%zu,%.4f,%ld,%ld,%ld,%.1f,%.1f\n", res[i].c->name, res[i].procs, size_mib,
+                    res[i].seconds, res[i].pte_kb, res[i].pagetables_kb, res[i].minflt,
+                    (double)res[i].pte_kb / res[i].procs, (double)res[i].pagetables_kb / res[i].procs);
     fclose(f);
     printf("\nCSV: %s\n", path);
     char cmd[9000];

@@ -9,8 +9,9 @@
 #                                 output and a description of the machine into
 #                                 DIR (default bench/results/scaling-<hostname>).
 #
-# The run needs no network and no package: it reserves 2 MiB huge pages and
-# sets shmem THP to "advise" for its duration (root), and puts both back.
+# The run needs no network and no package: it reserves 2 MiB and 1 GiB huge
+# pages, sets vm.nr_overcommit_hugepages to 0 and shmem THP to "advise" for
+# its duration (root), and puts them all back.
 # Budget: under 8 minutes on a 16-core machine (SCALE_ROWS, SCALE_ROUNDS and
 # SCALE_THREADS override the sizes; plots are drawn later, here, with
 # bench/scaling.sh plot DIR, since the machine may have no gnuplot).
@@ -48,27 +49,44 @@ run)
         echo "huge page sizes: $(ls /sys/kernel/mm/hugepages 2>/dev/null | tr '\n' ' ')"
     } >"$out/machine.txt"
     nr=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
+    nr1g=/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages
+    ovc=/proc/sys/vm/nr_overcommit_hugepages
     thp=/sys/kernel/mm/transparent_hugepage/shmem_enabled
     restore=""
+    trap 'eval "$restore"' EXIT # every setting changed below is put back
+    if [ -w "$ovc" ]; then # reserved pages only, no surplus ones coming and going
+        old_ovc=$(cat "$ovc")
+        restore="echo $old_ovc > $ovc; $restore"
+        echo 0 >"$ovc" || true
+    fi
+    if [ -w "$nr1g" ]; then # first: each needs 1 GiB of contiguous free memory
+        old_1g=$(cat "$nr1g")
+        need1g=$("$bin/hashjoin" --rows "$rows" --gib-pages-needed)
+        restore="echo $old_1g > $nr1g; $restore"
+        echo 1 >/proc/sys/vm/compact_memory 2>/dev/null || true
+        echo $((old_1g + need1g)) >"$nr1g" 2>/dev/null || true
+        got=$(cat "$nr1g")
+        [ "$got" -ge $((old_1g + need1g)) ] ||
+            echo "note: contiguous memory for only $((got - old_1g)) of $need1g 1 GiB pages" | tee -a "$out/machine.txt"
+    fi
     if [ -w "$nr" ]; then
         old_nr=$(cat "$nr")
         need=$("$bin/hashjoin" --rows "$rows" --hugepages-needed)
         [ "$need" -lt 600 ] && need=600 # the page-table run maps 1 GiB
+        restore="echo $old_nr > $nr; $restore"
         echo $((old_nr + need)) >"$nr" || true
-        restore="echo $old_nr > $nr;"
     fi
     if [ -w "$thp" ]; then
         old_thp=$(sed -e 's/.*\[\(.*\)\].*/\1/' "$thp")
+        restore="echo $old_thp > $thp; $restore"
         echo advise >"$thp" || true
-        restore="$restore echo $old_thp > $thp;"
     fi
-    trap "$restore" EXIT
     echo "== hashjoin: $rows rows, T=$threads, threads and processes, $rounds rounds" | tee "$out/hashjoin.txt"
     timeout 300 "$bin/hashjoin" --rows "$rows" --rounds "$rounds" --threads "$threads" --mode both \
         --backends dsmpool-4k,dsmpool-thp,dsmpool-2m,dsmpool-1g,pg-dsa,pg-prealloc-4k,pg-prealloc-2m,jemalloc,glibc \
         --out "$out" 2>/dev/null | tee -a "$out/hashjoin.txt" || echo "hashjoin: stopped (time or error)" | tee -a "$out/hashjoin.txt"
-    echo "== pagetables: 64 and 256 processes, 1 GiB" | tee "$out/pagetables.txt"
-    timeout 60 "$bin/pagetables" --procs 64,256 --size 1024 --out "$out" 2>/dev/null | tee -a "$out/pagetables.txt" || true
+    echo "== pagetables: 64, 1024 and 4096 processes, 1 GiB" | tee "$out/pagetables.txt"
+    timeout 300 "$bin/pagetables" --procs 64,1024,4096 --size 1024 --out "$out" 2>/dev/null | tee -a "$out/pagetables.txt" || echo "pagetables: stopped (time or error)" | tee -a "$out/pagetables.txt"
     echo "== burst: 32 KiB alloc bursts" | tee "$out/burst.txt"
     timeout 60 "$bin/burst" --threads "$threads" --rounds 3 --gib 0.25 --pairs 10000000 2>/dev/null | tee -a "$out/burst.txt" || true
     echo "elapsed: $(($(date +%s) - start)) s" | tee -a "$out/machine.txt"

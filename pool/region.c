@@ -959,8 +959,12 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
         }
         if (lr != 0) {
             size_t min = min_size_for(cfg, &pl, page);
-            char how[96] = "";
-            if (min) snprintf(how, sizeof how, "; the least that fits is %zu bytes (dsmpool_min_size)", min);
+            char how[300] = "";
+            /* pages above 2 MiB: the data starts at a page boundary after the
+             * tables, so the tables cost a whole page: say so */
+            if (min) snprintf(how, sizeof how, "%s; the least that fits is %zu bytes (dsmpool_min_size)",
+                              page > 2 * MIB ? "; with pages this big the data starts at a page boundary after "
+                                               "the tables, so they take a page of their own" : "", min);
             r = dp_fail(-EINVAL, "size %zu is too small for %u sub-pool(s) plus tables "
                         "(%llu segments, %u process slots)%s%s", cfg->size, in.nsub,
                         (unsigned long long)in.seg_cap, in.proc_cap,

@@ -748,6 +748,10 @@ Test(lifecycle, hugetlb_cgroup_limit_is_an_error_not_sigbus, .timeout = 120) {
     int r = cgroup_set(&cg, cg.v2 ? "hugetlb.2MB.max" : "hugetlb.2MB.limit_in_bytes", lim);
     int pp[2];
     cr_assert_eq(pipe(pp), 0);
+    /* reserved pages only for the run: no surplus pages on demand */
+    const char *ovc = "/proc/sys/vm/nr_overcommit_hugepages";
+    char old_ovc[32] = "";
+    if (test_read_file(ovc, old_ovc, sizeof old_ovc) == 0 && atol(old_ovc) != 0) test_write_file(ovc, "0");
     pid_t c = r ? -1 : fork();
     if (c == 0) {
         close(pp[0]);
@@ -772,6 +776,7 @@ Test(lifecycle, hugetlb_cgroup_limit_is_an_error_not_sigbus, .timeout = 120) {
     close(pp[0]);
     int rc = c > 0 ? test_wait(c) : -1;
     test_write_file(nr, old);
+    if (atol(old_ovc) != 0) test_write_file(ovc, old_ovc);
     cgroup_remove(&cg, "hugetlb");
     cr_assert_eq(r, 0, "cannot set the hugetlb limit in %s", cg.dir);
     cr_log_info("%s", out);

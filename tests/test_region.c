@@ -18,6 +18,10 @@
 #define NR_HUGE "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
 #define FREE_HUGE "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"
 #define THP_SHMEM "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+/* surplus pages of the default size (2 MiB here) the kernel may allocate on demand */
+#define OVC_HUGE "/proc/sys/vm/nr_overcommit_hugepages"
+#define NR_HUGE_1G "/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages"
+#define FREE_HUGE_1G "/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages"
 
 static dsmpool_config cfg_of(dsmpool_backing b, const char *name, size_t size) {
     dsmpool_config c;
@@ -248,7 +252,7 @@ Test(region, junk_object_is_not_a_pool) {
 
 /* ---- huge pages --------------------------------------------------------- */
 
-static char saved_nr[32];
+static char saved_nr[32], saved_ovc[32], saved_nr_1g[32];
 static char saved_thp[128];
 static bool mounted_here;
 #define HUGE_DIR "/dev/hugepages"
@@ -267,20 +271,57 @@ static long huge_free(void) {
 
 static void huge_setup(void) {
     if (test_read_file(NR_HUGE, saved_nr, sizeof saved_nr) != 0) saved_nr[0] = 0;
+    if (test_read_file(OVC_HUGE, saved_ovc, sizeof saved_ovc) != 0) saved_ovc[0] = 0;
+    if (test_read_file(NR_HUGE_1G, saved_nr_1g, sizeof saved_nr_1g) != 0) saved_nr_1g[0] = 0;
 }
 
+/* Every setting a test of this suite may change goes back to what it was.
+ * Idempotent: huge_skip runs it too. */
 static void huge_teardown(void) {
     if (mounted_here) umount(HUGE_DIR);
+    mounted_here = false;
     if (saved_nr[0]) test_write_file(NR_HUGE, saved_nr);
+    if (saved_ovc[0]) test_write_file(OVC_HUGE, saved_ovc);
+    if (saved_nr_1g[0]) test_write_file(NR_HUGE_1G, saved_nr_1g);
+}
+
+/* Skip, putting the settings back first: Criterion does not run the
+ * suite's .fini after cr_skip_test (a skipped 1 GiB test left
+ * nr_hugepages at 1). */
+#define huge_skip(...)                                                                                       \
+    do {                                                                                                     \
+        huge_teardown();                                                                                     \
+        cr_skip_test(__VA_ARGS__);                                                                           \
+    } while (0)
+
+/* No surplus pages for the rest of this test (the teardown puts the setting
+ * back): with vm.nr_overcommit_hugepages above 0 the kernel hands out huge
+ * pages nobody reserved, so "none reserved" would not mean "none to have". */
+static void overcommit_off(void) {
+    if (!saved_ovc[0] || atol(saved_ovc) == 0) return;
+    if (test_write_file(OVC_HUGE, "0") != 0)
+        huge_skip("%s is %ld and cannot be set to 0 (not root?): the kernel would hand out surplus "
+                     "huge pages", OVC_HUGE, atol(saved_ovc));
 }
 
 /* Reserve n more pages for this test, or skip saying why. */
 static void need_huge(long n) {
-    if (!saved_nr[0]) cr_skip_test("no 2 MiB hugetlb pool on this kernel (%s missing)", NR_HUGE);
+    if (!saved_nr[0]) huge_skip("no 2 MiB hugetlb pool on this kernel (%s missing)", NR_HUGE);
+    overcommit_off(); /* the pools take the reserved pages, which the tests count */
     huge_reserve(atol(saved_nr) + n);
-    if (huge_free() < n)
-        cr_skip_test("could not reserve %ld huge pages of 2 MiB (free %ld; not root, or memory "
-                     "too fragmented)", n, huge_free());
+    long got = huge_free(); /* read before huge_skip puts the setting back */
+    if (got < n)
+        huge_skip("could not reserve %ld huge pages of 2 MiB (free %ld; not root, or memory "
+                  "too fragmented)", n, got);
+}
+
+/* No 2 MiB page to be had for this test: none reserved and none on demand. */
+static void need_no_huge(void) {
+    if (!saved_nr[0]) huge_skip("no 2 MiB hugetlb pool on this kernel (%s missing)", NR_HUGE);
+    overcommit_off();
+    huge_reserve(0);
+    long left = huge_free();
+    if (left > 0) huge_skip("%ld huge pages of 2 MiB stay free with nr_hugepages = 0 (not root?)", left);
 }
 
 static void need_hugetlbfs(void) {
@@ -292,7 +333,7 @@ static void need_hugetlbfs(void) {
     if (have) return;
     mkdir(HUGE_DIR, 0755);
     if (mount("none", HUGE_DIR, "hugetlbfs", 0, "pagesize=2M") != 0)
-        cr_skip_test("no hugetlbfs mounted and mounting one failed: %s", strerror(errno));
+        huge_skip("no hugetlbfs mounted and mounting one failed: %s", strerror(errno));
     mounted_here = true;
 }
 
@@ -346,8 +387,7 @@ Test(huge, on_gets_2mib_pages_on_every_backing, .timeout = 60) {
 }
 
 Test(huge, on_without_pages_fails_with_advice) {
-    if (!saved_nr[0]) cr_skip_test("no 2 MiB hugetlb pool on this kernel");
-    huge_reserve(0);
+    need_no_huge();
     dsmpool_config c = cfg_of(DSMPOOL_BACKING_MEMFD, NULL, 32 * MIB);
     c.huge_pages = DSMPOOL_HUGE_ON;
     dsmpool *p = (dsmpool *)0x1;
@@ -358,8 +398,7 @@ Test(huge, on_without_pages_fails_with_advice) {
 }
 
 Test(huge, try_falls_back_and_says_so) {
-    if (!saved_nr[0]) cr_skip_test("no 2 MiB hugetlb pool on this kernel");
-    huge_reserve(0);
+    need_no_huge();
     dsmpool_config c = cfg_of(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
     c.huge_pages = DSMPOOL_HUGE_TRY;
     dsmpool *p;
@@ -382,11 +421,7 @@ Test(huge, try_falls_back_and_says_so) {
  * hugetlbfs mounted (a private mount namespace without any) and no pages
  * reserved is told both, numbered, instead of one now and one later. */
 Test(huge, every_problem_in_one_message) {
-    if (!saved_nr[0]) cr_skip_test("no 2 MiB hugetlb pool on this kernel");
-    huge_reserve(0);
-    char ovc[32] = "0";
-    test_read_file("/proc/sys/vm/nr_overcommit_hugepages", ovc, sizeof ovc);
-    if (atol(ovc) != 0) cr_skip_test("vm.nr_overcommit_hugepages is %ld: pages can be had", atol(ovc));
+    need_no_huge();
     pid_t kid = fork();
     if (kid == 0) {
         if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) _exit(77);
@@ -407,7 +442,7 @@ Test(huge, every_problem_in_one_message) {
                       strstr(m, "nr_hugepages") ? 0 : 1);
     }
     int st = test_wait(kid);
-    if (st == 77) cr_skip_test("no private mount namespace here");
+    if (st == 77) huge_skip("no private mount namespace here");
     cr_expect_eq(st, 0, "one message with both problems (see the NOTE)");
 }
 
@@ -427,7 +462,13 @@ Test(huge, try_1gib_too_small_for_tables_falls_back) {
     cr_assert_eq(dsmpool_detach(p), 0);
 }
 
-Test(huge, one_gib_pages_where_supported) {
+static long huge_free_1g(void) {
+    char buf[32] = "0";
+    test_read_file(FREE_HUGE_1G, buf, sizeof buf);
+    return atol(buf);
+}
+
+Test(huge, one_gib_pages_where_supported, .timeout = 120) {
     struct stat st;
     dsmpool_config c = cfg_of(DSMPOOL_BACKING_ANON, NULL, 1024 * MIB);
     c.huge_pages = DSMPOOL_HUGE_ON;
@@ -439,8 +480,40 @@ Test(huge, one_gib_pages_where_supported) {
         fprintf(stderr, "[NOTE] 1 GiB pages: not supported by this CPU/kernel; checked the error only\n");
         return;
     }
-    cr_skip_test("1 GiB pages are supported here, but reserving one needs 1 GiB of contiguous "
-                 "memory; not attempted in the test suite");
+    /* the data starts at a 1 GiB boundary after the tables: a 1 GiB pool
+     * has no room, and the message says what to ask for */
+    cr_expect_eq(dsmpool_create(&c, &p), -EINVAL);
+    cr_expect_neq(strstr(dsmpool_last_error(), "the least that fits is 2147483648 bytes"), NULL, "%s",
+                  dsmpool_last_error());
+    /* two pages, if the kernel finds two free contiguous GiB (the teardown
+     * puts nr_hugepages back) */
+    long before = atol(saved_nr_1g), want = before + 2;
+    char buf[32];
+    snprintf(buf, sizeof buf, "%ld", want);
+    if (test_write_file(NR_HUGE_1G, buf) != 0) huge_skip("cannot write %s (not root?)", NR_HUGE_1G);
+    test_read_file(NR_HUGE_1G, buf, sizeof buf);
+    long got = atol(buf) - before, fr = huge_free_1g(); /* before huge_skip puts it back */
+    if (got < 2 || fr < 2)
+        huge_skip("the kernel found contiguous memory for only %ld of 2 pages of 1 GiB (%ld free): "
+                  "memory too fragmented; the 1 GiB pool was not tested", got, fr);
+    c.size = 2048 * MIB;
+    cr_assert_eq(dsmpool_create(&c, &p), 0, "%s", dsmpool_last_error());
+    dsmpool_stats s;
+    dsmpool_get_stats(p, &s);
+    cr_expect(s.huge_pages);
+    cr_expect_eq(s.page_size, 1024 * MIB);
+    cr_expect_eq(s.data_size, 1024 * MIB, "one page of data, one for the tables");
+    cr_expect_eq(huge_free_1g(), fr - 2, "both pages taken");
+    dsmpool_seg *g;
+    cr_assert_eq(dsmpool_seg_create(p, 512 * MIB, 0, &g), 0, "%s", dsmpool_last_error());
+    char *a = dsmpool_seg_address(g);
+    cr_expect_eq(test_smaps_kb(a, 4096, "KernelPageSize"), 1024 * 1024);
+    memset(a, 7, 512 * MIB);
+    cr_expect_eq(a[512 * MIB - 1], 7);
+    dsmpool_seg_detach(g);
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_destroy(p), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(huge_free_1g(), fr, "pages returned");
 }
 
 static char saved_shm_huge[32];
