@@ -443,22 +443,25 @@ static bool region_held(const region_ref *r) {
     return false;
 }
 
+/* A copy of the region's header: a file's by path, a System V segment's by
+ * id (this very segment, or none). */
+static int region_peek(const region_ref *r, dp_header *h) {
+    if (r->kind != 1) return dp_region_peek_sysv(r->shmid, h);
+    int fd = dp_os_file_open_ro(r->path), rr = -ENOENT;
+    if (fd >= 0) {
+        rr = dp_region_peek_fd(fd, h);
+        dp_os_close(fd);
+    }
+    return rr;
+}
+
 /* Read the region's header again, now that LIFE is ours (the scan may be
  * old: a process may have joined and left cleanly since). false: the name
  * no longer leads to this pool's region (removed, or another pool's now). */
 static bool region_refresh(region_ref *r) {
     dp_header *h = malloc(sizeof *h);
     if (!h) return false;
-    int rr = -ENOENT;
-    if (r->kind == 1) {
-        int fd = dp_os_file_open_ro(r->path);
-        if (fd >= 0) {
-            rr = dp_region_peek_fd(fd, h);
-            dp_os_close(fd);
-        }
-    } else {
-        rr = dp_region_peek_sysv(r->shmid, h); /* by id: this very segment, or none */
-    }
+    int rr = region_peek(r, h);
     bool ok = rr == 0 && (r->kind == 3 ? h->magic == 0 : header_of(h) && h->pool_id == r->id);
     if (ok) {
         r->magic = h->magic;
@@ -639,16 +642,7 @@ static void region_name(const region_ref *r, char *buf, size_t n) {
     buf[0] = 0;
     dp_header *h = malloc(sizeof *h);
     if (!h) return;
-    int rr = -ENOENT;
-    if (r->kind == 1) {
-        int fd = dp_os_file_open_ro(r->path);
-        if (fd >= 0) {
-            rr = dp_region_peek_fd(fd, h);
-            dp_os_close(fd);
-        }
-    } else if (r->kind == 2) {
-        rr = dp_region_peek_sysv(r->shmid, h);
-    }
+    int rr = r->kind == 1 || r->kind == 2 ? region_peek(r, h) : -ENOENT;
     if (rr == 0 && header_of(h) && h->pool_id == r->id) {
         h->name[DP_NAME_MAX] = 0; /* the copy is ours: bound it */
         snprintf(buf, n, "%s", h->name);

@@ -1047,17 +1047,8 @@ void dp_region_abandon(dsmpool *p) {
 /* ---- attachment --------------------------------------------------------- */
 
 static int attach_mapped(dsmpool *p, size_t real) {
-    dp_header *c = malloc(sizeof *c);
-    if (!c) return dp_fail(-ENOMEM, "out of memory");
-    /* acquire: pairs with the creator's release store of the magic */
-    uint64_t magic = dp_load_acquire(&((dp_header *)p->base)->magic);
-    memcpy(c, p->base, sizeof *c);
-    c->magic = magic;
-    int r = validate_header(p, c, real);
-    if (r == 0) r = build_view(p, c);
-    free(c);
+    int r = dp_region_view(p, real); /* rule 1 */
     if (r) return r;
-    p->hdr = (dp_header *)p->base;
     p->magic = DP_POOL_MAGIC;
     return 0;
 }
@@ -1227,9 +1218,10 @@ int dsmpool_fd(const dsmpool *pool) {
 int dp_region_peek_fd(int fd, dp_header *h) { return dp_os_file_peek(fd, h, sizeof *h); }
 int dp_region_peek_sysv(int shmid, dp_header *h) { return dp_os_sysv_peek(shmid, h, sizeof *h); }
 
-/* Rule 1 for a region that inspect.c mapped (read-only, base and size set):
- * validate a copy of its header and build the view from it, as attach
- * does, but leave p->magic alone: no public call takes p for attached. */
+/* Rule 1 for a mapped region (base and size set): validate a copy of its
+ * header and build the view from it. Attach then marks p attached;
+ * inspect.c (a read-only mapping) leaves p->magic alone, so no public call
+ * takes its p for an attached pool. */
 int dp_region_view(dsmpool *p, size_t real) {
     dp_header *c = malloc(sizeof *c);
     if (!c) return dp_fail(-ENOMEM, "out of memory");
