@@ -388,7 +388,7 @@ DSMPOOL_EXPORT void *dsmpool_area_addr(dsmpool_area *area, dsmpool_ptr p); /* lo
  * two up to DSMPOOL_AREA_MAX_ALIGN (-EINVAL otherwise, and for size 0). It
  * is served by the class (or block) of max(size, align): a small size with a
  * large alignment costs the alignment. Freed with dsmpool_area_free(). */
-#define DSMPOOL_AREA_MAX_ALIGN ((size_t)2 << 20)
+#define DSMPOOL_AREA_MAX_ALIGN (2u << 20) /* 2 MiB */
 DSMPOOL_EXPORT int dsmpool_area_alloc_aligned(dsmpool_area *area, size_t size, size_t align,
                                               unsigned flags, dsmpool_ptr *out);
 /* Resize the allocation *p to size bytes. In place (*p unchanged) when

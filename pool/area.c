@@ -1462,7 +1462,7 @@ int dsmpool_area_alloc_aligned(dsmpool_area *area, size_t size, size_t align, un
         return dp_fail(-EINVAL, "alignment %zu is not a power of two", align);
     if (align > DSMPOOL_AREA_MAX_ALIGN)
         return dp_fail(-EINVAL, "alignment %zu is more than the %zu bytes an area promises in every "
-                       "process (DSMPOOL_AREA_MAX_ALIGN)", align, DSMPOOL_AREA_MAX_ALIGN);
+                       "process (DSMPOOL_AREA_MAX_ALIGN)", align, (size_t)DSMPOOL_AREA_MAX_ALIGN);
     /* rule 14: the class (or block) of max(size, align) is aligned to it */
     return area_alloc(area, size && size < align ? align : size, size, flags, out);
 }
