@@ -26,7 +26,12 @@
  *   dsmpool_last_error() gives this thread's detailed message for the last
  *   failure (what went wrong and, where there is one, what to do about it).
  *     -EINVAL   bad argument (size 0, NULL, unknown flag, bad handle format)
- *     -ENOMEM   out of process-local memory, or huge pages unavailable
+ *     -ENOMEM   memory is exhausted: neither the pool nor the OS fallback can
+ *               serve a segment or an area allocation (or the fallback is
+ *               off: DSMPOOL_SEG_NO_FALLBACK, DSMPOOL_AREA_NO_FALLBACK, a
+ *               full /dev/shm), an area's limit, process-local memory, or
+ *               huge pages unavailable at creation. Segments and areas give
+ *               the same code for the same exhaustion.
  *     -ENOENT   no pool of that name, or no segment at that handle
  *     -EEXIST   a pool of that name already exists
  *     -ESTALE   the handle's segment was destroyed (its slot may be reused)
@@ -36,8 +41,9 @@
  *               that died (dsmpool_remove() it, or create with replace_stale)
  *     -EPROTO   the region is not a compatible dsmpool (bad magic, version,
  *               layout, or a size that does not match the mapping)
- *     -ENOSPC   neither the pool nor the OS fallback can serve the request,
- *               or a fixed table (segments, process slots) is full
+ *     -ENOSPC   a fixed table is full (segment descriptors, process slots,
+ *               names, an area's thread caches); creating a pool, no room
+ *               for its files
  *     -EBUSY    dsmpool_check() could not get a quiet look (others kept working)
  *     -EUCLEAN  the pool's structures are damaged: from dsmpool_check() (the
  *               message says what and where), or from a call that met the
@@ -291,7 +297,9 @@ DSMPOOL_EXPORT int dsmpool_prefault(dsmpool *pool);
 /* Create a segment of at least size bytes (rounded up to a power of two of at
  * least 4 KiB when served from the pool; exactly size, rounded to the page,
  * when served by the OS) and attach to it (reference count 1). The memory is
- * not zeroed when it comes from the pool. */
+ * not zeroed when it comes from the pool. -ENOMEM when neither the pool nor
+ * the OS fallback can serve it (as an area says); -ENOSPC when all
+ * max_segments descriptors are in use. */
 DSMPOOL_EXPORT int dsmpool_seg_create(dsmpool *pool, size_t size, unsigned flags, dsmpool_seg **out);
 DSMPOOL_EXPORT int dsmpool_seg_attach(dsmpool *pool, dsmpool_handle h, dsmpool_seg **out);
 DSMPOOL_EXPORT int dsmpool_seg_detach(dsmpool_seg *seg); /* last reference destroys, unless pinned */
@@ -327,6 +335,17 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * of an area after giving it back. Detaching or destroying while other
  * threads of the same process still use the area is a use-after-free.
  * dsmpool_detach() detaches the process's areas too.
+ *
+ * Alignment and pointer arithmetic: an allocation of n bytes is aligned to
+ * the power of two at or above n, at most 2 MiB (DSMPOOL_AREA_MAX_ALIGN) and
+ * at least 64 bytes, in every process (the pool is mapped at a 2 MiB
+ * boundary, OS segments too): classes are naturally aligned chunks of their
+ * span, large blocks start at 2 MiB boundaries. dsmpool_area_alloc_aligned()
+ * asks for more. Inside one allocation a relocatable pointer is an integer
+ * like an address: for p returned by an allocation and k below
+ * dsmpool_area_usable_size(area, p), p + k names byte k (dsmpool_area_addr
+ * converts it, dsmpool_area_ptr_of converts back), in the pool and in OS
+ * segments alike; p + k for other k names nothing.
  *
  * Errors, besides the pool's: -ENOMEM when the area's limit or the memory
  * (pool and OS) is exhausted (nothing else changes); -EINVAL for a pointer
@@ -365,6 +384,42 @@ DSMPOOL_EXPORT int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned 
 DSMPOOL_EXPORT int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p);
 DSMPOOL_EXPORT void *dsmpool_area_addr(dsmpool_area *area, dsmpool_ptr p); /* local address; NULL for 0 */
 
+/* An allocation of size bytes aligned to align in every process: a power of
+ * two up to DSMPOOL_AREA_MAX_ALIGN (-EINVAL otherwise, and for size 0). It
+ * is served by the class (or block) of max(size, align): a small size with a
+ * large alignment costs the alignment. Freed with dsmpool_area_free(). */
+#define DSMPOOL_AREA_MAX_ALIGN (2u << 20) /* 2 MiB */
+DSMPOOL_EXPORT int dsmpool_area_alloc_aligned(dsmpool_area *area, size_t size, size_t align,
+                                              unsigned flags, dsmpool_ptr *out);
+/* Resize the allocation *p to size bytes. In place (*p unchanged) when
+ * size fits its usable size -- growing within its class or block, or
+ * shrinking, which never moves and gives nothing back; otherwise it moves:
+ * a new allocation (of the alignment every allocation gets, not of an
+ * earlier dsmpool_area_alloc_aligned()), the old usable bytes copied, the
+ * old one freed, *p set to the new pointer. A large block never grows into
+ * its neighbour in the pool: past its power of two it moves. On failure
+ * (-ENOMEM) the old allocation and *p are unchanged. *p == 0 allocates, as
+ * dsmpool_area_alloc; size 0 is -EINVAL (free it instead). flags:
+ * DSMPOOL_ALLOC_ZERO zeroes the bytes from the old usable size up to size
+ * (the area does not know the size first asked for: bytes below the old
+ * usable size keep what they held); DSMPOOL_ALLOC_INTERLEAVE for the new
+ * block. Any attached process may resize what another allocated. */
+DSMPOOL_EXPORT int dsmpool_area_realloc(dsmpool_area *area, dsmpool_ptr *p, size_t size, unsigned flags);
+/* The bytes the allocation starting at p may use (its class or block size,
+ * >= the size asked for); 0 when p is not the start of a live allocation
+ * of this area. Live means not freed: a freed chunk is told by its free
+ * tag; a never-allocated chunk of a span the area holds is told only with
+ * DSMPOOL_AREA_CHECKED (as for dsmpool_area_free). */
+DSMPOOL_EXPORT size_t dsmpool_area_usable_size(dsmpool_area *area, dsmpool_ptr p);
+/* The relocatable pointer of the local address addr: exactly that byte, so
+ * dsmpool_area_ptr_of(area, dsmpool_area_addr(area, p) + k) == p + k for k
+ * below the usable size. 0 when addr is not inside a live allocation of
+ * this area (same test as dsmpool_area_usable_size). Works for OS fallback
+ * memory that this process has mapped (any address it got from
+ * dsmpool_area_addr). The pool's memory costs a directory load; OS memory a
+ * search of this process's mappings of the area's OS segments. */
+DSMPOOL_EXPORT dsmpool_ptr dsmpool_area_ptr_of(dsmpool_area *area, const void *addr);
+
 /* For hot loops (a hash probe converts a pointer per tuple): the pool's base
  * in this process, constant while it is attached, and an inline conversion.
  * A pointer into the pool is the offset from that base (bit 63 clear); one
@@ -395,6 +450,17 @@ typedef struct dsmpool_area_stats {
     unsigned caches;          /* thread caches held (all processes) */
     size_t registry_bytes;    /* the area's registry pages: 4 KiB per 128 spans or large blocks
                                  it held at once, kept until it is destroyed */
+    /* Where held goes; held = in_use + cached when the area is quiet. */
+    size_t bytes_in_use;      /* usable bytes of live allocations (class or block sizes) */
+    size_t bytes_cached;      /* free chunks the area holds: thread caches (all processes)
+                                 and spans' returned stacks */
+    size_t bytes_os;          /* of held, bytes in OS fallback segments */
+    size_t bytes_requested;   /* sizes asked for by live allocations: exact for large blocks;
+                                 for chunks (<= 1 MiB, whose size free() is not told) an
+                                 estimate: their usable bytes in use times the ratio of bytes
+                                 asked for to usable bytes over every chunk allocation the area
+                                 made -- exact when every chunk request asks for a power of
+                                 two (32 KiB chunks) or all share one ratio */
 } dsmpool_area_stats;
 
 DSMPOOL_EXPORT int dsmpool_area_get_stats_sized(dsmpool_area *area, dsmpool_area_stats *out,
@@ -491,7 +557,22 @@ typedef struct dsmpool_stats {
                                   dsmpool_recover() goes on */
     uint64_t cache_trims;      /* times the pool ran short and asked every area cache to give
                                   back before spilling to the OS or failing */
+    size_t fallback_bytes;     /* bytes in OS fallback segments now (segments and areas'
+                                  spans and blocks): what the pool could not serve */
+    size_t fallback_bytes_peak; /* their high-water mark since the pool was created (as seen
+                                  by the processes that made them) */
 } dsmpool_stats;
+
+/* Spilling made visible: fn(arg, bytes) is called each time this process
+ * makes an OS fallback segment of the pool -- for a segment
+ * (dsmpool_seg_create, dsmpool_seg_open_named) or an area's span or block
+ * -- with the bytes it holds, in the thread that made it, after it is made
+ * and before the call that made it returns, with no library lock held and
+ * outside every bracket and area operation (fn may call the library; it
+ * should be quick, like a log line or a counter). One hook per pool object
+ * in this process (a fork()ed child inherits it); a new one replaces it,
+ * fn NULL removes it. */
+DSMPOOL_EXPORT int dsmpool_set_fallback_hook(dsmpool *pool, void (*fn)(void *arg, size_t bytes), void *arg);
 
 DSMPOOL_EXPORT int dsmpool_get_stats_sized(dsmpool *pool, dsmpool_stats *out, size_t struct_size);
 static inline int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out) {

@@ -116,6 +116,35 @@
  *      the one short of memory. A thread that makes no call keeps its
  *      cache (dsmpool_area_flush() gives it back); nobody waits for it more
  *      than the requester's bound.
+ *  13. Accounting (dsmpool_area_stats). held = in_use + cached when quiet:
+ *      cached is the chunks of spans' stacks and of every cache record's
+ *      list (count) and bump range, in_use the spans' other chunks plus the
+ *      large blocks. Bytes asked for: a large block's is in its entry's info
+ *      (bits 12 up, class AR_LARGE_CLS, so it is never read as a bitmap)
+ *      and exact. A chunk's is nowhere (free() is not told its size and the
+ *      chunk is the caller's): each cache record adds what every chunk
+ *      allocation asked for (asked) and its class size (given), plain
+ *      stores on the record's first line, which the operation writes
+ *      anyway; stats estimates the chunks' requested bytes as their in-use
+ *      bytes x asked / given, summed over all records (kept for the area's
+ *      life), and says it is an estimate.
+ *  14. Sizes and addresses. Every pool pointer is an offset from a mapping
+ *      aligned to at least 2 MiB in every process, OS segments are mapped
+ *      at 2 MiB boundaries, spans are 2 MiB blocks and a chunk of class c
+ *      sits at a multiple of its size, so an allocation of n bytes is
+ *      aligned to min(2^ceil(log2 n), 2 MiB); an aligned allocation asks for
+ *      max(size, align). The live allocation holding a pointer is found from
+ *      the directory (or the fallback pointer's entry) and the entry's
+ *      state; a chunk is live unless its free tag (rule 9) is intact, or,
+ *      checked, its bit is clear -- a chunk never handed out is told apart
+ *      only in checked mode, as for free. Local addresses in OS segments go
+ *      back to pointers through this process's mapping records (fb), which
+ *      only name the entry's current segment. Realloc stays in place within
+ *      the usable size (a class or power-of-two block) and otherwise
+ *      allocates, copies and frees, the old allocation untouched until the
+ *      new one exists: growing a large block into its buddy would need the
+ *      allocator to claim a given block and the registry to merge two
+ *      entries, neither of which exists (docs/design.md, open questions).
  *
  * Crash bound: an allocation that dies after taking its chunk and before
  * returning leaves that chunk allocated (as a death just after the return
@@ -150,7 +179,7 @@
 #include "dp_os.h"
 
 #define AR_MAGIC 0x31414552415044ull /* "DPAREA1" */
-#define AR_VERSION 2u
+#define AR_VERSION 3u
 #define AR_NCLS 15u
 #define AR_MIN_SHIFT 6u
 #define AR_SMALL_MAX (1u << 20)
@@ -204,15 +233,25 @@ typedef struct ar_span {
     dp_a64 state; /* [atom] SPW */
     dp_a64 block; /* [atom] pool block word, or DP_BLOCK_FALLBACK; 0 while INIT */
     dp_a64 seg;   /* [imm while live] OS segment handle of a fallback span */
-    dp_a64 info;  /* [imm while live] class | bitmap frame offset (checked mode) */
+    dp_a64 info;  /* [imm while live] class | bitmap frame offset (checked mode); a large
+                     block: AR_LARGE_CLS | bytes asked for << 12 (rule 13; its owner
+                     rewrites it on an in-place realloc) */
 } ar_span;
 _Static_assert(sizeof(ar_span) * AR_PER_PAGE == DP_FRAME_SIZE, "a registry page is one frame");
+#define AR_INFO_LARGE(asked) (((uint64_t)(asked) << 12) | AR_LARGE_CLS)
+#define AR_INFO_ASKED(i) ((i) >> 12)
+/* The checked-mode bitmap frame an info word names (a large block's has none). */
+static inline uint64_t info_bitmap(uint64_t info) {
+    return (info & 0xff) == AR_LARGE_CLS ? 0 : info & ~0xfffull;
+}
 
 typedef struct ar_cache {
     dp_a64 owner;          /* [atom] 0 free; (slot + 1) | tid << 32 while held;
                               (slot + 1) | AR_RECOVERY while a recoverer drains it */
     dp_a64 seq;            /* [own] operation sequence, odd inside one (rule 7) */
-    dp_a64 pad0[6];
+    dp_a64 asked;          /* [own] bytes asked for by this record's chunk allocations (rule 13) */
+    dp_a64 given;          /* [own] their usable bytes (class sizes) */
+    dp_a64 pad0[4];
     dp_a64 head[AR_NCLS];  /* [own] first free chunk (dsmpool_ptr) */
     dp_a64 bump[AR_NCLS];  /* [own] BUMP word */
     dp_a64 count[AR_NCLS]; /* [own] free-list length (advisory) */
@@ -366,7 +405,7 @@ static uint64_t entry_free_parts(dsmpool *p, uint64_t aid, uint64_t e, ar_span *
             took = 0; /* a damaged word: never free what it names */
         }
     }
-    uint64_t bm = atomic_exchange_explicit(&sp->info, 0, memory_order_acq_rel) & ~0xfffull;
+    uint64_t bm = info_bitmap(atomic_exchange_explicit(&sp->info, 0, memory_order_acq_rel));
     if (bm && dp_block_ok(p, bm, DP_FRAME_SIZE)) dp_pool_free(p, DP_BLOCK_MK(bm, 0));
     dp_inflight_end(p);
     return took;
@@ -879,7 +918,7 @@ static int held_reserve(ar_ctl *ctl, uint64_t bytes) {
  * operation and one bracket (proc.c rule 6), from the claim of the entry to
  * its publication (rule 5). */
 static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order,
-                             unsigned place, uint64_t *entry, dsmpool_ptr *base) {
+                             unsigned place, uint64_t asked, uint64_t *entry, dsmpool_ptr *base) {
     dsmpool *p = a->pool;
     ar_ctl *ctl = a->ctl;
     uint64_t bytes = (uint64_t)DP_FRAME_SIZE << order;
@@ -908,7 +947,8 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
             return dp_fail(-ENOMEM, "no pool memory for the checked-mode bitmap");
         }
     } else {
-        dp_store_release(&sp->info, cls);
+        /* release: owned before the bracket ends */
+        dp_store_release(&sp->info, cls == AR_LARGE_CLS ? AR_INFO_LARGE(asked) : cls);
     }
     uint64_t blk = 0;
     r = dp_pool_alloc_placed(p, order, place, &blk); /* spans: the thread's own node first */
@@ -952,9 +992,9 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
 }
 
 static int acquire(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order, unsigned place,
-                   uint64_t *entry, dsmpool_ptr *base) {
+                   uint64_t asked, uint64_t *entry, dsmpool_ptr *base) {
     dp_inflight_begin(a->pool);
-    int r = acquire_bracketed(a, tc, cls, order, place, entry, base);
+    int r = acquire_bracketed(a, tc, cls, order, place, asked, entry, base);
     dp_inflight_end(a->pool);
     return r;
 }
@@ -1004,7 +1044,7 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
     }
     uint64_t e;
     dsmpool_ptr base;
-    int r = acquire(a, tc, c, AR_SPAN_SHIFT - DP_FRAME_SHIFT, 0, &e, &base);
+    int r = acquire(a, tc, c, AR_SPAN_SHIFT - DP_FRAME_SHIFT, 0, 0, &e, &base);
     if (r) return r;
     tc->span_ptr[c] = base;
     tc->span_e1[c] = (uint32_t)(e + 1);
@@ -1034,7 +1074,7 @@ static void drain(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
 /* Flip chunk idx's bit in the span's bitmap: set on alloc, clear on free.
  * Returns false when it already had the new value. */
 static bool checked_flip(dsmpool *p, ar_span *sp, uint32_t idx, bool set) {
-    uint64_t bm = dp_load_relaxed(&sp->info) & ~0xfffull;
+    uint64_t bm = info_bitmap(dp_load_relaxed(&sp->info));
     if (!bm || !dp_block_ok(p, bm, DP_FRAME_SIZE) || idx >= 32768) return true;
     dp_a64 *word = (dp_a64 *)dp_at(p, bm) + idx / 64;
     uint64_t bit = 1ull << (idx % 64);
@@ -1048,13 +1088,14 @@ static bool checked_flip(dsmpool *p, ar_span *sp, uint32_t idx, bool set) {
 
 static int free_op(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p);
 
-static int alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, unsigned flags, dsmpool_ptr *out) {
+static int alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t asked, unsigned flags,
+                          dsmpool_ptr *out) {
     if (size > (1ull << 46)) return dp_fail(-ENOMEM, "%zu bytes is more than any pool holds", size);
     unsigned order = 64u - (unsigned)__builtin_clzll(size - 1) - DP_FRAME_SHIFT;
     uint64_t e;
     dsmpool_ptr base;
     unsigned place = (flags & DSMPOOL_ALLOC_INTERLEAVE) ? DSMPOOL_SEG_INTERLEAVE : 0;
-    int r = acquire(a, tc, AR_LARGE_CLS, order, place, &e, &base);
+    int r = acquire(a, tc, AR_LARGE_CLS, order, place, asked, &e, &base);
     if (r) return r;
     if (flags & DSMPOOL_ALLOC_ZERO) {
         char *m = ar_addr_n(a, base, size);
@@ -1068,7 +1109,14 @@ static int alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, unsign
     return 0;
 }
 
-static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, unsigned flags,
+/* Rule 13: what a chunk allocation asked for, on this thread's record. */
+static inline void count_asked(ar_cache *rec, uint64_t asked, unsigned c) {
+    /* relaxed: owner-only counters (rule 1); stats reads them approximately */
+    dp_store_relaxed(&rec->asked, dp_load_relaxed(&rec->asked) + asked);
+    dp_store_relaxed(&rec->given, dp_load_relaxed(&rec->given) + (1ull << cls_shift(c)));
+}
+
+static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, size_t asked, unsigned flags,
                           dsmpool_ptr *out) {
     unsigned c = cls_of(size);
     ar_cache *rec = tc->rec;
@@ -1124,11 +1172,15 @@ static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, uns
         }
         memset(m, 0, size);
     }
+    count_asked(rec, asked, c);
     *out = h;
     return 0;
 }
 
-int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_ptr *out) {
+/* dsmpool_area_alloc, telling what the caller asked for (asked <= size:
+ * an aligned request asks for less than it takes). */
+static inline __attribute__((always_inline)) int area_alloc(dsmpool_area *area, size_t size, size_t asked,
+                                                            unsigned flags, dsmpool_ptr *out) {
     if (__builtin_expect(!out, 0)) return dp_fail(-EINVAL, "out must not be NULL");
     *out = 0;
     if (__builtin_expect(!area || area->magic != AR_OBJ_MAGIC, 0)) return dp_fail(-EINVAL, "not an attached area");
@@ -1159,17 +1211,23 @@ int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_
                 dp_store_relaxed(&rec->head[c], next);
                 dp_store_relaxed(&rec->count[c], dp_load_relaxed(&rec->count[c]) - 1);
                 memset(m + 8, 0, 8); /* rule 9: an allocated chunk carries no free tag */
+                count_asked(rec, asked, c);
                 *out = h;
                 op_end(rec, s);
                 return 0;
             }
         }
         if (dp_load_relaxed(area->trimp) != tc->trim_seen) trim_answer(area, tc); /* relaxed: rule 12 */
-        r = size > AR_SMALL_MAX ? alloc_large_op(area, tc, size, flags, out)
-                                : alloc_small_op(area, tc, size, flags, out);
+        r = size > AR_SMALL_MAX ? alloc_large_op(area, tc, size, asked, flags, out)
+                                : alloc_small_op(area, tc, size, asked, flags, out);
     }
     op_end(rec, s);
+    dp_fallback_fire(r); /* segment.c rule 10: after the operation */
     return r;
+}
+
+int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_ptr *out) {
+    return area_alloc(area, size, size, flags, out);
 }
 
 /* Rule 9: why the tag of p is intact -- for the message only. */
@@ -1296,6 +1354,154 @@ int dsmpool_area_flush(dsmpool_area *area) {
     return r;
 }
 
+
+/* ---- sizes, addresses, alignment, resizing (rule 14) ------------------------- */
+
+/* Checked mode: is chunk idx's bit set (allocated)? Reads only. */
+static bool checked_test(dsmpool *p, ar_span *sp, uint32_t idx) {
+    uint64_t bm = info_bitmap(dp_load_relaxed(&sp->info));
+    if (!bm || !dp_block_ok(p, bm, DP_FRAME_SIZE) || idx >= 32768) return true;
+    /* relaxed: the bitmap orders nothing, it only remembers */
+    return (dp_load_relaxed((dp_a64 *)dp_at(p, bm) + idx / 64) >> (idx % 64)) & 1;
+}
+
+/* The live allocation that holds pointer p (any byte of it): its usable
+ * bytes, and its start in *start; 0 when none. Reads only, every word
+ * validated; outside any operation, so an allocation freed meanwhile may be
+ * answered either way (as for free(), a caller's race). */
+static uint64_t live_alloc(struct dsmpool_area *a, dsmpool_ptr p, dsmpool_ptr *start, ar_loc *l) {
+    if (!p || ar_locate(a, p, l) != 0 || !locate_entry(a, l)) return 0;
+    uint64_t w = dp_load_acquire(&l->sp->state); /* acquire: the entry's publication */
+    uint64_t blk = dp_load_relaxed(&l->sp->block);
+    bool fb = (p & FB_BIT) != 0;
+    if (fb != (blk == DP_BLOCK_FALLBACK)) return 0;
+    if (!fb && (!blk || DP_BLOCK_ORDER(blk) > DP_PA_MAX_ORDER)) return 0;
+    if (l->cls == AR_LARGE_CLS) {
+        if (SPW_ST(w) != SP_LARGE) return 0;
+        uint64_t bytes = fb ? dp_seg_os_size(a->pool, dp_load_relaxed(&l->sp->seg))
+                            : (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk);
+        if ((!fb && DP_BLOCK_OFF(blk) != l->span) || l->off >= bytes) return 0;
+        *start = l->span;
+        return bytes;
+    }
+    if (SPW_ST(w) != SP_SPAN || (dp_load_relaxed(&l->sp->info) & 0xff) != l->cls) return 0;
+    if (!fb && DP_BLOCK_OFF(blk) != l->span) return 0; /* a directory word racing a retirement */
+    unsigned sh = cls_shift(l->cls);
+    uint64_t idx = l->off >> sh;
+    if (idx >= cls_chunks(l->cls)) return 0;
+    dsmpool_ptr c = l->span + (idx << sh);
+    char *m = ar_addr_n(a, c, 16);
+    if (!m) return 0;
+    uint64_t have;
+    memcpy(&have, m + 8, 8);
+    if (have == free_tag(a, c)) return 0; /* freed (rule 9) */
+    if ((a->ctl->flags & DSMPOOL_AREA_CHECKED) && !checked_test(a->pool, l->sp, (uint32_t)idx)) return 0;
+    *start = c;
+    return 1ull << sh;
+}
+
+/* The relocatable pointer of local address u in this process's mapping of
+ * one of the area's OS segments (current ones only); 0 if none. */
+static dsmpool_ptr fb_ptr_of(struct dsmpool_area *a, uintptr_t u) {
+    if (!a->tag) return 0;
+    for (unsigned i = 0; i < AR_MAX_ENTRIES / 512; i++) {
+        _Atomic(ar_fb *) *page = __atomic_load_n(&a->fb[i], __ATOMIC_ACQUIRE); /* pairs with fb_remember */
+        if (!page) continue;
+        for (unsigned k = 0; k < 512; k++) {
+            ar_fb *r = atomic_load_explicit(&page[k], memory_order_acquire); /* pairs with fb_remember */
+            if (!r || u < (uintptr_t)r->base || u - (uintptr_t)r->base >= r->len) continue;
+            uint64_t e = (uint64_t)i * 512 + k;
+            /* a record of a segment the entry no longer holds names nothing */
+            return fb_lookup(a, e) == r && r->len <= (1ull << 32) ? FB_PTR(a->tag, e, u - (uintptr_t)r->base) : 0;
+        }
+    }
+    return 0;
+}
+
+/* The checks every call below starts with. */
+static int area_query_ok(struct dsmpool_area *a) {
+    if (!a || a->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
+    int r = area_usable(a);
+    if (r) return r;
+    if (dp_load_acquire(&a->ctl->state) != AR_LIVE) /* acquire: pairs with destroy's mark */
+        return dp_fail(-ESTALE, "the area was destroyed");
+    return 0;
+}
+
+size_t dsmpool_area_usable_size(dsmpool_area *area, dsmpool_ptr p) {
+    if (area_query_ok(area)) return 0;
+    ar_loc l;
+    dsmpool_ptr start = 0;
+    uint64_t n = live_alloc(area, p, &start, &l);
+    if (!n || start != p) {
+        dp_fail(-EINVAL, "%016llx is not the start of a live allocation of this area", (unsigned long long)p);
+        return 0;
+    }
+    return (size_t)n;
+}
+
+dsmpool_ptr dsmpool_area_ptr_of(dsmpool_area *area, const void *addr) {
+    if (area_query_ok(area)) return 0;
+    uintptr_t u = (uintptr_t)addr, b = (uintptr_t)area->base;
+    dsmpool_ptr p = u >= b + area->data_off && u - b - area->data_off < area->data_size ? u - b
+                                                                                         : fb_ptr_of(area, u);
+    ar_loc l;
+    dsmpool_ptr start;
+    if (!p || !live_alloc(area, p, &start, &l)) {
+        dp_fail(-EINVAL, "%p is not inside a live allocation of this area", addr);
+        return 0;
+    }
+    return p;
+}
+
+int dsmpool_area_alloc_aligned(dsmpool_area *area, size_t size, size_t align, unsigned flags,
+                               dsmpool_ptr *out) {
+    if (!out) return dp_fail(-EINVAL, "out must not be NULL");
+    *out = 0;
+    if (!align || (align & (align - 1)))
+        return dp_fail(-EINVAL, "alignment %zu is not a power of two", align);
+    if (align > DSMPOOL_AREA_MAX_ALIGN)
+        return dp_fail(-EINVAL, "alignment %zu is more than the %zu bytes an area promises in every "
+                       "process (DSMPOOL_AREA_MAX_ALIGN)", align, (size_t)DSMPOOL_AREA_MAX_ALIGN);
+    /* rule 14: the class (or block) of max(size, align) is aligned to it */
+    return area_alloc(area, size && size < align ? align : size, size, flags, out);
+}
+
+int dsmpool_area_realloc(dsmpool_area *area, dsmpool_ptr *p, size_t size, unsigned flags) {
+    if (!p) return dp_fail(-EINVAL, "p must not be NULL");
+    if (flags & ~(DSMPOOL_ALLOC_ZERO | DSMPOOL_ALLOC_INTERLEAVE)) return dp_fail(-EINVAL, "unknown flags 0x%x", flags);
+    if (!*p) return dsmpool_area_alloc(area, size, flags, p);
+    if (size == 0) return dp_fail(-EINVAL, "size 0 (free the allocation with dsmpool_area_free)");
+    int r = area_query_ok(area);
+    if (r) return r;
+    ar_loc l;
+    dsmpool_ptr start = 0, old = *p, np;
+    uint64_t have = live_alloc(area, old, &start, &l);
+    if (!have || start != old)
+        return dp_fail(-EINVAL, "%016llx is not the start of a live allocation of this area", (unsigned long long)old);
+    if (size <= have) { /* rule 14: in place */
+        /* relaxed: the block's owner is the only writer; stats read it approximately */
+        if (l.cls == AR_LARGE_CLS) dp_store_relaxed(&l.sp->info, AR_INFO_LARGE(size));
+        return 0;
+    }
+    if ((r = dsmpool_area_alloc(area, size, flags & ~DSMPOOL_ALLOC_ZERO, &np)) != 0) return r;
+    char *src = ar_addr_n(area, old, have), *dst = ar_addr_n(area, np, size);
+    if (!src || !dst) {
+        dsmpool_area_free(area, np);
+        return dp_fail(-ESTALE, "an OS segment of %016llx cannot be mapped in this process",
+                       (unsigned long long)(src ? np : old));
+    }
+    memcpy(dst, src, have);
+    if (flags & DSMPOOL_ALLOC_ZERO) memset(dst + have, 0, size - have);
+    if ((r = dsmpool_area_free(area, old)) != 0) { /* freed by someone else meanwhile */
+        char why[256];
+        snprintf(why, sizeof why, "%s", dsmpool_last_error());
+        dsmpool_area_free(area, np);
+        return dp_fail(r, "%s", why);
+    }
+    *p = np;
+    return 0;
+}
 
 /* ---- lifetime --------------------------------------------------------------- */
 
@@ -1612,7 +1818,7 @@ int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out) {
     r = dp_seg_create_internal(pool, sizeof(ar_ctl), DP_SEG_AREA | DSMPOOL_SEG_NO_FALLBACK, &seg);
     if (r) {
         dp_inflight_end(pool);
-        return r == -ENOSPC ? dp_fail(-ENOMEM, "no room in the pool for the area's control "
+        return r == -ENOMEM ? dp_fail(-ENOMEM, "no room in the pool for the area's control "
                                       "block (%zu bytes)", sizeof(ar_ctl)) : r;
     }
     ar_ctl *ctl = dsmpool_seg_address(seg);
@@ -1706,6 +1912,7 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
     if (dp_load_acquire(&area->ctl->state) != AR_LIVE) return dp_fail(-ESTALE, "the area was destroyed");
     memset(out, 0, sizeof *out);
     ar_ctl *ctl = area->ctl;
+    uint64_t span_chunks = 0; /* bytes of all spans' chunks */
     out->held = dp_load_relaxed(&ctl->held);
     out->limit = dp_load_relaxed(&ctl->limit);
     for (uint64_t e = 0; e < AR_MAX_ENTRIES; e++) {
@@ -1716,13 +1923,50 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
         if (e % AR_PER_PAGE == 0) out->registry_bytes += DP_FRAME_SIZE;
         ar_span *sp = ar_entry(area->pool, ctl, e);
         if (!sp) continue;
-        unsigned st = SPW_ST(dp_load_relaxed(&sp->state));
-        if (st == SP_SPAN) out->spans++;
-        else if (st == SP_LARGE) out->large_blocks++;
-        else continue;
-        if (dp_load_relaxed(&sp->block) == DP_BLOCK_FALLBACK) out->fallback_segments++;
+        uint64_t w = dp_load_acquire(&sp->state); /* acquire: the entry's publication */
+        unsigned st = SPW_ST(w);
+        uint64_t info = dp_load_relaxed(&sp->info), blk = dp_load_relaxed(&sp->block), bytes;
+        if (blk == DP_BLOCK_FALLBACK) bytes = dp_seg_os_size(area->pool, dp_load_relaxed(&sp->seg));
+        else bytes = blk && DP_BLOCK_ORDER(blk) <= DP_PA_MAX_ORDER ? (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk) : 0;
+        if (st == SP_SPAN) {
+            out->spans++;
+            unsigned c = (unsigned)(info & 0xff);
+            if (c < AR_NCLS && SPW_COUNT(w) <= cls_chunks(c)) { /* rule 13: its free chunks */
+                span_chunks += (uint64_t)cls_chunks(c) << cls_shift(c);
+                out->bytes_cached += (uint64_t)SPW_COUNT(w) << cls_shift(c);
+            }
+        } else if (st == SP_LARGE) {
+            out->large_blocks++;
+            out->bytes_in_use += bytes;
+            out->bytes_requested += AR_INFO_ASKED(info) <= bytes ? AR_INFO_ASKED(info) : bytes;
+        } else {
+            continue;
+        }
+        if (blk == DP_BLOCK_FALLBACK) {
+            out->fallback_segments++;
+            out->bytes_os += bytes;
+        }
     }
-    for (uint32_t i = 0; i < AR_NCACHES; i++) out->caches += dp_load_relaxed(&ctl->cache[i].owner) != 0;
+    /* rule 13: what the caches hold (lists and bump ranges), and what chunk
+     * allocations asked for; relaxed reads of owner-only words: approximate
+     * while others run */
+    uint64_t asked = 0, given = 0;
+    for (uint32_t i = 0; i < AR_NCACHES; i++) {
+        ar_cache *rec = &ctl->cache[i];
+        asked += dp_load_relaxed(&rec->asked);
+        given += dp_load_relaxed(&rec->given);
+        if (!dp_load_relaxed(&rec->owner)) continue; /* released records are empty (rule 4) */
+        out->caches++;
+        for (unsigned c = 0; c < AR_NCLS; c++) {
+            uint64_t n = dp_load_relaxed(&rec->count[c]), left = BUMP_LEFT(dp_load_relaxed(&rec->bump[c]));
+            if (n > cls_chunks(c) * 1024ull) n = 0; /* a damaged count */
+            if (left > cls_chunks(c)) left = 0;
+            out->bytes_cached += (n + left) << cls_shift(c);
+        }
+    }
+    uint64_t chunks_in_use = span_chunks > out->bytes_cached ? span_chunks - out->bytes_cached : 0;
+    out->bytes_in_use += chunks_in_use;
+    if (given) out->bytes_requested += (size_t)((double)chunks_in_use * ((double)asked / (double)given));
     return 0;
 }
 
@@ -1851,7 +2095,7 @@ void dp_area_mark_owned(dsmpool *p, dp_mark_fn mark, void *arg) {
             ar_span *pg = dp_at(p, off);
             for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
                 if (SPW_ST(dp_load_acquire(&pg[i].state)) == SP_FREE) continue;
-                uint64_t blk = dp_load_acquire(&pg[i].block), bm = dp_load_relaxed(&pg[i].info) & ~0xfffull;
+                uint64_t blk = dp_load_acquire(&pg[i].block), bm = info_bitmap(dp_load_relaxed(&pg[i].info));
                 if (blk && blk != DP_BLOCK_FALLBACK)
                     mark(arg, DP_BLOCK_OFF(blk), (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31),
                          "an area span");

@@ -45,7 +45,7 @@
  * made it (DSMPOOL_VERSION_NUMBER), so that a library can say which one
  * made a region it cannot read. Format 3 added the last; 2 had region_size
  * there. */
-#define DP_FORMAT_VERSION 3u
+#define DP_FORMAT_VERSION 4u
 #define DP_NAME_MAX 240
 
 /* ---- relocatable offsets ------------------------------------------------ */
@@ -207,6 +207,7 @@ typedef struct dp_header {
     dp_a64 trim_quiet;              /* relaxed: no new request before this time (ns, monotonic) */
     dp_a64 fallbacks[DSMPOOL_MAX_NODES]; /* relaxed counters: wanted sub-pool s, got another */
     dp_a64 area_tags[256];          /* acq_rel: tags in use by areas (bit t-1 for tag t) */
+    dp_a64 fallback_peak;           /* relaxed: high-water mark of bytes in OS segments (segment.c rule 10) */
 } dp_header;
 _Static_assert(offsetof(dp_header, version) == 8 && offsetof(dp_header, header_size) == 12 &&
                    offsetof(dp_header, lib_version) == 16,
@@ -280,6 +281,8 @@ struct dsmpool {
                                 dp_slot_alive must be told (live.c rule 4) */
     struct dsmpool_seg *segs_head;
     struct dsmpool *reg_next; /* registry of pools in this process */
+    void (*fb_hook)(void *, size_t); /* dsmpool_set_fallback_hook (lock) */
+    void *fb_arg;                    /* its argument (lock) */
 };
 #define DP_POOL_MAGIC 0x6c6f6f506d7364ull
 #define DP_POOL_DEAD 0x646165446c6f6full
@@ -455,6 +458,19 @@ unsigned dp_seg_flags(struct dsmpool *pool, dsmpool_handle h);
 /* An OS segment with no attachment: pinned, count 0, owned by the caller's
  * structure, which unpins it to destroy it. *addr is our mapping. */
 int dp_seg_os_create(struct dsmpool *pool, size_t bytes, dsmpool_handle *h, void **addr);
+/* segment.c rule 10: the OS segments this thread made in the current public
+ * call, reported by dp_fallback_fire(r) once no lock, bracket or area
+ * operation is held (r: the call's result; a failed call reports nothing). */
+typedef struct dp_fb_note {
+    struct dsmpool *pool;
+    uint64_t bytes;
+} dp_fb_note;
+extern _Thread_local dp_fb_note dp_fb_pending __attribute__((tls_model("initial-exec")));
+void dp_fallback_fire_slow(int r);
+static inline void dp_fallback_fire(int r) {
+    if (__builtin_expect(dp_fb_pending.bytes != 0, 0)) dp_fallback_fire_slow(r);
+}
+uint64_t dp_seg_fallback_bytes(struct dsmpool *pool); /* bytes in OS segments now (a walk) */
 int dp_seg_os_map(struct dsmpool *pool, dsmpool_handle h, void **addr, size_t *len);
 void dp_seg_unpin_quiet(struct dsmpool *pool, dsmpool_handle h, uint32_t owner_slot);
 uint64_t dp_seg_os_size(struct dsmpool *pool, dsmpool_handle h); /* 0 if not a live OS segment */

@@ -43,6 +43,14 @@
  *      that did not help makes the next ones skip the wait for
  *      DP_TRIM_QUIET_NS, so a pool that is really full costs one wait, not
  *      one per allocation.
+ *  10. Spilling is visible (fallback_made): every OS segment made adds its
+ *      bytes to this thread's pending note, and the public call that made
+ *      it reports the note to the process's hook (dp_fallback_fire) once it
+ *      holds no lock, bracket or area operation; the high-water mark of the
+ *      bytes in OS segments is raised then, from a walk of the descriptors
+ *      (so no counter exists that a death could skew). Exhaustion -- the
+ *      pool cannot serve and the fallback cannot or may not -- is -ENOMEM,
+ *      the code areas give; -ENOSPC is kept for a full descriptor table.
  *
  * Injection points (tests): "segment.attach.recorded" (PENDING, count not
  * raised), "segment.attach.counted" (count raised, record not ACTIVE).
@@ -101,6 +109,61 @@ int dp_seg_block_short(dsmpool *p, unsigned order, unsigned place, uint64_t *blk
     }
     dp_store_relaxed(&p->hdr->trim_quiet, dp_os_now_ns() + DP_TRIM_QUIET_NS); /* relaxed: a hint */
     return r;
+}
+
+/* ---- rule 10: spilling is visible -------------------------------------- */
+
+_Thread_local dp_fb_note dp_fb_pending __attribute__((tls_model("initial-exec")));
+
+/* Bytes in OS segments now: a walk of the descriptors (exact when quiet). */
+uint64_t dp_seg_fallback_bytes(dsmpool *p) {
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < p->nsegs; i++) {
+        uint64_t w = dp_load_acquire(&p->segs[i].state); /* acquire: create's LIVE store (size) */
+        if (DP_SEG_ST(w) != DP_SEG_LIVE || dp_load_relaxed(&p->segs[i].block) != DP_BLOCK_FALLBACK)
+            continue;
+        uint64_t size = dp_load_relaxed(&p->segs[i].size);
+        if (size <= (1ull << 46)) sum += size; /* a damaged size is not summed */
+    }
+    return sum;
+}
+
+/* An OS segment of bytes was made by this thread (rule 10). */
+static void fallback_made(dsmpool *p, uint64_t bytes) {
+    if (dp_fb_pending.pool && dp_fb_pending.pool != p) dp_fb_pending.bytes = 0; /* (a stale note) */
+    dp_fb_pending.pool = p;
+    dp_fb_pending.bytes += bytes;
+}
+
+void dp_fallback_fire_slow(int r) {
+    dsmpool *p = dp_fb_pending.pool;
+    uint64_t bytes = dp_fb_pending.bytes;
+    dp_fb_pending.pool = NULL;
+    dp_fb_pending.bytes = 0;
+    /* a call that failed gave back what it made (or keeps it for nobody) */
+    if (r || !p || !bytes || p->magic != DP_POOL_MAGIC) return;
+    /* the descriptor being made is LIVE by now: the walk counts it */
+    uint64_t now = dp_seg_fallback_bytes(p);
+    uint64_t peak = dp_load_relaxed(&p->hdr->fallback_peak); /* relaxed: a statistic; the CAS validates */
+    /* relaxed: a high-water mark orders nothing */
+    while (now > peak && !atomic_compare_exchange_weak_explicit(&p->hdr->fallback_peak, &peak, now,
+                                                                memory_order_relaxed, memory_order_relaxed)) {
+    }
+    pthread_mutex_lock(&p->lock);
+    void (*fn)(void *, size_t) = p->fb_hook;
+    void *arg = p->fb_arg;
+    pthread_mutex_unlock(&p->lock);
+    if (fn) fn(arg, (size_t)bytes);
+}
+
+int dsmpool_set_fallback_hook(dsmpool *pool, void (*fn)(void *arg, size_t bytes), void *arg) {
+    dp_clear_error();
+    if (!pool || pool->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
+    pthread_mutex_lock(&pool->lock);
+    pool->fb_hook = fn;
+    pool->fb_arg = fn ? arg : NULL;
+    pthread_mutex_unlock(&pool->lock);
+    return 0;
 }
 
 /* ---- descriptors -------------------------------------------------------- */
@@ -361,7 +424,9 @@ int dsmpool_seg_create(dsmpool *pool, size_t size, unsigned flags, dsmpool_seg *
     if ((flags & SEG_ON_NODE_BIT) && pool && pool->magic == DP_POOL_MAGIC &&
         pool->node_sub[(flags >> 8) & 0xff] < 0)
         return dp_fail(-EINVAL, "node %u has no sub-pool in this pool", (flags >> 8) & 0xff);
-    return dp_seg_create_internal(pool, size, flags, out);
+    int r = dp_seg_create_internal(pool, size, flags, out);
+    dp_fallback_fire(r); /* rule 10: outside the bracket */
+    return r;
 }
 
 /* Claim, block (or OS segment), record, LIVE: all in one bracket (proc.c
@@ -394,21 +459,23 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
         if (r) {
             dp_store_relaxed(&d->block, 0);
             dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
+            /* rule 10: exhaustion is -ENOMEM, as an area says it */
             return r == -ENOMEDIUM
-                       ? dp_fail(-ENOSPC, "the pool cannot serve %zu bytes, and it has no OS fallback "
+                       ? dp_fail(-ENOMEM, "the pool cannot serve %zu bytes, and it has no OS fallback "
                                  "(it was created where /dev/shm could not hold its anchor)", size)
-                       : dp_fail(-ENOSPC, "the pool cannot serve %zu bytes and the OS fallback "
+                       : dp_fail(-ENOMEM, "the pool cannot serve %zu bytes and the OS fallback "
                                  "failed: %s", size, r == -ENOSPC ? "/dev/shm is full" : strerror(-r));
         }
         s->fallback = true;
         dp_fetch_add_relaxed(&pool->hdr->fallback_created, 1);
     } else {
         dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
-        return dp_fail(-ENOSPC, "the pool has no free block of %llu bytes for %zu bytes "
+        return dp_fail(-ENOMEM, "the pool has no free block of %llu bytes for %zu bytes "
                        "(DSMPOOL_SEG_NO_FALLBACK)", (unsigned long long)DP_FRAME_SIZE << order, size);
     }
     dp_store_relaxed(&d->block, blk);
     dp_store_relaxed(&d->size, bytes);
+    if (blk == DP_BLOCK_FALLBACK) fallback_made(pool, bytes);
     dp_store_relaxed(&d->flags, flags);
     s->size = bytes;
     s->handle = DP_HANDLE(gen, idx);
@@ -599,6 +666,7 @@ int dp_seg_os_create(dsmpool *pool, size_t bytes, dsmpool_handle *h, void **addr
     dp_store_relaxed(&d->size, bytes);
     dp_store_relaxed(&d->flags, 0);
     dp_fetch_add_relaxed(&pool->hdr->fallback_created, 1);
+    fallback_made(pool, bytes);
     /* release: block and size before LIVE; pinned with no reference */
     dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 1, DP_SEG_LIVE));
     *h = DP_HANDLE(gen, idx);

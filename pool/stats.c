@@ -97,6 +97,10 @@ void dp_stats_fill(dsmpool *pool, dsmpool_stats *out) {
     out->sweep_due = dp_load_relaxed(&pool->hdr->sweep_needed) || dp_load_relaxed(&pool->hdr->lost_due); /* relaxed: flags */
     out->procs_capacity = pool->nprocs;
     out->procs_recovered = dp_load_relaxed(&pool->hdr->procs_recovered);
+    out->fallback_bytes = dp_seg_fallback_bytes(pool);
+    out->fallback_bytes_peak = dp_load_relaxed(&pool->hdr->fallback_peak); /* relaxed: a statistic */
+    /* the mark is raised after the segment is made (segment.c rule 10): never show it below now */
+    if (out->fallback_bytes_peak < out->fallback_bytes) out->fallback_bytes_peak = out->fallback_bytes;
 }
 
 /* ---- ownership maps --------------------------------------------------- */

@@ -12,7 +12,8 @@
  *                a sweep leaves nothing behind
  *   limits       a memory (or hugetlb) cgroup below the pool's size: -ENOMEM
  *                naming the limit, not the OOM killer (or SIGBUS); a 64 MiB
- *                /dev/shm: -ENOSPC where it is used, never SIGBUS
+ *                /dev/shm: -ENOSPC creating a pool, -ENOMEM for a segment
+ *                or area allocation, never SIGBUS
  *
  * The suite runs alone (meson: is_parallel false): it compares /dev/shm
  * before and after, and runs sweeps. Children report through exit codes.
@@ -834,7 +835,7 @@ Test(lifecycle, small_dev_shm_is_enospc_never_sigbus, .timeout = 120) {
         if (!fb) _exit(13);
         r = dsmpool_seg_create(p, 48 * MIB, 0, &s);
         dprintf(pp[1], "fallback of 48 MiB with %s: %d %s\n", "28 MiB free", r, dsmpool_last_error());
-        if (r != -ENOSPC) _exit(14);
+        if (r != -ENOMEM) _exit(14); /* exhaustion: the code an area gives */
         /* /dev/shm fills up while segments are live */
         fill_tmpfs("/dev/shm");
         memset(dsmpool_seg_address(fb), 2, 20 * MIB); /* reserved at create: no SIGBUS */
@@ -849,7 +850,7 @@ Test(lifecycle, small_dev_shm_is_enospc_never_sigbus, .timeout = 120) {
         }
         dprintf(pp[1], "area in a 128 MiB anon pool, /dev/shm full: %zu MiB, then %d %s\n", n, r, dsmpool_last_error());
         if (r != -ENOMEM || n < 64) _exit(17);
-        if (dsmpool_seg_create(memfd, 256 * MIB, 0, &s) != -ENOSPC || dsmpool_seg_create(anon, 64 * MIB, 0, &s) != -ENOSPC)
+        if (dsmpool_seg_create(memfd, 256 * MIB, 0, &s) != -ENOMEM || dsmpool_seg_create(anon, 64 * MIB, 0, &s) != -ENOMEM)
             _exit(18);
         if (!pool_works(memfd, 60 * MIB) || !pool_works(sysv, 60 * MIB)) _exit(19);
         dsmpool *late;
@@ -1138,7 +1139,7 @@ Test(lifecycle_review, a_pool_without_an_anchor_is_kept_by_the_sweep, .timeout =
         char msg[1024];
         if (try_create(DSMPOOL_BACKING_SYSV, name, 8 * MIB, DSMPOOL_HUGE_OFF, &p, msg, sizeof msg) != 0) _exit(3);
         dsmpool_seg *s;
-        if (dsmpool_seg_create(p, 16 * MIB, 0, &s) != -ENOSPC || !strstr(dsmpool_last_error(), "anchor")) _exit(4);
+        if (dsmpool_seg_create(p, 16 * MIB, 0, &s) != -ENOMEM || !strstr(dsmpool_last_error(), "anchor")) _exit(4);
         _exit(dsmpool_detach(p) == 0 ? 0 : 5);
     }
     int rc = test_wait(c);

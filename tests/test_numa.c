@@ -73,7 +73,7 @@ Test(numa, placements_degrade_on_one_node) {
     dsmpool_seg *big;
     cr_assert_eq(dsmpool_seg_create(p, st.subpool[0].largest_free, DSMPOOL_SEG_NO_FALLBACK, &big), 0);
     cr_expect_eq(dsmpool_seg_create(p, st.subpool[0].largest_free,
-                                    DSMPOOL_SEG_LOCAL_ONLY | DSMPOOL_SEG_NO_FALLBACK, &s), -ENOSPC);
+                                    DSMPOOL_SEG_LOCAL_ONLY | DSMPOOL_SEG_NO_FALLBACK, &s), -ENOMEM);
     dsmpool_seg_detach(big);
     /* areas: large blocks may ask for interleaving */
     dsmpool_area *a;

@@ -1,0 +1,485 @@
+/*
+ * test_area_calls.c -- the calls executors expect of a heap (issue 11, items
+ * 4 and 6): realloc in place and moving, aligned allocations, usable sizes,
+ * addresses back to relocatable pointers (pool and OS fallback memory),
+ * the area's byte accounting against a reference, spilling to OS segments
+ * made visible (pool stats, the fallback hook), and one error code for
+ * exhaustion from segments and areas alike. Multi-process where it matters.
+ */
+#include <criterion/criterion.h>
+#include <dsmpool.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static dsmpool_area *mkarea(dsmpool *p, unsigned flags) {
+    dsmpool_area *a;
+    int r = dsmpool_area_create(p, flags, &a);
+    cr_assert_eq(r, 0, "area_create: %s", dsmpool_last_error());
+    return a;
+}
+
+static void fill(dsmpool_area *a, dsmpool_ptr p, size_t n, unsigned seed) {
+    unsigned char *m = dsmpool_area_addr(a, p);
+    for (size_t i = 0; i < n; i++) m[i] = (unsigned char)(seed + i * 7 + (i >> 9));
+}
+
+static bool same(dsmpool_area *a, dsmpool_ptr p, size_t n, unsigned seed) {
+    unsigned char *m = dsmpool_area_addr(a, p);
+    for (size_t i = 0; i < n; i++)
+        if (m[i] != (unsigned char)(seed + i * 7 + (i >> 9))) return false;
+    return true;
+}
+
+/* The alignment the header promises every allocation of n bytes. */
+static size_t promised(size_t n) {
+    size_t a = 64;
+    while (a < n && a < DSMPOOL_AREA_MAX_ALIGN) a <<= 1;
+    return a;
+}
+
+/* Fill the pool with segments that cannot spill, so the next area span or
+ * block comes from the OS. Returns how many were made. */
+static unsigned fill_pool(dsmpool *p, dsmpool_seg **held, unsigned max) {
+    dsmpool_stats st;
+    unsigned n = 0;
+    dsmpool_get_stats(p, &st);
+    for (size_t sz = st.subpool[0].largest_free; sz >= 4096 && n < max; sz >>= 1)
+        while (n < max && dsmpool_seg_create(p, sz, DSMPOOL_SEG_NO_FALLBACK, &held[n]) == 0) n++;
+    return n;
+}
+
+typedef struct hook_log {
+    unsigned calls;
+    size_t bytes, last;
+} hook_log;
+
+static void on_fallback(void *arg, size_t bytes) {
+    hook_log *h = arg;
+    h->calls++;
+    h->bytes += bytes;
+    h->last = bytes;
+}
+
+Test(area_calls, realloc_in_place_and_moving) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_ptr v = 0, was;
+    /* *p == 0 allocates */
+    cr_assert_eq(dsmpool_area_realloc(a, &v, 100, 0), 0, "%s", dsmpool_last_error());
+    cr_assert_neq(v, 0);
+    cr_expect_eq(dsmpool_area_usable_size(a, v), 128);
+    fill(a, v, 128, 1);
+    /* grows within its class: in place */
+    was = v;
+    cr_assert_eq(dsmpool_area_realloc(a, &v, 128, 0), 0);
+    cr_expect_eq(v, was, "grown within the class: in place");
+    cr_assert_eq(dsmpool_area_realloc(a, &v, 10, 0), 0);
+    cr_expect_eq(v, was, "shrunk: in place");
+    cr_expect(same(a, v, 128, 1));
+    /* past the class: moves, the pattern comes along, the old one is freed */
+    cr_assert_eq(dsmpool_area_realloc(a, &v, 1000, DSMPOOL_ALLOC_ZERO), 0, "%s", dsmpool_last_error());
+    cr_expect_neq(v, was);
+    cr_expect_eq(dsmpool_area_usable_size(a, was), 0, "the old chunk was freed");
+    cr_expect_eq(dsmpool_area_free(a, was), -EINVAL, "and cannot be freed again");
+    cr_expect_eq(dsmpool_area_usable_size(a, v), 1024);
+    cr_expect(same(a, v, 128, 1), "the old usable bytes were copied");
+    unsigned char *m = dsmpool_area_addr(a, v);
+    for (size_t i = 128; i < 1000; i++) cr_assert_eq(m[i], 0, "ZERO: byte %zu", i);
+    /* small to large, large within its block, large to larger */
+    fill(a, v, 1024, 2);
+    cr_assert_eq(dsmpool_area_realloc(a, &v, 3 * MIB, 0), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(dsmpool_area_usable_size(a, v), 4 * MIB);
+    cr_expect(same(a, v, 1024, 2));
+    fill(a, v, 4 * MIB, 3);
+    was = v;
+    cr_assert_eq(dsmpool_area_realloc(a, &v, 4 * MIB, 0), 0);
+    cr_expect_eq(v, was, "a large block grows within its power of two in place");
+    cr_assert_eq(dsmpool_area_realloc(a, &v, 5 * MIB, 0), 0, "%s", dsmpool_last_error());
+    cr_expect_neq(v, was);
+    cr_expect_eq(dsmpool_area_usable_size(a, v), 8 * MIB);
+    cr_expect(same(a, v, 4 * MIB, 3));
+    was = v;
+    cr_assert_eq(dsmpool_area_realloc(a, &v, 64, 0), 0);
+    cr_expect_eq(v, was, "shrinking never moves");
+    /* failure: the old allocation and *p stay as they were */
+    dsmpool_area_stats st;
+    dsmpool_area_get_stats(a, &st);
+    cr_assert_eq(dsmpool_area_set_limit(a, st.held), 0);
+    cr_expect_eq(dsmpool_area_realloc(a, &v, 9 * MIB, 0), -ENOMEM);
+    cr_expect_eq(v, was, "*p unchanged on failure");
+    cr_expect_eq(dsmpool_area_usable_size(a, v), 8 * MIB);
+    cr_expect(same(a, v, 4 * MIB, 3));
+    dsmpool_area_set_limit(a, 0);
+    /* bad input */
+    cr_expect_eq(dsmpool_area_realloc(a, &v, 0, 0), -EINVAL, "size 0");
+    cr_expect_eq(dsmpool_area_realloc(a, NULL, 10, 0), -EINVAL);
+    cr_expect_eq(dsmpool_area_realloc(a, &v, 10, 0x80), -EINVAL);
+    dsmpool_ptr bad = v + 4096;
+    cr_expect_eq(dsmpool_area_realloc(a, &bad, 10, 0), -EINVAL, "not the start of an allocation");
+    cr_expect_eq(bad, v + 4096);
+    cr_expect_eq(dsmpool_area_free(a, v), 0);
+    bad = v;
+    cr_expect_eq(dsmpool_area_realloc(a, &bad, 10, 0), -EINVAL, "freed");
+    dsmpool_area_destroy(a);
+    test_check_ok(p);
+    dsmpool_detach(p);
+}
+
+Test(area_calls, aligned_allocations) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
+    dsmpool_area *a = mkarea(p, 0);
+    size_t sizes[] = {1, 24, 64, 100, 4096, 40000, MIB, MIB + 1, 3 * MIB};
+    enum { NS = sizeof sizes / sizeof sizes[0], NA = 22 };
+    dsmpool_ptr got[NS][NA];
+    for (unsigned i = 0; i < NS; i++)
+        for (unsigned k = 0; k < NA; k++) { /* align 1 .. 2 MiB */
+            size_t al = (size_t)1 << k;
+            cr_assert_eq(dsmpool_area_alloc_aligned(a, sizes[i], al, 0, &got[i][k]), 0,
+                         "%zu aligned %zu: %s", sizes[i], al, dsmpool_last_error());
+            uintptr_t addr = (uintptr_t)dsmpool_area_addr(a, got[i][k]);
+            cr_assert_eq(addr % al, 0, "%zu aligned %zu: %#lx", sizes[i], al, (unsigned long)addr);
+            cr_assert_geq(dsmpool_area_usable_size(a, got[i][k]), sizes[i] > al ? sizes[i] : al);
+            fill(a, got[i][k], sizes[i], i * NA + k);
+        }
+    for (unsigned i = 0; i < NS; i++)
+        for (unsigned k = 0; k < NA; k++) {
+            cr_assert(same(a, got[i][k], sizes[i], i * NA + k), "%zu aligned %u overwritten", sizes[i], k);
+            cr_assert_eq(dsmpool_area_free(a, got[i][k]), 0, "%s", dsmpool_last_error());
+        }
+    /* the alignment the header promises a plain allocation */
+    for (unsigned i = 0; i < NS; i++) {
+        dsmpool_ptr v;
+        cr_assert_eq(dsmpool_area_alloc(a, sizes[i], 0, &v), 0);
+        cr_expect_eq((uintptr_t)dsmpool_area_addr(a, v) % promised(sizes[i]), 0, "%zu bytes", sizes[i]);
+        dsmpool_area_free(a, v);
+    }
+    dsmpool_ptr v = 1;
+    cr_expect_eq(dsmpool_area_alloc_aligned(a, 100, 48, 0, &v), -EINVAL, "not a power of two");
+    cr_expect_eq(v, 0);
+    cr_expect_eq(dsmpool_area_alloc_aligned(a, 100, 0, 0, &v), -EINVAL);
+    cr_expect_eq(dsmpool_area_alloc_aligned(a, 100, DSMPOOL_AREA_MAX_ALIGN * 2, 0, &v), -EINVAL);
+    cr_expect_eq(dsmpool_area_alloc_aligned(a, 0, 64, 0, &v), -EINVAL);
+    cr_expect_eq(dsmpool_area_alloc_aligned(a, 100, 64, 0, NULL), -EINVAL);
+    dsmpool_area_destroy(a);
+    test_check_ok(p);
+    dsmpool_detach(p);
+}
+
+/* usable_size and ptr_of for one allocation of n bytes at v */
+static void check_addresses(dsmpool_area *a, dsmpool_ptr v, size_t n) {
+    size_t u = dsmpool_area_usable_size(a, v);
+    cr_assert_geq(u, n, "%016llx: usable %zu < %zu", (unsigned long long)v, u, n);
+    char *m = dsmpool_area_addr(a, v);
+    size_t ks[] = {0, 1, 8, 63, u / 3, u / 2 + 5, u - 1};
+    for (unsigned i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        size_t k = ks[i];
+        cr_assert_eq(dsmpool_area_ptr_of(a, m + k), v + k, "ptr_of(addr(p) + %zu)", k);
+        cr_assert_eq(dsmpool_area_addr(a, v + k), m + k, "addr(p + %zu)", k);
+        if (k) cr_assert_eq(dsmpool_area_usable_size(a, v + k), 0, "p + %zu is not a start", k);
+    }
+}
+
+Test(area_calls, usable_size_and_ptr_of_pool_and_fallback) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
+    dsmpool_area *a = mkarea(p, 0), *b = mkarea(p, 0);
+    size_t sizes[] = {24, 100, 32 * KIB, 100 * KIB, 3 * MIB};
+    enum { NS = sizeof sizes / sizeof sizes[0] };
+    dsmpool_ptr pool[NS], os[NS];
+    for (unsigned i = 0; i < NS; i++) {
+        cr_assert_eq(dsmpool_area_alloc(a, sizes[i], 0, &pool[i]), 0, "%s", dsmpool_last_error());
+        cr_expect_eq(pool[i] & DSMPOOL_PTR_OS_BIT, 0);
+        check_addresses(a, pool[i], sizes[i]);
+    }
+    /* the pool full: what comes next is OS memory */
+    dsmpool_seg *held[64];
+    unsigned nh = fill_pool(p, held, 64);
+    size_t os_sizes[] = {200 * KIB, 2 * KIB, 3 * MIB, 400 * KIB, 5 * MIB};
+    for (unsigned i = 0; i < NS; i++) {
+        cr_assert_eq(dsmpool_area_alloc(a, os_sizes[i], 0, &os[i]), 0, "%s", dsmpool_last_error());
+        cr_assert_neq(os[i] & DSMPOOL_PTR_OS_BIT, 0, "%zu bytes came from the pool", os_sizes[i]);
+        check_addresses(a, os[i], os_sizes[i]);
+    }
+    /* another area, a stack address, a freed chunk, a pointer never made */
+    int local;
+    cr_expect_eq(dsmpool_area_ptr_of(b, dsmpool_area_addr(a, pool[1])), 0, "another area's chunk");
+    cr_expect_eq(dsmpool_area_ptr_of(b, dsmpool_area_addr(a, os[0])), 0, "another area's OS chunk");
+    cr_expect_eq(dsmpool_area_usable_size(b, pool[2]), 0);
+    cr_expect_eq(dsmpool_area_ptr_of(a, &local), 0);
+    cr_expect_eq(dsmpool_area_ptr_of(a, NULL), 0);
+    cr_expect_eq(dsmpool_area_usable_size(a, 0), 0);
+    cr_expect_eq(dsmpool_area_usable_size(a, DSMPOOL_PTR_OS_BIT | 12345), 0);
+    for (unsigned i = 0; i < NS; i++) {
+        char *m = dsmpool_area_addr(a, pool[i]), *o = dsmpool_area_addr(a, os[i]);
+        cr_assert_eq(dsmpool_area_free(a, pool[i]), 0);
+        cr_assert_eq(dsmpool_area_free(a, os[i]), 0);
+        /* a freed large block may leave this process's mapping: ask only chunks */
+        if (sizes[i] <= MIB) {
+            cr_expect_eq(dsmpool_area_usable_size(a, pool[i]), 0, "freed %zu", sizes[i]);
+            cr_expect_eq(dsmpool_area_ptr_of(a, m + 1), 0, "freed %zu", sizes[i]);
+        }
+        if (os_sizes[i] <= MIB) {
+            cr_expect_eq(dsmpool_area_usable_size(a, os[i]), 0, "freed OS %zu", os_sizes[i]);
+            cr_expect_eq(dsmpool_area_ptr_of(a, o + 1), 0, "freed OS %zu", os_sizes[i]);
+        }
+    }
+    for (unsigned i = 0; i < nh; i++) dsmpool_seg_detach(held[i]);
+    dsmpool_area_destroy(b);
+    dsmpool_area_destroy(a);
+    test_check_ok(p);
+    dsmpool_detach(p);
+}
+
+Test(area_calls, checked_mode_knows_never_allocated_chunks) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool_area *a = mkarea(p, DSMPOOL_AREA_CHECKED);
+    dsmpool_ptr v;
+    cr_assert_eq(dsmpool_area_alloc(a, 1000, 0, &v), 0);
+    cr_expect_eq(dsmpool_area_usable_size(a, v), 1024);
+    cr_expect_eq(dsmpool_area_usable_size(a, v + 5 * 1024), 0, "a chunk of the span never handed out");
+    cr_expect_eq(dsmpool_area_ptr_of(a, (char *)dsmpool_area_addr(a, v) + 5 * 1024 + 3), 0);
+    cr_expect_eq(dsmpool_area_ptr_of(a, (char *)dsmpool_area_addr(a, v) + 3), v + 3);
+    dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
+
+/* held = in_use + cached; in_use and requested against what the test holds */
+static void expect_stats(dsmpool_area *a, size_t in_use, size_t requested, const char *when) {
+    dsmpool_area_stats st;
+    cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
+    cr_expect_eq(st.struct_size, sizeof st);
+    cr_expect_eq(st.bytes_in_use, in_use, "%s: in use %zu, want %zu", when, st.bytes_in_use, in_use);
+    cr_expect_eq(st.bytes_requested, requested, "%s: requested %zu, want %zu", when, st.bytes_requested,
+                 requested);
+    cr_expect_eq(st.held, st.bytes_in_use + st.bytes_cached, "%s: held %zu != %zu in use + %zu cached", when,
+                 st.held, st.bytes_in_use, st.bytes_cached);
+    cr_expect_leq(st.bytes_os, st.held);
+}
+
+Test(area_calls, stats_against_a_reference) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
+    dsmpool_area *a = mkarea(p, 0), *b = mkarea(p, 0);
+    uint64_t seed = test_seed();
+    enum { N = 300 };
+    static dsmpool_ptr v[N];
+    static size_t want[N], usable[N];
+    size_t in_use = 0, requested = 0;
+    expect_stats(a, 0, 0, "empty");
+    /* chunks asking for powers of two (the 32 KiB hot case): exact; large
+     * blocks of any size: exact */
+    for (unsigned i = 0; i < N; i++) {
+        unsigned r = (unsigned)(test_rand(&seed) % 10);
+        want[i] = r < 7 ? 32 * KIB : r < 9 ? (size_t)64 << (test_rand(&seed) % 15)
+                                           : MIB + 1 + test_rand(&seed) % (3 * MIB);
+        cr_assert_eq(dsmpool_area_alloc(a, want[i], 0, &v[i]), 0, "%s", dsmpool_last_error());
+        usable[i] = dsmpool_area_usable_size(a, v[i]);
+        in_use += usable[i];
+        requested += want[i];
+    }
+    expect_stats(a, in_use, requested, "allocated");
+    for (unsigned i = 0; i < N; i += 2) {
+        cr_assert_eq(dsmpool_area_free(a, v[i]), 0);
+        in_use -= usable[i];
+        requested -= want[i];
+    }
+    expect_stats(a, in_use, requested, "half freed");
+    /* a large block resized in place asks for its new size */
+    unsigned big = 1;
+    while (big < N && want[big] <= MIB) big += 2;
+    cr_assert_lt(big, N, "no large block at an odd index (seed %llu)", (unsigned long long)seed);
+    requested -= want[big];
+    want[big] = usable[big] - 1;
+    cr_assert_eq(dsmpool_area_realloc(a, &v[big], want[big], 0), 0);
+    requested += want[big];
+    expect_stats(a, in_use, requested, "realloc in place");
+    cr_assert_eq(dsmpool_area_flush(a), 0);
+    expect_stats(a, in_use, requested, "flushed");
+    for (unsigned i = 1; i < N; i += 2) dsmpool_area_free(a, v[i]);
+    dsmpool_area_flush(a);
+    expect_stats(a, 0, 0, "all freed");
+    dsmpool_area_stats st;
+    dsmpool_area_get_stats(a, &st);
+    cr_expect_eq(st.held, 0, "an idle area holds nothing");
+    /* one ratio for every chunk (24 KiB of 32): the estimate is exact */
+    for (unsigned i = 0; i < 100; i++) cr_assert_eq(dsmpool_area_alloc(b, 24 * KIB, 0, &v[i]), 0);
+    expect_stats(b, 100 * 32 * KIB, 100 * 24 * KIB, "24 KiB chunks");
+    /* other processes' caches count too */
+    pid_t kid = fork();
+    if (kid == 0) {
+        dsmpool_ptr w;
+        for (unsigned i = 0; i < 10; i++)
+            if (dsmpool_area_alloc(b, 24 * KIB, 0, &w) != 0) _exit(1);
+        _exit(0); /* (its caches stay for recovery: it does not detach) */
+    }
+    cr_assert_eq(test_wait(kid), 0);
+    expect_stats(b, 110 * 32 * KIB, 110 * 24 * KIB, "a child's 10 more");
+    dsmpool_area_destroy(a);
+    dsmpool_area_destroy(b);
+    dsmpool_detach(p);
+}
+
+Test(area_calls, spilling_is_visible) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    hook_log h = {0};
+    cr_assert_eq(dsmpool_set_fallback_hook(p, on_fallback, &h), 0);
+    cr_expect_eq(dsmpool_set_fallback_hook(NULL, on_fallback, &h), -EINVAL);
+    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_seg *s;
+    dsmpool_ptr v;
+    /* from the pool: no call */
+    cr_assert_eq(dsmpool_seg_create(p, 64 * KIB, 0, &s), 0);
+    cr_assert_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &v), 0);
+    cr_expect_eq(h.calls, 0);
+    dsmpool_stats st;
+    dsmpool_get_stats(p, &st);
+    cr_expect_eq(st.fallback_bytes, 0);
+    cr_expect_eq(st.fallback_bytes_peak, 0);
+    dsmpool_seg_detach(s);
+    dsmpool_area_free(a, v);
+    dsmpool_seg *held[64];
+    unsigned nh = fill_pool(p, held, 64);
+    /* a segment from the OS: exactly its size, rounded to the page */
+    cr_assert_eq(dsmpool_seg_create(p, 3 * MIB + 5, 0, &s), 0, "%s", dsmpool_last_error());
+    cr_assert(dsmpool_seg_is_fallback(s));
+    cr_expect_eq(h.calls, 1);
+    cr_expect_eq(h.last, 3 * MIB + 4096);
+    cr_expect_eq(h.last, dsmpool_seg_size(s));
+    /* an area's span (a 2 MiB OS segment) and a large block (its power of two) */
+    cr_assert_eq(dsmpool_area_alloc(a, 200 * KIB, 0, &v), 0, "%s", dsmpool_last_error());
+    cr_assert(v & DSMPOOL_PTR_OS_BIT);
+    cr_expect_eq(h.calls, 2);
+    cr_expect_eq(h.last, 2 * MIB);
+    dsmpool_ptr big;
+    cr_assert_eq(dsmpool_area_alloc(a, 3 * MIB, 0, &big), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(h.calls, 3);
+    cr_expect_eq(h.last, 4 * MIB);
+    dsmpool_get_stats(p, &st);
+    cr_expect_eq(st.fallback_bytes, h.bytes, "%zu in OS segments, the hook saw %zu", st.fallback_bytes, h.bytes);
+    cr_expect_eq(st.fallback_bytes_peak, h.bytes);
+    dsmpool_area_stats as;
+    dsmpool_area_get_stats(a, &as);
+    cr_expect_eq(as.bytes_os, 6 * MIB);
+    cr_expect_eq(as.fallback_segments, 2);
+    /* they go: now falls, the mark stays */
+    dsmpool_seg_detach(s);
+    dsmpool_area_free(a, big);
+    dsmpool_get_stats(p, &st);
+    cr_expect_eq(st.fallback_bytes, 2 * MIB);
+    cr_expect_eq(st.fallback_bytes_peak, h.bytes);
+    /* removed: no more calls */
+    cr_assert_eq(dsmpool_set_fallback_hook(p, NULL, NULL), 0);
+    cr_assert_eq(dsmpool_seg_create(p, MIB, 0, &s), 0);
+    cr_assert(dsmpool_seg_is_fallback(s));
+    cr_expect_eq(h.calls, 3);
+    dsmpool_seg_detach(s);
+    dsmpool_area_free(a, v);
+    for (unsigned i = 0; i < nh; i++) dsmpool_seg_detach(held[i]);
+    dsmpool_area_destroy(a);
+    test_check_ok(p);
+    dsmpool_detach(p);
+}
+
+/* The hook may call the library: no lock is held when it runs. */
+static dsmpool *reentrant_pool;
+static void on_fallback_reenter(void *arg, size_t bytes) {
+    (void)bytes;
+    dsmpool_stats st;
+    *(int *)arg = dsmpool_get_stats(reentrant_pool, &st) == 0 && st.fallback_bytes >= bytes ? 1 : -1;
+    dsmpool_seg *s;
+    if (dsmpool_seg_create(reentrant_pool, 4096, DSMPOOL_SEG_NO_FALLBACK, &s) == 0) dsmpool_seg_detach(s);
+}
+
+Test(area_calls, hook_may_call_the_library) {
+    dsmpool *p = reentrant_pool = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    int ok = 0;
+    dsmpool_set_fallback_hook(p, on_fallback_reenter, &ok);
+    dsmpool_seg *held[64], *s;
+    unsigned nh = fill_pool(p, held, 64);
+    cr_assert_eq(dsmpool_seg_create(p, MIB, 0, &s), 0);
+    cr_expect_eq(ok, 1);
+    dsmpool_seg_detach(s);
+    for (unsigned i = 0; i < nh; i++) dsmpool_seg_detach(held[i]);
+    dsmpool_detach(p);
+}
+
+Test(area_calls, exhaustion_is_one_error_code) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool_area *a = mkarea(p, DSMPOOL_AREA_NO_FALLBACK), *fa = mkarea(p, 0);
+    dsmpool_seg *held[64], *s;
+    unsigned nh = fill_pool(p, held, 64);
+    dsmpool_ptr v;
+    /* the pool full, the fallback off */
+    int rs = dsmpool_seg_create(p, 2 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s);
+    int ra = dsmpool_area_alloc(a, 2 * MIB, 0, &v);
+    cr_expect_eq(rs, -ENOMEM, "segment: %d", rs);
+    cr_expect_eq(ra, rs, "area %d, segment %d", ra, rs);
+    ra = dsmpool_area_alloc(a, 32 * KIB, 0, &v);
+    cr_expect_eq(ra, -ENOMEM, "area chunk: %d", ra);
+    /* the pool full, and more than the OS gives */
+    rs = dsmpool_seg_create(p, (size_t)1 << 45, 0, &s);
+    ra = dsmpool_area_alloc(fa, (size_t)1 << 45, 0, &v);
+    cr_expect_eq(rs, -ENOMEM, "segment: %d %s", rs, dsmpool_last_error());
+    cr_expect_eq(ra, rs, "area %d, segment %d", ra, rs);
+    for (unsigned i = 0; i < nh; i++) dsmpool_seg_detach(held[i]);
+    dsmpool_area_destroy(a);
+    dsmpool_area_destroy(fa);
+    dsmpool_detach(p);
+}
+
+/* A forked child resizes and frees what the parent allocated, in the pool
+ * and in OS segments; the parent sees the result through the same area. */
+Test(area_calls, child_reallocs_and_frees_parents_allocations) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_ptr v[4];
+    size_t sz[4] = {100, 3 * MIB, 200 * KIB, 3 * MIB};
+    dsmpool_seg *held[64];
+    unsigned nh = 0;
+    for (unsigned i = 0; i < 4; i++) {
+        if (i == 2) nh = fill_pool(p, held, 64); /* the last two in OS segments */
+        cr_assert_eq(dsmpool_area_alloc(a, sz[i], 0, &v[i]), 0, "%s", dsmpool_last_error());
+        fill(a, v[i], sz[i], 10 + i);
+    }
+    cr_assert(v[2] & DSMPOOL_PTR_OS_BIT);
+    cr_assert(v[3] & DSMPOOL_PTR_OS_BIT);
+    for (unsigned i = 0; i < nh / 2; i++) dsmpool_seg_detach(held[i]); /* room to move into */
+    int pp[2];
+    cr_assert_eq(pipe(pp), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        close(pp[0]);
+        dsmpool_ptr w[4];
+        for (unsigned i = 0; i < 4; i++) {
+            w[i] = v[i];
+            if (!same(a, w[i], sz[i], 10 + i)) _exit(10 + i);
+            if (dsmpool_area_ptr_of(a, (char *)dsmpool_area_addr(a, w[i]) + 7) != w[i] + 7) _exit(20 + i);
+            if (dsmpool_area_realloc(a, &w[i], 2 * sz[i] + 1, 0) != 0) _exit(30 + i);
+            if (!same(a, w[i], sz[i], 10 + i)) _exit(40 + i);
+            if (dsmpool_area_usable_size(a, v[i]) != 0) _exit(50 + i);
+        }
+        if (dsmpool_area_free(a, w[0]) != 0) _exit(60);
+        if (write(pp[1], w, sizeof w) != (ssize_t)sizeof w) _exit(61);
+        dsmpool_area_flush(a);
+        _exit(0);
+    }
+    close(pp[1]);
+    dsmpool_ptr w[4];
+    cr_assert_eq(read(pp[0], w, sizeof w), (ssize_t)sizeof w);
+    cr_assert_eq(test_wait(kid), 0);
+    close(pp[0]);
+    /* (the old ones were seen freed in the child: their memory may hold the new ones now) */
+    cr_expect_eq(dsmpool_area_usable_size(a, w[0]), 0, "the child freed it");
+    for (unsigned i = 1; i < 4; i++) {
+        cr_expect_geq(dsmpool_area_usable_size(a, w[i]), 2 * sz[i] + 1);
+        cr_expect(same(a, w[i], sz[i], 10 + i), "the moved %u keeps its bytes", i);
+        cr_expect_eq(dsmpool_area_free(a, w[i]), 0, "%s", dsmpool_last_error());
+    }
+    for (unsigned i = nh / 2; i < nh; i++) dsmpool_seg_detach(held[i]);
+    dsmpool_area_destroy(a);
+    test_check_ok(p);
+    dsmpool_detach(p);
+}
