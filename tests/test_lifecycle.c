@@ -98,7 +98,7 @@ static int shm_new_since(const snap *s, char *why, size_t n) {
     int extra = 0;
     why[0] = 0;
     for (int i = 0; i < now.n; i++) {
-        bool old = false;
+        bool old = strncmp(now.names[i], "dsmpool", 7) != 0; /* another program's (PostgreSQL.*, ...) */
         for (int k = 0; k < s->n && !old; k++) old = !strcmp(now.names[i], s->names[k]);
         if (old) continue;
         extra++;
