@@ -378,8 +378,11 @@ Test(names, same_pid_in_another_namespace_is_not_the_dead_creator, .timeout = 60
         if (st == 77) cr_skip_test("no pid namespaces here (not root?)");
         cr_assert_fail("the creator never reached init (%d)", st);
     }
-    /* kill the creator (pid 1 of its namespace; flag[1] is its pid here),
-     * then free its slot */
+    /* kill the creator (pid 1 of its namespace; flag[1] is its pid here,
+     * stored by its parent after the fork: wait for it -- kill(0) would
+     * kill our own process group), then free its slot */
+    for (int i = 0; i < 5000 && atomic_load(flag + 1) <= 1; i++) usleep(1000);
+    cr_assert_gt(atomic_load(flag + 1), 1, "the creator's pid never came");
     kill(atomic_load(flag + 1), SIGKILL);
     test_wait(a);
     for (int i = 0; i < 100; i++) {
