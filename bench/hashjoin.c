@@ -20,9 +20,22 @@
  * imitation of PostgreSQL's DSA over POSIX DSM, see pgdsa.c), pg-prealloc
  * (the same, carved from a preallocated region as min_dynamic_shared_memory
  * does; 4 KiB or 2 MiB pages), and, with threads only, jemalloc, glibc and
- * mimalloc.
+ * mimalloc. Two rows exist for attribution: pg-dsa-thp (pg-dsa unchanged,
+ * its POSIX segments on a tmpfs mounted huge=always in a private mount
+ * namespace: PostgreSQL with transparent huge pages and no code change;
+ * root) and pg-prealloc+inl (pg-prealloc 2 MiB translating pointers inline
+ * like dsmpool: what is left between it and dsmpool is allocation).
  *
- * Defaults: 10M rows, T = 1, 2, 4 .. up to the CPUs, 3 rounds, workers as
+ * Counted round: after the timed rounds, one untimed round per row counts
+ * per 32 KiB chunk what the workers do on shared lines during the build --
+ * lock acquisitions, contention, wait and hold time, RMWs (pgdsa.c counts
+ * its own; dsmpool's are derived from the spans taken), the join's bucket
+ * CAS failures, system calls (raw_syscalls tracepoint), faults -- and the
+ * latency of every chunk allocation; then the serial fraction and the
+ * Amdahl bound it implies, labelled as indicators.
+ *
+ * Defaults: 10M rows, T = 1, 2, 4 .. up to the CPUs (--oversub adds 4x and
+ * 16x the CPUs), 3 rounds and one untimed counted round, workers as
  * threads and then as forked processes (--mode threads|procs|both).
  *
  * Output: progress on stderr; a table on stdout (medians of --rounds rounds),
@@ -737,7 +750,8 @@ static void usage(const char *p) {
     fprintf(stderr,
             "usage: %s [--rows N] [--threads 1,2,4] [--rounds R] [--mode threads|procs|both]\n"
             "          [--backends a,b,...] [--dup D] [--zipf S] [--seed S] [--out DIR]\n"
-            "          [--no-count] [--hugepages-needed] [--gib-pages-needed]\n"
+            "          [--oversub] [--no-count] [--hugepages-needed] [--gib-pages-needed]\n"
+            "--oversub: add T = 4x and 16x the CPUs (oversubscription) to the list\n"
             "--no-count: no counted round (by default one untimed round per row counts\n"
             "            locks, RMWs, system calls, faults and allocation latency)\n"
             "backends:", p);
@@ -889,7 +903,7 @@ int main(int argc, char **argv) {
     long rows = 10000000;
     int ts[32], nts = 0, rounds = 3, dup = 1;
     double zs = 0;
-    bool procs = false, both = true, need_huge = false, need_gib = false, count = true;
+    bool procs = false, both = true, need_huge = false, need_gib = false, count = true, oversub = false;
     const char *blist = NULL, *out = "bench/results";
     uint64_t seed = 20261130;
     for (int i = 1; i < argc; i++) {
@@ -919,6 +933,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--seed") && more) seed = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(a, "--out") && more) out = argv[++i];
         else if (!strcmp(a, "--no-count")) count = false;
+        else if (!strcmp(a, "--oversub")) oversub = true;
         else if (!strcmp(a, "--hugepages-needed")) need_huge = true;
         else if (!strcmp(a, "--gib-pages-needed")) need_gib = true;
         else usage(argv[0]);
@@ -938,6 +953,11 @@ int main(int argc, char **argv) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         for (long t = 1; t <= n && nts < 31; t *= 2) ts[nts++] = (int)t;
         if (ts[nts - 1] != n) ts[nts++] = (int)n;
+    }
+    if (oversub && nts < 31) { /* a preempted lock holder stalls its waiters */
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        ts[nts++] = (int)(4 * n);
+        ts[nts++] = (int)(16 * n);
     }
     for (int i = 0; i < nts; i++)
         if (ts[i] < 1 || ts[i] > MAXT) usage(argv[0]);
