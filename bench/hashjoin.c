@@ -443,12 +443,14 @@ typedef struct wk {
  * tracepoint (needs root or perf_event_paranoid <= -1, and tracefs); -1 if
  * unavailable. Opened disabled; enabled around the counted steps. */
 static int sc_open(void) {
-    static int id = -2;
+    static _Atomic int cached = -2; /* workers race to fill it, with the same value */
+    int id = atomic_load(&cached);
     if (id == -2) {
         FILE *f = fopen("/sys/kernel/tracing/events/raw_syscalls/sys_enter/id", "r");
         if (!f) f = fopen("/sys/kernel/debug/tracing/events/raw_syscalls/sys_enter/id", "r");
         if (!f || fscanf(f, "%d", &id) != 1) id = -1;
         if (f) fclose(f);
+        atomic_store(&cached, id);
     }
     if (id < 0) return -1;
     struct perf_event_attr a;
