@@ -625,8 +625,12 @@ static meas one_round(int nt, bool procs, bool counted) {
         const uint64_t tpc = (CHUNK_SIZE - CHUNK_HDR) / sizeof(hj_tuple);
         latn = (size_t)N / tpc + 2 * (size_t)nt + 2;
         lat = mmap(NULL, latn * 4, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (lat == MAP_FAILED) { /* no latencies then; the counts still come */
+            lat = NULL;
+            latn = 0;
+        }
         size_t off = 0;
-        for (int i = 0; i < nt; i++) {
+        for (int i = 0; i < nt && lat; i++) {
             long lo = N * i / nt, hi = N * (i + 1) / nt;
             sh->ws[i].lat = lat + off;
             sh->ws[i].maxlat = (uint64_t)(hi - lo) / tpc + 2;
@@ -705,7 +709,7 @@ static meas one_round(int nt, bool procs, bool counted) {
             c->faults += (double)ws->faults;
             if (ws->syscalls < 0) c->sc_ok = false;
             else c->syscalls += (double)ws->syscalls;
-            memmove(lat + nl, ws->lat, ws->nlat * 4); /* compact the slices */
+            if (lat) memmove(lat + nl, ws->lat, ws->nlat * 4); /* compact the slices */
             nl += ws->nlat;
         }
         if (nl) {
@@ -714,7 +718,7 @@ static meas one_round(int nt, bool procs, bool counted) {
             c->p99 = lat[(size_t)((double)nl * 0.99)];
             c->p999 = lat[(size_t)((double)nl * 0.999)];
         }
-        munmap(lat, latn * 4);
+        if (lat) munmap(lat, latn * 4);
     }
     m.minflt = atomic_load(&sh->minflt);
     if (atomic_load(&sh->err)) m.err = 2;
