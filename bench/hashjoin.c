@@ -20,9 +20,22 @@
  * imitation of PostgreSQL's DSA over POSIX DSM, see pgdsa.c), pg-prealloc
  * (the same, carved from a preallocated region as min_dynamic_shared_memory
  * does; 4 KiB or 2 MiB pages), and, with threads only, jemalloc, glibc and
- * mimalloc.
+ * mimalloc. Two rows exist for attribution: pg-dsa-thp (pg-dsa unchanged,
+ * its POSIX segments on a tmpfs mounted huge=always in a private mount
+ * namespace: PostgreSQL with transparent huge pages and no code change;
+ * root) and pg-prealloc+inl (pg-prealloc 2 MiB translating pointers inline
+ * like dsmpool: what is left between it and dsmpool is allocation).
  *
- * Defaults: 10M rows, T = 1, 2, 4 .. up to the CPUs, 3 rounds, workers as
+ * Counted round: after the timed rounds, one untimed round per row counts
+ * per 32 KiB chunk what the workers do on shared lines during the build --
+ * lock acquisitions, contention, wait and hold time, RMWs (pgdsa.c counts
+ * its own; dsmpool's are derived from the spans taken), the join's bucket
+ * CAS failures, system calls (raw_syscalls tracepoint), faults -- and the
+ * latency of every chunk allocation; then the serial fraction and the
+ * Amdahl bound it implies, labelled as indicators.
+ *
+ * Defaults: 10M rows, T = 1, 2, 4 .. up to the CPUs (--oversub adds 4x and
+ * 16x the CPUs), 3 rounds and one untimed counted round, workers as
  * threads and then as forked processes (--mode threads|procs|both).
  *
  * Output: progress on stderr; a table on stdout (medians of --rounds rounds),
@@ -31,6 +44,7 @@
  */
 #include <dsmpool.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jemalloc/jemalloc.h>
 #include <linux/perf_event.h>
 #include <math.h>
@@ -44,10 +58,12 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -161,6 +177,7 @@ static void make_data(long n, int dup, double zs, uint64_t seed) {
 /* ---- backends ---------------------------------------------------------------- */
 
 enum { BK_DSMPOOL, BK_PGDSA, BK_PGPRE, BK_JEMALLOC, BK_GLIBC, BK_MIMALLOC };
+enum { V_NONE, V_THP_SHM, V_INLINE }; /* variants: pg-dsa on a huge=always tmpfs; inline translation */
 
 typedef struct backend {
     const char *id;    /* selectable name */
@@ -170,19 +187,24 @@ typedef struct backend {
     dsmpool_huge huge;
     size_t huge_size;
     bool shared;       /* works with forked workers */
+    int variant;
 } backend;
 
 static const backend backends[] = {
-    {"dsmpool-4k", "dsmpool", "4 KiB", BK_DSMPOOL, DSMPOOL_HUGE_OFF, 0, true},
-    {"dsmpool-thp", "dsmpool", "THP", BK_DSMPOOL, DSMPOOL_HUGE_TRANSPARENT, 0, true},
-    {"dsmpool-2m", "dsmpool", "2 MiB", BK_DSMPOOL, DSMPOOL_HUGE_ON, 2 * MIB, true},
-    {"dsmpool-1g", "dsmpool", "1 GiB", BK_DSMPOOL, DSMPOOL_HUGE_ON, GIB, true},
-    {"pg-dsa", "pg-dsa", "4 KiB", BK_PGDSA, DSMPOOL_HUGE_OFF, 0, true},
-    {"pg-prealloc-4k", "pg-prealloc", "4 KiB", BK_PGPRE, DSMPOOL_HUGE_OFF, 0, true},
-    {"pg-prealloc-2m", "pg-prealloc", "2 MiB", BK_PGPRE, DSMPOOL_HUGE_ON, 2 * MIB, true},
-    {"jemalloc", "jemalloc", "4 KiB", BK_JEMALLOC, DSMPOOL_HUGE_OFF, 0, false},
-    {"glibc", "glibc", "4 KiB", BK_GLIBC, DSMPOOL_HUGE_OFF, 0, false},
-    {"mimalloc", "mimalloc", "4 KiB", BK_MIMALLOC, DSMPOOL_HUGE_OFF, 0, false},
+    {"dsmpool-4k", "dsmpool", "4 KiB", BK_DSMPOOL, DSMPOOL_HUGE_OFF, 0, true, V_NONE},
+    {"dsmpool-thp", "dsmpool", "THP", BK_DSMPOOL, DSMPOOL_HUGE_TRANSPARENT, 0, true, V_NONE},
+    {"dsmpool-2m", "dsmpool", "2 MiB", BK_DSMPOOL, DSMPOOL_HUGE_ON, 2 * MIB, true, V_NONE},
+    {"dsmpool-1g", "dsmpool", "1 GiB", BK_DSMPOOL, DSMPOOL_HUGE_ON, GIB, true, V_NONE},
+    {"pg-dsa", "pg-dsa", "4 KiB", BK_PGDSA, DSMPOOL_HUGE_OFF, 0, true, V_NONE},
+    /* PostgreSQL with no code change on a tmpfs mounted huge=always */
+    {"pg-dsa-thp", "pg-dsa", "THP tmpfs", BK_PGDSA, DSMPOOL_HUGE_TRANSPARENT, 0, true, V_THP_SHM},
+    {"pg-prealloc-4k", "pg-prealloc", "4 KiB", BK_PGPRE, DSMPOOL_HUGE_OFF, 0, true, V_NONE},
+    {"pg-prealloc-2m", "pg-prealloc", "2 MiB", BK_PGPRE, DSMPOOL_HUGE_ON, 2 * MIB, true, V_NONE},
+    /* the same with dsmpool's kind of address translation: isolates translation */
+    {"pg-prealloc-2m-inline", "pg-prealloc+inl", "2 MiB", BK_PGPRE, DSMPOOL_HUGE_ON, 2 * MIB, true, V_INLINE},
+    {"jemalloc", "jemalloc", "4 KiB", BK_JEMALLOC, DSMPOOL_HUGE_OFF, 0, false, V_NONE},
+    {"glibc", "glibc", "4 KiB", BK_GLIBC, DSMPOOL_HUGE_OFF, 0, false, V_NONE},
+    {"mimalloc", "mimalloc", "4 KiB", BK_MIMALLOC, DSMPOOL_HUGE_OFF, 0, false, V_NONE},
 };
 #define NBACKENDS (sizeof backends / sizeof *backends)
 
@@ -193,7 +215,59 @@ static struct {
     pgdsa_area *dsa;
     char pages[32]; /* what was really obtained */
     char *base;     /* dsmpool: the pool's base in this process */
+    char *const *map; /* pg-prealloc+inl: this process's segment map */
 } S;
+
+/* ---- pg-dsa on THP: a private /dev/shm mounted huge=always ----------------------- */
+
+static bool thp_ns; /* this process has its own mount namespace */
+
+static long meminfo_kb(const char *key) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long v = -1;
+    size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ':') v = atol(line + n + 1);
+    if (f) fclose(f);
+    return v;
+}
+
+/* What PostgreSQL users get with no code change: its POSIX DSM segments on a
+ * tmpfs mounted huge=always. Done in a mount namespace of this process only
+ * (nothing outside it sees the mount; /sys settings untouched: a tmpfs's
+ * huge= option applies unless shmem_enabled is "deny"). Needs root. */
+static int thp_shm_mount(char *why, size_t n) {
+    if (!thp_ns) {
+        if (unshare(CLONE_NEWNS) != 0) {
+            snprintf(why, n, "a private mount namespace needs root (unshare: %s)", strerror(errno));
+            return -1;
+        }
+        thp_ns = true;
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+            snprintf(why, n, "mount --make-rprivate /: %s", strerror(errno));
+            return -1;
+        }
+    }
+    if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "huge=always,mode=1777") != 0) {
+        snprintf(why, n, "mount tmpfs huge=always on /dev/shm: %s", strerror(errno));
+        return -1;
+    }
+    /* did it give huge pages? a 4 MiB probe file, reserved with fallocate */
+    long h0 = meminfo_kb("ShmemHugePages");
+    int fd = shm_open("/hashjoin-thp-probe", O_RDWR | O_CREAT | O_EXCL, 0600);
+    bool huge = false;
+    if (fd >= 0) {
+        if (ftruncate(fd, 4 * MIB) == 0 && posix_fallocate(fd, 0, 4 * MIB) == 0)
+            huge = meminfo_kb("ShmemHugePages") - h0 >= 2048;
+        close(fd);
+        shm_unlink("/hashjoin-thp-probe");
+    }
+    if (!huge) snprintf(S.pages, sizeof S.pages, "THP tmpfs (denied)");
+    return 0;
+}
+
+static void thp_shm_umount(void) { umount2("/dev/shm", MNT_DETACH); }
 
 static size_t pool_bytes(void) {
     size_t nb = 1;
@@ -233,6 +307,8 @@ static int be_setup(const backend *b, char *why, size_t n) {
             if (st.huge_mapped_bytes < st.region_size / 2)
                 snprintf(S.pages, sizeof S.pages, "THP (denied)");
         }
+    } else if (b->variant == V_THP_SHM) {
+        if (thp_shm_mount(why, n) != 0) return -1;
     } else if (b->kind == BK_MIMALLOC) {
 #ifdef HJ_NO_MIMALLOC
         snprintf(why, n, "not in this build (static: no static libmimalloc)");
@@ -252,6 +328,7 @@ static int be_setup(const backend *b, char *why, size_t n) {
 static void be_teardown(void) {
     if (S.pool) dsmpool_destroy(S.pool);
     if (S.b->kind == BK_PGPRE) pgdsa_region_destroy();
+    if (S.b->variant == V_THP_SHM) thp_shm_umount();
 }
 
 static int be_round_begin(void) {
@@ -262,7 +339,10 @@ static int be_round_begin(void) {
         return r;
     }
     case BK_PGDSA:
-    case BK_PGPRE: return (S.dsa = pgdsa_create(S.b->kind == BK_PGPRE)) ? 0 : -1;
+    case BK_PGPRE:
+        if (!(S.dsa = pgdsa_create(S.b->kind == BK_PGPRE))) return -1;
+        S.map = pgdsa_segment_map(S.dsa);
+        return 0;
     default: return 0;
     }
 }
@@ -284,7 +364,9 @@ static inline void *be_addr(uint64_t p) {
     switch (S.b->kind) {
     case BK_DSMPOOL: return dsmpool_area_addr_inline(S.area, S.base, p);
     case BK_PGDSA:
-    case BK_PGPRE: return pgdsa_get_address(S.dsa, p); /* a function in PostgreSQL too */
+    case BK_PGPRE:
+        if (S.b->variant == V_INLINE) return pgdsa_get_address_inline(S.dsa, S.map, p);
+        return pgdsa_get_address(S.dsa, p); /* a function in PostgreSQL too */
     default: return (void *)(uintptr_t)p;
     }
 }
@@ -328,8 +410,20 @@ static void be_free_private(void *m) { /* malloc peers: chunks and buckets after
 
 /* ---- workers ---------------------------------------------------------------- */
 
+/* What one worker did during the build, in a counted (untimed) round. */
+typedef struct wstat {
+    uint64_t chunks, tuples, join_cas_fail;
+    pgdsa_counters pg;      /* pg-dsa / pg-prealloc: locks and RMWs */
+    long long syscalls;     /* -1: not countable here */
+    long faults;            /* minor + major */
+    uint32_t *lat;          /* ns per chunk allocation, in the latency array */
+    uint64_t nlat, maxlat;
+} wstat;
+
 typedef struct shared {
     pthread_barrier_t bar;
+    bool counting;
+    wstat ws[MAXT];
     _Atomic uint64_t buckets;  /* relocatable pointer to the bucket array */
     uint64_t nbuckets;
     _Atomic uint64_t matches;
@@ -345,9 +439,42 @@ typedef struct wk {
     void *chunks; /* malloc peers: list of chunks to free (first 8 bytes link) */
 } wk;
 
+/* System calls of the calling thread, counted by the raw_syscalls:sys_enter
+ * tracepoint (needs root or perf_event_paranoid <= -1, and tracefs); -1 if
+ * unavailable. Opened disabled; enabled around the counted steps. */
+static int sc_open(void) {
+    static _Atomic int cached = -2; /* workers race to fill it, with the same value */
+    int id = atomic_load(&cached);
+    if (id == -2) {
+        FILE *f = fopen("/sys/kernel/tracing/events/raw_syscalls/sys_enter/id", "r");
+        if (!f) f = fopen("/sys/kernel/debug/tracing/events/raw_syscalls/sys_enter/id", "r");
+        if (!f || fscanf(f, "%d", &id) != 1) id = -1;
+        if (f) fclose(f);
+        atomic_store(&cached, id);
+    }
+    if (id < 0) return -1;
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_TRACEPOINT;
+    a.config = (uint64_t)id;
+    a.disabled = 1;
+    return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+}
+
+static inline uint64_t ns_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no system call */
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void worker(wk *w) {
     shared *sh = w->sh;
     be_worker_begin(w->forked);
+    bool counting = sh->counting;
+    wstat *ws = &sh->ws[w->id];
+    int scfd = counting ? sc_open() : -1;
+    struct rusage c0, c1;
     struct rusage r0, r1;
     pthread_barrier_wait(&sh->bar); /* start */
     getrusage(w->forked ? RUSAGE_SELF : RUSAGE_THREAD, &r0);
@@ -366,11 +493,24 @@ static void worker(wk *w) {
     pthread_barrier_wait(&sh->bar);
     long lo = N * w->id / w->nt, hi = N * (w->id + 1) / w->nt;
     char *chunk = NULL;
-    uint64_t chunk_rp = 0;
+    uint64_t chunk_rp = 0, tries = 0, nchunks = 0;
     size_t used = CHUNK_SIZE;
+    if (counting) {
+        if (S.b->kind == BK_PGDSA || S.b->kind == BK_PGPRE) pgdsa_count = &ws->pg;
+        getrusage(w->forked ? RUSAGE_SELF : RUSAGE_THREAD, &c0);
+        if (scfd >= 0) ioctl(scfd, PERF_EVENT_IOC_ENABLE, 0);
+    }
     for (long i = lo; i < hi && buckets; i++) {
         if (used + sizeof(hj_tuple) > CHUNK_SIZE) { /* a new chunk */
-            chunk = be_alloc(CHUNK_SIZE, true, &chunk_rp);
+            if (counting) { /* the allocation's latency, in the worker's slice */
+                uint64_t t0 = ns_now();
+                chunk = be_alloc(CHUNK_SIZE, true, &chunk_rp);
+                uint64_t d = ns_now() - t0;
+                if (ws->nlat < ws->maxlat) ws->lat[ws->nlat++] = d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
+            } else {
+                chunk = be_alloc(CHUNK_SIZE, true, &chunk_rp);
+            }
+            nchunks++;
             if (!chunk) {
                 atomic_store(&sh->err, 2);
                 break;
@@ -391,10 +531,27 @@ static void worker(wk *w) {
         _Atomic uint64_t *bk = &buckets[h & mask];
         uint64_t old = atomic_load_explicit(bk, memory_order_relaxed);
         do
-            t->next = old;
+            t->next = old, tries++;
         /* release: the tuple's fields are visible to whoever follows the pointer */
         while (!atomic_compare_exchange_weak_explicit(bk, &old, tp, memory_order_release,
                                                       memory_order_relaxed));
+    }
+    if (counting) {
+        if (scfd >= 0) {
+            ioctl(scfd, PERF_EVENT_IOC_DISABLE, 0);
+            long long v;
+            /* less the disabling ioctl, which entered before it took effect */
+            ws->syscalls = read(scfd, &v, sizeof v) == (ssize_t)sizeof v ? v - 1 : -1;
+            close(scfd);
+        } else {
+            ws->syscalls = -1;
+        }
+        getrusage(w->forked ? RUSAGE_SELF : RUSAGE_THREAD, &c1);
+        ws->faults = (c1.ru_minflt - c0.ru_minflt) + (c1.ru_majflt - c0.ru_majflt);
+        pgdsa_count = NULL;
+        ws->chunks = nchunks;
+        ws->tuples = (uint64_t)(hi - lo);
+        ws->join_cas_fail = tries - (uint64_t)(hi - lo);
     }
     pthread_barrier_wait(&sh->bar); /* built */
     uint64_t matches = 0;
@@ -436,16 +593,50 @@ static int tlb_open(void) {
     return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
 }
 
+/* A counted round's totals over the workers (per chunk when printed). */
+typedef struct counts {
+    bool done, sc_ok;
+    double chunks, locks, contended, rmw, wait_ns, hold_ns, join_fail, syscalls, faults;
+    double build;            /* the counted round's build time (slowed by counting) */
+    double spans;            /* dsmpool: spans the area took */
+    double p50, p99, p999;   /* ns per chunk allocation */
+} counts;
+
 typedef struct meas {
     double build, probe;
     long minflt;
     long long dtlb; /* -1: n/a */
     int err;        /* 0, or 1 wrong answer, 2 failure */
+    counts c;
 } meas;
 
-static meas one_round(int nt, bool procs) {
-    meas m = {0, 0, 0, -1, 0};
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static meas one_round(int nt, bool procs, bool counted) {
+    meas m = {0, 0, 0, -1, 0, {0}};
     shared *sh = mmap(NULL, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    sh->counting = counted;
+    uint32_t *lat = NULL;
+    size_t latn = 0;
+    if (counted) { /* every chunk allocation's latency: 4 bytes each, a slice per worker */
+        const uint64_t tpc = (CHUNK_SIZE - CHUNK_HDR) / sizeof(hj_tuple);
+        latn = (size_t)N / tpc + 2 * (size_t)nt + 2;
+        lat = mmap(NULL, latn * 4, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (lat == MAP_FAILED) { /* no latencies then; the counts still come */
+            lat = NULL;
+            latn = 0;
+        }
+        size_t off = 0;
+        for (int i = 0; i < nt && lat; i++) {
+            long lo = N * i / nt, hi = N * (i + 1) / nt;
+            sh->ws[i].lat = lat + off;
+            sh->ws[i].maxlat = (uint64_t)(hi - lo) / tpc + 2;
+            off += sh->ws[i].maxlat;
+        }
+    }
     pthread_barrierattr_t ba;
     pthread_barrierattr_init(&ba);
     pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
@@ -478,6 +669,10 @@ static meas one_round(int nt, bool procs) {
     pthread_barrier_wait(&sh->bar); /* zeroed */
     pthread_barrier_wait(&sh->bar); /* built */
     double t1 = now_s();
+    if (counted && S.b->kind == BK_DSMPOOL) { /* spans taken: the refills that took a fresh span */
+        dsmpool_area_stats as;
+        if (dsmpool_area_get_stats(S.area, &as) == 0) m.c.spans = (double)as.spans;
+    }
     pthread_barrier_wait(&sh->bar); /* probed */
     double t2 = now_s();
     for (int i = 0; i < nt; i++) {
@@ -496,6 +691,35 @@ static meas one_round(int nt, bool procs) {
     }
     m.build = t1 - t0;
     m.probe = t2 - t1;
+    if (counted) {
+        counts *c = &m.c;
+        c->done = true;
+        c->sc_ok = true;
+        c->build = m.build;
+        size_t nl = 0;
+        for (int i = 0; i < nt; i++) {
+            wstat *ws = &sh->ws[i];
+            c->chunks += (double)ws->chunks;
+            c->locks += (double)ws->pg.locks;
+            c->contended += (double)ws->pg.contended;
+            c->rmw += (double)ws->pg.rmw;
+            c->wait_ns += (double)ws->pg.wait_ns;
+            c->hold_ns += (double)ws->pg.hold_ns;
+            c->join_fail += (double)ws->join_cas_fail;
+            c->faults += (double)ws->faults;
+            if (ws->syscalls < 0) c->sc_ok = false;
+            else c->syscalls += (double)ws->syscalls;
+            if (lat) memmove(lat + nl, ws->lat, ws->nlat * 4); /* compact the slices */
+            nl += ws->nlat;
+        }
+        if (nl) {
+            qsort(lat, nl, 4, cmp_u32);
+            c->p50 = lat[nl / 2];
+            c->p99 = lat[(size_t)((double)nl * 0.99)];
+            c->p999 = lat[(size_t)((double)nl * 0.999)];
+        }
+        if (lat) munmap(lat, latn * 4);
+    }
     m.minflt = atomic_load(&sh->minflt);
     if (atomic_load(&sh->err)) m.err = 2;
     else if (atomic_load(&sh->matches) != want_matches || atomic_load(&sh->sum) != want_sum) m.err = 1;
@@ -525,13 +749,17 @@ typedef struct result {
     long long dtlb;
     int err;
     char skip[300];
+    counts c;
 } result;
 
 static void usage(const char *p) {
     fprintf(stderr,
             "usage: %s [--rows N] [--threads 1,2,4] [--rounds R] [--mode threads|procs|both]\n"
             "          [--backends a,b,...] [--dup D] [--zipf S] [--seed S] [--out DIR]\n"
-            "          [--hugepages-needed] [--gib-pages-needed]\n"
+            "          [--oversub] [--no-count] [--hugepages-needed] [--gib-pages-needed]\n"
+            "--oversub: add T = 4x and 16x the CPUs (oversubscription) to the list\n"
+            "--no-count: no counted round (by default one untimed round per row counts\n"
+            "            locks, RMWs, system calls, faults and allocation latency)\n"
             "backends:", p);
     for (size_t i = 0; i < NBACKENDS; i++) fprintf(stderr, " %s", backends[i].id);
     fprintf(stderr, "\n");
@@ -554,12 +782,140 @@ static const char *fmt_count(long long v, char *buf, size_t n) {
     return buf;
 }
 
+/* dsmpool's RMWs on shared words per fresh span, read off pool/area.c
+ * (acquire_bracketed): the held-bytes reserve CAS, the entry's claim CAS,
+ * the pool allocator's CAS for the 2 MiB block (at least one), the
+ * publishing CAS. Chunks in between come from the thread's bump range with
+ * no RMW (area.c rule 1). A derivation, not a count: CAS failures unseen. */
+#define DSMPOOL_RMW_PER_SPAN 4
+
+static const result *find_row(const result *res, int nres, const result *r, int t) {
+    for (int j = 0; j < nres; j++)
+        if (res[j].b == r->b && res[j].procs == r->procs && res[j].t == t && !res[j].err && !res[j].skip[0])
+            return &res[j];
+    return NULL;
+}
+
+static double amdahl(double e, double t) { return 1 / (e + (1 - e) / t); }
+
+/* Item: what every worker does on shared lines per 32 KiB chunk, the
+ * allocation latency's tail, oversubscription, and the serial fraction. */
+static void print_counts(const result *res, int nres, const char *out) {
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    printf("\nper 32 KiB chunk, build phase, one more round (untimed, counted); latency of every chunk allocation\n");
+    printf("%-15s %-12s %-7s %3s %6s %7s %7s %8s %8s %7s %7s %7s %7s %8s %8s %8s\n", "backend", "pages", "workers",
+           "T", "vsTcpu", "locks", "contend", "wait us", "hold us", "RMW", "joinCAS", "syscall", "faults", "p50 us",
+           "p99 us", "p99.9 us");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/hashjoin-counts.csv", out);
+    mkdir(out, 0755);
+    FILE *f = fopen(path, "w");
+    if (f)
+        fprintf(f, "backend,pages,mode,workers,cpus,total_s,throughput_vs_tcpu,chunks,locks_per_chunk,contended_per_chunk,"
+                   "wait_us_per_chunk,hold_us_per_chunk,rmw_per_chunk,rmw_derived,join_cas_fail_per_chunk,"
+                   "syscalls_per_chunk,faults_per_chunk,p50_us,p99_us,p999_us\n");
+    for (int i = 0; i < nres; i++) {
+        const result *r = &res[i];
+        if (r->skip[0] || r->err || !r->c.done || r->c.chunks <= 0) continue;
+        const counts *c = &r->c;
+        double n = c->chunks;
+        const result *rc = find_row(res, nres, r, (int)ncpu);
+        char vs[16] = "-", rmw[16] = "n/a", sc[16] = "n/a", lk[16] = "-", ct[16] = "-", wt[16] = "-", hd[16] = "-";
+        if (rc && rc->total > 0) snprintf(vs, sizeof vs, "%.2f", rc->total / r->total);
+        bool pg = r->b->kind == BK_PGDSA || r->b->kind == BK_PGPRE, derived = false;
+        double rmwv = -1;
+        if (pg) rmwv = c->rmw / n;
+        else if (r->b->kind == BK_DSMPOOL) {
+            rmwv = c->spans * DSMPOOL_RMW_PER_SPAN / n;
+            derived = true;
+        }
+        if (rmwv >= 0) snprintf(rmw, sizeof rmw, "%s%.3f", derived ? "~" : "", rmwv);
+        if (pg) {
+            snprintf(lk, sizeof lk, "%.2f", c->locks / n);
+            snprintf(ct, sizeof ct, "%.3f", c->contended / n);
+            snprintf(wt, sizeof wt, "%.2f", c->wait_ns / n / 1e3);
+            snprintf(hd, sizeof hd, "%.2f", c->hold_ns / n / 1e3);
+        } else if (r->b->kind == BK_DSMPOOL) {
+            snprintf(lk, sizeof lk, "0");
+            snprintf(ct, sizeof ct, "0");
+        }
+        if (c->sc_ok) snprintf(sc, sizeof sc, "%.3f", c->syscalls / n);
+        printf("%-15s %-12s %-7s %3d %6s %7s %7s %8s %8s %7s %7.2f %7s %7.2f %8.2f %8.2f %8.2f\n", r->b->name,
+               r->pages, r->procs ? "procs" : "threads", r->t, vs, lk, ct, wt, hd, rmw, c->join_fail / n, sc,
+               c->faults / n, c->p50 / 1e3, c->p99 / 1e3, c->p999 / 1e3);
+        if (f)
+            fprintf(f, "%s,%s,%s,%d,%ld,%.4f,%.3f,%.0f,%.4f,%.4f,%.3f,%.3f,%.4f,%d,%.3f,%.4f,%.3f,%.3f,%.3f,%.3f\n",
+                    r->b->name, r->pages, r->procs ? "procs" : "threads", r->t, ncpu, r->total,
+                    rc && rc->total > 0 ? rc->total / r->total : 0, n, pg ? c->locks / n : 0,
+                    pg ? c->contended / n : 0, pg ? c->wait_ns / n / 1e3 : 0, pg ? c->hold_ns / n / 1e3 : 0, rmwv,
+                    derived, c->join_fail / n, c->sc_ok ? c->syscalls / n : -1, c->faults / n, c->p50 / 1e3,
+                    c->p99 / 1e3, c->p999 / 1e3);
+    }
+    if (f) fclose(f);
+    printf("  vsTcpu: throughput against T = %ld (CPUs) of the same row; locks, contended, wait, hold: the\n"
+           "  imitation's LWLocks, counted; RMW: atomic read-modify-writes on shared words by the allocator\n"
+           "  (~: dsmpool's, derived as %d per fresh 2 MiB span from area.c, not counted; the hash join's own\n"
+           "  bucket CAS, 1 per tuple (~1364 per chunk) for everybody, is left out, its failures are joinCAS);\n"
+           "  syscall: every system call of the build loop (raw_syscalls tracepoint); faults: minor + major.\n",
+           ncpu, DSMPOOL_RMW_PER_SPAN);
+    /* the serial fraction, two ways, and the speedup it would allow */
+    printf("\nserial fraction and the Amdahl bound it implies -- INDICATORS, not measurements: coherence traffic\n"
+           "grows with cores and the bound ignores it (e: Karp-Flatt from build times at T=1 and T=Tmax <= CPUs,\n"
+           "Tmax < 16 where a T=16 row was measured, so that bound16 can be held against meas16, the measured\n"
+           "build speedup at T=16; e_lock: time holding the allocator's lock over build time, counted round at T=1)\n");
+    bool have16 = false;
+    for (int j = 0; j < nres; j++) have16 |= res[j].t == 16 && ncpu >= 16;
+    printf("%-15s %-12s %-7s %4s %7s %7s %8s %8s %8s %8s %8s %8s %8s %8s\n", "backend", "pages", "workers", "Tmax",
+           "speedup", "e", "bound16", "meas16", "bound64", "bound128", "e_lock", "lock16", "lock64", "lock128");
+    for (int i = 0; i < nres; i++) {
+        const result *r = &res[i];
+        if (r->skip[0] || r->err || r->t != 1) continue;
+        const result *top = NULL;
+        for (int j = 0; j < nres; j++) {
+            const result *q = &res[j];
+            if (q->b == r->b && q->procs == r->procs && q->t > 1 && q->t <= ncpu && (!have16 || q->t < 16) &&
+                !q->err && !q->skip[0] && (!top || q->t > top->t))
+                top = q;
+        }
+        const result *r16 = have16 ? find_row(res, nres, r, 16) : NULL;
+        char m16[16] = "-";
+        if (r16 && r16->build > 0) snprintf(m16, sizeof m16, "%.1f", r->build / r16->build);
+        char e1[16] = "-", b16[16] = "-", b64[16] = "-", b128[16] = "-", sp[16] = "-";
+        char e2[16] = "-", l16[16] = "-", l64[16] = "-", l128[16] = "-";
+        if (top) {
+            double S1 = r->build / top->build, T = top->t;
+            double e = (1 / S1 - 1 / T) / (1 - 1 / T);
+            snprintf(sp, sizeof sp, "%.2f", S1);
+            snprintf(e1, sizeof e1, "%.3f", e);
+            if (e > 0 && e < 1) {
+                snprintf(b16, sizeof b16, "%.1f", amdahl(e, 16));
+                snprintf(b64, sizeof b64, "%.1f", amdahl(e, 64));
+                snprintf(b128, sizeof b128, "%.1f", amdahl(e, 128));
+            } else if (e <= 0) {
+                snprintf(b16, sizeof b16, "16+");
+                snprintf(b64, sizeof b64, "64+");
+                snprintf(b128, sizeof b128, "128+");
+            }
+        }
+        if (r->c.done && r->c.build > 0 && (r->b->kind == BK_PGDSA || r->b->kind == BK_PGPRE ||
+                                            r->b->kind == BK_DSMPOOL)) {
+            double e = r->c.hold_ns / 1e9 / r->c.build;
+            snprintf(e2, sizeof e2, "%.4f", e);
+            snprintf(l16, sizeof l16, "%.1f", amdahl(e, 16));
+            snprintf(l64, sizeof l64, "%.1f", amdahl(e, 64));
+            snprintf(l128, sizeof l128, "%.1f", amdahl(e, 128));
+        }
+        printf("%-15s %-12s %-7s %4d %7s %7s %8s %8s %8s %8s %8s %8s %8s %8s\n", r->b->name, r->pages,
+               r->procs ? "procs" : "threads", top ? top->t : 1, sp, e1, b16, m16, b64, b128, e2, l16, l64, l128);
+    }
+}
+
 int main(int argc, char **argv) {
     G = glibc_malloc();
     long rows = 10000000;
     int ts[32], nts = 0, rounds = 3, dup = 1;
     double zs = 0;
-    bool procs = false, both = true, need_huge = false, need_gib = false;
+    bool procs = false, both = true, need_huge = false, need_gib = false, count = true, oversub = false;
     const char *blist = NULL, *out = "bench/results";
     uint64_t seed = 20261130;
     for (int i = 1; i < argc; i++) {
@@ -588,6 +944,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--zipf") && more) zs = atof(argv[++i]);
         else if (!strcmp(a, "--seed") && more) seed = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(a, "--out") && more) out = argv[++i];
+        else if (!strcmp(a, "--no-count")) count = false;
+        else if (!strcmp(a, "--oversub")) oversub = true;
         else if (!strcmp(a, "--hugepages-needed")) need_huge = true;
         else if (!strcmp(a, "--gib-pages-needed")) need_gib = true;
         else usage(argv[0]);
@@ -607,6 +965,11 @@ int main(int argc, char **argv) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         for (long t = 1; t <= n && nts < 31; t *= 2) ts[nts++] = (int)t;
         if (ts[nts - 1] != n) ts[nts++] = (int)n;
+    }
+    if (oversub && nts < 31) { /* a preempted lock holder stalls its waiters */
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        ts[nts++] = (int)(4 * n);
+        ts[nts++] = (int)(16 * n);
     }
     for (int i = 0; i < nts; i++)
         if (ts[i] < 1 || ts[i] > MAXT) usage(argv[0]);
@@ -644,7 +1007,7 @@ int main(int argc, char **argv) {
                     if (isatty(2))
                         fprintf(stderr, "  %-15s %-7s T=%-3d round %d/%d\r", b->id, pm ? "procs" : "threads",
                                 ts[ti], k + 1, rounds);
-                    meas m = one_round(ts[ti], pm);
+                    meas m = one_round(ts[ti], pm, false);
                     if (m.err) {
                         r->err = m.err;
                         if (m.err == 1) wrong++;
@@ -668,6 +1031,15 @@ int main(int argc, char **argv) {
                     }
                 r->build = median(bv, rounds);
                 r->probe = median(pv, rounds);
+                if (count) { /* one more round, untimed, counted */
+                    meas m = one_round(ts[ti], pm, true);
+                    if (m.err == 1) {
+                        r->err = 1;
+                        wrong++;
+                    } else if (!m.err) {
+                        r->c = m.c;
+                    }
+                }
             }
             if (ok) be_teardown();
         }
@@ -678,32 +1050,33 @@ int main(int argc, char **argv) {
     printf("hash join of %ld x %ld rows%s, %d round%s (median), %ld CPUs\n", N, N,
            zs > 0 ? " (zipf)" : dup > 1 ? " (dup)" : "", rounds, rounds > 1 ? "s" : "",
            sysconf(_SC_NPROCESSORS_ONLN));
-    printf("%-12s %-12s %-7s %3s %8s %8s %8s %8s %9s %9s\n", "backend", "pages", "workers", "T",
+    printf("%-15s %-12s %-7s %3s %8s %8s %8s %8s %9s %9s\n", "backend", "pages", "workers", "T",
            "build s", "probe s", "total s", "speedup", "minflt", "dTLB miss");
     for (int i = 0; i < nres; i++) {
         result *r = &res[i];
         const char *mode = r->procs ? "procs" : "threads";
         if (r->skip[0]) {
             if (i == 0 || res[i - 1].b != r->b || res[i - 1].procs != r->procs)
-                printf("%-12s %-12s %-7s     skipped: %s\n", r->b->name, r->pages, mode, r->skip);
+                printf("%-15s %-12s %-7s     skipped: %s\n", r->b->name, r->pages, mode, r->skip);
             continue;
         }
         if (r->err) {
-            printf("%-12s %-12s %-7s %3d %s\n", r->b->name, r->pages, mode, r->t,
+            printf("%-15s %-12s %-7s %3d %s\n", r->b->name, r->pages, mode, r->t,
                    r->err == 1 ? "WRONG ANSWER" : "FAILED");
             continue;
         }
         double base = 0;
         for (int j = 0; j < nres; j++)
-            if (res[j].b->kind == BK_PGDSA && res[j].procs == r->procs && res[j].t == r->t && !res[j].err &&
+            if (res[j].b->kind == BK_PGDSA && res[j].b->variant == V_NONE && res[j].procs == r->procs && res[j].t == r->t && !res[j].err &&
                 !res[j].skip[0])
                 base = res[j].total;
         char sp[16] = "-", f1[16], f2[16];
         if (base > 0) snprintf(sp, sizeof sp, "%.2fx", base / r->total);
-        printf("%-12s %-12s %-7s %3d %8.3f %8.3f %8.3f %8s %9s %9s\n", r->b->name, r->pages, mode, r->t,
+        printf("%-15s %-12s %-7s %3d %8.3f %8.3f %8.3f %8s %9s %9s\n", r->b->name, r->pages, mode, r->t,
                r->build, r->probe, r->total, sp, fmt_count(r->minflt, f1, sizeof f1),
                fmt_count(r->dtlb, f2, sizeof f2));
     }
+    if (count) print_counts(res, nres, out);
     /* the targets, stated */
     printf("\ntargets:\n");
     for (int mode = 0; mode < 2; mode++) {
@@ -713,7 +1086,7 @@ int main(int argc, char **argv) {
                 result *r = &res[j];
                 if (r->procs != mode || r->t != ts[ti] || r->err || r->skip[0]) continue;
                 if (r->b->kind == BK_DSMPOOL && r->b->huge_size == 2 * MIB) d2 = r;
-                if (r->b->kind == BK_PGDSA) pg = r;
+                if (r->b->kind == BK_PGDSA && r->b->variant == V_NONE) pg = r;
                 if (r->b->kind == BK_JEMALLOC) je = r;
             }
             if (d2 && pg)
@@ -748,7 +1121,7 @@ int main(int argc, char **argv) {
             if (r->skip[0] || r->err) continue;
             double base = 0;
             for (int j = 0; j < nres; j++)
-                if (res[j].b->kind == BK_PGDSA && res[j].procs == r->procs && res[j].t == r->t &&
+                if (res[j].b->kind == BK_PGDSA && res[j].b->variant == V_NONE && res[j].procs == r->procs && res[j].t == r->t &&
                     !res[j].err && !res[j].skip[0])
                     base = res[j].total;
             fprintf(f, "%s,%s,%s,%d,%.4f,%.4f,%.4f,%.3f,%ld,%lld,%ld,%d\n", r->b->name, r->pages,

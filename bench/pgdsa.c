@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DSA_INITIAL_SEGMENT_SIZE (1ull << 20)
@@ -82,6 +83,45 @@ struct pgdsa_area {
     _Atomic(char *) map[DSA_MAX_SEGMENTS];
     pthread_mutex_t map_lock; /* threads of one process share the map */
 };
+
+/* ---- counted locks ------------------------------------------------------------ */
+
+_Thread_local pgdsa_counters *pgdsa_count;
+
+static uint64_t ns_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* LWLockAcquire, as a process-shared mutex; counted when the thread asks. */
+static void lock(pthread_mutex_t *m) {
+    pgdsa_counters *c = pgdsa_count;
+    if (__builtin_expect(!c, 1)) {
+        pthread_mutex_lock(m);
+        return;
+    }
+    uint64_t t0 = ns_now();
+    c->locks++;
+    c->rmw++; /* the acquiring CAS */
+    if (pthread_mutex_trylock(m) != 0) {
+        c->contended++;
+        c->rmw++; /* the failed one; the sleeping lock's own retries are not seen */
+        pthread_mutex_lock(m);
+    }
+    uint64_t t1 = ns_now();
+    c->wait_ns += t1 - t0;
+    if (c->depth++ == 0) c->t_hold = t1;
+}
+
+static void unlock(pthread_mutex_t *m) {
+    pgdsa_counters *c = pgdsa_count;
+    if (__builtin_expect(c != NULL, 0)) {
+        c->rmw++; /* the releasing exchange */
+        if (--c->depth == 0) c->hold_ns += ns_now() - c->t_hold;
+    }
+    pthread_mutex_unlock(m);
+}
 
 /* ---- the preallocated region (pg-prealloc) -------------------------------- */
 
@@ -120,6 +160,7 @@ static _Atomic unsigned dsm_name_counter;
 /* dsm_create + dsm_impl_posix: create, size, reserve, map. */
 static char *dsm_create_posix(char *name, size_t n, uint64_t size) {
     snprintf(name, n, "/PostgreSQL.%u.%u", (unsigned)getpid(), atomic_fetch_add(&dsm_name_counter, 1));
+    if (pgdsa_count) pgdsa_count->rmw++;
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0) return NULL;
     char *m = NULL;
@@ -142,7 +183,7 @@ static char *dsm_attach_posix(const char *name, uint64_t size) {
 
 /* dsm_create in a region first (PostgreSQL 14+ main space). */
 static int region_carve(pgdsa_ctl *ctl, uint64_t size, uint64_t *off) {
-    pthread_mutex_lock(&ctl->dsm_lock);
+    lock(&ctl->dsm_lock);
     uint64_t u = atomic_load(R.used);
     int r = -1;
     if (u + size <= R.size) {
@@ -150,7 +191,7 @@ static int region_carve(pgdsa_ctl *ctl, uint64_t size, uint64_t *off) {
         *off = u;
         r = 0;
     }
-    pthread_mutex_unlock(&ctl->dsm_lock);
+    unlock(&ctl->dsm_lock);
     return r;
 }
 
@@ -219,6 +260,12 @@ void pgdsa_destroy(pgdsa_area *a) {
 
 unsigned pgdsa_segments(pgdsa_area *a) { return a->ctl->nsegs; }
 
+char *const *pgdsa_segment_map(pgdsa_area *a) {
+    /* _Atomic(char *) and char * have the same representation; the inline
+     * reader's plain load of a pointer-sized word is what the relaxed load was */
+    return (char *const *)(void *)a->map;
+}
+
 /* The segment's address in this process: get_segment_by_index, which
  * attaches it (shm_open + mmap) the first time this process needs it. */
 static char *seg_base(pgdsa_area *a, uint32_t idx) {
@@ -259,6 +306,7 @@ static int make_new_segment(pgdsa_area *a, uint64_t requested_pages) {
         m = dsm_create_posix(s->name, sizeof s->name, total);
         if (!m) return -1;
     }
+    if (pgdsa_count) pgdsa_count->segs++;
     s->size = total;
     s->first_page = meta / FPM_PAGE_SIZE;
     s->next_page = s->first_page;
@@ -290,16 +338,16 @@ static pgdsa_pointer allocate_locked(pgdsa_area *a, size_t size) {
 }
 
 pgdsa_pointer pgdsa_allocate(pgdsa_area *a, size_t size) {
-    pthread_mutex_lock(&a->ctl->area_lock);
+    lock(&a->ctl->area_lock);
     pgdsa_pointer p = allocate_locked(a, size);
-    pthread_mutex_unlock(&a->ctl->area_lock);
+    unlock(&a->ctl->area_lock);
     return p;
 }
 
 pgdsa_pointer pgdsa_allocate_chunk(pgdsa_area *a, size_t size) {
-    pthread_mutex_lock(&a->ctl->hash_lock);
+    lock(&a->ctl->hash_lock);
     pgdsa_pointer p = pgdsa_allocate(a, size);
-    pthread_mutex_unlock(&a->ctl->hash_lock);
+    unlock(&a->ctl->hash_lock);
     return p;
 }
 

@@ -39,4 +39,32 @@ void *pgdsa_get_address(pgdsa_area *a, pgdsa_pointer p);
 
 unsigned pgdsa_segments(pgdsa_area *a);
 
+/* pg-prealloc with an inline translation (the "+inline" row): the
+ * process's segment map, read without a function call and without
+ * dsa_get_address's freed-segment check -- a load and an add, as
+ * dsmpool_area_addr_inline is an add. A segment this process has not looked
+ * up yet falls back to pgdsa_get_address. */
+char *const *pgdsa_segment_map(pgdsa_area *a);
+static inline void *pgdsa_get_address_inline(pgdsa_area *a, char *const *map, pgdsa_pointer p) {
+    char *m = p ? map[p >> 40] : NULL;
+    if (__builtin_expect(m != NULL, 1)) return m + (p & ((1ull << 40) - 1));
+    return pgdsa_get_address(a, p);
+}
+
+/* Counting (untimed rounds only): a thread that sets pgdsa_count to its own
+ * record has every lock acquisition counted and timed. NULL (the default)
+ * costs one thread-local load per lock. */
+typedef struct pgdsa_counters {
+    uint64_t locks;     /* acquisitions (hash join lock, area lock, DSM control lock) */
+    uint64_t contended; /* of those, found held (a failed trylock) */
+    uint64_t rmw;       /* atomic RMWs on shared words: lock CAS + unlock exchange,
+                           failed CAS on contention, the segment name counter */
+    uint64_t wait_ns;   /* from asking for a lock to holding it */
+    uint64_t hold_ns;   /* holding the outermost lock: the serial part */
+    uint64_t segs;      /* segments created (system calls under the locks) */
+    int depth;
+    uint64_t t_hold;
+} pgdsa_counters;
+extern _Thread_local pgdsa_counters *pgdsa_count;
+
 #endif
