@@ -368,7 +368,7 @@ typedef struct dsmpool_area dsmpool_area; /* a process's attachment to an area *
 typedef uint64_t dsmpool_ptr;             /* relocatable pointer; 0 is the null value */
 
 #define DSMPOOL_PTR_NULL UINT64_C(0)
-#define DSMPOOL_PRIptr "016llx"
+#define DSMPOOL_PRIptr "016" PRIx64 /* format: printf("%" DSMPOOL_PRIptr, p), no cast */
 
 #define DSMPOOL_ALLOC_ZERO (1u << 0)       /* alloc flag: zeroed memory */
 #define DSMPOOL_ALLOC_INTERLEAVE (1u << 1) /* alloc flag, > 1 MiB: from the interleaved sub-pool

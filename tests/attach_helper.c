@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
             dsmpool_ptr q;
             if (dsmpool_area_alloc(area, 16, 0, &q) == 0) {
                 ((unsigned long *)dsmpool_area_addr(area, q))[1] = 4242;
-                printf("new=%" DSMPOOL_PRIptr "\n", (unsigned long long)q);
+                printf("new=%" DSMPOOL_PRIptr "\n", q);
             } else {
                 rc = 5;
             }

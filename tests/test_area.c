@@ -349,7 +349,7 @@ Test(area_process, relocatable_pointers_across_exec, .timeout = 60) {
     cr_assert_not_null(helper);
     char hs[32], ps[32], ns[16];
     snprintf(hs, sizeof hs, "%" DSMPOOL_PRIhandle, dsmpool_area_handle(a));
-    snprintf(ps, sizeof ps, "%" DSMPOOL_PRIptr, (unsigned long long)head);
+    snprintf(ps, sizeof ps, "%" DSMPOOL_PRIptr, head);
     snprintf(ns, sizeof ns, "%d", N);
     int out[2];
     cr_assert_eq(pipe(out), 0);

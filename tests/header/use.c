@@ -17,7 +17,8 @@ int main(void) {
     uint64_t os = DSMPOOL_PTR_OS_BIT;
     int node = 2;
     unsigned more = DSMPOOL_SEG_ON_NODE(node);
-    printf("%" DSMPOOL_PRIhandle " %s %d %d\n", h, DSMPOOL_VERSION_STRING, DSMPOOL_VERSION_NUMBER,
+    printf("%" DSMPOOL_PRIhandle " %" DSMPOOL_PRIptr " %s %d %d\n", h, p, DSMPOOL_VERSION_STRING,
+           DSMPOOL_VERSION_NUMBER,
            DSMPOOL_VERSION_MAJOR * 100 + DSMPOOL_VERSION_MINOR + DSMPOOL_VERSION_PATCH);
     dsmpool_area *area = NULL;
     char *base = NULL;
