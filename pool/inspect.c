@@ -427,6 +427,21 @@ int dp_inspect_procs(dp_insp *in, dp_insp_proc **out, size_t *n) {
     return 0;
 }
 
+/* Room for one more element in a growing snapshot array; false (and the
+ * array freed) when out of memory. */
+static bool room_for(void **v, size_t *cap, size_t k, size_t elem) {
+    if (k < *cap) return true;
+    void *nv = realloc(*v, 2 * *cap * elem);
+    if (!nv) {
+        free(*v);
+        *v = NULL;
+        return false;
+    }
+    *v = nv;
+    *cap *= 2;
+    return true;
+}
+
 int dp_inspect_segs(dp_insp *in, dp_insp_seg **out, size_t *n) {
     struct dsmpool *p = in->p;
     size_t cap = 64, k = 0;
@@ -437,15 +452,9 @@ int dp_inspect_segs(dp_insp *in, dp_insp_seg **out, size_t *n) {
         uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with create's LIVE CAS */
         unsigned st = DP_SEG_ST(w);
         if (st == DP_SEG_FREE) continue;
-        if (k == cap) {
-            dp_insp_seg *nv = realloc(v, 2 * cap * sizeof *v);
-            if (!nv) {
-                free(v);
-                return dp_fail(-ENOMEM, "out of memory");
-            }
-            v = nv;
-            cap *= 2;
-        }
+        void *vv = v;
+        if (!room_for(&vv, &cap, k, sizeof *v)) return dp_fail(-ENOMEM, "out of memory");
+        v = vv;
         dp_insp_seg *e = &v[k++];
         memset(e, 0, sizeof *e);
         e->index = i;
@@ -495,15 +504,9 @@ int dp_inspect_areas(dp_insp *in, dp_insp_area **out, size_t *n) {
     for (uint64_t i = 0; i < p->nsegs; i++) {
         uint64_t w = dp_load_acquire(&p->segs[i].state); /* acquire: pairs with create's LIVE CAS */
         if (DP_SEG_ST(w) == DP_SEG_FREE || !(dp_load_relaxed(&p->segs[i].flags) & DP_SEG_AREA)) continue;
-        if (k == cap) {
-            dp_insp_area *nv = realloc(v, 2 * cap * sizeof *v);
-            if (!nv) {
-                free(v);
-                return dp_fail(-ENOMEM, "out of memory");
-            }
-            v = nv;
-            cap *= 2;
-        }
+        void *vv = v;
+        if (!room_for(&vv, &cap, k, sizeof *v)) return dp_fail(-ENOMEM, "out of memory");
+        v = vv;
         if (dp_area_inspect(p, i, &v[k]) == 0) k++; /* validates the control block itself */
     }
     *out = v;
