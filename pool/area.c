@@ -346,6 +346,15 @@ static ar_span *ar_entry(dsmpool *p, ar_ctl *ctl, uint64_t e) {
     return (ar_span *)dp_at(p, off) + e % AR_PER_PAGE;
 }
 
+/* The first registry entry at or after e whose page exists (AR_MAX_ENTRIES
+ * if none): the walks skip a missing page whole. relaxed: a hint only,
+ * ar_entry's acquire load of the page link is what the walk relies on. */
+static uint64_t entry_next(ar_ctl *ctl, uint64_t e) {
+    while (e < AR_MAX_ENTRIES && !dp_load_relaxed(&ctl->regpage[e / AR_PER_PAGE]))
+        e = (e / AR_PER_PAGE + 1) * AR_PER_PAGE;
+    return e;
+}
+
 static void dir_set(dsmpool *p, uint64_t off, uint64_t bytes, uint64_t w) {
     for (uint64_t o = off; o < off + bytes; o += AR_SPAN) {
         uint64_t k = (o - p->geo.data_off) >> AR_SPAN_SHIFT;
@@ -1915,11 +1924,7 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
     uint64_t span_chunks = 0; /* bytes of all spans' chunks */
     out->held = dp_load_relaxed(&ctl->held);
     out->limit = dp_load_relaxed(&ctl->limit);
-    for (uint64_t e = 0; e < AR_MAX_ENTRIES; e++) {
-        if (e % AR_PER_PAGE == 0 && !dp_load_relaxed(&ctl->regpage[e / AR_PER_PAGE])) {
-            e += AR_PER_PAGE - 1;
-            continue;
-        }
+    for (uint64_t e = entry_next(ctl, 0); e < AR_MAX_ENTRIES; e = entry_next(ctl, e + 1)) {
         if (e % AR_PER_PAGE == 0) out->registry_bytes += DP_FRAME_SIZE;
         ar_span *sp = ar_entry(area->pool, ctl, e);
         if (!sp) continue;
@@ -2235,11 +2240,7 @@ static void verify_area(vctx *v) {
             for (uint32_t k = 0; k < left; k++) vmark(v, e1 - 1, idx + k, cls_chunks(c), 0);
         }
     }
-    for (uint64_t e = 0; e < AR_MAX_ENTRIES && !v->err; e++) {
-        if (e % AR_PER_PAGE == 0 && !dp_load_relaxed(&ctl->regpage[e / AR_PER_PAGE])) {
-            e += AR_PER_PAGE - 1;
-            continue;
-        }
+    for (uint64_t e = entry_next(ctl, 0); e < AR_MAX_ENTRIES && !v->err; e = entry_next(ctl, e + 1)) {
         ar_span *sp = ar_entry(a->pool, ctl, e);
         if (!sp) continue;
         uint64_t w = dp_load_acquire(&sp->state); /* acquire: span_push's release */
@@ -2338,11 +2339,7 @@ static bool lost_add(lost_list *l, uint64_t e, uint32_t idx, unsigned c) {
 static int span_walk_unheld(vctx *v, lost_list *whole,
                             bool (*fn)(void *, uint64_t, unsigned, dsmpool_ptr, uint32_t, bool), void *arg) {
     struct dsmpool_area *a = v->a;
-    for (uint64_t e = 0; e < AR_MAX_ENTRIES; e++) {
-        if (e % AR_PER_PAGE == 0 && !dp_load_relaxed(&a->ctl->regpage[e / AR_PER_PAGE])) {
-            e += AR_PER_PAGE - 1;
-            continue;
-        }
+    for (uint64_t e = entry_next(a->ctl, 0); e < AR_MAX_ENTRIES; e = entry_next(a->ctl, e + 1)) {
         ar_span *sp = ar_entry(a->pool, a->ctl, e);
         if (!sp) continue;
         uint64_t w = dp_load_acquire(&sp->state); /* acquire: the entry's publication */
@@ -2376,11 +2373,7 @@ static int span_walk_unheld(vctx *v, lost_list *whole,
  * entry is between owners (INIT, RETIRED), when no sum is exact. */
 static bool held_sum(struct dsmpool_area *a, uint64_t *sum) {
     *sum = 0;
-    for (uint64_t e = 0; e < AR_MAX_ENTRIES; e++) {
-        if (e % AR_PER_PAGE == 0 && !dp_load_relaxed(&a->ctl->regpage[e / AR_PER_PAGE])) {
-            e += AR_PER_PAGE - 1;
-            continue;
-        }
+    for (uint64_t e = entry_next(a->ctl, 0); e < AR_MAX_ENTRIES; e = entry_next(a->ctl, e + 1)) {
         ar_span *sp = ar_entry(a->pool, a->ctl, e);
         if (!sp) continue;
         uint64_t w = dp_load_acquire(&sp->state); /* acquire: the entry's publication */
