@@ -42,7 +42,7 @@
  *     -EPROTO   the region is not a compatible dsmpool (bad magic, version,
  *               layout, or a size that does not match the mapping)
  *     -ENOSPC   a fixed table is full (segment descriptors, process slots,
- *               names, an area's thread caches); creating a pool, no room
+ *               names); creating a pool, no room
  *               for its files
  *     -EBUSY    dsmpool_check() could not get a quiet look (others kept working)
  *     -EUCLEAN  the pool's structures are damaged: from dsmpool_check() (the
@@ -321,8 +321,13 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * cache in shared memory (so recovery can find it) refilled one span (64 x
  * 32 KiB) at a time: alloc and free of a cached chunk take no lock, make no
  * system call, cause no page fault and do no atomic read-modify-write on a
- * line another thread writes. When the pool is full the area continues in OS
- * segments (unless DSMPOOL_AREA_NO_FALLBACK).
+ * line another thread writes. An area has 256 such caches; any number of
+ * further threads and processes use it at once through a shared path --
+ * each chunk taken off, or pushed back onto, its span's stack by one CAS,
+ * inside a short bracket of two atomic increments and decrements -- which is
+ * slower under contention but never fails for lack of a cache (a thread
+ * looks for a free cache again now and then). When the pool is full the
+ * area continues in OS segments (unless DSMPOOL_AREA_NO_FALLBACK).
  *
  * Lifetime: an area lives while any process is attached; the last detach,
  * or dsmpool_area_destroy() from any process, returns everything (cached
@@ -349,9 +354,7 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  *
  * Errors, besides the pool's: -ENOMEM when the area's limit or the memory
  * (pool and OS) is exhausted (nothing else changes); -EINVAL for a pointer
- * that is not the start of a live allocation of this area; -ENOSPC when more
- * than 256 threads hold caches on one area at once (dead processes' caches
- * are reclaimed first); -ESTALE for a pointer into an OS segment that this
+ * that is not the start of a live allocation of this area; -ESTALE for a pointer into an OS segment that this
  * process can no longer map (the pool was destroyed). OS segments need one
  * of 16383 area tags; an area created when none is left uses the pool only.
  *
@@ -447,7 +450,8 @@ typedef struct dsmpool_area_stats {
     size_t spans;             /* 2 MiB spans of small classes */
     size_t large_blocks;      /* dedicated blocks (> 1 MiB) */
     size_t fallback_segments; /* of those, served by OS segments */
-    unsigned caches;          /* thread caches held (all processes) */
+    unsigned caches;          /* thread caches held (all processes; at most 256, further
+                                 threads use the shared path) */
     size_t registry_bytes;    /* the area's registry pages: 4 KiB per 128 spans or large blocks
                                  it held at once, kept until it is destroyed */
     /* Where held goes; held = in_use + cached when the area is quiet. */

@@ -19,7 +19,8 @@
  * area's):
  *   ctl       magic, state (LIVE/DESTROYED), limit, held bytes, a random key
  *             (free tags), a table of registry pages, per-class "spans with
- *             returned chunks" hints, and 256 thread cache records.
+ *             returned chunks" hints, the shared path's flag, counters and
+ *             per-class hints (rule 15), and 256 thread cache records.
  *   registry  4 KiB pages of 32-byte span entries {state, block, segment,
  *             info}; entry e is page e/128, slot e%128.
  *   directory a pool-wide word per 2 MiB of data naming (area, entry, class)
@@ -146,13 +147,45 @@
  *      allocator to claim a given block and the registry to merge two
  *      entries, neither of which exists (docs/design.md, open questions).
  *
+ *  15. Any number of users (the shared path). A thread that finds every
+ *      cache record held takes none: its tc has rec NULL, and it sets
+ *      ctl->shared before its first operation (a seq_cst fence after the
+ *      store: a destroyer that misses the flag is seen DESTROYED). Each of
+ *      its operations is a bracket of its process's slot (proc.c rule 6)
+ *      instead of a record's sequence: begun (two acq_rel RMWs), the area
+ *      state read, the work, ended. Alloc of a chunk pops one off the
+ *      stack of a span of its class (the last that served, then any): the
+ *      span's word read (acquire), the top chunk's link and tag read (a
+ *      race by design: the chunk may be popped and written meanwhile), the
+ *      word read again -- if it moved, again from the start; if not, the
+ *      top must carry its free tag and a link that fits the count, or the
+ *      stack is dropped whole (an empty stack, ctl->lost counted: the lost
+ *      sweep gives its tagged chunks back) -- then one CAS to (count - 1,
+ *      link); then the tag is cleared. The generation (24 bits) makes the
+ *      CAS fail after any push or pop; a popper stopped across exactly a
+ *      multiple of 2^24 operations on one span could install a stale link,
+ *      and the chunk it names then reaches the top without its free tag:
+ *      dropped, never handed out. No span with returned chunks: a fresh
+ *      one, published with chunks 1.. already linked and tagged on its
+ *      stack (written while the entry is INIT: a death gives the block
+ *      back), chunk 0 the caller's. Free pushes the chunk onto its span
+ *      (tag, then link, then the CAS: rule 11). Large blocks are as with a
+ *      record. A destroyer that sees ctl->shared always uses membarrier and
+ *      also waits (same bound) until no live slot but its own has a bracket
+ *      open (dp_brackets_quiesce; its own: just its own bracket); recovery
+ *      of a slot that died inside a bracket counts ctl->lost for each area
+ *      it held that has shared users. Every 256 shared operations the thread
+ *      looks for a record again. Stats add the shared path's asked/given.
+ *      The lost sweep needs a record of its own; while all are held it
+ *      stays due.
+ *
  * Crash bound: an allocation that dies after taking its chunk and before
  * returning leaves that chunk allocated (as a death just after the return
  * would); everything a dead process was freeing, draining or moving comes
  * back (rule 11). The held count is exact after the lost sweep.
  *
  * Memory ordering: span-stack CASes are release (pushes publish the link in
- * the chunk) and acquire (steals read the links); registry entries and
+ * the chunk) and acquire (steals and pops read the links); registry entries and
  * directory words are published with release stores after their block is
  * written and read with acquire loads; the cache record needs none for its
  * lists (one writer; recovery reads it after the writer's death, through the
@@ -165,7 +198,8 @@
  * onto its span's stack), "area.push.whole" (a push made a span whole,
  * before it retires), "area.free.linked" (a freed chunk's link and tag
  * written, the list head not yet), "area.recover.area" (recovery about to
- * walk an area of the dead slot).
+ * walk an area of the dead slot), "area.shared.checked" (a shared-path
+ * allocation inside its bracket, the state read LIVE).
  */
 #include <sched.h>
 #include <stdio.h>
@@ -179,7 +213,7 @@
 #include "dp_os.h"
 
 #define AR_MAGIC 0x31414552415044ull /* "DPAREA1" */
-#define AR_VERSION 3u
+#define AR_VERSION 4u
 #define AR_NCLS 15u
 #define AR_MIN_SHIFT 6u
 #define AR_SMALL_MAX (1u << 20)
@@ -272,7 +306,11 @@ typedef struct ar_ctl {
     dp_a64 limit;        /* [atom] relaxed: bytes, 0 = none */
     dp_a64 held;         /* [atom] bytes of spans and large blocks */
     dp_a64 lost;         /* [atom] deaths inside an operation not yet swept (rule 11) */
+    dp_a64 shared;       /* [atom] relaxed: 1 once a thread used the shared path (rule 15) */
+    dp_a64 sh_asked;     /* [atom] relaxed: bytes the shared path's chunk allocations asked for */
+    dp_a64 sh_given;     /* [atom] relaxed: their class sizes (rule 13) */
     dp_a64 partial[AR_NCLS]; /* [atom] relaxed hint: spans with returned chunks */
+    dp_a64 sh_hint[AR_NCLS]; /* [atom] relaxed hint: the entry the shared path last popped from */
     dp_a64 regpage[AR_REGPAGES]; /* [atom] registry page offsets, 0 = none */
     _Alignas(64) ar_cache cache[AR_NCACHES];
 } ar_ctl;
@@ -296,6 +334,7 @@ typedef struct ar_tc { /* one per (thread, area) */
     uint32_t span_e1[AR_NCLS];  /* its entry + 1: a bump word naming another is damaged */
     uint64_t scan[AR_NCLS];     /* where the partial-span search resumes */
     uint64_t trim_seen;         /* the last trim request this cache answered (rule 12) */
+    uint32_t sh_ops;            /* shared-path operations (rec NULL): a record is tried again every 256 */
     struct ar_tc *tnext;        /* this thread's list */
     struct ar_tc *anext, *aprev; /* the area's list (area->lock) */
 } ar_tc;
@@ -807,7 +846,7 @@ static void tc_destructor(void *arg) {
             pthread_mutex_lock(&a->lock);
             tc_unlink_area(tc);
             pthread_mutex_unlock(&a->lock);
-            cache_release(a, tc->rec, a->pool->slot);
+            if (tc->rec) cache_release(a, tc->rec, a->pool->slot);
         }
         free(tc);
     }
@@ -825,6 +864,39 @@ static ar_cache *cache_claim(ar_ctl *ctl, uint64_t me) {
         if (dp_cas_acq_rel(&ctl->cache[i].owner, &z, me)) return &ctl->cache[i];
     }
     return NULL;
+}
+
+#ifdef DP_INJECTION
+static _Thread_local bool tc_force_shared; /* test-only: this thread's new caches take no record */
+#endif
+
+/* Give tc a cache record of its own, if one is free (reclaim: recover dead
+ * processes first when none is). The record is emptied inside an operation.
+ * false: none is free; tc->rec stays NULL (rule 15). */
+static bool tc_take_record(struct dsmpool_area *a, ar_tc *tc, bool reclaim) {
+#ifdef DP_INJECTION
+    if (tc_force_shared) return false;
+#endif
+    ar_ctl *ctl = a->ctl;
+    uint64_t me = (uint64_t)(a->pool->slot + 1) | ((uint64_t)(uint32_t)syscall(SYS_gettid) << 32);
+    ar_cache *rec = cache_claim(ctl, me);
+    if (!rec && reclaim && dp_reclaim(a->pool) > 0) /* dead processes' caches may hold them all */
+        rec = cache_claim(ctl, me);
+    if (!rec) return false;
+    /* seq_cst fence: our claim before our first read of the area state,
+     * against the destroyer's fence (destroy_explicit) */
+    atomic_thread_fence(memory_order_seq_cst);
+    uint64_t s = op_begin(rec);
+    for (unsigned c = 0; c < AR_NCLS; c++) { /* a released record is empty; say so anyway */
+        dp_store_relaxed(&rec->head[c], 0);
+        dp_store_relaxed(&rec->bump[c], 0);
+        dp_store_relaxed(&rec->count[c], 0);
+        tc->span_e1[c] = 0;
+    }
+    op_end(rec, s);
+    tc->trim_seen = dp_load_relaxed(a->trimp); /* relaxed: rule 12 */
+    tc->rec = rec;
+    return true;
 }
 
 static ar_tc *tc_get_slow(struct dsmpool_area *a) {
@@ -853,30 +925,16 @@ static ar_tc *tc_get_slow(struct dsmpool_area *a) {
         tc_err = dp_fail(-ENOMEM, "out of memory");
         return NULL;
     }
-    ar_ctl *ctl = a->ctl;
-    uint64_t me = (uint64_t)(a->pool->slot + 1) | ((uint64_t)(uint32_t)syscall(SYS_gettid) << 32);
-    tc->rec = cache_claim(ctl, me);
-    if (!tc->rec && dp_reclaim(a->pool) > 0) /* dead processes' caches may hold them all */
-        tc->rec = cache_claim(ctl, me);
-    /* seq_cst fence: our claim before our first read of the area state,
-     * against the destroyer's fence (destroy_explicit) */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (!tc->rec) {
-        free(tc);
-        tc_err = dp_fail(-ENOSPC, "all %u thread caches of this area are held (more than %u "
-                         "threads use it at once)", AR_NCACHES, AR_NCACHES);
-        return NULL;
+    if (!tc_take_record(a, tc, true)) {
+        /* rule 15: more threads than records use the area: this one takes
+         * the shared path. relaxed store, then a seq_cst fence before our
+         * first read of the area state, against the destroyer's fence: it
+         * sees the flag (and uses membarrier), or we see DESTROYED */
+        if (!dp_load_relaxed(&a->ctl->shared)) dp_store_relaxed(&a->ctl->shared, 1);
+        atomic_thread_fence(memory_order_seq_cst);
     }
-    uint64_t s = op_begin(tc->rec);
-    for (unsigned c = 0; c < AR_NCLS; c++) { /* a released record is empty; say so anyway */
-        dp_store_relaxed(&tc->rec->head[c], 0);
-        dp_store_relaxed(&tc->rec->bump[c], 0);
-        dp_store_relaxed(&tc->rec->count[c], 0);
-    }
-    op_end(tc->rec, s);
     atomic_store_explicit(&tc->area, a, memory_order_relaxed);
     tc->epoch = e;
-    tc->trim_seen = dp_load_relaxed(a->trimp); /* relaxed: rule 12 */
     pthread_mutex_lock(&ar_reg_lock);
     pthread_mutex_lock(&a->lock);
     tc->anext = a->tcs;
@@ -923,11 +981,30 @@ static int held_reserve(ar_ctl *ctl, uint64_t bytes) {
     }
 }
 
+/* Rule 15: link chunks 1.. of a fresh span of class c at base into one
+ * stack, each with its free tag (rule 11), before the span is published.
+ * Returns how many were linked (0: the span could not be mapped here). */
+static uint32_t span_chain(struct dsmpool_area *a, unsigned c, dsmpool_ptr base) {
+    uint32_t n = cls_chunks(c);
+    unsigned sh = cls_shift(c);
+    if (n < 2 || !ar_addr_n(a, base, AR_SPAN)) return 0;
+    for (uint32_t i = 1; i < n; i++) {
+        dsmpool_ptr cp = base + ((uint64_t)i << sh);
+        char *m = ar_addr_n(a, cp, 16);
+        uint32_t next = i + 1 < n ? i + 2 : 0; /* the next chunk's index + 1; 0 ends the stack */
+        uint64_t tag = free_tag(a, cp);
+        memcpy(m, &next, 4);
+        memcpy(m + 8, &tag, 8);
+    }
+    return n - 1;
+}
+
 /* A fresh span of class cls, or a large block of 2^order frames: inside an
  * operation and one bracket (proc.c rule 6), from the claim of the entry to
  * its publication (rule 5). */
 static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order,
-                             unsigned place, uint64_t asked, uint64_t *entry, dsmpool_ptr *base) {
+                             unsigned place, uint64_t asked, bool chain, uint64_t *entry,
+                             dsmpool_ptr *base) {
     dsmpool *p = a->pool;
     ar_ctl *ctl = a->ctl;
     uint64_t bytes = (uint64_t)DP_FRAME_SIZE << order;
@@ -962,7 +1039,8 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
     uint64_t blk = 0;
     r = dp_pool_alloc_placed(p, order, place, &blk); /* spans: the thread's own node first */
     if (r && r != -EUCLEAN) { /* rule 12: short: this thread's caches give back, then everyone's */
-        trim_answer(a, tc);
+        if (tc && tc->rec) trim_answer(a, tc);
+        else area_trim_thread(p); /* rule 15: no cache of ours here to give back */
         r = dp_seg_block_short(p, order, place, &blk);
     }
     if (r == 0) {
@@ -988,22 +1066,32 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
         fb_remember(a, (uint64_t)e, m, bytes, h); /* without memory: mapped again on first use */
         *base = FB_PTR(a->tag, (uint64_t)e, 0);
     }
+    /* rule 15: a shared-path span is published with every chunk but the
+     * first on its stack, tagged and linked while the entry is still ours
+     * (a death before the publication gives the whole block back) */
+    uint32_t stacked = chain && cls != AR_LARGE_CLS ? span_chain(a, cls, *base) : 0;
+    if (chain && cls != AR_LARGE_CLS && !stacked) { /* its chunks could be reached by nobody */
+        entry_abandon(p, ctl, a->aid, (uint64_t)e, sp, mine);
+        return dp_fail(-ENOMEM, "cannot map the new span's OS segment in this process");
+    }
     DP_INJECT("area.acquire.stored");
-    /* release: block, info and directory are set before the entry is live */
-    uint64_t live = SPW(SPW_GEN(mine), 0, 0, cls == AR_LARGE_CLS ? SP_LARGE : SP_SPAN);
+    /* release: block, info, directory and the chunks' links are set before
+     * the entry is live */
+    uint64_t live = SPW(SPW_GEN(mine), stacked, stacked ? 2 : 0, cls == AR_LARGE_CLS ? SP_LARGE : SP_SPAN);
     if (!dp_cas_release(&sp->state, &mine, live)) {
         /* DOOMED by a destroyer (rule 5): the entry is still ours; give it back */
         entry_abandon(p, ctl, a->aid, (uint64_t)e, sp, mine & ~SPW_DOOMED);
         return dp_fail(-ESTALE, "the area was destroyed");
     }
+    if (stacked) dp_fetch_add_relaxed(&ctl->partial[cls], 1); /* relaxed: a hint */
     *entry = (uint64_t)e;
     return 0;
 }
 
 static int acquire(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order, unsigned place,
-                   uint64_t asked, uint64_t *entry, dsmpool_ptr *base) {
+                   uint64_t asked, bool chain, uint64_t *entry, dsmpool_ptr *base) {
     dp_inflight_begin(a->pool);
-    int r = acquire_bracketed(a, tc, cls, order, place, asked, entry, base);
+    int r = acquire_bracketed(a, tc, cls, order, place, asked, chain, entry, base);
     dp_inflight_end(a->pool);
     return r;
 }
@@ -1053,7 +1141,7 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
     }
     uint64_t e;
     dsmpool_ptr base;
-    int r = acquire(a, tc, c, AR_SPAN_SHIFT - DP_FRAME_SHIFT, 0, 0, &e, &base);
+    int r = acquire(a, tc, c, AR_SPAN_SHIFT - DP_FRAME_SHIFT, 0, 0, false, &e, &base);
     if (r) return r;
     tc->span_ptr[c] = base;
     tc->span_e1[c] = (uint32_t)(e + 1);
@@ -1104,7 +1192,7 @@ static int alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t
     uint64_t e;
     dsmpool_ptr base;
     unsigned place = (flags & DSMPOOL_ALLOC_INTERLEAVE) ? DSMPOOL_SEG_INTERLEAVE : 0;
-    int r = acquire(a, tc, AR_LARGE_CLS, order, place, asked, &e, &base);
+    int r = acquire(a, tc, AR_LARGE_CLS, order, place, asked, false, &e, &base);
     if (r) return r;
     if (flags & DSMPOOL_ALLOC_ZERO) {
         char *m = ar_addr_n(a, base, size);
@@ -1186,6 +1274,150 @@ static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, siz
     return 0;
 }
 
+/* ---- the shared path (rule 15) -------------------------------------------- */
+
+/* The link and the free tag of the chunk at the top of a span's stack, which
+ * another thread may have popped (and written) since we read the span's
+ * word: what is read counts only if that word has not moved (rule 15). A
+ * race by design, so TSan is not told about these two loads. */
+__attribute__((noinline, no_sanitize("thread"))) static void racy_top(const char *m, uint32_t *link,
+                                                                       uint64_t *tag) {
+    *link = *(const volatile uint32_t *)m;
+    *tag = *(const volatile uint64_t *)(m + 8);
+}
+
+/* Rule 15: the top of span e's stack is not a free chunk although the
+ * span's word did not move (damage, or an ABA of the generation): drop the
+ * whole stack rather than hand the chunk out; the lost sweep gives back
+ * the tagged chunks it held. */
+static void stack_drop(struct dsmpool_area *a, unsigned c, ar_span *sp, uint64_t w) {
+    /* acq_rel: as a steal; whoever drops it counts it */
+    if (!dp_cas_acq_rel(&sp->state, &w, SPW(SPW_GEN(w) + 1, 0, 0, SP_SPAN))) return;
+    dp_fetch_add_relaxed(&a->ctl->partial[c], (uint64_t)-1); /* relaxed: a hint */
+    dp_fetch_add_relaxed(&a->ctl->lost, 1);                   /* relaxed: ordered by the release below */
+    atomic_fetch_add_explicit(&a->pool->hdr->lost_due, 1, memory_order_release); /* the sweep's acquire */
+}
+
+/* Rule 15: pop one chunk of class c off span e's stack. false: the stack is
+ * empty, or not a span of c, or damaged. */
+static bool span_pop(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span *sp, dsmpool_ptr *cpp,
+                     char **mp) {
+    uint32_t n = cls_chunks(c);
+    unsigned sh = cls_shift(c);
+    uint64_t w = dp_load_acquire(&sp->state); /* acquire: the pushes' links and tags */
+    for (;;) {
+        uint32_t count = SPW_COUNT(w), head = SPW_HEAD(w);
+        if (SPW_ST(w) != SP_SPAN || !count || (dp_load_relaxed(&sp->info) & 0xff) != c) return false;
+        if (count > n || !head || head > n) return false; /* damaged: for dsmpool_check() */
+        uint64_t blk = dp_load_relaxed(&sp->block);
+        dsmpool_ptr base = blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e, 0) : DP_BLOCK_OFF(blk);
+        dsmpool_ptr cp = base + ((uint64_t)(head - 1) << sh);
+        char *m = ar_addr_n(a, cp, 16);
+        if (!m) return false;
+        uint32_t next;
+        uint64_t tag;
+        racy_top(m, &next, &tag);
+        uint64_t now = dp_load_acquire(&sp->state); /* acquire: as above */
+        if (now != w) { /* popped or pushed meanwhile: what we read may be anyone's */
+            w = now;
+            continue;
+        }
+        if (tag != free_tag(a, cp) || next > n || (count > 1) != (next != 0)) {
+            stack_drop(a, c, sp, w);
+            return false;
+        }
+        /* acquire: the chunk's last holder's writes; the CAS validates the
+         * link (the word has not moved since we read it) */
+        if (dp_cas_acquire(&sp->state, &w, SPW(SPW_GEN(w) + 1, count - 1, next, SP_SPAN))) {
+            if (count == 1) dp_fetch_add_relaxed(&a->ctl->partial[c], (uint64_t)-1); /* relaxed: a hint */
+            *cpp = cp;
+            *mp = m;
+            return true;
+        }
+    }
+}
+
+/* Rule 15: a chunk of class c for a thread without a cache record: popped
+ * off a span with returned chunks (the last one that served, then the
+ * others), else the first chunk of a fresh span whose others go on its
+ * stack. Inside a bracket. */
+static int shared_alloc_small(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t asked, unsigned flags,
+                              dsmpool_ptr *out) {
+    unsigned c = cls_of(size);
+    ar_ctl *ctl = a->ctl;
+    dsmpool_ptr h = 0;
+    char *m = NULL;
+    uint64_t got = AR_MAX_ENTRIES;
+    if (dp_load_relaxed(&ctl->partial[c])) { /* relaxed: a hint */
+        uint64_t start = dp_load_relaxed(&ctl->sh_hint[c]); /* relaxed: a hint */
+        if (start >= AR_MAX_ENTRIES) start = 0;
+        for (int pass = 0; pass < 2 && got == AR_MAX_ENTRIES; pass++) {
+            uint64_t lo = pass ? 0 : start, hi = pass ? start : AR_MAX_ENTRIES;
+            for (uint64_t e = entry_next(ctl, lo); e < hi; e = entry_next(ctl, e + 1)) {
+                ar_span *sp = ar_entry(a->pool, ctl, e);
+                if (sp && span_pop(a, c, e, sp, &h, &m)) {
+                    got = e;
+                    break;
+                }
+            }
+        }
+    }
+    if (got == AR_MAX_ENTRIES) {
+        int r = acquire(a, tc, c, AR_SPAN_SHIFT - DP_FRAME_SHIFT, 0, 0, true, &got, &h);
+        if (r) return r;
+        if (!(m = ar_addr_n(a, h, 16))) return dp_fail(-ENOMEM, "cannot map the new span in this process");
+    }
+    if (got != dp_load_relaxed(&ctl->sh_hint[c])) dp_store_relaxed(&ctl->sh_hint[c], got); /* relaxed: a hint */
+    memset(m + 8, 0, 8); /* rule 9: an allocated chunk carries no free tag */
+    if (ctl->flags & DSMPOOL_AREA_CHECKED) {
+        ar_loc l;
+        if (ar_locate(a, h, &l) == 0 && locate_entry(a, &l))
+            checked_flip(a->pool, l.sp, (uint32_t)(l.off >> cls_shift(c)), true);
+    }
+    if (flags & DSMPOOL_ALLOC_ZERO) {
+        if (!(m = ar_addr_n(a, h, size))) {
+            free_op(a, tc, h);
+            return dp_fail(-ENOMEM, "cannot map the OS segment of the new chunk in this process");
+        }
+        memset(m, 0, size);
+    }
+    dp_fetch_add_relaxed(&ctl->sh_asked, asked); /* relaxed: counters (rule 13) */
+    dp_fetch_add_relaxed(&ctl->sh_given, 1ull << cls_shift(c));
+    *out = h;
+    return 0;
+}
+
+/* Rule 15: after a shared-path operation, now and then, look for a cache
+ * record that has come free. */
+static void shared_done(struct dsmpool_area *a, ar_tc *tc) {
+    if (++tc->sh_ops % 256 == 0) tc_take_record(a, tc, false);
+}
+
+static __attribute__((noinline)) int shared_alloc(struct dsmpool_area *a, ar_tc *tc, size_t size,
+                                                  size_t asked, unsigned flags, dsmpool_ptr *out) {
+    dp_inflight_begin(a->pool);
+    int r;
+    if (!area_live(a)) { /* relaxed load after the bracket's acquire RMWs (rule 15) */
+        r = dp_fail(-ESTALE, "the area was destroyed");
+    } else {
+        DP_INJECT("area.shared.checked");
+        r = size > AR_SMALL_MAX ? alloc_large_op(a, tc, size, asked, flags, out)
+                                : shared_alloc_small(a, tc, size, asked, flags, out);
+    }
+    dp_inflight_end(a->pool);
+    dp_fallback_fire(r); /* segment.c rule 10: after the operation */
+    shared_done(a, tc);
+    return r;
+}
+
+static __attribute__((noinline)) int shared_free(struct dsmpool_area *a, ar_tc *tc, dsmpool_ptr p) {
+    dp_inflight_begin(a->pool);
+    int r = area_live(a) ? free_op(a, tc, p) : dp_fail(-ESTALE, "the area was destroyed");
+    dp_inflight_end(a->pool);
+    shared_done(a, tc);
+    return r;
+}
+
 /* dsmpool_area_alloc, telling what the caller asked for (asked <= size:
  * an aligned request asks for less than it takes). */
 static inline __attribute__((always_inline)) int area_alloc(dsmpool_area *area, size_t size, size_t asked,
@@ -1199,6 +1431,7 @@ static inline __attribute__((always_inline)) int area_alloc(dsmpool_area *area, 
     ar_tc *tc = tc_get(area);
     if (__builtin_expect(!tc, 0)) return tc_err;
     ar_cache *rec = tc->rec;
+    if (__builtin_expect(!rec, 0)) return shared_alloc(area, tc, size, asked, flags, out);
     uint64_t s = op_begin(rec);
     int r;
     if (__builtin_expect(!area_live(area), 0)) {
@@ -1241,9 +1474,9 @@ int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_
 
 /* Rule 9: why the tag of p is intact -- for the message only. */
 static const char *double_free_where(struct dsmpool_area *area, ar_tc *tc, ar_loc *l, dsmpool_ptr p) {
-    ar_cache *rec = tc->rec;
-    dsmpool_ptr h = dp_load_relaxed(&rec->head[l->cls]);
-    for (uint64_t k = dp_load_relaxed(&rec->count[l->cls]) + 1; h && k; k--) {
+    ar_cache *rec = tc ? tc->rec : NULL;
+    dsmpool_ptr h = rec ? dp_load_relaxed(&rec->head[l->cls]) : 0;
+    for (uint64_t k = rec ? dp_load_relaxed(&rec->count[l->cls]) + 1 : 0; h && k; k--) {
         if (h == p) return "it is in this thread's cache";
         char *m = ar_addr_n(area, h, 8);
         if (!m) break;
@@ -1294,7 +1527,16 @@ static int free_op(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p) {
     if (__builtin_expect(have == tag, 0))
         return dp_fail(-EINVAL, "double free of %016llx: %s", (unsigned long long)p,
                        double_free_where(area, tc, &l, p));
-    ar_cache *rec = tc->rec;
+    ar_cache *rec = tc ? tc->rec : NULL;
+    if (!rec) { /* rule 15: straight back to its span, tagged before it leaves us (rule 11) */
+        if (!locate_entry(area, &l))
+            return dp_fail(-EINVAL, "%016llx: its span's entry is gone (damaged area)", (unsigned long long)p);
+        memcpy(m + 8, &tag, 8);
+        DP_INJECT("area.free.linked");
+        span_push(area->pool, area->ctl, area->aid, l.e, l.sp, l.cls, (uint32_t)(l.off >> sh), m,
+                  area->pool->slot);
+        return 0;
+    }
     dsmpool_ptr head = dp_load_relaxed(&rec->head[l.cls]); /* relaxed: rule 1 */
     memcpy(m, &head, 8);
     memcpy(m + 8, &tag, 8);
@@ -1312,6 +1554,7 @@ int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
     ar_tc *tc = tc_get(area);
     if (__builtin_expect(!tc, 0)) return tc_err;
     ar_cache *rec = tc->rec;
+    if (__builtin_expect(!rec, 0)) return shared_free(area, tc, p);
     uint64_t s = op_begin(rec);
     int r;
     if (__builtin_expect(!area_live(area), 0)) {
@@ -1356,6 +1599,8 @@ int dsmpool_area_flush(dsmpool_area *area) {
     if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
     ar_tc *tc = tc_get(area);
     if (!tc) return tc_err;
+    if (!tc->rec) /* rule 15: the shared path caches nothing */
+        return area_live(area) ? 0 : dp_fail(-ESTALE, "the area was destroyed");
     uint64_t s = op_begin(tc->rec);
     int r = area_live(area) ? 0 : dp_fail(-ESTALE, "the area was destroyed");
     if (r == 0) cache_answer(area, tc);
@@ -1578,13 +1823,17 @@ static void destroy_explicit(struct dsmpool_area *a) {
         atomic_thread_fence(memory_order_seq_cst);
         DP_INJECT("area.destroy.marked");
         ar_cache *mine = tc_find(a);
-        bool others = false;
+        bool shared = dp_load_relaxed(&ctl->shared) != 0; /* relaxed: after the fence (rule 15) */
+        bool others = shared;
         for (uint32_t i = 0; i < AR_NCACHES && !others; i++)
             others = &ctl->cache[i] != mine && dp_load_relaxed(&ctl->cache[i].owner) != 0;
         /* rule 6: without the barrier we cannot know that a late operation
          * sees DESTROYED, so we release nothing (the last reference will) */
         bool safe = !others || dp_os_membarrier_global() == 0;
-        if (safe && caches_quiesce(p, ctl, mine)) release_entries(p, ctl, a->aid, p->slot, false);
+        /* rule 15: shared-path operations are brackets: wait for those too */
+        if (safe && caches_quiesce(p, ctl, mine) &&
+            (!shared || dp_brackets_quiesce(p, dp_os_now_ns() + AR_QUIESCE_NS)))
+            release_entries(p, ctl, a->aid, p->slot, false);
     }
     dp_inflight_end(p);
 }
@@ -1680,7 +1929,7 @@ static void area_trim_thread(dsmpool *p) {
     for (ar_tc *tc = tc_head; tc; tc = tc->tnext) {
         struct dsmpool_area *a = atomic_load_explicit(&tc->area, memory_order_relaxed);
         /* relaxed: this thread is the record's only writer */
-        if (!a || a->pool != p || tc->epoch != e || (dp_load_relaxed(&tc->rec->seq) & 1)) continue;
+        if (!a || a->pool != p || tc->epoch != e || !tc->rec || (dp_load_relaxed(&tc->rec->seq) & 1)) continue;
         uint64_t s = op_begin(tc->rec);
         if (area_live(a)) cache_answer(a, tc);
         op_end(tc->rec, s);
@@ -1719,7 +1968,7 @@ static bool area_unregister(struct dsmpool_area *a) {
         ar_tc *tcs = a->tcs;
         for (ar_tc *tc = tcs, *next; tc; tc = next) {
             next = tc->anext;
-            if (tc->epoch == e) cache_release(a, tc->rec, a->pool->slot);
+            if (tc->epoch == e && tc->rec) cache_release(a, tc->rec, a->pool->slot);
             atomic_store_explicit(&tc->area, NULL, memory_order_relaxed); /* its thread frees tc */
             tc->anext = tc->aprev = NULL;
         }
@@ -1955,7 +2204,7 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
     /* rule 13: what the caches hold (lists and bump ranges), and what chunk
      * allocations asked for; relaxed reads of owner-only words: approximate
      * while others run */
-    uint64_t asked = 0, given = 0;
+    uint64_t asked = dp_load_relaxed(&ctl->sh_asked), given = dp_load_relaxed(&ctl->sh_given);
     for (uint32_t i = 0; i < AR_NCACHES; i++) {
         ar_cache *rec = &ctl->cache[i];
         asked += dp_load_relaxed(&rec->asked);
@@ -2043,6 +2292,9 @@ static void note_area(dsmpool *p, dp_a64 *r, void *arg) {
  * run unchanged. */
 void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
     held_areas h = {NULL, 0, 0};
+    /* rule 15: it died inside a bracket, maybe a shared-path free between
+     * its chunk's tag and its push. acquire: dp_inflight_end's release */
+    bool in_bracket = slot < p->nprocs && dp_load_acquire(&p->procs[slot].inflight) != 0;
     dp_slot_records(p, slot, note_area, &h);
     for (size_t k = 0; k < h.n; k++) {
         uint64_t idx = h.idx[k];
@@ -2068,6 +2320,10 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
                 }
                 cache_release(&tmp, rec, slot);
             }
+        }
+        if (in_bracket && dp_load_relaxed(&ctl->shared)) { /* relaxed: set before any shared operation */
+            dp_fetch_add_relaxed(&ctl->lost, 1); /* relaxed: ordered by the release below */
+            atomic_fetch_add_explicit(&p->hdr->lost_due, 1, memory_order_release); /* the sweep's acquire */
         }
         for (uint32_t pg = 0; pg < AR_REGPAGES; pg++) {
             if (!dp_load_relaxed(&ctl->regpage[pg])) continue;
@@ -2535,11 +2791,14 @@ dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpo
         return ar_locate(a, p, &l) == 0 && locate_entry(a, &l) ? &l.sp->state : NULL;
     }
     ar_tc *tc = tc_get(a);
-    if (!tc || cls >= AR_NCLS) return NULL;
+    if (!tc || !tc->rec || cls >= AR_NCLS) return NULL;
     if (!strcmp(what, "head")) return &tc->rec->head[cls];
     if (!strcmp(what, "bump")) return &tc->rec->bump[cls];
     return NULL;
 }
+
+void dp_area_test_force_shared(bool on);
+void dp_area_test_force_shared(bool on) { tc_force_shared = on; }
 
 unsigned dp_area_test_class(size_t size);
 unsigned dp_area_test_class(size_t size) { return cls_of(size); }

@@ -404,6 +404,7 @@ bool dp_block_ok(const struct dsmpool *pool, uint64_t off, uint64_t len);
  * operation (area.c); the checker and the leak sweep rely on it. */
 void dp_inflight_begin(struct dsmpool *pool);
 void dp_inflight_end(struct dsmpool *pool);
+bool dp_brackets_quiesce(struct dsmpool *pool, uint64_t deadline_ns);
 
 /* A quiet window (proc.c rule 7): a snapshot of every slot's state and
  * bracket counters; open says -EBUSY when a live process is inside a

@@ -48,7 +48,10 @@
  *      begun and ended), or by a recoverer while the slot it recovers is
  *      RECOVERING, or inside an area cache operation (area.c rule 7). A
  *      process that dies inside a bracket may leave a block allocated but
- *      recorded nowhere: the leak sweep (recover.c) returns it.
+ *      recorded nowhere: the leak sweep (recover.c) returns it. The shared
+ *      path of areas (area.c rule 15) makes its operations brackets, and a
+ *      destroyer waits until no other live slot has one open
+ *      (dp_brackets_quiesce, bounded).
  *   7. Quiet windows (dp_quiet_open/holds): a seqlock over rule 6. Open reads
  *      every slot's state, sequence and count and refuses (-EBUSY) if a live
  *      process is inside a bracket or a recovery or a leave runs; holds
@@ -497,6 +500,23 @@ void dp_inflight_end(dsmpool *p) {
     dp_fetch_add_acq_rel(&sl->opseq, 1); /* a bracket that opened and closed between reads shows */
     /* release: the bracket's writes are visible to whoever reads the count */
     dp_fetch_add_acq_rel(&sl->inflight, (uint64_t)-1);
+}
+
+/* Wait until no live slot has a bracket open, other than the caller's own
+ * one (area.c rule 15: a destroyer waits for the shared path's operations).
+ * false: one was still open when deadline_ns passed. */
+bool dp_brackets_quiesce(dsmpool *p, uint64_t deadline_ns) {
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        uint64_t mine = p->has_slot && i == p->slot ? 1 : 0;
+        for (unsigned spin = 0;; spin++) {
+            /* acquire: pairs with dp_inflight_end's release */
+            if (dp_load_acquire(&p->procs[i].inflight) <= mine || !dp_slot_alive(p, i)) break;
+            if (dp_os_now_ns() > deadline_ns) return false;
+            if (spin > 64) sched_yield();
+            else dp_cpu_relax();
+        }
+    }
+    return true;
 }
 
 /* ---- rule 7: quiet windows -------------------------------------------------- */

@@ -1,0 +1,410 @@
+/*
+ * test_area_users.c -- any number of users on one area (issue 11, item 5):
+ * beyond the 256 cache records, threads and processes go on through the
+ * shared path (area.c rule 15) and never fail for that reason.
+ *
+ *   model       threads forced onto the shared path next to cached ones:
+ *               random sizes, patterns written and verified, check() after
+ *   threads     1024 threads hold allocations in one area at once
+ *   procs       2048 processes hold allocations in one area at once
+ *   destroy     a destroyer waits for a shared-path operation in flight
+ *   death       a process killed inside a shared-path free: recovery and
+ *               the lost sweep give the chunk back
+ *   damage      the top of a span's stack is not free (a scribble, or a
+ *               generation ABA): never handed out; the stack is dropped
+ *               and the sweep returns what it held
+ *
+ * Children never use Criterion's asserts; they report through exit codes.
+ */
+#include <criterion/criterion.h>
+#include <dsmpool.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+extern void (*volatile dp_inject_fn)(const char *point);
+void dp_area_test_force_shared(bool on);
+long dp_area_test_live(dsmpool_area *a, dsmpool_ptr *out, size_t max, size_t *tagged);
+
+static dsmpool_area *mkarea(dsmpool *p) {
+    dsmpool_area *a;
+    cr_assert_eq(dsmpool_area_create(p, 0, &a), 0, "%s", dsmpool_last_error());
+    return a;
+}
+
+static dsmpool *big_ledger_pool(size_t size, unsigned procs) {
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = size;
+    cfg.backing = DSMPOOL_BACKING_ANON;
+    cfg.max_procs = procs;
+    dsmpool *p = NULL;
+    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "create: %s", dsmpool_last_error());
+    return p;
+}
+
+/* Recover until nothing is left for later (a busy window can defer it). */
+static void recover_all(dsmpool *p) {
+    dsmpool_stats st;
+    for (int i = 0; i < 100; i++) {
+        cr_assert_geq(dsmpool_recover(p), 0, "%s", dsmpool_last_error());
+        cr_assert_eq(dsmpool_get_stats(p, &st), 0);
+        if (!st.procs_recovering && !st.sweep_due) return;
+        usleep(10000);
+    }
+    cr_assert(false, "recovery never finished");
+}
+
+static void fill(unsigned char *m, size_t n, uint64_t key) {
+    for (size_t i = 0; i + 1 < n; i += 61) m[i] = (unsigned char)(key + i);
+    m[n - 1] = (unsigned char)(key * 7);
+}
+
+static bool same(const unsigned char *m, size_t n, uint64_t key) {
+    for (size_t i = 0; i + 1 < n; i += 61)
+        if (m[i] != (unsigned char)(key + i)) return false;
+    return m[n - 1] == (unsigned char)(key * 7);
+}
+
+/* ---- model: shared and cached threads side by side ------------------------ */
+
+typedef struct worker {
+    dsmpool_area *a;
+    bool shared;
+    uint64_t seed;
+    int err;
+    char why[200];
+} worker;
+
+static void *model_worker(void *arg) {
+    worker *w = arg;
+    dp_area_test_force_shared(w->shared);
+    enum { LIVE = 96 };
+    dsmpool_ptr ptr[LIVE] = {0};
+    size_t len[LIVE] = {0};
+    uint64_t s = w->seed;
+    for (int it = 0; it < 6000 && !w->err; it++) {
+        int k = (int)(test_rand(&s) % LIVE);
+        if (ptr[k]) {
+            unsigned char *m = dsmpool_area_addr(w->a, ptr[k]);
+            if (!m || !same(m, len[k], ptr[k])) {
+                snprintf(w->why, sizeof w->why, "pattern of %016llx (%zu B) damaged",
+                         (unsigned long long)ptr[k], len[k]);
+                w->err = 1;
+                break;
+            }
+            if (dsmpool_area_free(w->a, ptr[k]) != 0) {
+                snprintf(w->why, sizeof w->why, "free: %s", dsmpool_last_error());
+                w->err = 2;
+                break;
+            }
+            ptr[k] = 0;
+            continue;
+        }
+        uint64_t r = test_rand(&s) % 100;
+        size_t n = r < 60 ? 1 + test_rand(&s) % 512 : r < 95 ? 512 + test_rand(&s) % (40 * KIB)
+                                                          : 1 * MIB + test_rand(&s) % (2 * MIB);
+        if (dsmpool_area_alloc(w->a, n, 0, &ptr[k]) != 0) {
+            snprintf(w->why, sizeof w->why, "alloc %zu: %s", n, dsmpool_last_error());
+            w->err = 3;
+            break;
+        }
+        if (dsmpool_area_usable_size(w->a, ptr[k]) < n) {
+            snprintf(w->why, sizeof w->why, "usable size of %zu B below what was asked", n);
+            w->err = 4;
+            break;
+        }
+        len[k] = n;
+        fill(dsmpool_area_addr(w->a, ptr[k]), n, ptr[k]);
+    }
+    for (int k = 0; k < LIVE; k++)
+        if (ptr[k] && dsmpool_area_free(w->a, ptr[k]) != 0 && !w->err) w->err = 5;
+    dsmpool_area_flush(w->a);
+    return NULL;
+}
+
+Test(area_users, shared_and_cached_threads_model) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
+    size_t free0 = test_pool_free(p);
+    dsmpool_area *a = mkarea(p);
+    enum { N = 6 };
+    pthread_t t[N];
+    worker w[N];
+    for (int i = 0; i < N; i++) {
+        w[i] = (worker){a, i % 3 != 0, test_seed() + (uint64_t)i * 7919, 0, ""};
+        cr_assert_eq(pthread_create(&t[i], NULL, model_worker, &w[i]), 0);
+    }
+    for (int i = 0; i < N; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < N; i++) cr_expect_eq(w[i].err, 0, "worker %d (%s): %s", i, w[i].shared ? "shared" : "cached", w[i].why);
+    test_check_ok(p);
+    dsmpool_area_stats st;
+    cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
+    cr_expect_eq(st.bytes_in_use, 0, "everything was freed");
+    cr_expect_eq(st.held, st.bytes_cached, "held = in use + cached");
+    cr_assert_eq(dsmpool_area_destroy(a), 0);
+    cr_expect_eq(test_pool_free(p), free0, "the destroy gave everything back");
+    test_check_ok(p);
+    dsmpool_detach(p);
+}
+
+/* ---- 1024 threads at once ---------------------------------------------------- */
+
+enum { NT = 1024 };
+typedef struct many {
+    dsmpool_area *a;
+    pthread_barrier_t *bar;
+    int id, err;
+} many;
+
+static void *many_worker(void *arg) {
+    many *m = arg;
+    static const size_t sz[4] = {48, 700, 32 * KIB, 1536 * KIB}; /* the large one: every 16th thread */
+    dsmpool_ptr v[4];
+    int nv = m->id % 16 ? 3 : 4;
+    for (int i = 0; i < nv; i++) {
+        if (dsmpool_area_alloc(m->a, sz[i], 0, &v[i]) != 0) {
+            m->err = 10 + i;
+            pthread_barrier_wait(m->bar);
+            pthread_barrier_wait(m->bar);
+            return NULL;
+        }
+        fill(dsmpool_area_addr(m->a, v[i]), sz[i], (uint64_t)m->id * 4 + (uint64_t)i);
+    }
+    pthread_barrier_wait(m->bar); /* every thread holds its allocations now */
+    pthread_barrier_wait(m->bar); /* the main thread has looked */
+    for (int i = 0; i < nv; i++) {
+        if (!same(dsmpool_area_addr(m->a, v[i]), sz[i], (uint64_t)m->id * 4 + (uint64_t)i)) m->err = 20 + i;
+        if (dsmpool_area_free(m->a, v[i]) != 0) m->err = 30 + i;
+    }
+    return NULL;
+}
+
+Test(area_users, threads_1024_on_one_area, .timeout = 300) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 512 * MIB);
+    size_t free0 = test_pool_free(p);
+    dsmpool_area *a = mkarea(p);
+    static pthread_t t[NT];
+    static many m[NT];
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, NT + 1);
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, 256 * KIB);
+    for (int i = 0; i < NT; i++) {
+        m[i] = (many){a, &bar, i, 0};
+        cr_assert_eq(pthread_create(&t[i], &at, many_worker, &m[i]), 0, "thread %d", i);
+    }
+    pthread_barrier_wait(&bar);
+    dsmpool_area_stats st;
+    cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
+    cr_expect_eq(st.caches, 256, "every cache record is held while %d threads hold memory", NT);
+    cr_expect_eq(st.large_blocks, NT / 16, "every 16th thread holds one large block");
+    cr_expect_geq(st.bytes_requested, NT * (48 + 700 + 32 * KIB) + NT / 16 * 1536 * KIB, "%zu bytes",
+                  (size_t)st.bytes_requested);
+    pthread_barrier_wait(&bar);
+    for (int i = 0; i < NT; i++) pthread_join(t[i], NULL);
+    int bad = 0;
+    for (int i = 0; i < NT; i++)
+        if (m[i].err && bad++ < 5) cr_expect_eq(m[i].err, 0, "thread %d: error %d", i, m[i].err);
+    cr_expect_eq(bad, 0, "%d of %d threads failed", bad, NT);
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_area_destroy(a), 0);
+    cr_expect_eq(test_pool_free(p), free0);
+    pthread_barrier_destroy(&bar);
+    pthread_attr_destroy(&at);
+    dsmpool_detach(p);
+}
+
+/* ---- 2048 processes at once -------------------------------------------------- */
+
+Test(area_users, processes_2048_on_one_area, .timeout = 600) {
+    enum { NP = 2048 };
+    dsmpool *p = big_ledger_pool(256 * MIB, NP + 64);
+    size_t free0 = test_pool_free(p);
+    dsmpool_area *a = mkarea(p);
+    _Atomic int *ready = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(ready, MAP_FAILED);
+    int go[2]; /* the children wait for EOF: the parent closes the write end when all hold memory */
+    cr_assert_eq(pipe(go), 0);
+    static pid_t pid[NP];
+    for (int i = 0; i < NP; i++) {
+        pid[i] = fork();
+        cr_assert_geq(pid[i], 0, "fork %d", i);
+        if (pid[i] == 0) {
+            close(go[1]);
+            static const size_t sz[3] = {40, 900, 32 * KIB};
+            dsmpool_ptr v[3];
+            int err = 0;
+            for (int k = 0; k < 3 && !err; k++) {
+                if (dsmpool_area_alloc(a, sz[k], 0, &v[k]) != 0) err = 10 + k;
+                else fill(dsmpool_area_addr(a, v[k]), sz[k], (uint64_t)i * 3 + (uint64_t)k);
+            }
+            atomic_fetch_add(ready, 1);
+            char ch;
+            while (read(go[0], &ch, 1) < 0 && errno == EINTR) /* until every process holds memory */
+                ;
+            for (int k = 0; k < 3 && !err; k++) {
+                if (!same(dsmpool_area_addr(a, v[k]), sz[k], (uint64_t)i * 3 + (uint64_t)k)) err = 20 + k;
+                else if (dsmpool_area_free(a, v[k]) != 0) err = 30 + k;
+            }
+            dsmpool_detach(p);
+            _exit(err);
+        }
+    }
+    uint64_t t0 = test_now_ns();
+    while (atomic_load(ready) < NP && test_now_ns() - t0 < 300ull * 1000000000ull) usleep(10000);
+    int got = atomic_load(ready);
+    dsmpool_area_stats st;
+    cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
+    close(go[1]); /* let them go */
+    close(go[0]);
+    cr_expect_eq(got, NP, "only %d of %d processes got as far as holding memory", got, NP);
+    cr_expect_eq(st.caches, 256, "every cache record is held while %d processes hold memory", NP);
+    int bad = 0;
+    for (int i = 0; i < NP; i++) {
+        int rc = test_wait(pid[i]);
+        if (rc && bad++ < 5) cr_expect_eq(rc, 0, "process %d: exit %d", i, rc);
+    }
+    cr_expect_eq(bad, 0, "%d of %d processes failed", bad, NP);
+    recover_all(p);
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
+    cr_expect_eq(st.bytes_in_use, 0, "everything was freed");
+    cr_assert_eq(dsmpool_area_destroy(a), 0);
+    cr_expect_eq(test_pool_free(p), free0);
+    munmap(ready, 4096);
+    dsmpool_detach(p);
+}
+
+/* ---- destroy waits for a shared-path operation ------------------------------ */
+
+static _Atomic int stop_state; /* 1: the shared op is parked at the point; 2: let it go */
+static _Atomic int op_done;
+
+static void park_at(const char *point) {
+    if (strcmp(point, "area.shared.checked") || atomic_load(&stop_state) != 0) return;
+    atomic_store(&stop_state, 1);
+    uint64_t t0 = test_now_ns();
+    while (atomic_load(&stop_state) != 2 && test_now_ns() - t0 < 5000000000ull) usleep(100);
+    usleep(20000); /* still inside the operation: 20 ms, well within the destroyer's bound */
+}
+
+typedef struct parked {
+    dsmpool_area *a;
+    dsmpool_ptr got;
+    int r;
+} parked;
+
+static void *parked_alloc(void *arg) {
+    parked *pk = arg;
+    dp_area_test_force_shared(true);
+    pk->r = dsmpool_area_alloc(pk->a, 32 * KIB, 0, &pk->got);
+    atomic_store(&op_done, 1);
+    return NULL;
+}
+
+/* Before the shared path waited: the destroyer released the spans while the
+ * operation was still inside; it returned before the operation ended. */
+Test(area_users, destroy_waits_for_a_shared_operation) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    size_t free0 = test_pool_free(p);
+    dsmpool_area *a = mkarea(p);
+    dsmpool_ptr keep;
+    dp_area_test_force_shared(true);
+    cr_assert_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &keep), 0, "%s", dsmpool_last_error()); /* a span */
+    dp_area_test_force_shared(false);
+    dsmpool_area *a2;
+    cr_assert_eq(dsmpool_area_attach(p, dsmpool_area_handle(a), &a2), 0); /* keeps the control block */
+    parked pk = {a, 0, -1};
+    pthread_t t;
+    atomic_store(&stop_state, 0);
+    atomic_store(&op_done, 0);
+    dp_inject_fn = park_at;
+    cr_assert_eq(pthread_create(&t, NULL, parked_alloc, &pk), 0);
+    while (atomic_load(&stop_state) != 1) usleep(100);
+    atomic_store(&stop_state, 2); /* it goes on in 20 ms */
+    cr_assert_eq(dsmpool_area_destroy(a), 0);
+    cr_expect_eq(atomic_load(&op_done), 1, "the destroy returned while a shared operation ran");
+    pthread_join(t, NULL);
+    dp_inject_fn = NULL;
+    cr_expect_eq(pk.r, 0, "the operation saw LIVE and finished: %s", dsmpool_last_error());
+    dsmpool_area_stats st;
+    cr_expect_eq(dsmpool_area_get_stats(a2, &st), -ESTALE);
+    cr_assert_eq(dsmpool_area_detach(a2), 0);
+    cr_expect_eq(test_pool_free(p), free0, "everything went back");
+    test_check_ok(p);
+    dsmpool_detach(p);
+}
+
+/* ---- a death inside a shared-path free --------------------------------------- */
+
+static void die_at_linked(const char *point) {
+    if (!strcmp(point, "area.free.linked")) raise(SIGKILL);
+}
+
+/* Before recovery counted a death inside a bracket as a possible loss, the
+ * chunk (tagged, on no stack) stayed lost and its span was never whole. */
+Test(area_users, death_inside_a_shared_free_is_swept) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_area *a = mkarea(p);
+    dsmpool_ptr w;
+    cr_assert_eq(dsmpool_area_alloc(a, 64, 0, &w), 0); /* the registry page stays */
+    cr_assert_eq(dsmpool_area_free(a, w), 0);
+    cr_assert_eq(dsmpool_area_flush(a), 0);
+    size_t free0 = test_pool_free(p);
+    pid_t c = fork();
+    if (c == 0) {
+        dp_area_test_force_shared(true);
+        dsmpool_ptr v[2];
+        for (int i = 0; i < 2; i++)
+            if (dsmpool_area_alloc(a, 32 * KIB, 0, &v[i]) != 0) _exit(3);
+        if (dsmpool_area_free(a, v[0]) != 0) _exit(4);
+        dp_inject_fn = die_at_linked;
+        dsmpool_area_free(a, v[1]); /* dies with the tag written, before the push */
+        _exit(5);
+    }
+    cr_assert_eq(test_wait(c), 128 + SIGKILL, "the child did not die at area.free.linked");
+    recover_all(p);
+    dsmpool_stats ps;
+    cr_assert_eq(dsmpool_get_stats(p, &ps), 0);
+    cr_expect_eq(ps.lost_chunks_reclaimed, 1, "the sweep gave the chunk back");
+    dsmpool_area_stats st;
+    cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
+    cr_expect_eq(st.held, 0, "the span came back whole and retired");
+    cr_expect_eq(test_pool_free(p), free0);
+    test_check_ok(p);
+    dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
+
+/* ---- the top of a stack is not free ---------------------------------------- */
+
+Test(area_users, stack_top_not_free_is_never_handed_out) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_area *a = mkarea(p);
+    dp_area_test_force_shared(true);
+    dsmpool_ptr x, y, z, keep;
+    cr_assert_eq(dsmpool_area_alloc(a, 1000, 0, &keep), 0); /* the span never comes back whole */
+    cr_assert_eq(dsmpool_area_alloc(a, 1000, 0, &x), 0);
+    cr_assert_eq(dsmpool_area_alloc(a, 1000, 0, &y), 0);
+    cr_assert_eq(dsmpool_area_free(a, y), 0);
+    cr_assert_eq(dsmpool_area_free(a, x), 0); /* x is the top of its span's stack */
+    memset((char *)dsmpool_area_addr(a, x) + 8, 0, 8); /* a use after free wipes its tag */
+    cr_assert_eq(dsmpool_area_alloc(a, 1000, 0, &z), 0);
+    cr_expect_neq(z, x, "a chunk that is not free was handed out");
+    cr_expect_neq(z, y, "a chunk below a damaged top was handed out");
+    cr_assert_eq(dsmpool_area_free(a, z), 0);
+    cr_assert_eq(dsmpool_area_free(a, keep), 0);
+    recover_all(p); /* the lost sweep: y (tagged, on no stack) goes back; x is leaked */
+    dsmpool_stats ps;
+    cr_assert_eq(dsmpool_get_stats(p, &ps), 0);
+    cr_expect_geq(ps.lost_chunks_reclaimed, 1, "y came back");
+    test_check_ok(p);
+    dp_area_test_force_shared(false);
+    dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
