@@ -614,7 +614,7 @@ typedef struct dp_insp_seg {
 int dp_inspect_segs(dp_insp *in, dp_insp_seg **out, size_t *n);
 
 /* Areas: one per descriptor holding an area control block. */
-#define DP_INSP_NCLS 15u /* area.c's classes: 64 B << c */
+#define DP_INSP_NCLS 60u /* area.c's classes (chunk_size says their sizes) */
 typedef struct dp_insp_area {
     uint64_t seg_index, handle;
     unsigned state;      /* 1 live, 2 destroyed, 0 unknown */
@@ -622,6 +622,7 @@ typedef struct dp_insp_area {
     uint32_t tag;
     uint64_t spans[DP_INSP_NCLS];         /* live spans per class */
     uint64_t cached_chunks[DP_INSP_NCLS]; /* free chunks thread caches hold (lists + bump ranges) */
+    uint32_t chunk_size[DP_INSP_NCLS];    /* bytes per chunk of each class */
     uint64_t large_blocks, large_bytes, fallback_entries, registry_pages;
     uint32_t caches;                      /* cache records in use */
     uint64_t cached_bytes;
