@@ -7,12 +7,19 @@
  * segments with the segment layer (dp_area_layer_init).
  *
  * Geometry
- *   Classes: 64 B << c for c = 0..14 (64 B .. 1 MiB), powers of two so that
- *   a class is a shift and a chunk's class follows from its span. Span: a
+ *   Classes: 60, from 16 B in 16 B steps to 128 B (c = 0..7), then four per
+ *   doubling, 2^k {5, 6, 7, 8} / 4 for 2^k = 128 B .. 512 KiB (c = 8..59,
+ *   160 B .. 1 MiB): a size wastes under 16 B, or under a quarter of
+ *   itself, to its class. A chunk's class follows from its span. Span: a
  *   2 MiB pool block (one huge page, one allocator node) of one class,
- *   carved into 2 MiB >> (6 + c) chunks. Larger requests get their own
- *   power-of-two block ("large"). When the pool cannot serve, spans and large
- *   blocks come from pinned OS segments.
+ *   carved into floor(2 MiB / size) chunks from its start; the tail beyond
+ *   the last chunk is unused (at most 8 KiB up to 64 KiB chunks, a quarter
+ *   of the span at 768 KiB). A chunk's index in its span is off / size,
+ *   computed as (off * mul) >> 42 with a per-class reciprocal (exact for
+ *   every off < 2 MiB; tests/test_area.c checks them all): no divide on the
+ *   hot path. Larger requests get their own power-of-two block ("large").
+ *   When the pool cannot serve, spans and large blocks come from pinned OS
+ *   segments.
  *
  * Shared state (all offsets; the control block lives in a pool segment
  * whose handle is the area's handle, and whose reference count is the
@@ -23,11 +30,14 @@
  *   registry  4 KiB pages of 32-byte span entries {state, block, segment,
  *             info}; entry e is page e/128, slot e%128.
  *   directory a pool-wide word per 2 MiB of data naming (area, entry, class)
- *             of the span or large block there: free() finds a chunk's span
- *             with one load, and a pointer of another area is refused.
+ *             of the span or large block there ([aid:33][entry+1:25]
+ *             [class:6]; a class that is neither a span's nor AR_LARGE_CLS
+ *             is damage): free() finds a chunk's span with one load, and a
+ *             pointer of another area is refused.
  *   cache     per thread: an operation sequence, and per class a free list
  *             threaded through the free chunks (head + advisory count) and a
- *             bump range in the current span ([entry+1][next index][left]).
+ *             bump range in the current span ([entry+1:26][next index:19]
+ *             [left:19]); 60 classes x 24 B + one line = 1536 B a record.
  *
  * Rules
  *   1. Hot path (alloc): pop the thread's free list, else take the next
@@ -40,8 +50,8 @@
  *      entry and the directory, and set the bump range to all its chunks.
  *   3. Drain (the list holds more than two batches): push one batch back on
  *      their spans' stacks (a CAS each, on the span's word:
- *      [gen:24][count:16][head:16][state:8], chunks linked by index through
- *      their first 4 bytes). The push that makes a span's count whole
+ *      [gen:24][count:18][head:18][state:4] -- 2^17 chunks of 16 B fit --,
+ *      chunks linked by index through their first 4 bytes). The push that makes a span's count whole
  *      retires it: CAS to RETIRED(owner), clear the directory, free the block.
  *      A bump range goes back in one push, chained and tagged (rule 11); a
  *      range that with the stack is the whole span retires it untouched.
@@ -93,7 +103,8 @@
  *      double free: refused (-EINVAL), and looked for in this thread's cache
  *      and the span's stack for the message. A correct program cannot
  *      produce the tag: it would have to know the key. DSMPOOL_AREA_CHECKED
- *      adds the exact bitmap.
+ *      adds the exact bitmap (a bit per chunk: 4 KiB, 8 KiB for classes
+ *      under 64 B, 16 KiB for 16 B chunks).
  *  11. Lost chunks. Every free chunk carries its tag before it leaves one
  *      holder (a list, a stack, a bump range) and is written into the next
  *      -- a chunk leaves first (leak-biased: never on two lists), so a death
@@ -118,8 +129,8 @@
  *      than the requester's bound.
  *  13. Accounting (dsmpool_area_stats). held = in_use + cached when quiet:
  *      cached is the chunks of spans' stacks and of every cache record's
- *      list (count) and bump range, in_use the spans' other chunks plus the
- *      large blocks. Bytes asked for: a large block's is in its entry's info
+ *      list (count) and bump range, and each span's tail that no chunk
+ *      fits; in_use the spans' other chunks plus the large blocks. Bytes asked for: a large block's is in its entry's info
  *      (bits 12 up, class AR_LARGE_CLS, so it is never read as a bitmap)
  *      and exact. A chunk's is nowhere (free() is not told its size and the
  *      chunk is the caller's): each cache record adds what every chunk
@@ -131,9 +142,13 @@
  *  14. Sizes and addresses. Every pool pointer is an offset from a mapping
  *      aligned to at least 2 MiB in every process, OS segments are mapped
  *      at 2 MiB boundaries, spans are 2 MiB blocks and a chunk of class c
- *      sits at a multiple of its size, so an allocation of n bytes is
- *      aligned to min(2^ceil(log2 n), 2 MiB); an aligned allocation asks for
- *      max(size, align). The live allocation holding a pointer is found from
+ *      sits at a multiple of its size from its span's start, so a chunk is
+ *      aligned to the largest power of two dividing its size: at least
+ *      16 B, and n for a power-of-two n (every power of two from 16 B to
+ *      1 MiB is a class); a large block to 2 MiB. An aligned allocation
+ *      takes the first class at or above max(size, align) whose size align
+ *      divides (the power of two at or above is one, at most three classes
+ *      up), or a large block. The live allocation holding a pointer is found from
  *      the directory (or the fallback pointer's entry) and the entry's
  *      state; a chunk is live unless its free tag (rule 9) is intact, or,
  *      checked, its bit is clear -- a chunk never handed out is told apart
@@ -1266,7 +1281,10 @@ static inline __attribute__((always_inline)) int area_alloc(dsmpool_area *area, 
             char *m = area->base + h;
             dsmpool_ptr next;
             memcpy(&next, m, 8);
-            if (__builtin_expect((next & FB_BIT) || chunk_at(c, next & (AR_SPAN - 1), &ix), 1)) {
+            /* the link is tested in full when it is popped in turn (above,
+             * or alloc_small_op, which drops a damaged list): here only
+             * what costs no multiply */
+            if (__builtin_expect(!(next & (AR_MIN_CHUNK - 1)), 1)) {
                 dp_store_relaxed(&rec->head[c], next);
                 dp_store_relaxed(&rec->count[c], dp_load_relaxed(&rec->count[c]) - 1);
                 memset(m + 8, 0, 8); /* rule 9: an allocated chunk carries no free tag */
