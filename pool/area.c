@@ -194,7 +194,7 @@
 #include "dp_os.h"
 
 #define AR_MAGIC 0x31414552415044ull /* "DPAREA1" */
-#define AR_VERSION 3u
+#define AR_VERSION 4u /* 4: 60 classes (cache records, span word) */
 #define AR_NCLS 60u
 #define AR_MIN_CHUNK 16u
 #define AR_SMALL_MAX (1u << 20)

@@ -43,9 +43,10 @@
 /* The region's format. Its first 24 bytes never move, whatever the format:
  * magic, format, header size, and the version number of the library that
  * made it (DSMPOOL_VERSION_NUMBER), so that a library can say which one
- * made a region it cannot read. Format 3 added the last; 2 had region_size
+ * made a region it cannot read. Format 5 changed the area directory word
+ * (a 6-bit class for 60 size classes); 3 added the last; 2 had region_size
  * there. */
-#define DP_FORMAT_VERSION 4u
+#define DP_FORMAT_VERSION 5u
 #define DP_NAME_MAX 240
 
 /* ---- relocatable offsets ------------------------------------------------ */
