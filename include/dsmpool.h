@@ -458,7 +458,9 @@ typedef struct dsmpool_area_stats {
     /* Where held goes; held = in_use + cached when the area is quiet. */
     size_t bytes_in_use;      /* usable bytes of live allocations (class or block sizes) */
     size_t bytes_cached;      /* free chunks the area holds: thread caches (all processes)
-                                 and spans' returned stacks */
+                                 and spans' returned stacks; and each span's tail that no
+                                 chunk of its class fits (at most 32 KiB of 2 MiB up to 64 KiB
+                                 chunks) */
     size_t bytes_os;          /* of held, bytes in OS fallback segments */
     size_t bytes_requested;   /* sizes asked for by live allocations: exact for large blocks;
                                  for chunks (<= 1 MiB, whose size free() is not told) an

@@ -13,7 +13,7 @@
  *   itself, to its class. A chunk's class follows from its span. Span: a
  *   2 MiB pool block (one huge page, one allocator node) of one class,
  *   carved into floor(2 MiB / size) chunks from its start; the tail beyond
- *   the last chunk is unused (at most 8 KiB up to 64 KiB chunks, a quarter
+ *   the last chunk is unused (at most 32 KiB up to 64 KiB chunks, a quarter
  *   of the span at 768 KiB). A chunk's index in its span is off / size,
  *   computed as (off * mul) >> 42 with a per-class reciprocal (exact for
  *   every off < 2 MiB; tests/test_area.c checks them all): no divide on the
