@@ -315,9 +315,9 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
 /*
  * An area is a heap on top of the pool. alloc/free of any size, returning
  * relocatable pointers that every attached process converts to its own
- * address. Size classes are powers of two from 64 B to 1 MiB, carved from
- * 2 MiB spans (one huge page, one allocator node); larger requests get a
- * dedicated power-of-two block. Every thread keeps, per class, a private
+ * address. 60 size classes from 16 B to 1 MiB (16 B steps to 128 B, then
+ * four per doubling), carved from 2 MiB spans (one huge page, one allocator
+ * node); larger requests get a dedicated power-of-two block. Every thread keeps, per class, a private
  * cache in shared memory (so recovery can find it) refilled one span (64 x
  * 32 KiB) at a time: alloc and free of a cached chunk take no lock, make no
  * system call, cause no page fault and do no atomic read-modify-write on a
@@ -341,12 +341,16 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * threads of the same process still use the area is a use-after-free.
  * dsmpool_detach() detaches the process's areas too.
  *
- * Alignment and pointer arithmetic: an allocation of n bytes is aligned to
- * the power of two at or above n, at most 2 MiB (DSMPOOL_AREA_MAX_ALIGN) and
- * at least 64 bytes, in every process (the pool is mapped at a 2 MiB
- * boundary, OS segments too): classes are naturally aligned chunks of their
- * span, large blocks start at 2 MiB boundaries. dsmpool_area_alloc_aligned()
- * asks for more. Inside one allocation a relocatable pointer is an integer
+ * Alignment and pointer arithmetic: every allocation is aligned to at least
+ * 16 bytes, in every process (the pool is mapped at a 2 MiB boundary, OS
+ * segments too). Precisely, an allocation is aligned to the largest power
+ * of two dividing its usable size, at most 2 MiB (DSMPOOL_AREA_MAX_ALIGN):
+ * sizes up to 1 MiB are served from size classes (16 B steps to 128 B, then
+ * four per doubling: 160, 192, 224, 256, 320 B ...) whose chunks sit at
+ * multiples of their size in 2 MiB spans, so n bytes for a power of two n
+ * are aligned to n, 100 bytes (class 112) only to 16; larger sizes get
+ * blocks that start at 2 MiB boundaries. dsmpool_area_alloc_aligned() asks
+ * for more. Inside one allocation a relocatable pointer is an integer
  * like an address: for p returned by an allocation and k below
  * dsmpool_area_usable_size(area, p), p + k names byte k (dsmpool_area_addr
  * converts it, dsmpool_area_ptr_of converts back), in the pool and in OS
@@ -389,8 +393,9 @@ DSMPOOL_EXPORT void *dsmpool_area_addr(dsmpool_area *area, dsmpool_ptr p); /* lo
 
 /* An allocation of size bytes aligned to align in every process: a power of
  * two up to DSMPOOL_AREA_MAX_ALIGN (-EINVAL otherwise, and for size 0). It
- * is served by the class (or block) of max(size, align): a small size with a
- * large alignment costs the alignment. Freed with dsmpool_area_free(). */
+ * is served by the first class at or above max(size, align) whose chunk
+ * size is a multiple of align (or a block): a small size with a large
+ * alignment costs the alignment. Freed with dsmpool_area_free(). */
 #define DSMPOOL_AREA_MAX_ALIGN (2u << 20) /* 2 MiB */
 DSMPOOL_EXPORT int dsmpool_area_alloc_aligned(dsmpool_area *area, size_t size, size_t align,
                                               unsigned flags, dsmpool_ptr *out);
@@ -457,7 +462,9 @@ typedef struct dsmpool_area_stats {
     /* Where held goes; held = in_use + cached when the area is quiet. */
     size_t bytes_in_use;      /* usable bytes of live allocations (class or block sizes) */
     size_t bytes_cached;      /* free chunks the area holds: thread caches (all processes)
-                                 and spans' returned stacks */
+                                 and spans' returned stacks; and each span's tail that no
+                                 chunk of its class fits (at most 32 KiB of 2 MiB up to 64 KiB
+                                 chunks) */
     size_t bytes_os;          /* of held, bytes in OS fallback segments */
     size_t bytes_requested;   /* sizes asked for by live allocations: exact for large blocks;
                                  for chunks (<= 1 MiB, whose size free() is not told) an

@@ -7,12 +7,19 @@
  * segments with the segment layer (dp_area_layer_init).
  *
  * Geometry
- *   Classes: 64 B << c for c = 0..14 (64 B .. 1 MiB), powers of two so that
- *   a class is a shift and a chunk's class follows from its span. Span: a
+ *   Classes: 60, from 16 B in 16 B steps to 128 B (c = 0..7), then four per
+ *   doubling, 2^k {5, 6, 7, 8} / 4 for 2^k = 128 B .. 512 KiB (c = 8..59,
+ *   160 B .. 1 MiB): a size wastes under 16 B, or under a quarter of
+ *   itself, to its class. A chunk's class follows from its span. Span: a
  *   2 MiB pool block (one huge page, one allocator node) of one class,
- *   carved into 2 MiB >> (6 + c) chunks. Larger requests get their own
- *   power-of-two block ("large"). When the pool cannot serve, spans and large
- *   blocks come from pinned OS segments.
+ *   carved into floor(2 MiB / size) chunks from its start; the tail beyond
+ *   the last chunk is unused (at most 32 KiB up to 64 KiB chunks, a quarter
+ *   of the span at 768 KiB). A chunk's index in its span is off / size,
+ *   computed as (off * mul) >> 42 with a per-class reciprocal (exact for
+ *   every off < 2 MiB; tests/test_area.c checks them all): no divide on the
+ *   hot path. Larger requests get their own power-of-two block ("large").
+ *   When the pool cannot serve, spans and large blocks come from pinned OS
+ *   segments.
  *
  * Shared state (all offsets; the control block lives in a pool segment
  * whose handle is the area's handle, and whose reference count is the
@@ -24,11 +31,14 @@
  *   registry  4 KiB pages of 32-byte span entries {state, block, segment,
  *             info}; entry e is page e/128, slot e%128.
  *   directory a pool-wide word per 2 MiB of data naming (area, entry, class)
- *             of the span or large block there: free() finds a chunk's span
- *             with one load, and a pointer of another area is refused.
+ *             of the span or large block there ([aid:33][entry+1:25]
+ *             [class:6]; a class that is neither a span's nor AR_LARGE_CLS
+ *             is damage): free() finds a chunk's span with one load, and a
+ *             pointer of another area is refused.
  *   cache     per thread: an operation sequence, and per class a free list
  *             threaded through the free chunks (head + advisory count) and a
- *             bump range in the current span ([entry+1][next index][left]).
+ *             bump range in the current span ([entry+1:26][next index:19]
+ *             [left:19]); 60 classes x 24 B + one line = 1536 B a record.
  *
  * Rules
  *   1. Hot path (alloc): pop the thread's free list, else take the next
@@ -41,8 +51,8 @@
  *      entry and the directory, and set the bump range to all its chunks.
  *   3. Drain (the list holds more than two batches): push one batch back on
  *      their spans' stacks (a CAS each, on the span's word:
- *      [gen:24][count:16][head:16][state:8], chunks linked by index through
- *      their first 4 bytes). The push that makes a span's count whole
+ *      [gen:24][count:18][head:18][state:4] -- 2^17 chunks of 16 B fit --,
+ *      chunks linked by index through their first 4 bytes). The push that makes a span's count whole
  *      retires it: CAS to RETIRED(owner), clear the directory, free the block.
  *      A bump range goes back in one push, chained and tagged (rule 11); a
  *      range that with the stack is the whole span retires it untouched.
@@ -94,7 +104,8 @@
  *      double free: refused (-EINVAL), and looked for in this thread's cache
  *      and the span's stack for the message. A correct program cannot
  *      produce the tag: it would have to know the key. DSMPOOL_AREA_CHECKED
- *      adds the exact bitmap.
+ *      adds the exact bitmap (a bit per chunk: 4 KiB, 8 KiB for classes
+ *      under 64 B, 16 KiB for 16 B chunks).
  *  11. Lost chunks. Every free chunk carries its tag before it leaves one
  *      holder (a list, a stack, a bump range) and is written into the next
  *      -- a chunk leaves first (leak-biased: never on two lists), so a death
@@ -119,8 +130,8 @@
  *      than the requester's bound.
  *  13. Accounting (dsmpool_area_stats). held = in_use + cached when quiet:
  *      cached is the chunks of spans' stacks and of every cache record's
- *      list (count) and bump range, in_use the spans' other chunks plus the
- *      large blocks. Bytes asked for: a large block's is in its entry's info
+ *      list (count) and bump range, and each span's tail that no chunk
+ *      fits; in_use the spans' other chunks plus the large blocks. Bytes asked for: a large block's is in its entry's info
  *      (bits 12 up, class AR_LARGE_CLS, so it is never read as a bitmap)
  *      and exact. A chunk's is nowhere (free() is not told its size and the
  *      chunk is the caller's): each cache record adds what every chunk
@@ -132,9 +143,13 @@
  *  14. Sizes and addresses. Every pool pointer is an offset from a mapping
  *      aligned to at least 2 MiB in every process, OS segments are mapped
  *      at 2 MiB boundaries, spans are 2 MiB blocks and a chunk of class c
- *      sits at a multiple of its size, so an allocation of n bytes is
- *      aligned to min(2^ceil(log2 n), 2 MiB); an aligned allocation asks for
- *      max(size, align). The live allocation holding a pointer is found from
+ *      sits at a multiple of its size from its span's start, so a chunk is
+ *      aligned to the largest power of two dividing its size: at least
+ *      16 B, and n for a power-of-two n (every power of two from 16 B to
+ *      1 MiB is a class); a large block to 2 MiB. An aligned allocation
+ *      takes the first class at or above max(size, align) whose size align
+ *      divides (the power of two at or above is one, at most three classes
+ *      up), or a large block. The live allocation holding a pointer is found from
  *      the directory (or the fallback pointer's entry) and the entry's
  *      state; a chunk is live unless its free tag (rule 9) is intact, or,
  *      checked, its bit is clear -- a chunk never handed out is told apart
@@ -213,9 +228,9 @@
 #include "dp_os.h"
 
 #define AR_MAGIC 0x31414552415044ull /* "DPAREA1" */
-#define AR_VERSION 4u
-#define AR_NCLS 15u
-#define AR_MIN_SHIFT 6u
+#define AR_VERSION 5u /* 4: 60 classes (cache records, span word); 5: the shared path (rule 15) */
+#define AR_NCLS 60u
+#define AR_MIN_CHUNK 16u
 #define AR_SMALL_MAX (1u << 20)
 #define AR_SPAN_SHIFT 21u
 #define AR_SPAN (1ull << AR_SPAN_SHIFT)
@@ -223,16 +238,17 @@
 #define AR_REGPAGES 1024u
 #define AR_PER_PAGE 128u
 #define AR_MAX_ENTRIES (AR_REGPAGES * AR_PER_PAGE)
-#define AR_LARGE_CLS 15u
+#define AR_LARGE_CLS 63u /* the directory's and the info word's class of a large block */
 #define AR_QUIESCE_NS 50000000ull /* rule 6: how long a destroyer waits for operations */
 
-/* span entry state word */
+/* span entry state word: [gen:24][count:18][head:18][state:4]; head and
+ * count reach 2 MiB / 16 B = 2^17 chunks */
 enum { SP_FREE = 0, SP_INIT = 1, SP_SPAN = 2, SP_LARGE = 3, SP_RETIRED = 4 };
 #define SPW(gen, count, head, st) \
-    (((uint64_t)(gen) << 40) | ((uint64_t)(count) << 24) | ((uint64_t)(head) << 8) | (st))
-#define SPW_ST(w) ((unsigned)((w) & 0xff))
-#define SPW_HEAD(w) ((uint32_t)(((w) >> 8) & 0xffff))
-#define SPW_COUNT(w) ((uint32_t)(((w) >> 24) & 0xffff))
+    (((uint64_t)(gen) << 40) | ((uint64_t)(count) << 22) | ((uint64_t)(head) << 4) | (st))
+#define SPW_ST(w) ((unsigned)((w) & 0xf))
+#define SPW_HEAD(w) ((uint32_t)(((w) >> 4) & 0x3ffff))
+#define SPW_COUNT(w) ((uint32_t)(((w) >> 22) & 0x3ffff))
 #define SPW_GEN(w) ((uint32_t)((w) >> 40))
 /* INIT and RETIRED name their owner (slot + 1, bits 8-27); INIT also the
  * order of the block it reserved held bytes for (bits 28-33), and DOOMED
@@ -243,11 +259,12 @@ enum { SP_FREE = 0, SP_INIT = 1, SP_SPAN = 2, SP_LARGE = 3, SP_RETIRED = 4 };
 #define SPW_INIT_ORDER(w) ((unsigned)(((w) >> 28) & 63))
 #define SPW_DOOMED (1ull << 34)
 
-/* directory word: [area id (ctl descriptor + 1):33][entry + 1:27][class:4] */
-#define DIRW(aid, e, cls) (((uint64_t)(aid) << 31) | ((uint64_t)((e) + 1) << 4) | (cls))
+/* directory word: [area id (ctl descriptor + 1):33][entry + 1:25][class:6];
+ * a class of neither a span (< AR_NCLS) nor a large block is damage */
+#define DIRW(aid, e, cls) (((uint64_t)(aid) << 31) | ((uint64_t)((e) + 1) << 6) | (cls))
 #define DIRW_AID(w) ((w) >> 31)
-#define DIRW_ENTRY(w) ((uint64_t)(((w) >> 4) & 0x7ffffff) - 1)
-#define DIRW_CLS(w) ((unsigned)((w) & 15))
+#define DIRW_ENTRY(w) ((uint64_t)(((w) >> 6) & 0x1ffffff) - 1)
+#define DIRW_CLS(w) ((unsigned)((w) & 63))
 
 /* fallback pointer: [1][tag:14][entry:17][offset:32] */
 #define FB_BIT DSMPOOL_PTR_OS_BIT
@@ -289,7 +306,7 @@ typedef struct ar_cache {
     dp_a64 head[AR_NCLS];  /* [own] first free chunk (dsmpool_ptr) */
     dp_a64 bump[AR_NCLS];  /* [own] BUMP word */
     dp_a64 count[AR_NCLS]; /* [own] free-list length (advisory) */
-    dp_a64 pad1[3];
+    dp_a64 pad1[4];
 } ar_cache;
 _Static_assert(sizeof(ar_cache) % 64 == 0, "cache records on their own lines");
 #define AR_RECOVERY (0xffffffffull << 32)
@@ -369,12 +386,56 @@ static pthread_key_t tc_key;
 static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
 
 
-static inline unsigned cls_of(size_t size) {
-    return size <= 64 ? 0 : 64u - (unsigned)__builtin_clzll(size - 1) - AR_MIN_SHIFT;
+/* Classes (Geometry): c < 8: 16 (c + 1) B; then four per doubling,
+ * 2^k {5, 6, 7, 8} / 4 for 2^k = 128 .. 512 KiB. mul: the reciprocal that
+ * makes a chunk's index a multiply and a shift, (off * mul) >> AR_DIV_SHIFT
+ * = off / size for every off < 2 MiB (mul = 2^42 / size + e, 0 < e <= 1:
+ * the error off * e / 2^42 < 2^-21 stays below the 1 / size >= 2^-20 that
+ * off / size lacks to the next integer; tests/test_area.c checks every
+ * offset of every class). Entries AR_NCLS..63 are zero: no chunks, so a
+ * damaged class number fails every chunk test. */
+typedef struct ar_class {
+    uint32_t size, chunks; /* chunk bytes; chunks per span (the span's tail beyond is unused) */
+    uint64_t mul;
+} ar_class;
+#define AR_DIV_SHIFT 42u
+#define AR_CSIZE(c) ((c) < 8 ? 16u * ((c) + 1u) : (32u << (((c) - 8u) / 4u)) * (5u + ((c) - 8u) % 4u))
+#define AR_C1(c) {AR_CSIZE(c), (uint32_t)(AR_SPAN / AR_CSIZE(c)), (1ull << AR_DIV_SHIFT) / AR_CSIZE(c) + 1}
+#define AR_C4(c) AR_C1(c), AR_C1((c) + 1u), AR_C1((c) + 2u), AR_C1((c) + 3u)
+#define AR_C20(c) AR_C4(c), AR_C4((c) + 4u), AR_C4((c) + 8u), AR_C4((c) + 12u), AR_C4((c) + 16u)
+static const ar_class ar_cls[64] = {AR_C20(0u), AR_C20(20u), AR_C20(40u)};
+_Static_assert(AR_NCLS == 60 && AR_CSIZE(AR_NCLS - 1) == AR_SMALL_MAX, "the last class is 1 MiB");
+_Static_assert(AR_LARGE_CLS >= AR_NCLS && AR_LARGE_CLS < 64, "the directory's 6-bit class field");
+_Static_assert((AR_SPAN / AR_MIN_CHUNK) < (1u << 18), "span word: 18-bit head (index + 1) and count");
+_Static_assert((AR_SPAN / AR_MIN_CHUNK) < (1u << 19), "bump word: 19-bit index and count");
+_Static_assert(AR_REGPAGES * AR_PER_PAGE < (1u << 25), "directory word: 25-bit entry + 1");
+
+static inline unsigned cls_of(size_t size) { /* size <= AR_SMALL_MAX */
+    if (size <= 128) return size <= 16 ? 0 : (unsigned)((size - 1) >> 4);
+    unsigned k = 63u - (unsigned)__builtin_clzll(size - 1); /* 2^k <= size - 1 < 2^(k+1), k >= 7 */
+    return 8u + 4u * (k - 7u) + (unsigned)(((size - 1) >> (k - 2)) & 3);
 }
-static inline unsigned cls_shift(unsigned c) { return AR_MIN_SHIFT + c; }
-static inline uint32_t cls_chunks(unsigned c) { return (uint32_t)(AR_SPAN >> cls_shift(c)); }
+/* (c & 63: a damaged class number reads a zero entry, never past the table) */
+static inline uint32_t cls_size(unsigned c) { return ar_cls[c & 63].size; }
+static inline uint32_t cls_chunks(unsigned c) { return ar_cls[c & 63].chunks; }
 static inline uint32_t cls_batch(unsigned c) { uint32_t n = cls_chunks(c); return n < 64 ? n : 64; }
+static inline uint64_t chunk_off(unsigned c, uint64_t idx) { return idx * cls_size(c); }
+/* The chunk of class c that holds byte off (< AR_SPAN) of its span. */
+static inline uint32_t chunk_idx(unsigned c, uint64_t off) {
+    return (uint32_t)((off & (AR_SPAN - 1)) * ar_cls[c & 63].mul >> AR_DIV_SHIFT);
+}
+/* Is off (from its span's start) the start of chunk *idx of class c? */
+static inline bool chunk_at(unsigned c, uint64_t off, uint32_t *idx) {
+    const ar_class *k = &ar_cls[c & 63];
+    uint64_t i = chunk_idx(c, off);
+    *idx = (uint32_t)i;
+    return off < AR_SPAN && i < k->chunks && i * k->size == off;
+}
+/* The checked-mode bitmap of a span of class c: 4 KiB << order, a bit per chunk. */
+static inline unsigned cls_bm_order(unsigned c) {
+    uint32_t n = cls_chunks(c);
+    return n > 2 * 8 * DP_FRAME_SIZE ? 2 : n > 8 * DP_FRAME_SIZE ? 1 : 0;
+}
 
 /* ---- registry and directory --------------------------------------------- */
 
@@ -453,8 +514,10 @@ static uint64_t entry_free_parts(dsmpool *p, uint64_t aid, uint64_t e, ar_span *
             took = 0; /* a damaged word: never free what it names */
         }
     }
-    uint64_t bm = info_bitmap(atomic_exchange_explicit(&sp->info, 0, memory_order_acq_rel));
-    if (bm && dp_block_ok(p, bm, DP_FRAME_SIZE)) dp_pool_free(p, DP_BLOCK_MK(bm, 0));
+    uint64_t info = atomic_exchange_explicit(&sp->info, 0, memory_order_acq_rel);
+    uint64_t bm = info_bitmap(info);
+    unsigned bo = cls_bm_order((unsigned)(info & 0xff));
+    if (bm && dp_block_ok(p, bm, (uint64_t)DP_FRAME_SIZE << bo)) dp_pool_free(p, DP_BLOCK_MK(bm, bo));
     dp_inflight_end(p);
     return took;
 }
@@ -594,6 +657,7 @@ static int ar_locate(struct dsmpool_area *a, dsmpool_ptr p, ar_loc *l) {
         l->e = DIRW_ENTRY(dw);
         l->cls = DIRW_CLS(dw);
         l->sp = NULL; /* small chunks need only the directory; see locate_entry */
+        if (l->cls >= AR_NCLS && l->cls != AR_LARGE_CLS) return -EINVAL; /* a damaged word */
         if (l->cls == AR_LARGE_CLS) {
             if (!(l->sp = ar_entry(pool, a->ctl, l->e))) return -EINVAL;
             l->span = DP_BLOCK_OFF(dp_load_relaxed(&l->sp->block));
@@ -663,11 +727,10 @@ static void span_push(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span
 static void chunk_return(struct dsmpool_area *a, dsmpool_ptr c, uint32_t retire_slot) {
     ar_loc l;
     if (ar_locate(a, c, &l) != 0 || l.cls == AR_LARGE_CLS) return;
-    unsigned sh = cls_shift(l.cls);
-    if (l.off & ((1ull << sh) - 1) || (l.off >> sh) >= cls_chunks(l.cls)) return;
+    uint32_t idx;
+    if (!chunk_at(l.cls, l.off, &idx)) return;
     char *m = ar_addr_n(a, c, 4);
-    if (m && locate_entry(a, &l))
-        span_push(a->pool, a->ctl, a->aid, l.e, l.sp, l.cls, (uint32_t)(l.off >> sh), m, retire_slot);
+    if (m && locate_entry(a, &l)) span_push(a->pool, a->ctl, a->aid, l.e, l.sp, l.cls, idx, m, retire_slot);
 }
 
 
@@ -724,7 +787,7 @@ static int area_usable(struct dsmpool_area *a) {
 static uint64_t chunks_bound(const struct dsmpool_area *a, unsigned c) {
     uint64_t held = dp_load_relaxed(&a->ctl->held); /* relaxed: a bound, not a count */
     if (held > (1ull << 46)) held = 1ull << 46;
-    return ((a->data_size + held) >> cls_shift(c)) + 1;
+    return (a->data_size + held) / cls_size(c) + 1;
 }
 
 /* Rules 3 and 11: the bump range [idx, idx + left) of class c goes back to
@@ -747,11 +810,10 @@ static void range_push(struct dsmpool_area *a, ar_cache *rec, unsigned c, uint64
             return;
         }
     }
-    unsigned sh = cls_shift(c);
     char *last = NULL;
     uint32_t k = 0;
     for (; k < left; k++) {
-        dsmpool_ptr cp = base + ((uint64_t)(idx + k) << sh);
+        dsmpool_ptr cp = base + chunk_off(c, idx + k);
         char *m = ar_addr_n(a, cp, 16);
         if (!m) break; /* (an OS segment this process cannot map: all of the span) */
         uint32_t next = idx + k + 2; /* the next chunk's index + 1; the last one's is set below */
@@ -986,10 +1048,9 @@ static int held_reserve(ar_ctl *ctl, uint64_t bytes) {
  * Returns how many were linked (0: the span could not be mapped here). */
 static uint32_t span_chain(struct dsmpool_area *a, unsigned c, dsmpool_ptr base) {
     uint32_t n = cls_chunks(c);
-    unsigned sh = cls_shift(c);
     if (n < 2 || !ar_addr_n(a, base, AR_SPAN)) return 0;
     for (uint32_t i = 1; i < n; i++) {
-        dsmpool_ptr cp = base + ((uint64_t)i << sh);
+        dsmpool_ptr cp = base + chunk_off(c, i);
         char *m = ar_addr_n(a, cp, 16);
         uint32_t next = i + 1 < n ? i + 2 : 0; /* the next chunk's index + 1; 0 ends the stack */
         uint64_t tag = free_tag(a, cp);
@@ -1024,9 +1085,9 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
     uint64_t mine = dp_load_relaxed(&sp->state);
     if ((ctl->flags & DSMPOOL_AREA_CHECKED) && cls != AR_LARGE_CLS) {
         uint64_t bm;
-        r = dp_pool_alloc(p, 0, &bm);
+        r = dp_pool_alloc(p, cls_bm_order(cls), &bm);
         if (r == 0) {
-            memset(dp_at(p, DP_BLOCK_OFF(bm)), 0, DP_FRAME_SIZE);
+            memset(dp_at(p, DP_BLOCK_OFF(bm)), 0, (size_t)DP_FRAME_SIZE << cls_bm_order(cls));
             dp_store_release(&sp->info, DP_BLOCK_OFF(bm) | cls); /* release: owned before the bracket ends */
         } else {
             entry_abandon(p, ctl, a->aid, (uint64_t)e, sp, mine);
@@ -1122,7 +1183,7 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
                 uint32_t idx = SPW_HEAD(w), n = SPW_COUNT(w), got = 0;
                 dsmpool_ptr head = dp_load_relaxed(&rec->head[c]);
                 while (idx && got < n && idx <= cls_chunks(c)) {
-                    dsmpool_ptr cp = base + ((uint64_t)(idx - 1) << cls_shift(c));
+                    dsmpool_ptr cp = base + chunk_off(c, idx - 1);
                     char *m = ar_addr_n(a, cp, 8);
                     if (!m) break;
                     uint32_t next;
@@ -1171,8 +1232,9 @@ static void drain(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
 /* Flip chunk idx's bit in the span's bitmap: set on alloc, clear on free.
  * Returns false when it already had the new value. */
 static bool checked_flip(dsmpool *p, ar_span *sp, uint32_t idx, bool set) {
-    uint64_t bm = info_bitmap(dp_load_relaxed(&sp->info));
-    if (!bm || !dp_block_ok(p, bm, DP_FRAME_SIZE) || idx >= 32768) return true;
+    uint64_t info = dp_load_relaxed(&sp->info), bm = info_bitmap(info);
+    unsigned c = (unsigned)(info & 0xff);
+    if (!bm || !dp_block_ok(p, bm, (uint64_t)DP_FRAME_SIZE << cls_bm_order(c)) || idx >= cls_chunks(c)) return true;
     dp_a64 *word = (dp_a64 *)dp_at(p, bm) + idx / 64;
     uint64_t bit = 1ull << (idx % 64);
     /* relaxed: the bitmap orders nothing, it only remembers */
@@ -1210,7 +1272,7 @@ static int alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t
 static inline void count_asked(ar_cache *rec, uint64_t asked, unsigned c) {
     /* relaxed: owner-only counters (rule 1); stats reads them approximately */
     dp_store_relaxed(&rec->asked, dp_load_relaxed(&rec->asked) + asked);
-    dp_store_relaxed(&rec->given, dp_load_relaxed(&rec->given) + (1ull << cls_shift(c)));
+    dp_store_relaxed(&rec->given, dp_load_relaxed(&rec->given) + cls_size(c));
 }
 
 static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, size_t asked, unsigned flags,
@@ -1222,14 +1284,15 @@ static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, siz
     for (;;) {
         h = dp_load_relaxed(&rec->head[c]); /* relaxed: only this thread writes it (rule 1) */
         if (h) {
-            /* a whole chunk, at a chunk boundary, or the list is damaged */
-            uint64_t mask = (1ull << cls_shift(c)) - 1;
-            m = (h & FB_BIT ? FB_OFF(h) : h) & mask ? NULL : ar_addr_n(area, h, mask + 1);
+            /* a whole chunk, at a chunk start, or the list is damaged (pool
+             * spans start at 2 MiB multiples: data_off is one) */
+            uint32_t ix;
+            m = chunk_at(c, h & FB_BIT ? FB_OFF(h) : h & (AR_SPAN - 1), &ix) ? ar_addr_n(area, h, cls_size(c)) : NULL;
             dsmpool_ptr next = 0;
             if (m) memcpy(&next, m, 8);
             /* a link a use-after-free overwrote must not become an address
              * we hand out: the list is dropped (its chunks leak) instead */
-            if (!m || (next && !(next & FB_BIT) && (next & ((1ull << cls_shift(c)) - 1)))) {
+            if (!m || (next && !(next & FB_BIT) && !chunk_at(c, next & (AR_SPAN - 1), &ix))) {
                 dp_store_relaxed(&rec->head[c], 0);
                 dp_store_relaxed(&rec->count[c], 0);
                 if (!m) continue;
@@ -1247,7 +1310,7 @@ static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, siz
                 dp_store_relaxed(&rec->bump[c], 0);
                 continue;
             }
-            h = tc->span_ptr[c] + ((uint64_t)BUMP_IDX(b) << cls_shift(c));
+            h = tc->span_ptr[c] + chunk_off(c, BUMP_IDX(b));
             dp_store_relaxed(&rec->bump[c], BUMP_TAKE(b));
             m = !(h & FB_BIT) ? area->base + h : ar_addr_n(area, h, 16);
             if (!m) continue;
@@ -1260,7 +1323,7 @@ static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, siz
     if (area->ctl->flags & DSMPOOL_AREA_CHECKED) {
         ar_loc l;
         if (ar_locate(area, h, &l) == 0 && locate_entry(area, &l))
-            checked_flip(area->pool, l.sp, (uint32_t)(l.off >> cls_shift(c)), true);
+            checked_flip(area->pool, l.sp, chunk_idx(c, l.off), true);
     }
     if (flags & DSMPOOL_ALLOC_ZERO) {
         if (!(m = ar_addr_n(area, h, size))) {
@@ -1303,7 +1366,6 @@ static void stack_drop(struct dsmpool_area *a, unsigned c, ar_span *sp, uint64_t
 static bool span_pop(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span *sp, dsmpool_ptr *cpp,
                      char **mp) {
     uint32_t n = cls_chunks(c);
-    unsigned sh = cls_shift(c);
     uint64_t w = dp_load_acquire(&sp->state); /* acquire: the pushes' links and tags */
     for (;;) {
         uint32_t count = SPW_COUNT(w), head = SPW_HEAD(w);
@@ -1311,7 +1373,7 @@ static bool span_pop(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span *sp
         if (count > n || !head || head > n) return false; /* damaged: for dsmpool_check() */
         uint64_t blk = dp_load_relaxed(&sp->block);
         dsmpool_ptr base = blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e, 0) : DP_BLOCK_OFF(blk);
-        dsmpool_ptr cp = base + ((uint64_t)(head - 1) << sh);
+        dsmpool_ptr cp = base + chunk_off(c, head - 1);
         char *m = ar_addr_n(a, cp, 16);
         if (!m) return false;
         uint32_t next;
@@ -1372,7 +1434,7 @@ static int shared_alloc_small(struct dsmpool_area *a, ar_tc *tc, size_t size, si
     if (ctl->flags & DSMPOOL_AREA_CHECKED) {
         ar_loc l;
         if (ar_locate(a, h, &l) == 0 && locate_entry(a, &l))
-            checked_flip(a->pool, l.sp, (uint32_t)(l.off >> cls_shift(c)), true);
+            checked_flip(a->pool, l.sp, chunk_idx(c, l.off), true);
     }
     if (flags & DSMPOOL_ALLOC_ZERO) {
         if (!(m = ar_addr_n(a, h, size))) {
@@ -1382,7 +1444,7 @@ static int shared_alloc_small(struct dsmpool_area *a, ar_tc *tc, size_t size, si
         memset(m, 0, size);
     }
     dp_fetch_add_relaxed(&ctl->sh_asked, asked); /* relaxed: counters (rule 13) */
-    dp_fetch_add_relaxed(&ctl->sh_given, 1ull << cls_shift(c));
+    dp_fetch_add_relaxed(&ctl->sh_given, cls_size(c));
     *out = h;
     return 0;
 }
@@ -1440,16 +1502,20 @@ static inline __attribute__((always_inline)) int area_alloc(dsmpool_area *area, 
         DP_INJECT("area.op.checked");
         /* rule 1, the common case inline: a pool chunk on this thread's list
          * (a trim request is answered on the slow path, or at a free) */
-        unsigned c = cls_of(size);
+        unsigned c = size <= AR_SMALL_MAX ? cls_of(size) : 0;
         dsmpool_ptr h = size <= AR_SMALL_MAX ? dp_load_relaxed(&rec->head[c]) : 0; /* relaxed: rule 1 */
-        uint64_t csz = 1ull << cls_shift(c);
-        if (__builtin_expect(h && !(h & FB_BIT) && !(h & (csz - 1)) && !flags &&
+        uint32_t ix;
+        /* h: a pool chunk start of class c (data_off is a 2 MiB multiple) */
+        if (__builtin_expect(h && !(h & FB_BIT) && chunk_at(c, h & (AR_SPAN - 1), &ix) && !flags &&
                                  !(area->ctl->flags & DSMPOOL_AREA_CHECKED) &&
-                                 h - area->data_off <= area->data_size - csz, 1)) {
+                                 h - area->data_off <= area->data_size - cls_size(c), 1)) {
             char *m = area->base + h;
             dsmpool_ptr next;
             memcpy(&next, m, 8);
-            if (__builtin_expect(!(next & ((1ull << cls_shift(c)) - 1)) || (next & FB_BIT), 1)) {
+            /* the link is tested in full when it is popped in turn (above,
+             * or alloc_small_op, which drops a damaged list): here only
+             * what costs no multiply */
+            if (__builtin_expect(!(next & (AR_MIN_CHUNK - 1)), 1)) {
                 dp_store_relaxed(&rec->head[c], next);
                 dp_store_relaxed(&rec->count[c], dp_load_relaxed(&rec->count[c]) - 1);
                 memset(m + 8, 0, 8); /* rule 9: an allocated chunk carries no free tag */
@@ -1485,10 +1551,10 @@ static const char *double_free_where(struct dsmpool_area *area, ar_tc *tc, ar_lo
     ar_span *sp = locate_entry(area, l);
     if (sp) {
         uint64_t w = dp_load_acquire(&sp->state); /* acquire: span_push's release */
-        uint32_t idx = SPW_HEAD(w), want = (uint32_t)(l->off >> cls_shift(l->cls)) + 1;
+        uint32_t idx = SPW_HEAD(w), want = chunk_idx(l->cls, l->off) + 1;
         for (uint32_t k = SPW_COUNT(w); idx && k && idx <= cls_chunks(l->cls); k--) {
             if (idx == want) return "it is back on its span";
-            char *m = ar_addr_n(area, l->span + ((uint64_t)(idx - 1) << cls_shift(l->cls)), 4);
+            char *m = ar_addr_n(area, l->span + chunk_off(l->cls, idx - 1), 4);
             if (!m) break;
             memcpy(&idx, m, 4);
         }
@@ -1512,15 +1578,15 @@ static int free_op(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p) {
         entry_release(area->pool, area->ctl, area->aid, l.e, l.sp, w, area->pool->slot);
         return 0;
     }
-    unsigned sh = cls_shift(l.cls);
-    if (l.off & ((1ull << sh) - 1) || (l.off >> sh) >= cls_chunks(l.cls))
+    uint32_t idx;
+    if (!chunk_at(l.cls, l.off, &idx))
         return dp_fail(-EINVAL, "%016llx is not the start of a chunk", (unsigned long long)p);
     char *m = ar_addr_n(area, p, 16);
     if (!m) /* an OS segment this process cannot map (its name is gone: the pool was destroyed) */
         return dp_fail(-ESTALE, "%016llx is in an OS segment that cannot be mapped here",
                        (unsigned long long)p);
     if ((area->ctl->flags & DSMPOOL_AREA_CHECKED) &&
-        (!locate_entry(area, &l) || !checked_flip(area->pool, l.sp, (uint32_t)(l.off >> sh), false)))
+        (!locate_entry(area, &l) || !checked_flip(area->pool, l.sp, idx, false)))
         return dp_fail(-EINVAL, "%016llx is not allocated (double free)", (unsigned long long)p);
     uint64_t tag = free_tag(area, p), have;
     memcpy(&have, m + 8, 8);
@@ -1533,8 +1599,7 @@ static int free_op(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p) {
             return dp_fail(-EINVAL, "%016llx: its span's entry is gone (damaged area)", (unsigned long long)p);
         memcpy(m + 8, &tag, 8);
         DP_INJECT("area.free.linked");
-        span_push(area->pool, area->ctl, area->aid, l.e, l.sp, l.cls, (uint32_t)(l.off >> sh), m,
-                  area->pool->slot);
+        span_push(area->pool, area->ctl, area->aid, l.e, l.sp, l.cls, idx, m, area->pool->slot);
         return 0;
     }
     dsmpool_ptr head = dp_load_relaxed(&rec->head[l.cls]); /* relaxed: rule 1 */
@@ -1569,9 +1634,11 @@ int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
         if (__builtin_expect(!(p & FB_BIT) && rel < area->data_size && !(area->ctl->flags & DSMPOOL_AREA_CHECKED), 1)) {
             /* acquire: pairs with dir_set */
             uint64_t dw = dp_load_acquire(&area->pool->dir[rel >> AR_SPAN_SHIFT]);
-            unsigned c = DIRW_CLS(dw), sh = cls_shift(c);
-            if (__builtin_expect(DIRW_AID(dw) == area->aid && c != AR_LARGE_CLS &&
-                                     !(rel & ((1ull << sh) - 1)) && rel <= area->data_size - (1ull << sh), 1)) {
+            unsigned c = DIRW_CLS(dw);
+            uint32_t ix;
+            /* a large block's class, or a damaged one, has no chunks: chunk_at fails */
+            if (__builtin_expect(DIRW_AID(dw) == area->aid && chunk_at(c, rel & (AR_SPAN - 1), &ix) &&
+                                     rel <= area->data_size - cls_size(c), 1)) {
                 char *m = area->base + p;
                 uint64_t tag = free_tag(area, p), have;
                 memcpy(&have, m + 8, 8);
@@ -1613,8 +1680,9 @@ int dsmpool_area_flush(dsmpool_area *area) {
 
 /* Checked mode: is chunk idx's bit set (allocated)? Reads only. */
 static bool checked_test(dsmpool *p, ar_span *sp, uint32_t idx) {
-    uint64_t bm = info_bitmap(dp_load_relaxed(&sp->info));
-    if (!bm || !dp_block_ok(p, bm, DP_FRAME_SIZE) || idx >= 32768) return true;
+    uint64_t info = dp_load_relaxed(&sp->info), bm = info_bitmap(info);
+    unsigned c = (unsigned)(info & 0xff);
+    if (!bm || !dp_block_ok(p, bm, (uint64_t)DP_FRAME_SIZE << cls_bm_order(c)) || idx >= cls_chunks(c)) return true;
     /* relaxed: the bitmap orders nothing, it only remembers */
     return (dp_load_relaxed((dp_a64 *)dp_at(p, bm) + idx / 64) >> (idx % 64)) & 1;
 }
@@ -1640,10 +1708,9 @@ static uint64_t live_alloc(struct dsmpool_area *a, dsmpool_ptr p, dsmpool_ptr *s
     }
     if (SPW_ST(w) != SP_SPAN || (dp_load_relaxed(&l->sp->info) & 0xff) != l->cls) return 0;
     if (!fb && DP_BLOCK_OFF(blk) != l->span) return 0; /* a directory word racing a retirement */
-    unsigned sh = cls_shift(l->cls);
-    uint64_t idx = l->off >> sh;
+    uint64_t idx = l->off < AR_SPAN ? chunk_idx(l->cls, l->off) : UINT64_MAX; /* any byte of the chunk */
     if (idx >= cls_chunks(l->cls)) return 0;
-    dsmpool_ptr c = l->span + (idx << sh);
+    dsmpool_ptr c = l->span + chunk_off(l->cls, idx);
     char *m = ar_addr_n(a, c, 16);
     if (!m) return 0;
     uint64_t have;
@@ -1651,7 +1718,7 @@ static uint64_t live_alloc(struct dsmpool_area *a, dsmpool_ptr p, dsmpool_ptr *s
     if (have == free_tag(a, c)) return 0; /* freed (rule 9) */
     if ((a->ctl->flags & DSMPOOL_AREA_CHECKED) && !checked_test(a->pool, l->sp, (uint32_t)idx)) return 0;
     *start = c;
-    return 1ull << sh;
+    return cls_size(l->cls);
 }
 
 /* The relocatable pointer of local address u in this process's mapping of
@@ -1717,8 +1784,17 @@ int dsmpool_area_alloc_aligned(dsmpool_area *area, size_t size, size_t align, un
     if (align > DSMPOOL_AREA_MAX_ALIGN)
         return dp_fail(-EINVAL, "alignment %zu is more than the %zu bytes an area promises in every "
                        "process (DSMPOOL_AREA_MAX_ALIGN)", align, (size_t)DSMPOOL_AREA_MAX_ALIGN);
-    /* rule 14: the class (or block) of max(size, align) is aligned to it */
-    return area_alloc(area, size && size < align ? align : size, size, flags, out);
+    /* rule 14: a chunk of class c is aligned to the largest power of two
+     * dividing its size; take the first class at or above max(size, align)
+     * whose size align divides (the power of two at or above it always
+     * does, within three classes); a block is aligned to 2 MiB */
+    size_t want = size && size < align ? align : size;
+    if (want && want <= AR_SMALL_MAX) {
+        unsigned c = cls_of(want);
+        while (cls_size(c) & (align - 1)) c++;
+        want = cls_size(c); /* cls_of(want) == c */
+    }
+    return area_alloc(area, want, size, flags, out);
 }
 
 int dsmpool_area_realloc(dsmpool_area *area, dsmpool_ptr *p, size_t size, unsigned flags) {
@@ -2170,7 +2246,7 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
     if (dp_load_acquire(&area->ctl->state) != AR_LIVE) return dp_fail(-ESTALE, "the area was destroyed");
     memset(out, 0, sizeof *out);
     ar_ctl *ctl = area->ctl;
-    uint64_t span_chunks = 0; /* bytes of all spans' chunks */
+    uint64_t span_chunks = 0; /* bytes of all spans (chunks and tails) */
     out->held = dp_load_relaxed(&ctl->held);
     out->limit = dp_load_relaxed(&ctl->limit);
     for (uint64_t e = entry_next(ctl, 0); e < AR_MAX_ENTRIES; e = entry_next(ctl, e + 1)) {
@@ -2186,8 +2262,11 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
             out->spans++;
             unsigned c = (unsigned)(info & 0xff);
             if (c < AR_NCLS && SPW_COUNT(w) <= cls_chunks(c)) { /* rule 13: its free chunks */
-                span_chunks += (uint64_t)cls_chunks(c) << cls_shift(c);
-                out->bytes_cached += (uint64_t)SPW_COUNT(w) << cls_shift(c);
+                /* the span's tail that no chunk fits counts as cached: held
+                 * but given to no allocation */
+                span_chunks += AR_SPAN;
+                out->bytes_cached += (uint64_t)SPW_COUNT(w) * cls_size(c) + AR_SPAN -
+                                     (uint64_t)cls_chunks(c) * cls_size(c);
             }
         } else if (st == SP_LARGE) {
             out->large_blocks++;
@@ -2215,7 +2294,7 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
             uint64_t n = dp_load_relaxed(&rec->count[c]), left = BUMP_LEFT(dp_load_relaxed(&rec->bump[c]));
             if (n > cls_chunks(c) * 1024ull) n = 0; /* a damaged count */
             if (left > cls_chunks(c)) left = 0;
-            out->bytes_cached += (n + left) << cls_shift(c);
+            out->bytes_cached += (n + left) * cls_size(c);
         }
     }
     uint64_t chunks_in_use = span_chunks > out->bytes_cached ? span_chunks - out->bytes_cached : 0;
@@ -2356,11 +2435,14 @@ void dp_area_mark_owned(dsmpool *p, dp_mark_fn mark, void *arg) {
             ar_span *pg = dp_at(p, off);
             for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
                 if (SPW_ST(dp_load_acquire(&pg[i].state)) == SP_FREE) continue;
-                uint64_t blk = dp_load_acquire(&pg[i].block), bm = info_bitmap(dp_load_relaxed(&pg[i].info));
+                uint64_t blk = dp_load_acquire(&pg[i].block), info = dp_load_relaxed(&pg[i].info);
+                uint64_t bm = info_bitmap(info);
                 if (blk && blk != DP_BLOCK_FALLBACK)
                     mark(arg, DP_BLOCK_OFF(blk), (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31),
                          "an area span");
-                if (bm) mark(arg, bm, DP_FRAME_SIZE, "a checked-mode bitmap");
+                if (bm)
+                    mark(arg, bm, (uint64_t)DP_FRAME_SIZE << cls_bm_order((unsigned)(info & 0xff)),
+                         "a checked-mode bitmap");
             }
         }
     }
@@ -2460,12 +2542,12 @@ static void vchunk(vctx *v, dsmpool_ptr p, unsigned c) {
         vfail(v, "a free list links %016llx, which is not a chunk of area %016llx", p);
         return;
     }
-    unsigned sh = cls_shift(c);
-    if (l.off & ((1ull << sh) - 1) || SPW_ST(dp_load_relaxed(&l.sp->state)) != SP_SPAN) {
+    uint32_t idx;
+    if (!chunk_at(c, l.off, &idx) || SPW_ST(dp_load_relaxed(&l.sp->state)) != SP_SPAN) {
         vfail(v, "a free list links %016llx, which is not a chunk of a live span of area %016llx", p);
         return;
     }
-    vmark(v, l.e, (uint32_t)(l.off >> sh), cls_chunks(c), p);
+    vmark(v, l.e, idx, cls_chunks(c), p);
 }
 
 static void verify_area(vctx *v) {
@@ -2514,7 +2596,7 @@ static void verify_area(vctx *v) {
                 vfail(v, "the returned stack of span entry %llu of area %016llx is damaged", e);
                 break;
             }
-            dsmpool_ptr cp = base + ((uint64_t)(idx - 1) << cls_shift(c));
+            dsmpool_ptr cp = base + chunk_off(c, idx - 1);
             vmark(v, e, idx - 1, cls_chunks(c), cp);
             char *m = ar_addr_n(a, cp, 4);
             if (!m) break;
@@ -2614,7 +2696,7 @@ static int span_walk_unheld(vctx *v, lost_list *whole,
         }
         for (uint32_t idx = 0; idx < n; idx++) {
             if (vmarked(v, e, idx)) continue;
-            dsmpool_ptr cp = base + ((uint64_t)idx << cls_shift(c));
+            dsmpool_ptr cp = base + chunk_off(c, idx);
             char *m = ar_addr_n(a, cp, 16);
             if (!m) continue;
             uint64_t have;
@@ -2713,7 +2795,7 @@ static int lost_sweep_area(struct dsmpool_area *a, ar_cache *mine, dp_area_scrat
             ar_span *sp = ar_entry(p, a->ctl, l->e);
             uint64_t blk = sp ? dp_load_relaxed(&sp->block) : 0;
             dsmpool_ptr cp = (blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, l->e, 0) : DP_BLOCK_OFF(blk)) +
-                             ((uint64_t)l->idx << cls_shift(l->cls));
+                             chunk_off(l->cls, l->idx);
             char *m = sp ? ar_addr_n(a, cp, 4) : NULL;
             if (m) span_push(p, a->ctl, a->aid, l->e, sp, l->cls, l->idx, m, p->slot);
         }
@@ -2803,6 +2885,17 @@ void dp_area_test_force_shared(bool on) { tc_force_shared = on; }
 unsigned dp_area_test_class(size_t size);
 unsigned dp_area_test_class(size_t size) { return cls_of(size); }
 
+/* Test-only: class c's chunk size (0: no such class), and the chunk index
+ * the reciprocal gives for span offset off, with whether off starts it. */
+uint32_t dp_area_test_chunk(unsigned c, uint64_t off, uint32_t *idx, bool *start);
+uint32_t dp_area_test_chunk(unsigned c, uint64_t off, uint32_t *idx, bool *start) {
+    if (c >= 64) return 0;
+    uint32_t i;
+    *start = chunk_at(c, off, &i);
+    *idx = chunk_idx(c, off);
+    return cls_size(c);
+}
+
 /* Test-only: every allocation of the area -- chunks no list, stack or range
  * holds, and large blocks -- into out (at most max; returns how many there
  * are); *tagged counts those of them that still carry a free tag (lost, if
@@ -2846,6 +2939,7 @@ _Static_assert(AR_NCLS == DP_INSP_NCLS, "inspect.c's classes are the area's");
  * value out of range marks the snapshot damaged instead of being used. */
 int dp_area_inspect(dsmpool *p, uint64_t idx, dp_insp_area *out) {
     memset(out, 0, sizeof *out);
+    for (unsigned c = 0; c < AR_NCLS; c++) out->chunk_size[c] = cls_size(c);
     ar_ctl *ctl = ctl_of(p, idx);
     if (!ctl) return -ENOENT;
     uint64_t w = dp_load_acquire(&p->segs[idx].state); /* acquire: create's LIVE CAS */
@@ -2891,7 +2985,7 @@ int dp_area_inspect(dsmpool *p, uint64_t idx, dp_insp_area *out) {
             out->large_bytes += bytes;
         }
     }
-    uint64_t most = p->geo.region_size >> AR_MIN_SHIFT; /* no cache holds more chunks than that */
+    uint64_t most = p->geo.region_size / AR_MIN_CHUNK; /* no cache holds more chunks than that */
     for (uint32_t i = 0; i < AR_NCACHES; i++) {
         const ar_cache *cr = &ctl->cache[i];
         if (!dp_load_relaxed(&cr->owner)) continue; /* relaxed: a snapshot */
@@ -2907,7 +3001,7 @@ int dp_area_inspect(dsmpool *p, uint64_t idx, dp_insp_area *out) {
                 continue;
             }
             out->cached_chunks[c] += cnt + left;
-            out->cached_bytes += (cnt + left) << cls_shift(c);
+            out->cached_bytes += (cnt + left) * cls_size(c);
         }
     }
     return 0;

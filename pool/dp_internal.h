@@ -43,9 +43,10 @@
 /* The region's format. Its first 24 bytes never move, whatever the format:
  * magic, format, header size, and the version number of the library that
  * made it (DSMPOOL_VERSION_NUMBER), so that a library can say which one
- * made a region it cannot read. Format 3 added the last; 2 had region_size
+ * made a region it cannot read. Format 5 changed the area directory word
+ * (a 6-bit class for 60 size classes); 3 added the last; 2 had region_size
  * there. */
-#define DP_FORMAT_VERSION 4u
+#define DP_FORMAT_VERSION 5u
 #define DP_NAME_MAX 240
 
 /* ---- relocatable offsets ------------------------------------------------ */
@@ -615,7 +616,7 @@ typedef struct dp_insp_seg {
 int dp_inspect_segs(dp_insp *in, dp_insp_seg **out, size_t *n);
 
 /* Areas: one per descriptor holding an area control block. */
-#define DP_INSP_NCLS 15u /* area.c's classes: 64 B << c */
+#define DP_INSP_NCLS 60u /* area.c's classes (chunk_size says their sizes) */
 typedef struct dp_insp_area {
     uint64_t seg_index, handle;
     unsigned state;      /* 1 live, 2 destroyed, 0 unknown */
@@ -623,6 +624,7 @@ typedef struct dp_insp_area {
     uint32_t tag;
     uint64_t spans[DP_INSP_NCLS];         /* live spans per class */
     uint64_t cached_chunks[DP_INSP_NCLS]; /* free chunks thread caches hold (lists + bump ranges) */
+    uint32_t chunk_size[DP_INSP_NCLS];    /* bytes per chunk of each class */
     uint64_t large_blocks, large_bytes, fallback_entries, registry_pages;
     uint32_t caches;                      /* cache records in use */
     uint64_t cached_bytes;

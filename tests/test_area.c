@@ -29,8 +29,10 @@ Test(area, classes_alignment_and_destroy_returns_everything) {
     size_t free0 = test_pool_free(p);
     dsmpool_area *a = mkarea(p, 0);
     size_t sizes[] = {1, 63, 64, 65, 100, 4096, 32 * KIB - 1, 32 * KIB, 32 * KIB + 1, MIB, MIB + 1, 5 * MIB};
-    /* chunks are aligned to their class; large blocks to 2 MiB (a huge page) */
-    size_t align[] = {64, 64, 64, 128, 128, 4096, 32 * KIB, 32 * KIB, 64 * KIB, MIB, 2 * MIB, 2 * MIB};
+    /* chunks are aligned to the largest power of two dividing their class
+     * size (16, 64, 64, 80, 112, 4 KiB, 32 KiB, 32 KiB, 40 KiB, 1 MiB);
+     * large blocks to 2 MiB (a huge page) */
+    size_t align[] = {16, 64, 64, 16, 16, 4096, 32 * KIB, 32 * KIB, 8 * KIB, MIB, 2 * MIB, 2 * MIB};
     dsmpool_ptr ptrs[12];
     for (int i = 0; i < 12; i++) {
         cr_assert_eq(dsmpool_area_alloc(a, sizes[i], DSMPOOL_ALLOC_ZERO, &ptrs[i]), 0, "size %zu: %s",
@@ -51,7 +53,7 @@ Test(area, classes_alignment_and_destroy_returns_everything) {
     dsmpool_area_stats st;
     cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
     cr_expect_eq(st.large_blocks, 2);
-    cr_expect_eq(st.spans, 6, "classes 64 B, 128 B, 4 KiB, 32 KiB, 64 KiB, 1 MiB");
+    cr_expect_eq(st.spans, 8, "classes 16 B, 64 B, 80 B, 112 B, 4 KiB, 32 KiB, 40 KiB, 1 MiB");
     for (int i = 0; i < 6; i++) cr_assert_eq(dsmpool_area_free(a, ptrs[i]), 0);
     dsmpool_handle h = dsmpool_area_handle(a);
     cr_assert_eq(dsmpool_area_destroy(a), 0);
@@ -60,6 +62,51 @@ Test(area, classes_alignment_and_destroy_returns_everything) {
     dsmpool_area *b;
     cr_expect_eq(dsmpool_area_attach(p, h, &b), -ESTALE, "stale area handle");
     dsmpool_detach(p);
+}
+
+unsigned dp_area_test_class(size_t size);
+uint32_t dp_area_test_chunk(unsigned c, uint64_t off, uint32_t *idx, bool *start);
+
+/* The class of every small size: the smallest that holds it, its waste
+ * under 16 B (to 128 B) or a quarter of the size (above); and the
+ * reciprocal that gives a chunk's index, against a divide for every offset
+ * of a 2 MiB span in every class. */
+Test(area, class_table_and_exhaustive_reciprocal, .timeout = 120) {
+    uint32_t idx;
+    bool start;
+    unsigned prev = 0;
+    for (size_t n = 1; n <= MIB; n++) {
+        unsigned c = dp_area_test_class(n);
+        uint32_t sz = dp_area_test_chunk(c, 0, &idx, &start);
+        if (sz < n || (c && dp_area_test_chunk(c - 1, 0, &idx, &start) >= n) || c < prev ||
+            (n <= 128 ? sz - n >= 16 : (sz - n) * 4 >= n))
+            cr_assert(false, "size %zu: class %u of %u bytes", n, c, sz);
+        prev = c;
+    }
+    cr_assert_eq(dp_area_test_class(MIB), 59, "60 classes, the last one 1 MiB");
+    for (unsigned c = 0; c < 64; c++) {
+        uint32_t sz = dp_area_test_chunk(c, 0, &idx, &start);
+        if (c >= 60) { /* no class: no chunk anywhere */
+            cr_assert_eq(sz, 0);
+            for (uint64_t off = 0; off < 2 * MIB; off += 4096 + 16) {
+                dp_area_test_chunk(c, off, &idx, &start);
+                cr_assert(!start, "class %u offset %llu", c, (unsigned long long)off);
+            }
+            continue;
+        }
+        cr_assert(sz >= 16 && sz % 16 == 0 && dp_area_test_class(sz) == c, "class %u: %u bytes", c, sz);
+        uint64_t chunks = 2 * MIB / sz;
+        for (uint64_t off = 0; off < 2 * MIB; off++) {
+            dp_area_test_chunk(c, off, &idx, &start);
+            if (idx != off / sz || start != (off % sz == 0 && off / sz < chunks))
+                cr_assert(false, "class %u (%u B) offset %llu: index %u start %d", c, sz, (unsigned long long)off,
+                               idx, start);
+        }
+        for (uint64_t off = 2 * MIB; off < 4 * MIB; off += sz) { /* past the span: never a start */
+            dp_area_test_chunk(c, off, &idx, &start);
+            cr_assert(!start, "class %u offset %llu", c, (unsigned long long)off);
+        }
+    }
 }
 
 Test(area, last_detach_destroys_and_flush_returns_spans) {

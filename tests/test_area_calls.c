@@ -35,10 +35,13 @@ static bool same(dsmpool_area *a, dsmpool_ptr p, size_t n, unsigned seed) {
     return true;
 }
 
-/* The alignment the header promises every allocation of n bytes. */
-static size_t promised(size_t n) {
-    size_t a = 64;
-    while (a < n && a < DSMPOOL_AREA_MAX_ALIGN) a <<= 1;
+/* The alignment the header promises an allocation of n bytes whose usable
+ * size is u: the largest power of two dividing u, at least 16, at most
+ * 2 MiB -- n itself for a power of two n up to 1 MiB, 2 MiB above. */
+static size_t promised(size_t n, size_t u) {
+    size_t a = u & -u;
+    if (a < 16) a = 16;
+    if (a > DSMPOOL_AREA_MAX_ALIGN || n > MIB) a = DSMPOOL_AREA_MAX_ALIGN;
     return a;
 }
 
@@ -72,24 +75,24 @@ Test(area_calls, realloc_in_place_and_moving) {
     /* *p == 0 allocates */
     cr_assert_eq(dsmpool_area_realloc(a, &v, 100, 0), 0, "%s", dsmpool_last_error());
     cr_assert_neq(v, 0);
-    cr_expect_eq(dsmpool_area_usable_size(a, v), 128);
-    fill(a, v, 128, 1);
+    cr_expect_eq(dsmpool_area_usable_size(a, v), 112);
+    fill(a, v, 112, 1);
     /* grows within its class: in place */
     was = v;
-    cr_assert_eq(dsmpool_area_realloc(a, &v, 128, 0), 0);
+    cr_assert_eq(dsmpool_area_realloc(a, &v, 112, 0), 0);
     cr_expect_eq(v, was, "grown within the class: in place");
     cr_assert_eq(dsmpool_area_realloc(a, &v, 10, 0), 0);
     cr_expect_eq(v, was, "shrunk: in place");
-    cr_expect(same(a, v, 128, 1));
+    cr_expect(same(a, v, 112, 1));
     /* past the class: moves, the pattern comes along, the old one is freed */
     cr_assert_eq(dsmpool_area_realloc(a, &v, 1000, DSMPOOL_ALLOC_ZERO), 0, "%s", dsmpool_last_error());
     cr_expect_neq(v, was);
     cr_expect_eq(dsmpool_area_usable_size(a, was), 0, "the old chunk was freed");
     cr_expect_eq(dsmpool_area_free(a, was), -EINVAL, "and cannot be freed again");
     cr_expect_eq(dsmpool_area_usable_size(a, v), 1024);
-    cr_expect(same(a, v, 128, 1), "the old usable bytes were copied");
+    cr_expect(same(a, v, 112, 1), "the old usable bytes were copied");
     unsigned char *m = dsmpool_area_addr(a, v);
-    for (size_t i = 128; i < 1000; i++) cr_assert_eq(m[i], 0, "ZERO: byte %zu", i);
+    for (size_t i = 112; i < 1000; i++) cr_assert_eq(m[i], 0, "ZERO: byte %zu", i);
     /* small to large, large within its block, large to larger */
     fill(a, v, 1024, 2);
     cr_assert_eq(dsmpool_area_realloc(a, &v, 3 * MIB, 0), 0, "%s", dsmpool_last_error());
@@ -155,7 +158,10 @@ Test(area_calls, aligned_allocations) {
     for (unsigned i = 0; i < NS; i++) {
         dsmpool_ptr v;
         cr_assert_eq(dsmpool_area_alloc(a, sizes[i], 0, &v), 0);
-        cr_expect_eq((uintptr_t)dsmpool_area_addr(a, v) % promised(sizes[i]), 0, "%zu bytes", sizes[i]);
+        size_t u = dsmpool_area_usable_size(a, v);
+        cr_expect_eq((uintptr_t)dsmpool_area_addr(a, v) % promised(sizes[i], u), 0, "%zu bytes", sizes[i]);
+        if (!(sizes[i] & (sizes[i] - 1)))
+            cr_expect_eq((uintptr_t)dsmpool_area_addr(a, v) % sizes[i], 0, "a power of two, %zu", sizes[i]);
         dsmpool_area_free(a, v);
     }
     dsmpool_ptr v = 1;
@@ -167,6 +173,121 @@ Test(area_calls, aligned_allocations) {
     cr_expect_eq(dsmpool_area_alloc_aligned(a, 100, 64, 0, NULL), -EINVAL);
     dsmpool_area_destroy(a);
     test_check_ok(p);
+    dsmpool_detach(p);
+}
+
+/* A reference model of the heap calls over the size classes: random sizes
+ * (16 B steps to 128 B, then four classes per doubling, up to large
+ * blocks), random alignments, reallocs; every allocation's bytes written
+ * with its own pattern and verified before it goes; usable size at least
+ * the size and, for a plain small allocation, its class within a quarter
+ * (16 B below 128 B); the promised alignment held; the pool checked along
+ * the way; the area holds nothing once everything is freed. */
+typedef struct model_alloc {
+    dsmpool_ptr p;
+    size_t size, align;
+    unsigned seed;
+} model_alloc;
+
+static size_t model_size(uint64_t *rng) {
+    uint64_t r = test_rand(rng);
+    switch (r % 8) {
+    case 0: case 1: case 2: return 1 + (r >> 8) % 128;                 /* the 16 B classes */
+    case 3: case 4: return 129 + (r >> 8) % 4000;
+    case 5: return (size_t)1 << (7 + (r >> 8) % 13) | (r >> 24) % 4096; /* 128 B .. 1 MiB, log-uniform */
+    case 6: return 32 * KIB + (r >> 8) % (16 * KIB);                   /* around the hot class */
+    default: return (r >> 8) % 16 ? 1 + (r >> 12) % MIB : MIB + 1 + (r >> 12) % (2 * MIB);
+    }
+}
+
+static void model_verify(dsmpool_area *a, const model_alloc *m) {
+    unsigned char *b = dsmpool_area_addr(a, m->p);
+    cr_assert_not_null(b);
+    size_t n = m->size, step = n > 8192 ? 61 : 1; /* big ones: a sample, both ends whole */
+    for (size_t i = 0; i < n; i += (i < 64 || i + 64 >= n) ? 1 : step)
+        if (b[i] != (unsigned char)(m->seed + i * 7 + (i >> 9)))
+            cr_assert(false, "allocation %016llx of %zu bytes: byte %zu overwritten",
+                      (unsigned long long)m->p, n, i);
+}
+
+static void model_check_new(dsmpool_area *a, const model_alloc *m, bool plain) {
+    size_t u = dsmpool_area_usable_size(a, m->p);
+    cr_assert_geq(u, m->size, "%016llx: usable %zu < %zu", (unsigned long long)m->p, u, m->size);
+    uintptr_t addr = (uintptr_t)dsmpool_area_addr(a, m->p);
+    cr_assert_eq(addr % m->align, 0, "%zu bytes aligned %zu: %#lx", m->size, m->align, (unsigned long)addr);
+    cr_assert_eq(addr % promised(m->size, u), 0, "%zu bytes: %#lx", m->size, (unsigned long)addr);
+    if (plain && m->size <= MIB)
+        cr_assert(m->size <= 128 ? u - m->size < 16 : (u - m->size) * 4 < m->size, "%zu bytes: usable %zu",
+                  m->size, u);
+    fill(a, m->p, m->size, m->seed);
+}
+
+Test(area_calls, size_classes_against_a_reference_model, .timeout = 300) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 512 * MIB);
+    size_t free0 = test_pool_free(p);
+    dsmpool_area *a = mkarea(p, 0);
+    uint64_t seed = test_seed(), rng = seed;
+    cr_log_info("seed %llu", (unsigned long long)seed);
+    enum { MAXLIVE = 1500 };
+    static model_alloc live[MAXLIVE];
+    unsigned n = 0;
+    size_t bytes = 0;
+    long steps = (long)(20000 * test_seconds(1.0));
+    for (long step = 0; step < steps; step++) {
+        uint64_t r = test_rand(&rng);
+        unsigned op = r % 10;
+        if (n && (op < 3 || n == MAXLIVE || bytes > 160 * MIB)) { /* free */
+            unsigned i = (unsigned)((r >> 8) % n);
+            model_verify(a, &live[i]);
+            cr_assert_eq(dsmpool_area_free(a, live[i].p), 0, "%s", dsmpool_last_error());
+            bytes -= live[i].size;
+            live[i] = live[--n];
+        } else if (n && op < 5) { /* realloc: the old bytes come along */
+            unsigned i = (unsigned)((r >> 8) % n);
+            model_alloc *m = &live[i];
+            model_verify(a, m);
+            size_t ns = model_size(&rng), keep = ns < m->size ? ns : m->size;
+            cr_assert_eq(dsmpool_area_realloc(a, &m->p, ns, 0), 0, "%zu -> %zu: %s", m->size, ns,
+                         dsmpool_last_error());
+            bytes += ns - m->size;
+            m->size = keep;
+            model_verify(a, m);
+            m->size = ns;
+            m->align = 16;
+            model_check_new(a, m, false);
+        } else { /* alloc, plain or aligned */
+            model_alloc *m = &live[n];
+            m->size = model_size(&rng);
+            m->seed = (unsigned)(r >> 32);
+            bool plain = op < 8;
+            m->align = plain ? 16 : (size_t)1 << ((r >> 16) % 17); /* 1 B .. 64 KiB */
+            int rc = plain ? dsmpool_area_alloc(a, m->size, 0, &m->p)
+                           : dsmpool_area_alloc_aligned(a, m->size, m->align, 0, &m->p);
+            cr_assert_eq(rc, 0, "%zu bytes aligned %zu: %s", m->size, m->align, dsmpool_last_error());
+            if (m->align < 16) m->align = 16;
+            model_check_new(a, m, plain);
+            bytes += m->size;
+            n++;
+        }
+        if (step % 2000 == 1999) {
+            test_check_ok(p);
+            dsmpool_area_stats st;
+            cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
+            cr_assert_geq(st.bytes_in_use, bytes, "in use %zu < the model's %zu", st.bytes_in_use, bytes);
+        }
+    }
+    while (n) {
+        model_verify(a, &live[--n]);
+        cr_assert_eq(dsmpool_area_free(a, live[n].p), 0, "%s", dsmpool_last_error());
+    }
+    cr_assert_eq(dsmpool_area_flush(a), 0);
+    dsmpool_area_stats st;
+    cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
+    cr_expect_eq(st.spans, 0, "every chunk came back: every span went back");
+    cr_expect_eq(st.large_blocks, 0);
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_area_destroy(a), 0);
+    cr_expect_eq(test_pool_free(p), free0);
     dsmpool_detach(p);
 }
 
@@ -304,19 +425,19 @@ Test(area_calls, stats_against_a_reference) {
     dsmpool_area_stats st;
     dsmpool_area_get_stats(a, &st);
     cr_expect_eq(st.held, 0, "an idle area holds nothing");
-    /* one ratio for every chunk (24 KiB of 32): the estimate is exact */
-    for (unsigned i = 0; i < 100; i++) cr_assert_eq(dsmpool_area_alloc(b, 24 * KIB, 0, &v[i]), 0);
-    expect_stats(b, 100 * 32 * KIB, 100 * 24 * KIB, "24 KiB chunks");
+    /* one ratio for every chunk (30 KiB of 32): the estimate is exact */
+    for (unsigned i = 0; i < 100; i++) cr_assert_eq(dsmpool_area_alloc(b, 30 * KIB, 0, &v[i]), 0);
+    expect_stats(b, 100 * 32 * KIB, 100 * 30 * KIB, "30 KiB chunks");
     /* other processes' caches count too */
     pid_t kid = fork();
     if (kid == 0) {
         dsmpool_ptr w;
         for (unsigned i = 0; i < 10; i++)
-            if (dsmpool_area_alloc(b, 24 * KIB, 0, &w) != 0) _exit(1);
+            if (dsmpool_area_alloc(b, 30 * KIB, 0, &w) != 0) _exit(1);
         _exit(0); /* (its caches stay for recovery: it does not detach) */
     }
     cr_assert_eq(test_wait(kid), 0);
-    expect_stats(b, 110 * 32 * KIB, 110 * 24 * KIB, "a child's 10 more");
+    expect_stats(b, 110 * 32 * KIB, 110 * 30 * KIB, "a child's 10 more");
     dsmpool_area_destroy(a);
     dsmpool_area_destroy(b);
     dsmpool_detach(p);

@@ -12,10 +12,10 @@
  * (Wild pointers that are chunk starts never handed out are given only to
  * checked areas: an unchecked area cannot tell them, as dsmpool.h says.)
  *
- * No memory handed out twice: a shared bitmap has a bit per 64 bytes of the
- * data; each process sets the bits of what it is given (an allocation, a
- * segment it created) and clears them before giving it back; a bit already
- * set is memory handed to two owners. Every CHECK_EVERY calls both processes
+ * No memory handed out twice: a shared map has a byte per 16 bytes (the
+ * smallest chunk) of the data; each process marks what it is given (an
+ * allocation, a segment it created) and clears it before giving it back; a
+ * byte already marked is memory handed to two owners. Every CHECK_EVERY calls both processes
  * meet, and one runs dsmpool_check(), which must say 0.
  *
  * Seeded (DSMPOOL_TEST_SEED); DSMPOOL_FUZZ_CALLS sets the calls per run
@@ -53,7 +53,7 @@ typedef struct fz_shared {
     _Atomic int fail;
     char why[512];
     _Atomic uint64_t calls[NPROC], checks;
-    _Atomic uint8_t owner[]; /* per 64 bytes of the data: 0 free, else (process + 1) | kind << 4 */
+    _Atomic uint8_t owner[]; /* per 16 bytes of the data: 0 free, else (process + 1) | kind << 4 */
 } fz_shared;
 
 typedef struct fz {
@@ -109,12 +109,12 @@ static void shadow(fz *f, const void *addr, size_t n, bool take, const char *wha
     const char *a = addr;
     if (!a || a < f->data || a >= f->data + f->data_size) return; /* OS fallback memory */
     uint8_t me = (uint8_t)((f->id + 1) | (strstr(what, "segment") ? 1 : 2) << 4);
-    uint64_t lo = (uint64_t)(a - f->data) / 64, hi = ((uint64_t)(a - f->data) + n + 63) / 64;
-    for (uint64_t b = lo; b < hi && b < f->data_size / 64; b++) {
+    uint64_t lo = (uint64_t)(a - f->data) / 16, hi = ((uint64_t)(a - f->data) + n + 15) / 16;
+    for (uint64_t b = lo; b < hi && b < f->data_size / 16; b++) {
         uint8_t old = take ? atomic_exchange(&f->sh->owner[b], me) : atomic_exchange(&f->sh->owner[b], 0);
         if (take && old) {
             fz_fail(f, "%s at data offset %llu (+%llu of %zu): memory handed out twice; process %d "
-                    "holds it as %s", what, (unsigned long long)(lo * 64), (unsigned long long)((b - lo) * 64),
+                    "holds it as %s", what, (unsigned long long)(lo * 16), (unsigned long long)((b - lo) * 16),
                     n, (old & 15) - 1, kinds[(old >> 4) % 3]);
             return;
         }
@@ -436,7 +436,7 @@ Test(fuzz, whole_api_two_processes, .timeout = 1800) {
     size_t free0 = test_pool_free(p);
     dsmpool_stats st;
     dsmpool_get_stats(p, &st);
-    size_t bytes = sizeof(fz_shared) + st.data_size / 64;
+    size_t bytes = sizeof(fz_shared) + st.data_size / 16;
     fz_shared *sh = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(sh, MAP_FAILED);
     pthread_barrierattr_t ba;

@@ -328,7 +328,7 @@ static void show_areas(out *o, dp_insp *in) {
                    a->damaged ? " DAMAGED" : "", a->why[0] ? ": " : "", a->why);
             for (unsigned c = 0; c < DP_INSP_NCLS; c++)
                 if (a->spans[c] || a->cached_chunks[c])
-                    printf("    class %-2u %7llu B  spans %llu, cached chunks %llu\n", c, 64ull << c,
+                    printf("    class %-2u %7llu B  spans %llu, cached chunks %llu\n", c, (unsigned long long)a->chunk_size[c],
                            (unsigned long long)a->spans[c], (unsigned long long)a->cached_chunks[c]);
             continue;
         }
@@ -352,7 +352,7 @@ static void show_areas(out *o, dp_insp *in) {
             if (!a->spans[c] && !a->cached_chunks[c]) continue;
             j_open(o, NULL, '{');
             j_u(o, "class", c);
-            j_u(o, "chunk_size", 64ull << c);
+            j_u(o, "chunk_size", a->chunk_size[c]);
             j_u(o, "spans", a->spans[c]);
             j_u(o, "cached_chunks", a->cached_chunks[c]);
             j_close(o, '}');
