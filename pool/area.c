@@ -26,8 +26,9 @@
  * area's):
  *   ctl       magic, state (LIVE/DESTROYED), limit, held bytes, a random key
  *             (free tags), a table of registry pages, per-class "spans with
- *             returned chunks" hints, the shared path's flag, counters and
- *             per-class hints (rule 15), and 256 thread cache records.
+ *             returned chunks" hints, the shared path's flag, counters,
+ *             per-class hints and kept spans (rule 15), and 256 thread
+ *             cache records.
  *   registry  4 KiB pages of 32-byte span entries {state, block, segment,
  *             info}; entry e is page e/128, slot e%128.
  *   directory a pool-wide word per 2 MiB of data naming (area, entry, class)
@@ -164,35 +165,39 @@
  *
  *  15. Any number of users (the shared path). A thread that finds every
  *      cache record held takes none: its tc has rec NULL, and it sets
- *      ctl->shared before its first operation (a seq_cst fence after the
- *      store: a destroyer that misses the flag is seen DESTROYED). Each of
- *      its operations is a bracket of its process's slot (proc.c rule 6)
- *      instead of a record's sequence: begun (two acq_rel RMWs), the area
- *      state read, the work, ended. Alloc of a chunk pops one off the
- *      stack of a span of its class (the last that served, then any): the
- *      span's word read (acquire), the top chunk's link and tag read (a
- *      race by design: the chunk may be popped and written meanwhile), the
- *      word read again -- if it moved, again from the start; if not, the
- *      top must carry its free tag and a link that fits the count, or the
- *      stack is dropped whole (an empty stack, ctl->lost counted: the lost
- *      sweep gives its tagged chunks back) -- then one CAS to (count - 1,
- *      link); then the tag is cleared. The generation (24 bits) makes the
- *      CAS fail after any push or pop; a popper stopped across exactly a
- *      multiple of 2^24 operations on one span could install a stale link,
- *      and the chunk it names then reaches the top without its free tag:
- *      dropped, never handed out. No span with returned chunks: a fresh
- *      one, published with chunks 1.. already linked and tagged on its
+ *      ctl->shared before its first operation (a relaxed store of its own,
+ *      then a seq_cst fence: a destroyer that misses the flag is seen
+ *      DESTROYED). Each of its operations is a bracket of its process's
+ *      slot (proc.c rule 6) instead of a record's sequence: begun (two
+ *      acq_rel RMWs), the area state read, the work, ended. A chunk is taken
+ *      from a span of its class with returned chunks (the last that served,
+ *      then any; a few microseconds of looking again before a fresh span,
+ *      since a stack another taker holds looks empty): the whole stack is
+ *      stolen by one CAS (as a refill does), its top kept -- it must carry
+ *      its free tag and a link that fits the count, or the chain is left
+ *      for the lost sweep (ctl->lost) -- and the rest put back: onto the
+ *      empty stack by one CAS, or, if others pushed meanwhile, their chain
+ *      stolen too and the shorter of the two walked to its tail and linked
+ *      to the other, then put back the same way. No CAS depends on a link
+ *      read from a chunk the taker does not hold, so a taker stopped for
+ *      any time (across generation wraps) installs nothing stale. A fresh
+ *      span is published with chunks 1.. already linked and tagged on its
  *      stack (written while the entry is INIT: a death gives the block
  *      back), chunk 0 the caller's. Free pushes the chunk onto its span
- *      (tag, then link, then the CAS: rule 11). Large blocks are as with a
- *      record. A destroyer that sees ctl->shared always uses membarrier and
- *      also waits (same bound) until no live slot but its own has a bracket
- *      open (dp_brackets_quiesce; its own: just its own bracket); recovery
- *      of a slot that died inside a bracket counts ctl->lost for each area
- *      it held that has shared users. Every 256 shared operations the thread
- *      looks for a record again. Stats add the shared path's asked/given.
- *      The lost sweep needs a record of its own; while all are held it
- *      stays due.
+ *      (tag, then link, then the CAS: rule 11). In an area with shared
+ *      users, a push that makes a span whole keeps it instead (one per
+ *      class, ctl->sh_keep) so that one chunk allocated and freed at a time
+ *      does not take and link a fresh span each time; kept spans go back
+ *      when the pool is short (rule 12) and with the area. Large blocks are
+ *      as with a record. A destroyer that sees ctl->shared always uses
+ *      membarrier and also waits (same bound) until no live slot but its
+ *      own has a bracket open (dp_brackets_quiesce; its own: just its own
+ *      bracket); recovery of a slot that died inside a bracket counts
+ *      ctl->lost for each area it held that has shared users (a taker
+ *      holding a stolen stack, a free between tag and push). Every 4096
+ *      shared operations the thread looks for a record again. Stats add
+ *      the shared path's asked/given. The lost sweep needs a record of its
+ *      own; while all are held it stays due.
  *
  * Crash bound: an allocation that dies after taking its chunk and before
  * returning leaves that chunk allocated (as a death just after the return
@@ -200,7 +205,7 @@
  * back (rule 11). The held count is exact after the lost sweep.
  *
  * Memory ordering: span-stack CASes are release (pushes publish the link in
- * the chunk) and acquire (steals and pops read the links); registry entries and
+ * the chunk) and acquire (steals read the links); registry entries and
  * directory words are published with release stores after their block is
  * written and read with acquire loads; the cache record needs none for its
  * lists (one writer; recovery reads it after the writer's death, through the
@@ -214,7 +219,9 @@
  * before it retires), "area.free.linked" (a freed chunk's link and tag
  * written, the list head not yet), "area.recover.area" (recovery about to
  * walk an area of the dead slot), "area.shared.checked" (a shared-path
- * allocation inside its bracket, the state read LIVE).
+ * allocation inside its bracket, the state read LIVE), "area.take.read" (a
+ * shared-path taker read a span's word, before its steal CAS),
+ * "area.take.stolen" (it holds the stolen stack).
  */
 #include <sched.h>
 #include <stdio.h>
@@ -327,7 +334,8 @@ typedef struct ar_ctl {
     dp_a64 sh_asked;     /* [atom] relaxed: bytes the shared path's chunk allocations asked for */
     dp_a64 sh_given;     /* [atom] relaxed: their class sizes (rule 13) */
     dp_a64 partial[AR_NCLS]; /* [atom] relaxed hint: spans with returned chunks */
-    dp_a64 sh_hint[AR_NCLS]; /* [atom] relaxed hint: the entry the shared path last popped from */
+    dp_a64 sh_hint[AR_NCLS]; /* [atom] relaxed hint: the entry the shared path last took from */
+    dp_a64 sh_keep[AR_NCLS]; /* [atom] entry + 1 of the whole span kept for the shared path (rule 15) */
     dp_a64 regpage[AR_REGPAGES]; /* [atom] registry page offsets, 0 = none */
     _Alignas(64) ar_cache cache[AR_NCACHES];
 } ar_ctl;
@@ -351,7 +359,7 @@ typedef struct ar_tc { /* one per (thread, area) */
     uint32_t span_e1[AR_NCLS];  /* its entry + 1: a bump word naming another is damaged */
     uint64_t scan[AR_NCLS];     /* where the partial-span search resumes */
     uint64_t trim_seen;         /* the last trim request this cache answered (rule 12) */
-    uint32_t sh_ops;            /* shared-path operations (rec NULL): a record is tried again every 256 */
+    uint32_t sh_ops;            /* shared-path operations (rec NULL): a record is tried again every 4096 */
     struct ar_tc *tnext;        /* this thread's list */
     struct ar_tc *anext, *aprev; /* the area's list (area->lock) */
 } ar_tc;
@@ -690,12 +698,24 @@ static ar_span *locate_entry(struct dsmpool_area *a, ar_loc *l) {
 
 /* ---- span stacks (rules 2 and 3) ---------------------------------------- */
 
+/* Rule 15: a push made span e whole in an area with shared users: keep it
+ * (one per class) instead of retiring it, so that a thread that allocates and frees one
+ * chunk at a time does not take and link a fresh span each time. */
+static bool span_keep(ar_ctl *ctl, unsigned c, uint64_t e) {
+    uint64_t k = dp_load_relaxed(&ctl->sh_keep[c]); /* relaxed: a hint; the span word decides */
+    if (k == e + 1) return true;
+    /* relaxed: as above */
+    return !k && atomic_compare_exchange_strong_explicit(&ctl->sh_keep[c], &k, e + 1, memory_order_relaxed,
+                                                         memory_order_relaxed);
+}
+
 /* A push made the span's stack nw (it held was before): keep the hint, and
  * retire a span that is whole again. retire_slot owns the retirement. */
 static void span_pushed(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span *sp, unsigned cls,
                         uint32_t was, uint64_t nw, uint32_t retire_slot) {
     if (was == 0) dp_fetch_add_relaxed(&ctl->partial[cls], 1); /* relaxed: a hint */
     if (SPW_COUNT(nw) == cls_chunks(cls)) {
+        if (dp_load_relaxed(&ctl->shared) && span_keep(ctl, cls, e)) return; /* relaxed: rule 15 */
         DP_INJECT("area.push.whole");
         uint64_t rw = SPW_OWNED(SPW_GEN(nw) + 1, retire_slot, SP_RETIRED);
         /* acq_rel: acquire sees every chunk's link; release claims the entry */
@@ -864,10 +884,13 @@ static void cache_drain_all(struct dsmpool_area *a, ar_cache *rec, uint32_t reti
     }
 }
 
+static void keep_release(struct dsmpool_area *a);
+
 /* Rule 12: this cache gives back everything. Inside an operation on it. */
 static void cache_answer(struct dsmpool_area *a, ar_tc *tc) {
     tc->trim_seen = dp_load_relaxed(a->trimp); /* relaxed: rule 12 */
     cache_drain_all(a, tc->rec, a->pool->slot);
+    keep_release(a);
 }
 
 static void area_trim_thread(dsmpool *p);
@@ -992,7 +1015,7 @@ static ar_tc *tc_get_slow(struct dsmpool_area *a) {
          * the shared path. relaxed store, then a seq_cst fence before our
          * first read of the area state, against the destroyer's fence: it
          * sees the flag (and uses membarrier), or we see DESTROYED */
-        if (!dp_load_relaxed(&a->ctl->shared)) dp_store_relaxed(&a->ctl->shared, 1);
+        dp_store_relaxed(&a->ctl->shared, 1); /* every time: our own store before our fence */
         atomic_thread_fence(memory_order_seq_cst);
     }
     atomic_store_explicit(&tc->area, a, memory_order_relaxed);
@@ -1100,8 +1123,12 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
     uint64_t blk = 0;
     r = dp_pool_alloc_placed(p, order, place, &blk); /* spans: the thread's own node first */
     if (r && r != -EUCLEAN) { /* rule 12: short: this thread's caches give back, then everyone's */
-        if (tc && tc->rec) trim_answer(a, tc);
-        else area_trim_thread(p); /* rule 15: no cache of ours here to give back */
+        if (tc && tc->rec) {
+            trim_answer(a, tc);
+        } else { /* rule 15: no cache of ours here to give back */
+            keep_release(a);
+            area_trim_thread(p);
+        }
         r = dp_seg_block_short(p, order, place, &blk);
     }
     if (r == 0) {
@@ -1339,62 +1366,114 @@ static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, siz
 
 /* ---- the shared path (rule 15) -------------------------------------------- */
 
-/* The link and the free tag of the chunk at the top of a span's stack, which
- * another thread may have popped (and written) since we read the span's
- * word: what is read counts only if that word has not moved (rule 15). A
- * race by design, so TSan is not told about these two loads. */
-__attribute__((noinline, no_sanitize("thread"))) static void racy_top(const char *m, uint32_t *link,
-                                                                       uint64_t *tag) {
-    *link = *(const volatile uint32_t *)m;
-    *tag = *(const volatile uint64_t *)(m + 8);
-}
-
-/* Rule 15: the top of span e's stack is not a free chunk although the
- * span's word did not move (damage, or an ABA of the generation): drop the
- * whole stack rather than hand the chunk out; the lost sweep gives back
- * the tagged chunks it held. */
-static void stack_drop(struct dsmpool_area *a, unsigned c, ar_span *sp, uint64_t w) {
-    /* acq_rel: as a steal; whoever drops it counts it */
-    if (!dp_cas_acq_rel(&sp->state, &w, SPW(SPW_GEN(w) + 1, 0, 0, SP_SPAN))) return;
-    dp_fetch_add_relaxed(&a->ctl->partial[c], (uint64_t)-1); /* relaxed: a hint */
-    dp_fetch_add_relaxed(&a->ctl->lost, 1);                   /* relaxed: ordered by the release below */
+/* Rule 15: a chain of free chunks that only we hold could not be put back
+ * (a damaged span word or link): its tagged chunks are left for the lost
+ * sweep. */
+static void chain_lost(struct dsmpool_area *a) {
+    dp_fetch_add_relaxed(&a->ctl->lost, 1); /* relaxed: ordered by the release below */
     atomic_fetch_add_explicit(&a->pool->hdr->lost_due, 1, memory_order_release); /* the sweep's acquire */
 }
 
-/* Rule 15: pop one chunk of class c off span e's stack. false: the stack is
- * empty, or not a span of c, or damaged. */
-static bool span_pop(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span *sp, dsmpool_ptr *cpp,
-                     char **mp) {
+/* The span base pointer of entry e (a pool offset, or a fallback pointer). */
+static inline dsmpool_ptr span_base(const struct dsmpool_area *a, uint64_t e, ar_span *sp) {
+    uint64_t blk = dp_load_relaxed(&sp->block); /* [imm while live] */
+    return blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e, 0) : DP_BLOCK_OFF(blk);
+}
+
+/* Rule 15: put a chain we hold (head index + 1, count chunks, links
+ * written) back on span e's stack. Onto an empty stack: one CAS. If others
+ * pushed meanwhile, their chain is taken too (one CAS, as a steal), the
+ * shorter of the two walked to its tail -- both are ours, nobody writes
+ * them -- and linked to the other, and the whole goes back the same way. */
+static void chain_return(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span *sp, dsmpool_ptr base,
+                         uint32_t head, uint32_t count) {
     uint32_t n = cls_chunks(c);
-    uint64_t w = dp_load_acquire(&sp->state); /* acquire: the pushes' links and tags */
+    uint64_t w = dp_load_relaxed(&sp->state); /* relaxed: the CAS validates */
     for (;;) {
-        uint32_t count = SPW_COUNT(w), head = SPW_HEAD(w);
-        if (SPW_ST(w) != SP_SPAN || !count || (dp_load_relaxed(&sp->info) & 0xff) != c) return false;
-        if (count > n || !head || head > n) return false; /* damaged: for dsmpool_check() */
-        uint64_t blk = dp_load_relaxed(&sp->block);
-        dsmpool_ptr base = blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e, 0) : DP_BLOCK_OFF(blk);
-        dsmpool_ptr cp = base + chunk_off(c, head - 1);
-        char *m = ar_addr_n(a, cp, 16);
-        if (!m) return false;
-        uint32_t next;
-        uint64_t tag;
-        racy_top(m, &next, &tag);
-        uint64_t now = dp_load_acquire(&sp->state); /* acquire: as above */
-        if (now != w) { /* popped or pushed meanwhile: what we read may be anyone's */
-            w = now;
+        uint32_t theirs = SPW_COUNT(w), th = SPW_HEAD(w);
+        if (SPW_ST(w) != SP_SPAN || theirs + count >= n || (theirs && (!th || th > n))) {
+            chain_lost(a); /* damaged (we hold a chunk of it: it cannot be whole) */
+            return;
+        }
+        if (!theirs) {
+            /* release: our chain's links (pairs with the next steal's acquire) */
+            if (dp_cas_release(&sp->state, &w, SPW(SPW_GEN(w) + 1, count, head, SP_SPAN))) {
+                dp_fetch_add_relaxed(&a->ctl->partial[c], 1); /* relaxed: a hint */
+                return;
+            }
             continue;
         }
-        if (tag != free_tag(a, cp) || next > n || (count > 1) != (next != 0)) {
-            stack_drop(a, c, sp, w);
-            return false;
+        /* acquire: their links */
+        if (!dp_cas_acquire(&sp->state, &w, SPW(SPW_GEN(w) + 1, 0, 0, SP_SPAN))) continue;
+        dp_fetch_add_relaxed(&a->ctl->partial[c], (uint64_t)-1); /* relaxed: a hint */
+        uint32_t sh_head = theirs < count ? th : head, sh_n = theirs < count ? theirs : count;
+        uint32_t lg_head = theirs < count ? head : th, idx = sh_head;
+        char *m = NULL;
+        for (uint32_t k = 0; k < sh_n; k++) { /* to the shorter chain's tail */
+            if (!idx || idx > n || !(m = ar_addr_n(a, base + chunk_off(c, idx - 1), 4))) {
+                chain_lost(a);
+                return;
+            }
+            if (k + 1 < sh_n) memcpy(&idx, m, 4);
         }
-        /* acquire: the chunk's last holder's writes; the CAS validates the
-         * link (the word has not moved since we read it) */
-        if (dp_cas_acquire(&sp->state, &w, SPW(SPW_GEN(w) + 1, count - 1, next, SP_SPAN))) {
-            if (count == 1) dp_fetch_add_relaxed(&a->ctl->partial[c], (uint64_t)-1); /* relaxed: a hint */
-            *cpp = cp;
-            *mp = m;
-            return true;
+        memcpy(m, &lg_head, 4);
+        head = sh_head;
+        count += theirs;
+        w = dp_load_relaxed(&sp->state); /* relaxed: the CAS validates */
+    }
+}
+
+/* Rule 15: take one chunk of class c off span e's stack: steal the whole
+ * stack (one CAS, as a refill does), keep its top, put the rest back. No
+ * CAS depends on a link read from a chunk we do not hold, so a stopped
+ * thread cannot install a stale link (no ABA). false: the stack is empty,
+ * not a span of c, or damaged. */
+static bool span_take(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span *sp, dsmpool_ptr *cpp,
+                      char **mp) {
+    uint32_t n = cls_chunks(c);
+    uint64_t w = dp_load_relaxed(&sp->state); /* relaxed: the CAS validates */
+    for (;;) {
+        if (SPW_ST(w) != SP_SPAN || !SPW_COUNT(w) || (dp_load_relaxed(&sp->info) & 0xff) != c) return false;
+        if (SPW_COUNT(w) > n || !SPW_HEAD(w) || SPW_HEAD(w) > n) return false; /* damaged: for check() */
+        DP_INJECT("area.take.read");
+        /* acquire: the pushes' links and tags (span_push's release) */
+        if (dp_cas_acquire(&sp->state, &w, SPW(SPW_GEN(w) + 1, 0, 0, SP_SPAN))) break;
+    }
+    dp_fetch_add_relaxed(&a->ctl->partial[c], (uint64_t)-1); /* relaxed: a hint */
+    DP_INJECT("area.take.stolen");
+    uint32_t count = SPW_COUNT(w), next = 0;
+    dsmpool_ptr base = span_base(a, e, sp), cp = base + chunk_off(c, SPW_HEAD(w) - 1);
+    char *m = ar_addr_n(a, cp, 16);
+    uint64_t tag = 0;
+    if (m) {
+        memcpy(&next, m, 4);
+        memcpy(&tag, m + 8, 8);
+    }
+    /* every chunk on a stack carries its tag (rule 11) and the links fit the count */
+    if (!m || tag != free_tag(a, cp) || next > n || (count > 1) != (next != 0)) {
+        chain_lost(a);
+        return false;
+    }
+    if (count > 1) chain_return(a, c, e, sp, base, next, count - 1);
+    *cpp = cp;
+    *mp = m;
+    return true;
+}
+
+/* Rule 15 and rule 12: the kept whole spans go back (short of memory). */
+static void keep_release(struct dsmpool_area *a) {
+    ar_ctl *ctl = a->ctl;
+    for (unsigned c = 0; c < AR_NCLS; c++) {
+        if (!dp_load_relaxed(&ctl->sh_keep[c])) continue; /* relaxed: a hint */
+        uint64_t k = atomic_exchange_explicit(&ctl->sh_keep[c], 0, memory_order_relaxed); /* a hint */
+        ar_span *sp = k ? ar_entry(a->pool, ctl, k - 1) : NULL;
+        uint64_t w = sp ? dp_load_acquire(&sp->state) : 0; /* acquire: every push's link */
+        if (!sp || SPW_ST(w) != SP_SPAN || SPW_COUNT(w) != cls_chunks(c) ||
+            (dp_load_relaxed(&sp->info) & 0xff) != c)
+            continue;
+        if (entry_take_from(sp, &w, a->pool->slot)) { /* rule 5: ours by one CAS */
+            dp_fetch_add_relaxed(&ctl->partial[c], (uint64_t)-1); /* relaxed: a hint */
+            entry_release(a->pool, ctl, a->aid, k - 1, sp, w, a->pool->slot);
         }
     }
 }
@@ -1410,14 +1489,18 @@ static int shared_alloc_small(struct dsmpool_area *a, ar_tc *tc, size_t size, si
     dsmpool_ptr h = 0;
     char *m = NULL;
     uint64_t got = AR_MAX_ENTRIES;
-    if (dp_load_relaxed(&ctl->partial[c])) { /* relaxed: a hint */
+    /* a stack another taker holds for a moment looks empty: look again a
+     * few times (a few microseconds) before taking a fresh span */
+    for (int round = 0; round < 4 && got == AR_MAX_ENTRIES; round++) {
+        for (int i = round ? 32 << round : 0; i > 0; i--) dp_cpu_relax();
+        if (!dp_load_relaxed(&ctl->partial[c])) continue; /* relaxed: a hint */
         uint64_t start = dp_load_relaxed(&ctl->sh_hint[c]); /* relaxed: a hint */
         if (start >= AR_MAX_ENTRIES) start = 0;
         for (int pass = 0; pass < 2 && got == AR_MAX_ENTRIES; pass++) {
             uint64_t lo = pass ? 0 : start, hi = pass ? start : AR_MAX_ENTRIES;
             for (uint64_t e = entry_next(ctl, lo); e < hi; e = entry_next(ctl, e + 1)) {
                 ar_span *sp = ar_entry(a->pool, ctl, e);
-                if (sp && span_pop(a, c, e, sp, &h, &m)) {
+                if (sp && span_take(a, c, e, sp, &h, &m)) {
                     got = e;
                     break;
                 }
@@ -1452,7 +1535,7 @@ static int shared_alloc_small(struct dsmpool_area *a, ar_tc *tc, size_t size, si
 /* Rule 15: after a shared-path operation, now and then, look for a cache
  * record that has come free. */
 static void shared_done(struct dsmpool_area *a, ar_tc *tc) {
-    if (++tc->sh_ops % 256 == 0) tc_take_record(a, tc, false);
+    if (++tc->sh_ops % 4096 == 0) tc_take_record(a, tc, false);
 }
 
 static __attribute__((noinline)) int shared_alloc(struct dsmpool_area *a, ar_tc *tc, size_t size,

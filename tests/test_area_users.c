@@ -350,12 +350,8 @@ static void die_at_linked(const char *point) {
  * chunk (tagged, on no stack) stayed lost and its span was never whole. */
 Test(area_users, death_inside_a_shared_free_is_swept) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p);
-    dsmpool_ptr w;
-    cr_assert_eq(dsmpool_area_alloc(a, 64, 0, &w), 0); /* the registry page stays */
-    cr_assert_eq(dsmpool_area_free(a, w), 0);
-    cr_assert_eq(dsmpool_area_flush(a), 0);
     size_t free0 = test_pool_free(p);
+    dsmpool_area *a = mkarea(p);
     pid_t c = fork();
     if (c == 0) {
         dp_area_test_force_shared(true);
@@ -374,10 +370,11 @@ Test(area_users, death_inside_a_shared_free_is_swept) {
     cr_expect_eq(ps.lost_chunks_reclaimed, 1, "the sweep gave the chunk back");
     dsmpool_area_stats st;
     cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
-    cr_expect_eq(st.held, 0, "the span came back whole and retired");
-    cr_expect_eq(test_pool_free(p), free0);
+    cr_expect_eq(st.bytes_in_use, 0, "the span came back whole (kept for the shared path)");
+    cr_expect_eq(st.held, st.bytes_cached);
     test_check_ok(p);
-    dsmpool_area_destroy(a);
+    cr_assert_eq(dsmpool_area_destroy(a), 0);
+    cr_expect_eq(test_pool_free(p), free0);
     dsmpool_detach(p);
 }
 
@@ -406,5 +403,149 @@ Test(area_users, stack_top_not_free_is_never_handed_out) {
     test_check_ok(p);
     dp_area_test_force_shared(false);
     dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
+
+/* ---- a taker stopped across 2^24 operations on its span -------------------- */
+
+/* Found in review: the first shared path popped with a CAS on (generation,
+ * count, top) after reading the top's link; a popper stopped across exactly
+ * 2^24 operations on its span installed a stale link, and a chunk a cached
+ * thread still held was handed out twice (dsmpool_check() saw nothing).
+ * Now a taker steals the whole stack and reads links only of chunks it
+ * holds: the same schedule hands out every chunk once. */
+static _Thread_local bool aba_is_a;
+static _Atomic int aba_state; /* 1: A parked after reading the word; 2: go */
+static void aba_park(const char *point) {
+    if (!aba_is_a || strcmp(point, "area.take.read") || atomic_load(&aba_state) != 0) return;
+    atomic_store(&aba_state, 1);
+    while (atomic_load(&aba_state) != 2) usleep(100);
+}
+typedef struct aba_t {
+    dsmpool_area *a;
+    dsmpool_ptr got[3];
+    int r;
+    _Atomic int phase;
+} aba_t;
+static void *aba_a(void *arg) { /* a shared-path taker */
+    aba_t *t = arg;
+    dp_area_test_force_shared(true);
+    aba_is_a = true;
+    t->r = dsmpool_area_alloc(t->a, 256 * KIB, 0, &t->got[0]);
+    return NULL;
+}
+static void *aba_b(void *arg) { /* a cached thread */
+    aba_t *t = arg;
+    dp_area_test_force_shared(false);
+    t->r = dsmpool_area_alloc(t->a, 256 * KIB, 0, &t->got[0]); /* steals the stack */
+    atomic_store(&t->phase, 1);
+    while (atomic_load(&t->phase) != 2) usleep(100);
+    dsmpool_area_alloc(t->a, 256 * KIB, 0, &t->got[1]);
+    dsmpool_area_alloc(t->a, 256 * KIB, 0, &t->got[2]);
+    atomic_store(&t->phase, 3);
+    while (atomic_load(&t->phase) != 4) usleep(100);
+    for (int i = 0; i < 3; i++) dsmpool_area_free(t->a, t->got[i]);
+    return NULL;
+}
+
+Test(area_users, taker_stopped_across_a_generation_wrap, .timeout = 600) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_area *a = mkarea(p);
+    atomic_store(&aba_state, 0);
+    dp_area_test_force_shared(true);
+    dsmpool_ptr c[8], x;
+    for (int i = 0; i < 6; i++) cr_assert_eq(dsmpool_area_alloc(a, 256 * KIB, 0, &c[i]), 0);
+    for (int i = 1; i < 6; i++) cr_assert_eq(c[i], c[0] + (dsmpool_ptr)i * 256 * KIB, "one span, in order");
+    c[6] = c[0] + 6 * 256 * KIB;
+    c[7] = c[0] + 7 * 256 * KIB;
+    /* the stack: c6 -> c7 (count 2); A reads the word and stops */
+    aba_t ta = {a, {0}, -1, 0}, tb = {a, {0}, -1, 0};
+    pthread_t pa, pb;
+    dp_inject_fn = aba_park;
+    cr_assert_eq(pthread_create(&pa, NULL, aba_a, &ta), 0);
+    while (atomic_load(&aba_state) != 1) usleep(100);
+    cr_assert_eq(dsmpool_area_alloc(a, 256 * KIB, 0, &x), 0);
+    cr_assert_eq(x, c[6]);
+    cr_assert_eq(dsmpool_area_alloc(a, 256 * KIB, 0, &x), 0);
+    cr_assert_eq(x, c[7]);
+    cr_assert_eq(dsmpool_area_free(a, c[1]), 0);
+    cr_assert_eq(dsmpool_area_free(a, c[2]), 0);
+    cr_assert_eq(dsmpool_area_free(a, c[7]), 0); /* the stack: c7 -> c2 -> c1 */
+    cr_assert_eq(pthread_create(&pb, NULL, aba_b, &tb), 0);
+    while (atomic_load(&tb.phase) != 1) usleep(100);
+    cr_assert_eq(tb.got[0], c[1], "B stole the stack and took c1; its list: c2 -> c7");
+    cr_assert_eq(dsmpool_area_free(a, c[3]), 0);
+    cr_assert_eq(dsmpool_area_free(a, c[6]), 0); /* the stack: c6 -> c3 (count 2) */
+    /* Until the span's word is again what A read -- generation (24 bits),
+     * count, top. Each step below is one CAS on it: so far 9 (a take is a
+     * steal, plus a put-back if chunks are left; a free is a push); a pair
+     * (take c6, free it) is 3; a double (take c6 and c3, free c3, c6) is 5;
+     * 9 + 3 k + 2 x 5 = 2^24. */
+    for (uint64_t k = 0; k < ((1ull << 24) - 19) / 3; k++) {
+        cr_assert_eq(dsmpool_area_alloc(a, 256 * KIB, 0, &x), 0);
+        if (x != c[6]) cr_assert(false, "took %016llx, not c6", (unsigned long long)x);
+        cr_assert_eq(dsmpool_area_free(a, x), 0);
+    }
+    for (int j = 0; j < 2; j++) {
+        dsmpool_ptr u, v;
+        cr_assert_eq(dsmpool_area_alloc(a, 256 * KIB, 0, &u), 0);
+        cr_assert_eq(dsmpool_area_alloc(a, 256 * KIB, 0, &v), 0);
+        cr_assert(u == c[6] && v == c[3]);
+        cr_assert_eq(dsmpool_area_free(a, v), 0);
+        cr_assert_eq(dsmpool_area_free(a, u), 0);
+    }
+    atomic_store(&aba_state, 2);
+    pthread_join(pa, NULL);
+    cr_expect_eq(ta.r, 0, "%s", dsmpool_last_error());
+    cr_expect_eq(ta.got[0], c[6], "A's steal took the stack as it is now: c6 -> c3");
+    dsmpool_ptr y = 0;
+    cr_assert_eq(dsmpool_area_alloc(a, 256 * KIB, 0, &y), 0);
+    atomic_store(&tb.phase, 2);
+    while (atomic_load(&tb.phase) != 3) usleep(100);
+    dsmpool_ptr all[] = {c[0], c[4], c[5], ta.got[0], y, tb.got[0], tb.got[1], tb.got[2]};
+    for (int i = 0; i < 8; i++)
+        for (int j = i + 1; j < 8; j++)
+            cr_expect_neq(all[i], all[j], "%016llx handed out twice (%d, %d)", (unsigned long long)all[i], i, j);
+    test_check_ok(p);
+    atomic_store(&tb.phase, 4);
+    pthread_join(pb, NULL);
+    dp_inject_fn = NULL;
+    dp_area_test_force_shared(false);
+    dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
+
+/* ---- a shared user that allocates and frees one chunk at a time ----------- */
+
+static _Atomic int acquired;
+static void count_acquire(const char *point) {
+    if (!strcmp(point, "area.acquire.stored")) atomic_fetch_add(&acquired, 1);
+}
+
+/* Found in review: each free that made the span whole retired it, and the
+ * next allocation took a fresh span and linked all its chunks (54 us a
+ * pair for 64 B chunks). One whole span per class is kept now. */
+Test(area_users, one_chunk_at_a_time_keeps_its_span) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    size_t free0 = test_pool_free(p);
+    dsmpool_area *a = mkarea(p);
+    dp_area_test_force_shared(true);
+    atomic_store(&acquired, 0);
+    dp_inject_fn = count_acquire;
+    dsmpool_ptr x;
+    for (int i = 0; i < 1000; i++) {
+        cr_assert_eq(dsmpool_area_alloc(a, 64, 0, &x), 0);
+        cr_assert_eq(dsmpool_area_free(a, x), 0);
+    }
+    dp_inject_fn = NULL;
+    cr_expect_eq(atomic_load(&acquired), 1, "%d fresh spans for 1000 alloc/free pairs", atomic_load(&acquired));
+    dsmpool_area_stats st;
+    cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
+    cr_expect_eq(st.bytes_in_use, 0);
+    cr_expect_eq(st.held, st.bytes_cached, "the kept span is all cached");
+    test_check_ok(p);
+    dp_area_test_force_shared(false);
+    cr_assert_eq(dsmpool_area_destroy(a), 0);
+    cr_expect_eq(test_pool_free(p), free0, "the kept span went back with the area");
     dsmpool_detach(p);
 }
