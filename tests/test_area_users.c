@@ -37,29 +37,6 @@ static dsmpool_area *mkarea(dsmpool *p) {
     return a;
 }
 
-static dsmpool *big_ledger_pool(size_t size, unsigned procs) {
-    dsmpool_config cfg;
-    dsmpool_config_init(&cfg);
-    cfg.size = size;
-    cfg.backing = DSMPOOL_BACKING_ANON;
-    cfg.max_procs = procs;
-    dsmpool *p = NULL;
-    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "create: %s", dsmpool_last_error());
-    return p;
-}
-
-/* Recover until nothing is left for later (a busy window can defer it). */
-static void recover_all(dsmpool *p) {
-    dsmpool_stats st;
-    for (int i = 0; i < 100; i++) {
-        cr_assert_geq(dsmpool_recover(p), 0, "%s", dsmpool_last_error());
-        cr_assert_eq(dsmpool_get_stats(p, &st), 0);
-        if (!st.procs_recovering && !st.sweep_due) return;
-        usleep(10000);
-    }
-    cr_assert(false, "recovery never finished");
-}
-
 static void fill(unsigned char *m, size_t n, uint64_t key) {
     for (size_t i = 0; i + 1 < n; i += 61) m[i] = (unsigned char)(key + i);
     m[n - 1] = (unsigned char)(key * 7);
@@ -226,7 +203,7 @@ Test(area_users, threads_1024_on_one_area, .timeout = 300) {
  * 512, still twice the cache records, since a TSan fork costs ~70 ms. */
 Test(area_users, processes_2048_on_one_area, .timeout = 600) {
     const int NP = test_seconds(1.0) < 1.0 ? 512 : 2048;
-    dsmpool *p = big_ledger_pool(256 * MIB, (unsigned)NP + 64);
+    dsmpool *p = test_pool_procs(DSMPOOL_BACKING_ANON, NULL, 256 * MIB, (unsigned)NP + 64);
     size_t free0 = test_pool_free(p);
     dsmpool_area *a = mkarea(p);
     _Atomic int *ready = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -273,7 +250,7 @@ Test(area_users, processes_2048_on_one_area, .timeout = 600) {
         if (rc && bad++ < 5) cr_expect_eq(rc, 0, "process %d: exit %d", i, rc);
     }
     cr_expect_eq(bad, 0, "%d of %d processes failed", bad, NP);
-    recover_all(p);
+    test_recover_all(p);
     test_check_ok(p);
     cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
     cr_expect_eq(st.bytes_in_use, 0, "everything was freed");
@@ -367,7 +344,7 @@ Test(area_users, death_inside_a_shared_free_is_swept) {
         _exit(5);
     }
     cr_assert_eq(test_wait(c), 128 + SIGKILL, "the child did not die at area.free.linked");
-    recover_all(p);
+    test_recover_all(p);
     dsmpool_stats ps;
     cr_assert_eq(dsmpool_get_stats(p, &ps), 0);
     cr_expect_eq(ps.lost_chunks_reclaimed, 1, "the sweep gave the chunk back");
@@ -399,7 +376,7 @@ Test(area_users, stack_top_not_free_is_never_handed_out) {
     cr_expect_neq(z, y, "a chunk below a damaged top was handed out");
     cr_assert_eq(dsmpool_area_free(a, z), 0);
     cr_assert_eq(dsmpool_area_free(a, keep), 0);
-    recover_all(p); /* the lost sweep: y (tagged, on no stack) goes back; x is leaked */
+    test_recover_all(p); /* the lost sweep: y (tagged, on no stack) goes back; x is leaked */
     dsmpool_stats ps;
     cr_assert_eq(dsmpool_get_stats(p, &ps), 0);
     cr_expect_geq(ps.lost_chunks_reclaimed, 1, "y came back");

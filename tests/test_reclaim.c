@@ -65,18 +65,6 @@ static void warm_up(dsmpool_area *a) {
     cr_assert_eq(dsmpool_area_flush(a), 0);
 }
 
-/* Recover until nothing is left for later (a busy window can defer it). */
-static void recover_all(dsmpool *p) {
-    dsmpool_stats st;
-    for (int i = 0; i < 100; i++) {
-        cr_assert_geq(dsmpool_recover(p), 0, "%s", dsmpool_last_error());
-        cr_assert_eq(dsmpool_get_stats(p, &st), 0);
-        if (!st.procs_recovering && !st.sweep_due) return;
-        usleep(10000);
-    }
-    cr_assert(false, "recovery never finished (recovering %u, sweep due %d)", st.procs_recovering, st.sweep_due);
-}
-
 /* Free every allocation of the area (all processes that made them are
  * dead); returns how many. No chunk may still carry a free tag. */
 static size_t free_all_live(dsmpool_area *a) {
@@ -115,7 +103,7 @@ Test(reclaim, chunk_lost_between_link_and_publish_comes_back) {
     }
     cr_assert_eq(test_wait(c), 128 + SIGKILL, "the child did not die at area.free.linked");
     cr_assert_eq(area_held(a), 2 * MIB);
-    recover_all(p);
+    test_recover_all(p);
     dsmpool_stats st;
     dsmpool_get_stats(p, &st);
     cr_expect_eq(st.lost_chunks_reclaimed, 1);
@@ -148,7 +136,7 @@ Test(reclaim, span_whole_but_not_retired_is_retired) {
         _exit(5);
     }
     cr_assert_eq(test_wait(c), 128 + SIGKILL, "the child did not die at area.push.whole");
-    recover_all(p);
+    test_recover_all(p);
     cr_expect_eq(free_all_live(a), 1, "v[64] is the one live chunk");
     cr_expect_eq(area_held(a), 0, "the whole span was never retired");
     cr_expect_eq(test_pool_free(p), free0);
@@ -216,7 +204,7 @@ Test(reclaim, kill_soak_leaks_nothing, .timeout = 900) {
                 cr_assert_eq(test_wait(c[j]), 128 + SIGKILL, "a churning child failed");
             }
         }
-        recover_all(p);
+        test_recover_all(p);
         freed += free_all_live(a);
         cr_assert_eq(area_held(a), 0, "after %d kills the area holds %zu bytes", done, area_held(a));
         size_t grown = area_registry(a) - reg0; /* registry pages stay with the area */
@@ -412,7 +400,7 @@ Test(reclaim, a_stopped_hoarder_delays_nobody_for_long, .timeout = 60) {
                  (unsigned long long)first);
     kill(c, SIGKILL);
     cr_assert_eq(test_wait(c), 128 + SIGKILL);
-    recover_all(h.p);
+    test_recover_all(h.p);
     cr_expect_eq(dsmpool_seg_create(h.p, h.largest0, DSMPOOL_SEG_NO_FALLBACK, &s), 0, "recovery returned its cache");
     test_check_ok(h.p);
     dsmpool_detach(h.p);
@@ -481,7 +469,7 @@ Test(reclaim, the_lost_sweep_never_waits_for_its_own_recovery_lock, .timeout = 6
     cr_expect(stats.sweep_due, "the sweep could not have finished: it must stay due");
     kill(y, SIGCONT);
     cr_assert_eq(test_wait(y), 0);
-    recover_all(p);
+    test_recover_all(p);
     dsmpool_get_stats(p, &stats);
     cr_expect_eq(stats.lost_chunks_reclaimed, 1, "the next recovery did not finish the sweep");
     for (int i = 0; i < 18; i++) dsmpool_seg_detach(own[i]);

@@ -24,17 +24,35 @@
 #define KIB (1ull << 10)
 #define MIB (1ull << 20)
 
-/* A pool of the given backing and size, or the test fails. */
-static inline dsmpool *test_pool(dsmpool_backing b, const char *name, size_t size) {
+/* A pool of the given backing, size and process slots (0: the default),
+ * or the test fails. */
+static inline dsmpool *test_pool_procs(dsmpool_backing b, const char *name, size_t size, unsigned procs) {
     dsmpool_config cfg;
     dsmpool_config_init(&cfg);
     cfg.size = size;
     cfg.backing = b;
     cfg.name = name;
+    cfg.max_procs = procs;
     dsmpool *p = NULL;
     int r = dsmpool_create(&cfg, &p);
     cr_assert_eq(r, 0, "create: %s", dsmpool_last_error());
     return p;
+}
+
+static inline dsmpool *test_pool(dsmpool_backing b, const char *name, size_t size) {
+    return test_pool_procs(b, name, size, 0);
+}
+
+/* Recover until nothing is left for later (a busy window can defer it). */
+static inline void test_recover_all(dsmpool *p) {
+    dsmpool_stats st;
+    for (int i = 0; i < 100; i++) {
+        cr_assert_geq(dsmpool_recover(p), 0, "%s", dsmpool_last_error());
+        cr_assert_eq(dsmpool_get_stats(p, &st), 0);
+        if (!st.procs_recovering && !st.sweep_due) return;
+        usleep(10000);
+    }
+    cr_assert(false, "recovery never finished (recovering %u, sweep due %d)", st.procs_recovering, st.sweep_due);
 }
 
 static inline size_t test_pool_free(dsmpool *p) { /* over every sub-pool */
