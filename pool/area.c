@@ -335,7 +335,7 @@ typedef struct ar_ctl {
     dp_a64 sh_given;     /* [atom] relaxed: their class sizes (rule 13) */
     dp_a64 partial[AR_NCLS]; /* [atom] relaxed hint: spans with returned chunks */
     dp_a64 sh_hint[AR_NCLS]; /* [atom] relaxed hint: the entry the shared path last took from */
-    dp_a64 sh_keep[AR_NCLS]; /* [atom] entry + 1 of the whole span kept for the shared path (rule 15) */
+    dp_a64 sh_keep;      /* [atom] entry + 1 of the whole span kept for the shared path (rule 15) */
     dp_a64 regpage[AR_REGPAGES]; /* [atom] registry page offsets, 0 = none */
     _Alignas(64) ar_cache cache[AR_NCACHES];
 } ar_ctl;
@@ -698,15 +698,46 @@ static ar_span *locate_entry(struct dsmpool_area *a, ar_loc *l) {
 
 /* ---- span stacks (rules 2 and 3) ---------------------------------------- */
 
+/* Rule 15: give back entry e if it is a whole span (a kept one let go). */
+static void retire_if_whole(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, uint32_t slot) {
+    ar_span *sp = ar_entry(p, ctl, e);
+    uint64_t w = sp ? dp_load_acquire(&sp->state) : 0; /* acquire: every push's link */
+    unsigned c = sp ? (unsigned)(dp_load_relaxed(&sp->info) & 0xff) : 0;
+    if (!sp || SPW_ST(w) != SP_SPAN || c >= AR_NCLS || SPW_COUNT(w) != cls_chunks(c)) return;
+    if (entry_take_from(sp, &w, slot)) { /* rule 5: ours by one CAS */
+        dp_fetch_add_relaxed(&ctl->partial[c], (uint64_t)-1); /* relaxed: a hint */
+        entry_release(p, ctl, aid, e, sp, w, slot);
+    }
+}
+
 /* Rule 15: a push made span e whole in an area with shared users: keep it
- * (one per class) instead of retiring it, so that a thread that allocates and frees one
- * chunk at a time does not take and link a fresh span each time. */
-static bool span_keep(ar_ctl *ctl, unsigned c, uint64_t e) {
-    uint64_t k = dp_load_relaxed(&ctl->sh_keep[c]); /* relaxed: a hint; the span word decides */
-    if (k == e + 1) return true;
-    /* relaxed: as above */
-    return !k && atomic_compare_exchange_strong_explicit(&ctl->sh_keep[c], &k, e + 1, memory_order_relaxed,
-                                                         memory_order_relaxed);
+ * (one span per area, ctl->sh_keep) instead of retiring it, so that a
+ * thread that allocates and frees one chunk at a time does not take and
+ * link a fresh span each time. A kept span that is no longer whole (in use
+ * again, or given back) is replaced; one that is whole stays, and e
+ * retires. false: retire e. */
+static bool span_keep(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, uint32_t slot) {
+    /* seq_cst fence: our whole-making push before our look at the slot,
+     * against the fences of a replacer and of keep_release (store
+     * buffering: one of us sees the other's write) */
+    atomic_thread_fence(memory_order_seq_cst);
+    uint64_t k = dp_load_relaxed(&ctl->sh_keep); /* relaxed: ordered by the fences */
+    for (;;) {
+        if (k == e + 1) return true;
+        if (k) {
+            ar_span *o = ar_entry(p, ctl, k - 1);
+            uint64_t ow = o ? dp_load_relaxed(&o->state) : 0; /* relaxed: a look; the CAS decides */
+            unsigned oc = o ? (unsigned)(dp_load_relaxed(&o->info) & 0xff) : 0;
+            if (o && SPW_ST(ow) == SP_SPAN && oc < AR_NCLS && SPW_COUNT(ow) == cls_chunks(oc)) return false;
+        }
+        /* relaxed, then the fence: the old span is looked at again below */
+        if (atomic_compare_exchange_strong_explicit(&ctl->sh_keep, &k, e + 1, memory_order_relaxed,
+                                                    memory_order_relaxed))
+            break;
+    }
+    atomic_thread_fence(memory_order_seq_cst); /* as above */
+    if (k) retire_if_whole(p, ctl, aid, k - 1, slot); /* whole since we looked: nobody else will */
+    return true;
 }
 
 /* A push made the span's stack nw (it held was before): keep the hint, and
@@ -715,7 +746,7 @@ static void span_pushed(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_sp
                         uint32_t was, uint64_t nw, uint32_t retire_slot) {
     if (was == 0) dp_fetch_add_relaxed(&ctl->partial[cls], 1); /* relaxed: a hint */
     if (SPW_COUNT(nw) == cls_chunks(cls)) {
-        if (dp_load_relaxed(&ctl->shared) && span_keep(ctl, cls, e)) return; /* relaxed: rule 15 */
+        if (dp_load_relaxed(&ctl->shared) && span_keep(p, ctl, aid, e, retire_slot)) return; /* relaxed: rule 15 */
         DP_INJECT("area.push.whole");
         uint64_t rw = SPW_OWNED(SPW_GEN(nw) + 1, retire_slot, SP_RETIRED);
         /* acq_rel: acquire sees every chunk's link; release claims the entry */
@@ -1184,6 +1215,29 @@ static int acquire(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned ord
     return r;
 }
 
+static void chain_return(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span *sp, dsmpool_ptr base,
+                         uint32_t head, uint32_t count);
+static void chain_lost(struct dsmpool_area *a);
+
+/* A stack stolen (word w) after its class was read: the entry may have been
+ * given back and reused for another class in between, with the same word
+ * (the generation carries over). Read the class again now that we hold the
+ * span's free chunks (it cannot retire); another class's chain goes back.
+ * acquire by the steal's CAS: the entry's current info is seen. */
+static bool steal_class_holds(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span *sp, uint64_t w) {
+    unsigned now = (unsigned)(dp_load_relaxed(&sp->info) & 0xff); /* [imm while live] */
+    if (now == c) return true;
+    uint64_t blk = dp_load_relaxed(&sp->block);
+    dp_fetch_add_relaxed(&a->ctl->partial[c], 1); /* relaxed: the hints, set right */
+    if (now < AR_NCLS) dp_fetch_add_relaxed(&a->ctl->partial[now], (uint64_t)-1);
+    if (now < AR_NCLS)
+        chain_return(a, now, e, sp, blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e, 0) : DP_BLOCK_OFF(blk),
+                     SPW_HEAD(w), SPW_COUNT(w));
+    else
+        chain_lost(a);
+    return false;
+}
+
 /* Rule 2: refill class c of this thread's cache. */
 static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
     ar_ctl *ctl = a->ctl;
@@ -1205,6 +1259,7 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
                 /* steal the whole stack; acquire pairs with span_push's release */
                 if (!dp_cas_acquire(&sp->state, &w, SPW(SPW_GEN(w) + 1, 0, 0, SP_SPAN))) continue;
                 dp_fetch_add_relaxed(&ctl->partial[c], (uint64_t)-1);
+                if (!steal_class_holds(a, c, e, sp, w)) continue;
                 uint64_t blk = dp_load_relaxed(&sp->block);
                 dsmpool_ptr base = blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e, 0) : DP_BLOCK_OFF(blk);
                 uint32_t idx = SPW_HEAD(w), n = SPW_COUNT(w), got = 0;
@@ -1369,7 +1424,7 @@ static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, siz
 /* Rule 15: a chain of free chunks that only we hold could not be put back
  * (a damaged span word or link): its tagged chunks are left for the lost
  * sweep. */
-static void chain_lost(struct dsmpool_area *a) {
+static void chain_lost(struct dsmpool_area *a) { /* (declared above) */
     dp_fetch_add_relaxed(&a->ctl->lost, 1); /* relaxed: ordered by the release below */
     atomic_fetch_add_explicit(&a->pool->hdr->lost_due, 1, memory_order_release); /* the sweep's acquire */
 }
@@ -1391,14 +1446,17 @@ static void chain_return(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span
     uint64_t w = dp_load_relaxed(&sp->state); /* relaxed: the CAS validates */
     for (;;) {
         uint32_t theirs = SPW_COUNT(w), th = SPW_HEAD(w);
-        if (SPW_ST(w) != SP_SPAN || theirs + count >= n || (theirs && (!th || th > n))) {
-            chain_lost(a); /* damaged (we hold a chunk of it: it cannot be whole) */
+        if (SPW_ST(w) != SP_SPAN || theirs + count > n || (theirs && (!th || th > n))) {
+            chain_lost(a); /* damaged */
             return;
         }
         if (!theirs) {
+            uint64_t nw = SPW(SPW_GEN(w) + 1, count, head, SP_SPAN);
             /* release: our chain's links (pairs with the next steal's acquire) */
-            if (dp_cas_release(&sp->state, &w, SPW(SPW_GEN(w) + 1, count, head, SP_SPAN))) {
-                dp_fetch_add_relaxed(&a->ctl->partial[c], 1); /* relaxed: a hint */
+            if (dp_cas_release(&sp->state, &w, nw)) {
+                /* the hint; and a whole span (another class's, given back
+                 * whole) is kept or retires as after any push */
+                span_pushed(a->pool, a->ctl, a->aid, e, sp, c, 0, nw, a->pool->slot);
                 return;
             }
             continue;
@@ -1440,6 +1498,7 @@ static bool span_take(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span *s
         if (dp_cas_acquire(&sp->state, &w, SPW(SPW_GEN(w) + 1, 0, 0, SP_SPAN))) break;
     }
     dp_fetch_add_relaxed(&a->ctl->partial[c], (uint64_t)-1); /* relaxed: a hint */
+    if (!steal_class_holds(a, c, e, sp, w)) return false;
     DP_INJECT("area.take.stolen");
     uint32_t count = SPW_COUNT(w), next = 0;
     dsmpool_ptr base = span_base(a, e, sp), cp = base + chunk_off(c, SPW_HEAD(w) - 1);
@@ -1460,22 +1519,13 @@ static bool span_take(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span *s
     return true;
 }
 
-/* Rule 15 and rule 12: the kept whole spans go back (short of memory). */
+/* Rule 15 and rule 12: the kept span goes back (short of memory, flush). */
 static void keep_release(struct dsmpool_area *a) {
     ar_ctl *ctl = a->ctl;
-    for (unsigned c = 0; c < AR_NCLS; c++) {
-        if (!dp_load_relaxed(&ctl->sh_keep[c])) continue; /* relaxed: a hint */
-        uint64_t k = atomic_exchange_explicit(&ctl->sh_keep[c], 0, memory_order_relaxed); /* a hint */
-        ar_span *sp = k ? ar_entry(a->pool, ctl, k - 1) : NULL;
-        uint64_t w = sp ? dp_load_acquire(&sp->state) : 0; /* acquire: every push's link */
-        if (!sp || SPW_ST(w) != SP_SPAN || SPW_COUNT(w) != cls_chunks(c) ||
-            (dp_load_relaxed(&sp->info) & 0xff) != c)
-            continue;
-        if (entry_take_from(sp, &w, a->pool->slot)) { /* rule 5: ours by one CAS */
-            dp_fetch_add_relaxed(&ctl->partial[c], (uint64_t)-1); /* relaxed: a hint */
-            entry_release(a->pool, ctl, a->aid, k - 1, sp, w, a->pool->slot);
-        }
-    }
+    if (!dp_load_relaxed(&ctl->sh_keep)) return; /* relaxed: a first look */
+    uint64_t k = atomic_exchange_explicit(&ctl->sh_keep, 0, memory_order_relaxed); /* then the fence */
+    atomic_thread_fence(memory_order_seq_cst); /* against span_keep's fence (store buffering) */
+    if (k) retire_if_whole(a->pool, ctl, a->aid, k - 1, a->pool->slot);
 }
 
 /* Rule 15: a chunk of class c for a thread without a cache record: popped
@@ -1538,6 +1588,16 @@ static void shared_done(struct dsmpool_area *a, ar_tc *tc) {
     if (++tc->sh_ops % 4096 == 0) tc_take_record(a, tc, false);
 }
 
+/* Rule 12 on the shared path: the kept span goes back when asked. Inside a
+ * bracket. */
+static inline void shared_trim(struct dsmpool_area *a, ar_tc *tc) {
+    uint64_t t = dp_load_relaxed(a->trimp); /* relaxed: rule 12 */
+    if (__builtin_expect(t != tc->trim_seen, 0)) {
+        tc->trim_seen = t;
+        keep_release(a);
+    }
+}
+
 static __attribute__((noinline)) int shared_alloc(struct dsmpool_area *a, ar_tc *tc, size_t size,
                                                   size_t asked, unsigned flags, dsmpool_ptr *out) {
     dp_inflight_begin(a->pool);
@@ -1546,6 +1606,7 @@ static __attribute__((noinline)) int shared_alloc(struct dsmpool_area *a, ar_tc 
         r = dp_fail(-ESTALE, "the area was destroyed");
     } else {
         DP_INJECT("area.shared.checked");
+        shared_trim(a, tc);
         r = size > AR_SMALL_MAX ? alloc_large_op(a, tc, size, asked, flags, out)
                                 : shared_alloc_small(a, tc, size, asked, flags, out);
     }
@@ -1557,7 +1618,13 @@ static __attribute__((noinline)) int shared_alloc(struct dsmpool_area *a, ar_tc 
 
 static __attribute__((noinline)) int shared_free(struct dsmpool_area *a, ar_tc *tc, dsmpool_ptr p) {
     dp_inflight_begin(a->pool);
-    int r = area_live(a) ? free_op(a, tc, p) : dp_fail(-ESTALE, "the area was destroyed");
+    int r;
+    if (area_live(a)) {
+        shared_trim(a, tc);
+        r = free_op(a, tc, p);
+    } else {
+        r = dp_fail(-ESTALE, "the area was destroyed");
+    }
     dp_inflight_end(a->pool);
     shared_done(a, tc);
     return r;
@@ -1749,8 +1816,13 @@ int dsmpool_area_flush(dsmpool_area *area) {
     if (!area || area->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
     ar_tc *tc = tc_get(area);
     if (!tc) return tc_err;
-    if (!tc->rec) /* rule 15: the shared path caches nothing */
-        return area_live(area) ? 0 : dp_fail(-ESTALE, "the area was destroyed");
+    if (!tc->rec) { /* rule 15: the shared path caches only the kept span */
+        dp_inflight_begin(area->pool);
+        int r = area_live(area) ? 0 : dp_fail(-ESTALE, "the area was destroyed");
+        if (!r) keep_release(area);
+        dp_inflight_end(area->pool);
+        return r;
+    }
     uint64_t s = op_begin(tc->rec);
     int r = area_live(area) ? 0 : dp_fail(-ESTALE, "the area was destroyed");
     if (r == 0) cache_answer(area, tc);
@@ -2088,7 +2160,14 @@ static void area_trim_thread(dsmpool *p) {
     for (ar_tc *tc = tc_head; tc; tc = tc->tnext) {
         struct dsmpool_area *a = atomic_load_explicit(&tc->area, memory_order_relaxed);
         /* relaxed: this thread is the record's only writer */
-        if (!a || a->pool != p || tc->epoch != e || !tc->rec || (dp_load_relaxed(&tc->rec->seq) & 1)) continue;
+        if (!a || a->pool != p || tc->epoch != e) continue;
+        if (!tc->rec) { /* rule 15: the kept span, inside a bracket */
+            dp_inflight_begin(p);
+            if (area_live(a)) keep_release(a);
+            dp_inflight_end(p);
+            continue;
+        }
+        if (dp_load_relaxed(&tc->rec->seq) & 1) continue; /* relaxed: this thread is its only writer */
         uint64_t s = op_begin(tc->rec);
         if (area_live(a)) cache_answer(a, tc);
         op_end(tc->rec, s);
@@ -2882,7 +2961,12 @@ static int lost_sweep_area(struct dsmpool_area *a, ar_cache *mine, dp_area_scrat
             char *m = sp ? ar_addr_n(a, cp, 4) : NULL;
             if (m) span_push(p, a->ctl, a->aid, l->e, sp, l->cls, l->idx, m, p->slot);
         }
+        size_t kept = 0;
         for (size_t i = 0; i < whole.n; i++) { /* a death between the whole count and its retirement */
+            if (dp_load_relaxed(&a->ctl->sh_keep) == whole.v[i].e + 1) { /* relaxed: rule 15's kept span */
+                kept++;
+                continue;
+            }
             ar_span *sp = ar_entry(p, a->ctl, whole.v[i].e);
             uint64_t w = sp ? dp_load_acquire(&sp->state) : 0; /* acquire: every push's link */
             if (!sp || SPW_ST(w) != SP_SPAN || SPW_COUNT(w) != cls_chunks(whole.v[i].cls)) continue;
@@ -2892,7 +2976,7 @@ static int lost_sweep_area(struct dsmpool_area *a, ar_cache *mine, dp_area_scrat
             }
         }
         op_end(mine, s);
-        *got += lost.n + whole.n;
+        *got += lost.n + whole.n - kept;
         free(lost.v);
         free(whole.v);
         return 0;

@@ -30,6 +30,7 @@
 extern void (*volatile dp_inject_fn)(const char *point);
 void dp_area_test_force_shared(bool on);
 long dp_area_test_live(dsmpool_area *a, dsmpool_ptr *out, size_t max, size_t *tagged);
+_Atomic uint64_t *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpool_ptr p);
 
 static dsmpool_area *mkarea(dsmpool *p) {
     dsmpool_area *a;
@@ -527,5 +528,166 @@ Test(area_users, one_chunk_at_a_time_keeps_its_span) {
     dp_area_test_force_shared(false);
     cr_assert_eq(dsmpool_area_destroy(a), 0);
     cr_expect_eq(test_pool_free(p), free0, "the kept span went back with the area");
+    dsmpool_detach(p);
+}
+
+/* ---- found in the second review -------------------------------------------- */
+
+static _Thread_local bool parker;
+static _Atomic int park_state; /* 1: parked; 2: go */
+static const char *park_point;
+static void park_hook(const char *point) {
+    if (!strcmp(point, "area.acquire.stored")) atomic_fetch_add(&acquired, 1);
+    if (parker && park_point && !strcmp(point, park_point) && atomic_load(&park_state) == 0) {
+        atomic_store(&park_state, 1);
+        while (atomic_load(&park_state) != 2) usleep(100);
+    }
+}
+typedef struct targ {
+    dsmpool_area *a;
+    size_t sz;
+    dsmpool_ptr got;
+    int r;
+} targ;
+static void *parked_taker(void *arg) {
+    targ *t = arg;
+    dp_area_test_force_shared(true);
+    parker = true;
+    t->r = dsmpool_area_alloc(t->a, t->sz, 0, &t->got);
+    return NULL;
+}
+
+/* A taker read a span's class, then stopped; the span went back whole, its
+ * entry came back as a span of another class with the same word (the
+ * generation carries over), and the taker's steal succeeded: it handed out
+ * a 512 KiB chunk over a live 256 KiB one. The class is read again after
+ * the steal now. */
+Test(area_users, class_changes_under_a_stopped_taker, .timeout = 600) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_area *a = mkarea(p);
+    dp_area_test_force_shared(true);
+    dsmpool_ptr k[4], s[4], t[8], x;
+    for (int i = 0; i < 4; i++) cr_assert_eq(dsmpool_area_alloc(a, 512 * KIB, 0, &k[i]), 0); /* span K */
+    for (int i = 0; i < 4; i++) cr_assert_eq(dsmpool_area_alloc(a, 512 * KIB, 0, &s[i]), 0); /* span S */
+    cr_assert_eq(dsmpool_area_free(a, s[0]), 0); /* S's stack: {0} */
+    _Atomic uint64_t *word = dp_area_test_word(a, "span", 0, s[0]);
+    cr_assert_not_null(word);
+    uint64_t W = atomic_load(word);
+    atomic_store(&park_state, 0);
+    park_point = "area.take.read";
+    dp_inject_fn = park_hook;
+    targ ta = {a, 512 * KIB, 0, -1};
+    pthread_t pa;
+    cr_assert_eq(pthread_create(&pa, NULL, parked_taker, &ta), 0);
+    while (atomic_load(&park_state) != 1) usleep(100);
+    cr_assert_eq(atomic_load(word), W, "A read S's word");
+    for (int i = 0; i < 4; i++) cr_assert_eq(dsmpool_area_free(a, k[i]), 0); /* K whole: kept */
+    for (int i = 1; i < 4; i++) cr_assert_eq(dsmpool_area_free(a, s[i]), 0); /* S whole: retires */
+    for (int i = 0; i < 8; i++) cr_assert_eq(dsmpool_area_alloc(a, 256 * KIB, 0, &t[i]), 0);
+    cr_assert_eq(dp_area_test_word(a, "span", 0, t[0]), word, "S' (256 KiB) reuses S's entry");
+    cr_assert_eq(dsmpool_area_free(a, t[0]), 0); /* S' stack: {0} */
+    uint64_t now = atomic_load(word);
+    cr_assert_eq(now & ((1ull << 40) - 1), W & ((1ull << 40) - 1), "the same count, top and state");
+    uint32_t diff = (uint32_t)((W >> 40) - (now >> 40)) & 0xffffff;
+    if (diff < 3) diff += 1u << 24;
+    if (diff & 1) { /* 3 CASes: free t1 (push), take t1 (steal, put t0 back) */
+        cr_assert_eq(dsmpool_area_free(a, t[1]), 0);
+        cr_assert_eq(dsmpool_area_alloc(a, 256 * KIB, 0, &x), 0);
+        cr_assert_eq(x, t[1]);
+        diff -= 3;
+    }
+    for (uint32_t i = 0; i < diff / 2; i++) { /* 2 CASes: take t0 (steal), free it (push) */
+        cr_assert_eq(dsmpool_area_alloc(a, 256 * KIB, 0, &x), 0);
+        cr_assert_eq(dsmpool_area_free(a, x), 0);
+    }
+    cr_assert_eq(atomic_load(word), W, "the word is what A read");
+    atomic_store(&park_state, 2);
+    pthread_join(pa, NULL);
+    dp_inject_fn = NULL;
+    park_point = NULL;
+    cr_assert_eq(ta.r, 0, "%s", dsmpool_last_error());
+    for (int i = 1; i < 8; i++)
+        cr_expect(!(ta.got <= t[i] && t[i] < ta.got + 512 * KIB),
+                  "A's 512 KiB chunk %016llx overlaps the live 256 KiB chunk %016llx", (unsigned long long)ta.got,
+                  (unsigned long long)t[i]);
+    cr_expect_eq(dsmpool_area_usable_size(a, ta.got), 512 * KIB);
+    test_check_ok(p);
+    dp_area_test_force_shared(false);
+    dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
+
+static void *one_of_each(void *arg) {
+    dsmpool_area *a = arg;
+    dp_area_test_force_shared(true);
+    static const size_t sizes[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072};
+    for (int i = 0; i < 12; i++) {
+        dsmpool_ptr x;
+        if (dsmpool_area_alloc(a, sizes[i], 0, &x) || dsmpool_area_free(a, x)) return (void *)1;
+    }
+    return NULL;
+}
+
+/* With a kept span per class, a shared user that touched 12 classes and left
+ * kept 24 MiB that another area's shortage could not reach. One span per
+ * area is kept now: an idle area holds at most one. */
+Test(area_users, kept_spans_are_bounded) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_area *a = mkarea(p);
+    pthread_t t;
+    void *rv;
+    cr_assert_eq(pthread_create(&t, NULL, one_of_each, a), 0);
+    pthread_join(t, &rv);
+    cr_assert_null(rv, "%s", dsmpool_last_error());
+    dsmpool_area_stats st;
+    cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
+    cr_expect_eq(st.bytes_in_use, 0);
+    cr_expect_leq(st.held, 2 * MIB, "an idle area keeps at most one span (%zu bytes held)", (size_t)st.held);
+    test_check_ok(p);
+    dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
+
+static void die_at_linked2(const char *point) {
+    if (!strcmp(point, "area.free.linked")) raise(SIGKILL);
+}
+
+/* The lost sweep retired the kept span as if a death had left it whole
+ * (and counted it as reclaimed), leaving the keep slot naming a freed
+ * entry: every later whole span retired again. */
+Test(area_users, the_sweep_leaves_the_kept_span) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_area *a = mkarea(p);
+    dp_area_test_force_shared(true);
+    dsmpool_ptr x, big;
+    cr_assert_eq(dsmpool_area_alloc(a, 64, 0, &x), 0);
+    cr_assert_eq(dsmpool_area_free(a, x), 0); /* kept */
+    pid_t c = fork();
+    if (c == 0) {
+        dsmpool_ptr v[2];
+        for (int i = 0; i < 2; i++)
+            if (dsmpool_area_alloc(a, 32 * KIB, 0, &v[i]) != 0) _exit(3);
+        if (dsmpool_area_free(a, v[0]) != 0) _exit(4);
+        dp_inject_fn = die_at_linked2;
+        dsmpool_area_free(a, v[1]);
+        _exit(5);
+    }
+    cr_assert_eq(test_wait(c), 128 + SIGKILL);
+    test_recover_all(p);
+    dsmpool_stats ps;
+    cr_assert_eq(dsmpool_get_stats(p, &ps), 0);
+    cr_expect_eq(ps.lost_chunks_reclaimed, 1, "one chunk was lost");
+    cr_assert_eq(dsmpool_area_alloc(a, 2 * MIB, 0, &big), 0); /* may reuse a freed entry */
+    atomic_store(&acquired, 0);
+    dp_inject_fn = count_acquire;
+    for (int i = 0; i < 1000; i++) {
+        cr_assert_eq(dsmpool_area_alloc(a, 64, 0, &x), 0);
+        cr_assert_eq(dsmpool_area_free(a, x), 0);
+    }
+    dp_inject_fn = NULL;
+    cr_expect_leq(atomic_load(&acquired), 1, "%d fresh spans for 1000 pairs after the sweep", atomic_load(&acquired));
+    test_check_ok(p);
+    dp_area_test_force_shared(false);
+    dsmpool_area_destroy(a);
     dsmpool_detach(p);
 }
