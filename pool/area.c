@@ -180,15 +180,23 @@
  *      stolen too and the shorter of the two walked to its tail and linked
  *      to the other, then put back the same way. No CAS depends on a link
  *      read from a chunk the taker does not hold, so a taker stopped for
- *      any time (across generation wraps) installs nothing stale. A fresh
+ *      any time (across generation wraps) installs nothing stale; and the
+ *      class is read again after the steal (the entry may have been given
+ *      back and reused for another class with the same word: the chain
+ *      goes back as that class's) -- a cached refill's steal too. A fresh
  *      span is published with chunks 1.. already linked and tagged on its
  *      stack (written while the entry is INIT: a death gives the block
  *      back), chunk 0 the caller's. Free pushes the chunk onto its span
  *      (tag, then link, then the CAS: rule 11). In an area with shared
- *      users, a push that makes a span whole keeps it instead (one per
- *      class, ctl->sh_keep) so that one chunk allocated and freed at a time
- *      does not take and link a fresh span each time; kept spans go back
- *      when the pool is short (rule 12) and with the area. Large blocks are
+ *      users, a push that makes a span whole keeps it instead (one span per
+ *      area, ctl->sh_keep: a kept span that is whole stays and the new one
+ *      retires; one in use again is replaced, and looked at again after the
+ *      replacing CAS in case it became whole meanwhile -- seq_cst fences on
+ *      both sides, as with keep_release) so that one chunk allocated and
+ *      freed at a time does not take and link a fresh span each time. The
+ *      kept span goes back at a flush, when a shared operation sees a trim
+ *      request (rule 12), when this thread is short, and with the area; the
+ *      lost sweep leaves it alone. Large blocks are
  *      as with a record. A destroyer that sees ctl->shared always uses
  *      membarrier and also waits (same bound) until no live slot but its
  *      own has a bracket open (dp_brackets_quiesce; its own: just its own
