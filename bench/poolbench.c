@@ -16,7 +16,8 @@
  *
  * Prints a table and one machine-readable line per row ("csv,...").
  * Options: --seconds S (per measurement, default 0.5), --threads N (default
- * online CPUs), --size MiB of the creation test (default 1024).
+ * online CPUs), --size MiB of the creation test (default 1024), --mixed
+ * (only the mixed-order table: for profiles and repeated runs).
  */
 #include <dsmpool.h>
 #include <pthread.h>
@@ -193,12 +194,14 @@ int main(int argc, char **argv) {
     double secs = 0.5;
     unsigned threads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
     size_t create_mib = 1024;
+    bool only_mixed = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seconds") && i + 1 < argc) secs = atof(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = (unsigned)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc) create_mib = (size_t)atol(argv[++i]);
+        else if (!strcmp(argv[i], "--mixed")) only_mixed = true;
         else {
-            fprintf(stderr, "usage: %s [--seconds S] [--threads N] [--size MiB]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--seconds S] [--threads N] [--size MiB] [--mixed]\n", argv[0]);
             return 2;
         }
     }
@@ -213,12 +216,13 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("dsmpool page allocator: ns per alloc+free, per thread (lower is better)\n");
-    printf("%-7s %-6s %7s %12s %12s %9s\n", "block", "mode", "threads", "dsmpool ns", "malloc ns",
-           "ratio");
+    if (!only_mixed)
+        printf("%-7s %-6s %7s %12s %12s %9s\n", "block", "mode", "threads", "dsmpool ns",
+               "malloc ns", "ratio");
     unsigned orders[2] = {3, 9};
     const char *names[2] = {"32 KiB", "2 MiB"};
     unsigned tl[2] = {1, threads};
-    for (int o = 0; o < 2; o++)
+    for (int o = 0; o < (only_mixed ? 0 : 2); o++)
         for (int b = 0; b < 2; b++)
             for (int t = 0; t < (threads > 1 ? 2 : 1); t++) {
                 double d = measure(pool, orders[o], b, tl[t], secs);
@@ -248,6 +252,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     dsmpool_detach(pool);
+    if (only_mixed) return 0;
 
     printf("\npool creation, %zu MiB, memfd backing\n", create_mib);
     printf("%-30s %10s  %s\n", "pages", "ms", "obtained");
