@@ -176,11 +176,16 @@ static const uint32_t inner_align[5] = {0x55555555u, 0x11111111u, 0x01010101u, 0
                                         0x00000001u};
 
 /* Every aligned run of 2^rs zero bits in a leaf's content: a bit at the
- * start of each. */
+ * start of each. All five sizes at once and no loop: with mixed orders a
+ * loop of rs steps mispredicts its exit (measured: 5% of a mixed step). */
 static inline uint32_t leaf_runs(uint32_t c, unsigned rs) {
-    uint32_t m = ~c;
-    for (unsigned s = 1; s < (1u << rs); s <<= 1) m &= m >> s;
-    return m & leaf_align[rs];
+    uint32_t m[5];
+    m[0] = ~c;
+    m[1] = m[0] & (m[0] >> 1);
+    m[2] = m[1] & (m[1] >> 2);
+    m[3] = m[2] & (m[2] >> 4);
+    m[4] = m[3] & (m[3] >> 8);
+    return m[rs] & leaf_align[rs];
 }
 
 /* Every aligned run of 2^rs FREE children (freemask has bit 2i per free
