@@ -511,7 +511,10 @@ static void pa_adopt(dp_pa *pa, struct dp_pa_hint *h, unsigned t, unsigned rs, u
 int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_t *frame) {
     unsigned t, rs, root = pa->nlevels - 1;
     if (!pa_target(pa, order, &t, &rs)) return -EINVAL;
-    struct dp_pa_hint *h = &pa->hints[cpu % pa->nhints];
+    /* nhints is the configured CPU count, so cpu < nhints but after a
+     * hotplug: skip the division (tens of cycles) in the common case. */
+    unsigned hi = cpu < pa->nhints ? cpu : cpu % pa->nhints;
+    struct dp_pa_hint *h = &pa->hints[hi];
     uint64_t hv = dp_load_relaxed_uint32_t(pa_hint(h, t, rs)); /* relaxed: a hint, validated by CAS */
     uint64_t start;
     bool stuck = false, got = false;
@@ -520,7 +523,7 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
         start = hv - 1;
     } else {
         hv = 0;
-        start = (uint64_t)(cpu % pa->nhints) * pa->count[t] / pa->nhints;
+        start = (uint64_t)hi * pa->count[t] / pa->nhints;
     }
     for (int pass = 0; pass < 3 && !got; pass++) {
         if (pass == 2) {
