@@ -5,12 +5,19 @@
  *      allocator, 1 and N threads, two patterns: "pair" (alloc then free at
  *      once) and "burst" (64 allocs, then 64 frees); glibc malloc/free of
  *      the same sizes in the same run as the baseline.
- *   2. Creating a 1 GiB pool: base pages without and with prefault, and
+ *   2. Mixed orders: each thread keeps 64 blocks, frees a random one and
+ *      allocates a random order 0..3 in its place (segment and large-block
+ *      traffic with exact-size tails). Printed next to the order-0 pair of
+ *      the same run, with their ratio, through the library (dp_pool_alloc:
+ *      CPU, node, sub-pool choice) and on the raw allocator of the same
+ *      sub-pool (dp_pa_alloc), so the library's own cost is visible.
+ *   3. Creating a 1 GiB pool: base pages without and with prefault, and
  *      2 MiB hugetlb pages (when the machine has them reserved).
  *
  * Prints a table and one machine-readable line per row ("csv,...").
  * Options: --seconds S (per measurement, default 0.5), --threads N (default
- * online CPUs), --size MiB of the creation test (default 1024).
+ * online CPUs), --size MiB of the creation test (default 1024), --mixed
+ * (only the mixed-order table: for profiles and repeated runs).
  */
 #include <dsmpool.h>
 #include <pthread.h>
@@ -30,16 +37,67 @@
 
 typedef struct job {
     dsmpool *pool; /* NULL: malloc baseline */
+    dp_pa *raw;    /* not NULL: the raw allocator of one sub-pool (pool is its owner) */
+    unsigned cpu;  /* the raw allocator's CPU hint: the thread's index */
     unsigned order;
     bool burst;
+    bool mixed;    /* working set of 64, random orders 0..3 (order unused) */
     double seconds;
     atomic_int *go;
     uint64_t pairs;
     int err;
 } job;
 
+/* xorshift64: cheap, per thread, no shared state */
+static inline uint64_t xs64(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+static inline int one_alloc(job *j, unsigned order, uint64_t *b) {
+    if (!j->raw) return dp_pool_alloc(j->pool, order, b);
+    return dp_pa_alloc(j->raw, order, dp_owner(j->pool), j->cpu, b);
+}
+
+static inline void one_free(job *j, unsigned order, uint64_t b) {
+    if (!j->raw) dp_pool_free(j->pool, b);
+    else dp_pa_free(j->raw, b, order);
+}
+
+/* Mixed orders: a bounded working set; each step frees a random block and
+ * allocates a random order 0..3 in its place. Counts steps (free+alloc). */
+static void *mixed_worker(job *j) {
+    enum { WS = 64 };
+    uint64_t blk[WS], rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)j->cpu + 1) * 0xbf58476d1ce4e5b9ull;
+    unsigned ord[WS];
+    for (int i = 0; i < WS; i++) {
+        ord[i] = (unsigned)(xs64(&rng) & 3);
+        if (one_alloc(j, ord[i], &blk[i]) != 0) { j->err = 1; return NULL; }
+    }
+    while (!atomic_load(j->go)) ;
+    double end = now_s() + j->seconds;
+    uint64_t n = 0;
+    while (now_s() < end) {
+        for (int rep = 0; rep < 64; rep++) {
+            uint64_t r = xs64(&rng);
+            unsigned i = (unsigned)(r >> 8) % WS;
+            one_free(j, ord[i], blk[i]);
+            ord[i] = (unsigned)(r & 3);
+            if (one_alloc(j, ord[i], &blk[i]) != 0) { j->err = 1; return NULL; }
+        }
+        n += 64;
+    }
+    for (int i = 0; i < WS; i++) one_free(j, ord[i], blk[i]);
+    j->pairs = n;
+    return NULL;
+}
+
 static void *worker(void *arg) {
     job *j = arg;
+    if (j->mixed) return mixed_worker(j);
     while (!atomic_load(j->go)) ;
     uint64_t blk[64];
     void *mp[64];
@@ -61,8 +119,8 @@ static void *worker(void *arg) {
                 n += 64;
             } else {
                 if (j->pool) {
-                    if (dp_pool_alloc(j->pool, j->order, &blk[0]) != 0) { j->err = 1; return NULL; }
-                    dp_pool_free(j->pool, blk[0]);
+                    if (one_alloc(j, j->order, &blk[0]) != 0) { j->err = 1; return NULL; }
+                    one_free(j, j->order, blk[0]);
                 } else {
                     mp[0] = malloc(bytes);
                     __asm__ __volatile__("" : : "r"(mp[0]) : "memory");
@@ -76,15 +134,18 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-/* ns per alloc+free pair, aggregated over threads (wall time / pairs per thread) */
-static double measure(dsmpool *pool, unsigned order, bool burst, unsigned threads, double secs) {
+/* ns per alloc+free pair, aggregated over threads (wall time / pairs per
+ * thread). raw: dp_pa_alloc on that sub-pool instead of dp_pool_alloc. */
+static double measure_ex(dsmpool *pool, dp_pa *raw, unsigned order, bool burst, bool mixed,
+                         unsigned threads, double secs) {
     pthread_t tid[256];
     job jobs[256];
     atomic_int go = 0;
     for (unsigned i = 0; i < threads; i++) {
-        jobs[i] = (job){pool, order, burst, secs, &go, 0, 0};
+        jobs[i] = (job){pool, raw, i, order, burst, mixed, secs, &go, 0, 0};
         pthread_create(&tid[i], NULL, worker, &jobs[i]);
     }
+    usleep(20000); /* mixed workers fill their working sets first */
     double t0 = now_s();
     atomic_store(&go, 1);
     uint64_t total = 0;
@@ -98,6 +159,10 @@ static double measure(dsmpool *pool, unsigned order, bool burst, unsigned thread
     }
     double wall = now_s() - t0;
     return wall * 1e9 * threads / (double)total; /* ns per pair, per thread */
+}
+
+static double measure(dsmpool *pool, unsigned order, bool burst, unsigned threads, double secs) {
+    return measure_ex(pool, NULL, order, burst, false, threads, secs);
 }
 
 static double create_ms(size_t size, dsmpool_huge huge, bool prefault, char *note, size_t n) {
@@ -129,12 +194,14 @@ int main(int argc, char **argv) {
     double secs = 0.5;
     unsigned threads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
     size_t create_mib = 1024;
+    bool only_mixed = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seconds") && i + 1 < argc) secs = atof(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = (unsigned)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc) create_mib = (size_t)atol(argv[++i]);
+        else if (!strcmp(argv[i], "--mixed")) only_mixed = true;
         else {
-            fprintf(stderr, "usage: %s [--seconds S] [--threads N] [--size MiB]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--seconds S] [--threads N] [--size MiB] [--mixed]\n", argv[0]);
             return 2;
         }
     }
@@ -149,12 +216,13 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("dsmpool page allocator: ns per alloc+free, per thread (lower is better)\n");
-    printf("%-7s %-6s %7s %12s %12s %9s\n", "block", "mode", "threads", "dsmpool ns", "malloc ns",
-           "ratio");
+    if (!only_mixed)
+        printf("%-7s %-6s %7s %12s %12s %9s\n", "block", "mode", "threads", "dsmpool ns",
+               "malloc ns", "ratio");
     unsigned orders[2] = {3, 9};
     const char *names[2] = {"32 KiB", "2 MiB"};
     unsigned tl[2] = {1, threads};
-    for (int o = 0; o < 2; o++)
+    for (int o = 0; o < (only_mixed ? 0 : 2); o++)
         for (int b = 0; b < 2; b++)
             for (int t = 0; t < (threads > 1 ? 2 : 1); t++) {
                 double d = measure(pool, orders[o], b, tl[t], secs);
@@ -163,11 +231,28 @@ int main(int argc, char **argv) {
                        d, m, m / d);
                 printf("csv,palloc,%s,%s,%u,%.1f,%.1f\n", names[o], b ? "burst" : "pair", tl[t], d, m);
             }
+
+    /* The raw allocator: the sub-pool this thread's node allocates from. */
+    int rs = pool->node_sub[dp_numa_current_node() & 0xff];
+    dp_pa *raw = &pool->pa[rs >= 0 ? rs : 0];
+    printf("\nmixed orders 0..3 (working set 64 per thread) vs order-0 pair, ns per alloc+free\n");
+    printf("%7s %10s %10s %9s %10s %10s %9s\n", "threads", "o0 pair", "o0 raw", "lib cost",
+           "mixed", "mixed raw", "mixed/o0");
+    for (int t = 0; t < (threads > 1 ? 2 : 1); t++) {
+        double o0 = measure_ex(pool, NULL, 0, false, false, tl[t], secs);
+        double o0r = measure_ex(pool, raw, 0, false, false, tl[t], secs);
+        double mx = measure_ex(pool, NULL, 0, false, true, tl[t], secs);
+        double mxr = measure_ex(pool, raw, 0, false, true, tl[t], secs);
+        printf("%7u %10.1f %10.1f %9.1f %10.1f %10.1f %8.2fx\n", tl[t], o0, o0r, o0 - o0r, mx, mxr,
+               mx / o0);
+        printf("csv,mixed,%u,%.1f,%.1f,%.1f,%.1f,%.2f\n", tl[t], o0, o0r, mx, mxr, mx / o0);
+    }
     if (dsmpool_check(pool) != 0) {
         fprintf(stderr, "poolbench: check failed: %s\n", dsmpool_last_error());
         return 1;
     }
     dsmpool_detach(pool);
+    if (only_mixed) return 0;
 
     printf("\npool creation, %zu MiB, memfd backing\n", create_mib);
     printf("%-30s %10s  %s\n", "pages", "ms", "obtained");

@@ -32,8 +32,10 @@ const dp_topo *dp_numa_topo(void);
 int dp_numa_index(uint32_t node);
 
 /* The CPU the calling thread runs on now (rseq/vDSO: no system call), and
- * its node id from the cached CPU table (0 when unknown). */
+ * its node id from the cached CPU table (the first node when unknown).
+ * dp_numa_cpu_node gives both from one read of the CPU, so they agree. */
 unsigned dp_numa_cpu(void);
+unsigned dp_numa_cpu_node(uint32_t *node);
 uint32_t dp_numa_current_node(void);
 
 /* mbind(MPOL_BIND) of a range to one node; page-aligned. */

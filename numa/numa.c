@@ -6,8 +6,14 @@
  *      the configured nodes that have memory, their sizes, CPUs and SLIT
  *      distances; without it, or where numa_available() says no, one node 0.
  *   2. The current node is the node of the current CPU, from a table filled
- *      in rule 1; the CPU comes from sched_getcpu(), which glibc answers from
- *      rseq (or the vDSO): the hot path makes no system call.
+ *      in rule 1. The CPU is read once per question (dp_numa_cpu_node gives
+ *      both): from the thread's rseq area where glibc registered one and
+ *      says where (__rseq_offset, __rseq_size, glibc >= 2.35; the kernel
+ *      keeps cpu_id current on every return to user space), else from
+ *      sched_getcpu(), which glibc answers from rseq or the vDSO. The hot
+ *      path makes no system call and no library call. A CPU read is a hint
+ *      that may be stale by the next instruction (the thread can migrate);
+ *      callers use it only to choose where to look first.
  *   3. Binding is mbind on ranges nobody has touched yet, so the first fault
  *      places each page: MPOL_BIND of a range to one node, or MPOL_INTERLEAVE
  *      of a range over a set of nodes, which the kernel applies page by page
@@ -32,6 +38,9 @@
 #ifdef HAVE_LIBNUMA
 #include <numa.h>
 #include <numaif.h>
+#endif
+#ifdef HAVE_RSEQ_CPU
+#include <sys/rseq.h>
 #endif
 
 static dp_topo topo;
@@ -99,16 +108,42 @@ int dp_numa_index(uint32_t node) {
     return -1;
 }
 
-unsigned dp_numa_cpu(void) {
-    int c = sched_getcpu();
+/* Rule 2: the CPU from the thread's rseq area, or -1 where there is none
+ * (glibc without the exports, registration off or refused: __rseq_size 0;
+ * cpu_id negative before registration completed or when it failed). */
+static inline int rseq_cpu(void) {
+#ifdef HAVE_RSEQ_CPU
+    if (__rseq_size == 0) return -1;
+    const struct rseq *r =
+        (const struct rseq *)((const char *)__builtin_thread_pointer() + __rseq_offset);
+    /* volatile: the kernel rewrites it between any two instructions of ours;
+     * one plain read of one aligned word, no ordering needed for a hint */
+    return (int)*(const volatile int32_t *)&r->cpu_id;
+#else
+    return -1;
+#endif
+}
+
+static inline unsigned cpu_now(void) {
+    int c = rseq_cpu();
+    if (c < 0) c = sched_getcpu();
     return c < 0 ? 0u : (unsigned)c;
 }
 
-uint32_t dp_numa_current_node(void) {
+unsigned dp_numa_cpu(void) { return cpu_now(); }
+
+unsigned dp_numa_cpu_node(uint32_t *node) {
     const dp_topo *t = dp_numa_topo();
-    unsigned c = dp_numa_cpu();
+    unsigned c = cpu_now();
     int n = c < DP_NUMA_CPUS ? t->cpu_node[c] : -1;
-    return n < 0 ? t->node[0] : (uint32_t)n;
+    *node = n < 0 ? t->node[0] : (uint32_t)n;
+    return c;
+}
+
+uint32_t dp_numa_current_node(void) {
+    uint32_t n;
+    (void)dp_numa_cpu_node(&n);
+    return n;
 }
 
 /* mbind(mode) of a range over nodes[0..n): one call, one policy. */

@@ -624,7 +624,8 @@ static int worse(int a, int b) {
 }
 
 static int placed_once(dsmpool *p, unsigned order, unsigned flags, uint64_t *block) {
-    unsigned cpu = dp_numa_cpu();
+    uint32_t node;
+    unsigned cpu = dp_numa_cpu_node(&node); /* one read of the CPU for both */
     bool only = flags & DSMPOOL_SEG_LOCAL_ONLY;
     int err = -EINVAL, r;
     if ((flags & DSMPOOL_SEG_INTERLEAVE) && p->il_sub >= 0) {
@@ -632,7 +633,7 @@ static int placed_once(dsmpool *p, unsigned order, unsigned flags, uint64_t *blo
         if (only) return r;
         err = worse(err, r);
     }
-    uint32_t node = (flags & (1u << 3)) ? (flags >> 8) & 0xff : dp_numa_current_node();
+    if (flags & (1u << 3)) node = (flags >> 8) & 0xff;
     int pref = node < 256 ? p->node_sub[node] : -1;
     if (pref < 0) pref = p->il_sub == 0 ? 1 : 0;
     for (uint32_t k = 0; k < DSMPOOL_MAX_NODES && p->order[pref][k] != 0xff; k++) {

@@ -5,6 +5,7 @@
  */
 #include <criterion/criterion.h>
 #include <dsmpool.h>
+#include <sched.h>
 
 #include "../numa/dp_numa.h"
 #include "testutil.h"
@@ -29,6 +30,32 @@ Test(numa, topology_and_current_node) {
     uint32_t n = dp_numa_current_node();
     cr_expect_geq(dp_numa_index(n), 0, "the current node %u is a node with memory", n);
     for (unsigned i = 0; i < t->nnodes; i++) cr_expect_eq(t->dist[i][i], 10, "SLIT: local distance 10");
+}
+
+/* numa.c rule 2: one read of the CPU gives the CPU and its node; pinned to
+ * each allowed CPU in turn, it must name that CPU (rseq's cpu_id where glibc
+ * exports the area, sched_getcpu() elsewhere: both must be right). */
+Test(numa, cpu_and_node_from_one_read) {
+    cpu_set_t old, one;
+    cr_assert_eq(sched_getaffinity(0, sizeof old, &old), 0);
+    const dp_topo *t = dp_numa_topo();
+    unsigned tried = 0;
+    for (unsigned c = 0; c < CPU_SETSIZE && c < DP_NUMA_CPUS; c++) {
+        if (!CPU_ISSET(c, &old)) continue;
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+        cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+        uint32_t node = 0xffffffffu;
+        unsigned got = dp_numa_cpu_node(&node);
+        cr_expect_eq(got, c, "pinned to CPU %u, read CPU %u", c, got);
+        cr_expect_eq(dp_numa_cpu(), c);
+        uint32_t want = t->cpu_node[c] < 0 ? t->node[0] : (uint32_t)t->cpu_node[c];
+        cr_expect_eq(node, want, "CPU %u: node %u, table says %u", c, node, want);
+        cr_expect_eq(dp_numa_current_node(), want);
+        tried++;
+    }
+    cr_assert_eq(sched_setaffinity(0, sizeof old, &old), 0);
+    cr_expect_gt(tried, 0);
 }
 
 Test(numa, one_subpool_per_node_with_memory) {

@@ -4,12 +4,17 @@
  * Every order; exhaustion; free-all coalescing back to one block; odd
  * sub-pool sizes (partial nodes); random alloc/free against a reference
  * model with the full walk after each step; recovery of half-done steps;
- * 2/4/8 threads writing patterns into what they hold.
+ * 2/4/8 threads writing patterns into what they hold; per-order leaves;
+ * mixed orders 0..3 with bounded working sets from threads of several
+ * processes over one shared tree.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "dp_palloc.h"
 #include "testutil.h"
@@ -350,3 +355,159 @@ static void run_threads(unsigned nthreads, double seconds) {
 Test(palloc_threads, two, .timeout = 60) { run_threads(2, test_seconds(2.0)); }
 Test(palloc_threads, four, .timeout = 60) { run_threads(4, test_seconds(2.0)); }
 Test(palloc_threads, eight, .timeout = 60) { run_threads(8, test_seconds(2.0)); }
+
+/* ---- mixed orders ------------------------------------------------------- */
+
+/* palloc.c rule 5: each order 0..4 keeps its own leaf, so small blocks do not
+ * use up the runs larger ones need. One CPU, order-0 and order-3 blocks
+ * alternating: no leaf may hold both (with one leaf per CPU they share). */
+Test(palloc, orders_keep_their_own_leaves) {
+    tpa t;
+    tpa_init(&t, 4 * 512, 1);
+    uint64_t f0[24], f3[12];
+    for (unsigned i = 0; i < 12; i++) {
+        cr_assert_eq(dp_pa_alloc(&t.pa, 0, 1, 0, &f0[2 * i]), 0);
+        cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &f3[i]), 0);
+        cr_assert_eq(dp_pa_alloc(&t.pa, 0, 1, 0, &f0[2 * i + 1]), 0);
+    }
+    for (unsigned i = 0; i < 24; i++)
+        for (unsigned j = 0; j < 12; j++)
+            cr_expect_neq(f0[i] >> 5, f3[j] >> 5, "frame %llu (order 0) and %llu (order 3) share a leaf",
+                          (unsigned long long)f0[i], (unsigned long long)f3[j]);
+    for (unsigned i = 0; i < 24; i++) cr_assert_eq(dp_pa_free(&t.pa, f0[i], 0), 0);
+    for (unsigned j = 0; j < 12; j++) cr_assert_eq(dp_pa_free(&t.pa, f3[j], 3), 0);
+    dp_pa_walk w = walk(&t);
+    cr_expect_eq(w.used_frames, 0);
+    tpa_fini(&t);
+}
+
+/* Mixed orders 0..3 with a bounded working set per worker (free a random
+ * block, allocate a random order in its place), from threads of several
+ * processes over one shared tree, with fewer hint lines than workers (so
+ * workers share reservations): every frame of every block carries its
+ * holder's tag, checked before each free; at the end every frame is free,
+ * the walk finds no broken invariant and the whole sub-pool coalesces. */
+enum { MX_PROCS = 3, MX_THREADS = 2, MX_WS = 48, MX_FRAMES = 4 * 512 };
+
+typedef struct mx_shared {
+    char err[MX_PROCS * MX_THREADS][96];
+    uint64_t ops[MX_PROCS * MX_THREADS];
+    uint64_t by_order[MX_PROCS * MX_THREADS][4];
+} mx_shared;
+
+typedef struct mx_arg {
+    dp_pa *pa;
+    char *data;
+    mx_shared *sh;
+    unsigned id;
+    uint64_t seed;
+    double seconds;
+} mx_arg;
+
+static inline uint64_t mx_tag(unsigned id, uint64_t f, unsigned k) {
+    return 0x6d78000000000000ull | ((uint64_t)id << 40) | ((uint64_t)k << 36) | f;
+}
+
+static void *mx_main(void *argp) {
+    mx_arg *a = argp;
+    struct { uint64_t f; int k; } ws[MX_WS];
+    uint64_t seed = a->seed, end = test_now_ns() + (uint64_t)(a->seconds * 1e9);
+    char *err = a->sh->err[a->id];
+    for (unsigned i = 0; i < MX_WS; i++) ws[i].k = -1;
+    while (test_now_ns() < end) {
+        for (int rep = 0; rep < 64; rep++) {
+            uint64_t r = test_rand(&seed);
+            unsigned i = (unsigned)(r % MX_WS), k = (unsigned)(r >> 32) & 3;
+            if (ws[i].k >= 0) { /* check the whole block is still ours, then free it */
+                unsigned ok = (unsigned)ws[i].k;
+                for (uint64_t j = 0; j < (1ull << ok); j++) {
+                    uint64_t *p = (uint64_t *)(a->data + (ws[i].f + j) * 4096);
+                    if (p[0] != mx_tag(a->id, ws[i].f + j, ok) || p[511] != ~p[0]) {
+                        snprintf(err, 96, "frame %llu of an order-%u block overwritten",
+                                 (unsigned long long)(ws[i].f + j), ok);
+                        return NULL;
+                    }
+                }
+                if (dp_pa_free(a->pa, ws[i].f, ok) != 0) {
+                    snprintf(err, 96, "free of frame %llu order %u refused",
+                             (unsigned long long)ws[i].f, ok);
+                    return NULL;
+                }
+                ws[i].k = -1;
+            }
+            uint64_t f;
+            int rc = dp_pa_alloc(a->pa, k, a->id + 1, a->id % 2, &f);
+            if (rc == -ENOMEM || rc == -EBUSY) continue; /* full for now: try again later */
+            if (rc != 0 || (f & ((1ull << k) - 1)) || f + (1ull << k) > MX_FRAMES) {
+                snprintf(err, 96, "alloc order %u: %d, frame %llu", k, rc, (unsigned long long)f);
+                return NULL;
+            }
+            for (uint64_t j = 0; j < (1ull << k); j++) {
+                uint64_t *p = (uint64_t *)(a->data + (f + j) * 4096);
+                p[0] = mx_tag(a->id, f + j, k);
+                p[511] = ~p[0];
+            }
+            ws[i].f = f;
+            ws[i].k = (int)k;
+            a->sh->by_order[a->id][k]++;
+            a->sh->ops[a->id]++;
+        }
+    }
+    for (unsigned i = 0; i < MX_WS; i++)
+        if (ws[i].k >= 0 && dp_pa_free(a->pa, ws[i].f, (unsigned)ws[i].k) != 0) {
+            snprintf(err, 96, "final free refused");
+            return NULL;
+        }
+    return NULL;
+}
+
+Test(palloc_mixed, processes_and_threads, .timeout = 120) {
+    dp_pa_geom g;
+    uint64_t cur = 64;
+    cr_assert_eq(dp_pa_layout(MX_FRAMES, MX_THREADS, &cur, &g), 0);
+    size_t meta = (cur + 4095) & ~4095ull, data = (size_t)MX_FRAMES * 4096;
+    char *mem = mmap(NULL, meta + data + sizeof(mx_shared), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(mem, MAP_FAILED);
+    dp_pa pa;
+    cr_assert_eq(dp_pa_view(&pa, mem, cur, &g), 0);
+    dp_pa_format(&pa);
+    mx_shared *sh = (mx_shared *)(mem + meta + data);
+    double secs = test_seconds(1.5);
+    uint64_t seed = test_seed();
+    pid_t kids[MX_PROCS];
+    for (unsigned p = 0; p < MX_PROCS; p++) {
+        if ((kids[p] = fork()) == 0) {
+            pthread_t tid[MX_THREADS];
+            mx_arg args[MX_THREADS];
+            for (unsigned i = 0; i < MX_THREADS; i++) {
+                unsigned id = p * MX_THREADS + i;
+                args[i] = (mx_arg){&pa, mem + meta, sh, id, seed + id * 7919, secs};
+                pthread_create(&tid[i], NULL, mx_main, &args[i]);
+            }
+            for (unsigned i = 0; i < MX_THREADS; i++) pthread_join(tid[i], NULL);
+            _exit(0);
+        }
+        cr_assert_gt(kids[p], 0);
+    }
+    for (unsigned p = 0; p < MX_PROCS; p++) cr_expect_eq(test_wait(kids[p]), 0, "process %u", p);
+    for (unsigned id = 0; id < MX_PROCS * MX_THREADS; id++) {
+        cr_expect_eq(sh->err[id][0], 0, "seed %llu worker %u: %s", (unsigned long long)seed, id,
+                     sh->err[id]);
+        cr_expect_gt(sh->ops[id], 1000, "worker %u made %llu allocations", id,
+                     (unsigned long long)sh->ops[id]);
+        for (unsigned k = 0; k < 4; k++) cr_expect_gt(sh->by_order[id][k], 0, "worker %u order %u", id, k);
+    }
+    uint64_t *map = calloc(MX_FRAMES / 64, 8);
+    dp_pa_walk w;
+    dp_pa_walk_tree(&pa, &w, map, NULL, NULL);
+    cr_expect_eq(w.bad, 0, "invariant broken: %s", w.why);
+    cr_expect_eq(w.used_frames, 0, "%llu frames did not come back", (unsigned long long)w.used_frames);
+    cr_expect_eq(w.free_frames, MX_FRAMES);
+    cr_expect_eq(w.busy + w.orphaned, 0);
+    for (unsigned i = 0; i < MX_FRAMES / 64; i++) cr_expect_eq(map[i], 0, "frames %u.. still marked", i * 64);
+    uint64_t f;
+    cr_expect_eq(dp_pa_alloc(&pa, dp_pa_max_order(&pa), 1, 0, &f), 0, "all free and coalesced");
+    free(map);
+    munmap(mem, meta + data + sizeof(mx_shared));
+}
