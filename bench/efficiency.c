@@ -13,7 +13,8 @@
  *      with the live set bounded (--live MiB, default 64); peak bytes used
  *      over peak live bytes.
  *   3. A fresh area: the pool bytes it holds after 1, 10 and 100
- *      allocations of 100 B (PostgreSQL creates many small DSA areas).
+ *      allocations of 100 B, its control block, cache record and registry
+ *      pages included (PostgreSQL creates many small DSA areas).
  *
  * Every (backend, row) runs in a fresh forked process, so the numbers are
  * the row's alone. Prints a table with the ratio dsmpool / jemalloc per row,
@@ -264,7 +265,7 @@ static void measure_fresh(answer *a) {
             if (dsmpool_area_alloc(ar, 100, 0, &p) != 0) a->err = 4;
         dsmpool_area_stats st;
         dsmpool_area_get_stats(ar, &st);
-        a->fresh[i] = st.held + 4096; /* + its control block */
+        a->fresh[i] = st.held + st.control_bytes + st.registry_bytes; /* + its control block and pages */
         dsmpool_area_destroy(ar);
     }
 }

@@ -316,8 +316,12 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * An area is a heap on top of the pool. alloc/free of any size, returning
  * relocatable pointers that every attached process converts to its own
  * address. 60 size classes from 16 B to 1 MiB (16 B steps to 128 B, then
- * four per doubling), carved from 2 MiB spans (one huge page, one allocator
- * node); larger requests get a dedicated power-of-two block. Every thread keeps, per class, a private
+ * four per doubling), carved from spans of 64 chunks or more: 64 KiB for
+ * chunks up to 1 KiB, growing with the class to 2 MiB (one huge page, one
+ * allocator node) from 32 KiB chunks up, so a small area costs little (a
+ * new area with a few small allocations holds under 128 KiB of the pool,
+ * its control block included); larger requests get a dedicated
+ * power-of-two block. Every thread keeps, per class, a private
  * cache in shared memory (so recovery can find it) refilled one span (64 x
  * 32 KiB) at a time: alloc and free of a cached chunk take no lock, make no
  * system call, cause no page fault and do no atomic read-modify-write on a
@@ -347,7 +351,8 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * of two dividing its usable size, at most 2 MiB (DSMPOOL_AREA_MAX_ALIGN):
  * sizes up to 1 MiB are served from size classes (16 B steps to 128 B, then
  * four per doubling: 160, 192, 224, 256, 320 B ...) whose chunks sit at
- * multiples of their size in 2 MiB spans, so n bytes for a power of two n
+ * multiples of their size in spans aligned to their own size (a power of
+ * two from 64 KiB to 2 MiB), so n bytes for a power of two n
  * are aligned to n, 100 bytes (class 112) only to 16; larger sizes get
  * blocks that start at 2 MiB boundaries. dsmpool_area_alloc_aligned() asks
  * for more. Inside one allocation a relocatable pointer is an integer
@@ -452,7 +457,7 @@ typedef struct dsmpool_area_stats {
     size_t struct_size;       /* set by dsmpool_area_get_stats: the bytes it filled */
     size_t held;              /* bytes of spans and large blocks the area holds */
     size_t limit;             /* 0: none */
-    size_t spans;             /* 2 MiB spans of small classes */
+    size_t spans;             /* spans of small classes (64 KiB .. 2 MiB each) */
     size_t large_blocks;      /* dedicated blocks (> 1 MiB) */
     size_t fallback_segments; /* of those, served by OS segments */
     unsigned caches;          /* thread caches held (all processes; at most 256, further
@@ -463,8 +468,8 @@ typedef struct dsmpool_area_stats {
     size_t bytes_in_use;      /* usable bytes of live allocations (class or block sizes) */
     size_t bytes_cached;      /* free chunks the area holds: thread caches (all processes)
                                  and spans' returned stacks; and each span's tail that no
-                                 chunk of its class fits (at most 32 KiB of 2 MiB up to 64 KiB
-                                 chunks) */
+                                 chunk of its class fits (under 1/64 of the span up to 32 KiB
+                                 chunks, at most 32 KiB of 2 MiB up to 64 KiB chunks) */
     size_t bytes_os;          /* of held, bytes in OS fallback segments */
     size_t bytes_requested;   /* sizes asked for by live allocations: exact for large blocks;
                                  for chunks (<= 1 MiB, whose size free() is not told) an
@@ -472,6 +477,9 @@ typedef struct dsmpool_area_stats {
                                  asked for to usable bytes over every chunk allocation the area
                                  made -- exact when every chunk request asks for a power of
                                  two (32 KiB chunks) or all share one ratio */
+    size_t control_bytes;     /* the control block's segment and its cache record pages
+                                 (16 KiB per 10 caches held at once), kept until destroyed;
+                                 with registry_bytes, what the area costs beyond held */
 } dsmpool_area_stats;
 
 DSMPOOL_EXPORT int dsmpool_area_get_stats_sized(dsmpool_area *area, dsmpool_area_stats *out,

@@ -11,15 +11,21 @@
  *   doubling, 2^k {5, 6, 7, 8} / 4 for 2^k = 128 B .. 512 KiB (c = 8..59,
  *   160 B .. 1 MiB): a size wastes under 16 B, or under a quarter of
  *   itself, to its class. A chunk's class follows from its span. Span: a
- *   2 MiB pool block (one huge page, one allocator node) of one class,
- *   carved into floor(2 MiB / size) chunks from its start; the tail beyond
- *   the last chunk is unused (at most 32 KiB up to 64 KiB chunks, a quarter
- *   of the span at 768 KiB). A chunk's index in its span is off / size,
- *   computed as (off * mul) >> 42 with a per-class reciprocal (exact for
- *   every off < 2 MiB; tests/test_area.c checks them all): no divide on the
- *   hot path. Larger requests get their own power-of-two block ("large").
- *   When the pool cannot serve, spans and large blocks come from pinned OS
- *   segments.
+ *   pool block of one class, its size the class's (ar_cls): the smallest
+ *   power of two from 64 KiB that holds 64 chunks, 2 MiB (one huge page)
+ *   for chunks of 32 KiB and up -- 64 KiB up to 1 KiB chunks, 128 KiB to
+ *   2 KiB, ... 1 MiB to 16 KiB -- so a small area holds 64 KiB per class
+ *   it uses, not 2 MiB. A span is carved into floor(span / size) chunks
+ *   from its start; the tail beyond the last chunk is unused (at most 1/64
+ *   of the span up to 32 KiB chunks, 32 KiB up to 64 KiB chunks, a quarter
+ *   of the span at 768 KiB). A span sits at a multiple of its size from
+ *   data_off (the buddy allocator's blocks are aligned to their size, and
+ *   data_off to 2 MiB), or at the start of its OS segment. A chunk's index
+ *   in its span is off / size, computed as (off * mul) >> 42 with a
+ *   per-class reciprocal (exact for every off < 2 MiB; tests/test_area.c
+ *   checks them all): no divide on the hot path. Larger requests get their
+ *   own power-of-two block ("large"). When the pool cannot serve, spans
+ *   (of the class's size) and large blocks come from pinned OS segments.
  *
  * Shared state (all offsets; the control block lives in a pool segment
  * whose handle is the area's handle, and whose reference count is the
@@ -27,14 +33,21 @@
  *   ctl       magic, state (LIVE/DESTROYED), limit, held bytes, a random key
  *             (free tags), a table of registry pages, per-class "spans with
  *             returned chunks" hints, the shared path's flag, counters,
- *             per-class hints and kept spans (rule 15), and 256 thread
- *             cache records.
+ *             per-class hints and kept span (rule 15), and a table of cache
+ *             record pages (16 KiB pool blocks of 10 records, 256 records
+ *             in all), each linked by one CAS when every record before it
+ *             is held and freed by the final destroy: a new area's control
+ *             block is 16 KiB, not 256 records' 384 KiB. Walkers of the
+ *             records visit the pages that exist, each link validated first.
  *   registry  4 KiB pages of 32-byte span entries {state, block, segment,
  *             info}; entry e is page e/128, slot e%128.
- *   directory a pool-wide word per 2 MiB of data naming (area, entry, class)
- *             of the span or large block there ([aid:33][entry+1:25]
- *             [class:6]; a class that is neither a span's nor AR_LARGE_CLS
- *             is damage): free() finds a chunk's span with one load, and a
+ *   directory a pool-wide word per 64 KiB of data (the smallest span)
+ *             naming (area, entry, class) of the span or large block
+ *             there ([aid:33][entry+1:25][class:6]; a class that is neither
+ *             a span's nor AR_LARGE_CLS is damage): a span or block writes
+ *             all of its words when acquired and clears them when retired;
+ *             free() finds a chunk's span with one load (the span's start:
+ *             the pointer rounded down to the class's span size), and a
  *             pointer of another area is refused.
  *   cache     per thread: an operation sequence, and per class a free list
  *             threaded through the free chunks (head + advisory count) and a
@@ -48,11 +61,12 @@
  *      no read-modify-write, no lock, no system call.
  *   2. Refill (the list and the range are empty): steal the whole returned
  *      stack of a span of this class (one CAS), else take a fresh span: a
- *      2 MiB block from the pool (or an OS segment), recorded in a registry
- *      entry and the directory, and set the bump range to all its chunks.
+ *      block of the class's span size from the pool (or an OS segment),
+ *      recorded in a registry entry and the directory, and set the bump
+ *      range to all its chunks.
  *   3. Drain (the list holds more than two batches): push one batch back on
  *      their spans' stacks (a CAS each, on the span's word:
- *      [gen:24][count:18][head:18][state:4] -- 2^17 chunks of 16 B fit --,
+ *      [gen:24][count:18][head:18][state:4] -- 2^17 chunks of 16 B would fit --,
  *      chunks linked by index through their first 4 bytes). The push that makes a span's count whole
  *      retires it: CAS to RETIRED(owner), clear the directory, free the block.
  *      A bump range goes back in one push, chained and tagged (rule 11); a
@@ -143,7 +157,8 @@
  *      life), and says it is an estimate.
  *  14. Sizes and addresses. Every pool pointer is an offset from a mapping
  *      aligned to at least 2 MiB in every process, OS segments are mapped
- *      at 2 MiB boundaries, spans are 2 MiB blocks and a chunk of class c
+ *      at 2 MiB boundaries, a span is a block aligned to its size (64 KiB
+ *      to 2 MiB, a power of two) and a chunk of class c
  *      sits at a multiple of its size from its span's start, so a chunk is
  *      aligned to the largest power of two dividing its size: at least
  *      16 B, and n for a power-of-two n (every power of two from 16 B to
@@ -243,13 +258,21 @@
 #include "dp_os.h"
 
 #define AR_MAGIC 0x31414552415044ull /* "DPAREA1" */
-#define AR_VERSION 5u /* 4: 60 classes (cache records, span word); 5: the shared path (rule 15) */
+#define AR_VERSION 6u /* 4: 60 classes (cache records, span word); 5: the shared path (rule 15);
+                        6: spans per class from 64 KiB, cache records in pages */
 #define AR_NCLS 60u
 #define AR_MIN_CHUNK 16u
 #define AR_SMALL_MAX (1u << 20)
-#define AR_SPAN_SHIFT 21u
+#define AR_SPAN_SHIFT 21u /* the largest span: 2 MiB */
 #define AR_SPAN (1ull << AR_SPAN_SHIFT)
+#define AR_DIR_SHIFT DP_DIR_SHIFT /* the directory's granule and the smallest span: 64 KiB */
+#define AR_DIR_GRAN (1ull << AR_DIR_SHIFT)
+#define AR_SPAN_MIN_CHUNKS 64u /* a span is the smallest power of two >= 64 KiB holding this many */
 #define AR_NCACHES 256u
+#define AR_RECS_PER_PAGE 10u /* cache records per record page */
+#define AR_RECPAGE_ORDER 2u  /* a record page: a 16 KiB pool block */
+#define AR_RECPAGE_BYTES ((uint64_t)DP_FRAME_SIZE << AR_RECPAGE_ORDER)
+#define AR_RECPAGES ((AR_NCACHES + AR_RECS_PER_PAGE - 1) / AR_RECS_PER_PAGE)
 #define AR_REGPAGES 1024u
 #define AR_PER_PAGE 128u
 #define AR_MAX_ENTRIES (AR_REGPAGES * AR_PER_PAGE)
@@ -345,8 +368,10 @@ typedef struct ar_ctl {
     dp_a64 sh_hint[AR_NCLS]; /* [atom] relaxed hint: the entry the shared path last took from */
     dp_a64 sh_keep;      /* [atom] entry + 1 of the whole span kept for the shared path (rule 15) */
     dp_a64 regpage[AR_REGPAGES]; /* [atom] registry page offsets, 0 = none */
-    _Alignas(64) ar_cache cache[AR_NCACHES];
+    dp_a64 recpage[AR_RECPAGES]; /* [atom] cache record pages (AR_RECS_PER_PAGE records of
+                                    the AR_NCACHES each), linked on first need; 0 = none */
 } ar_ctl;
+_Static_assert(sizeof(ar_cache) * AR_RECS_PER_PAGE <= AR_RECPAGE_BYTES, "a record page holds its records");
 
 enum { AR_LIVE = 1, AR_DESTROYED = 2 };
 
@@ -413,15 +438,26 @@ static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
 typedef struct ar_class {
     uint32_t size, chunks; /* chunk bytes; chunks per span (the span's tail beyond is unused) */
     uint64_t mul;
+    uint32_t span, pad;    /* the class's span bytes (a power of two, 64 KiB .. 2 MiB) */
 } ar_class;
 #define AR_DIV_SHIFT 42u
 #define AR_CSIZE(c) ((c) < 8 ? 16u * ((c) + 1u) : (32u << (((c) - 8u) / 4u)) * (5u + ((c) - 8u) % 4u))
-#define AR_C1(c) {AR_CSIZE(c), (uint32_t)(AR_SPAN / AR_CSIZE(c)), (1ull << AR_DIV_SHIFT) / AR_CSIZE(c) + 1}
+/* Span bytes of a class of chunk size s: the smallest power of two from
+ * 64 KiB up to 2 MiB that holds AR_SPAN_MIN_CHUNKS chunks (2 MiB if none). */
+#define AR_SPANB1(s, k) ((uint64_t)(s) * AR_SPAN_MIN_CHUNKS <= (1ull << (k)))
+#define AR_SPANB(s)                                                                                \
+    (AR_SPANB1(s, 16) ? 1u << 16 : AR_SPANB1(s, 17) ? 1u << 17 : AR_SPANB1(s, 18) ? 1u << 18     \
+     : AR_SPANB1(s, 19) ? 1u << 19 : AR_SPANB1(s, 20) ? 1u << 20 : 1u << 21)
+#define AR_C1(c)                                                                                   \
+    {AR_CSIZE(c), AR_SPANB(AR_CSIZE(c)) / AR_CSIZE(c), (1ull << AR_DIV_SHIFT) / AR_CSIZE(c) + 1,   \
+     AR_SPANB(AR_CSIZE(c)), 0}
 #define AR_C4(c) AR_C1(c), AR_C1((c) + 1u), AR_C1((c) + 2u), AR_C1((c) + 3u)
 #define AR_C20(c) AR_C4(c), AR_C4((c) + 4u), AR_C4((c) + 8u), AR_C4((c) + 12u), AR_C4((c) + 16u)
 static const ar_class ar_cls[64] = {AR_C20(0u), AR_C20(20u), AR_C20(40u)};
 _Static_assert(AR_NCLS == 60 && AR_CSIZE(AR_NCLS - 1) == AR_SMALL_MAX, "the last class is 1 MiB");
 _Static_assert(AR_LARGE_CLS >= AR_NCLS && AR_LARGE_CLS < 64, "the directory's 6-bit class field");
+_Static_assert(AR_SPANB(AR_MIN_CHUNK) == AR_DIR_GRAN && AR_SPANB(AR_SMALL_MAX) == AR_SPAN,
+               "spans from the directory's granule to 2 MiB");
 _Static_assert((AR_SPAN / AR_MIN_CHUNK) < (1u << 18), "span word: 18-bit head (index + 1) and count");
 _Static_assert((AR_SPAN / AR_MIN_CHUNK) < (1u << 19), "bump word: 19-bit index and count");
 _Static_assert(AR_REGPAGES * AR_PER_PAGE < (1u << 25), "directory word: 25-bit entry + 1");
@@ -434,13 +470,22 @@ static inline unsigned cls_of(size_t size) { /* size <= AR_SMALL_MAX */
 /* (c & 63: a damaged class number reads a zero entry, never past the table) */
 static inline uint32_t cls_size(unsigned c) { return ar_cls[c & 63].size; }
 static inline uint32_t cls_chunks(unsigned c) { return ar_cls[c & 63].chunks; }
+/* a class's span bytes; 0 for the unused entries (no class, no span) */
+static inline uint64_t cls_span(unsigned c) { return ar_cls[c & 63].span; }
+static inline unsigned cls_span_order(unsigned c) {
+    return (unsigned)__builtin_ctzll(cls_span(c) ? cls_span(c) : AR_DIR_GRAN) - DP_FRAME_SHIFT;
+}
+/* Where byte rel (from a 2 MiB boundary: data_off, or an OS segment's
+ * start) lies in its span of class c: spans sit at multiples of their size. */
+static inline uint64_t span_rel(unsigned c, uint64_t rel) { return rel & (cls_span(c) - 1); }
 static inline uint32_t cls_batch(unsigned c) { uint32_t n = cls_chunks(c); return n < 64 ? n : 64; }
 static inline uint64_t chunk_off(unsigned c, uint64_t idx) { return idx * cls_size(c); }
-/* The chunk of class c that holds byte off (< AR_SPAN) of its span. */
+/* The chunk of class c that holds byte off (< its span bytes) of its span. */
 static inline uint32_t chunk_idx(unsigned c, uint64_t off) {
     return (uint32_t)((off & (AR_SPAN - 1)) * ar_cls[c & 63].mul >> AR_DIV_SHIFT);
 }
-/* Is off (from its span's start) the start of chunk *idx of class c? */
+/* Is off (from its span's start) the start of chunk *idx of class c?
+ * (i < chunks keeps it inside the span: chunks * size <= span bytes) */
 static inline bool chunk_at(unsigned c, uint64_t off, uint32_t *idx) {
     const ar_class *k = &ar_cls[c & 63];
     uint64_t i = chunk_idx(c, off);
@@ -471,9 +516,18 @@ static uint64_t entry_next(ar_ctl *ctl, uint64_t e) {
     return e;
 }
 
+/* Cache record i, if its page exists (NULL: none yet, or a damaged link:
+ * the walks skip it; a missing page's records are all free). */
+static ar_cache *cache_rec(dsmpool *p, ar_ctl *ctl, uint32_t i) {
+    if (i >= AR_NCACHES) return NULL;
+    uint64_t off = dp_load_acquire(&ctl->recpage[i / AR_RECS_PER_PAGE]); /* acquire: dp_block_link's CAS */
+    if (!off || !dp_block_ok(p, off, AR_RECPAGE_BYTES)) return NULL;
+    return (ar_cache *)dp_at(p, off) + i % AR_RECS_PER_PAGE;
+}
+
 static void dir_set(dsmpool *p, uint64_t off, uint64_t bytes, uint64_t w) {
-    for (uint64_t o = off; o < off + bytes; o += AR_SPAN) {
-        uint64_t k = (o - p->geo.data_off) >> AR_SPAN_SHIFT;
+    for (uint64_t o = off; o < off + bytes; o += AR_DIR_GRAN) {
+        uint64_t k = (o - p->geo.data_off) >> AR_DIR_SHIFT;
         if (k < p->geo.dir_count) dp_store_release(&p->dir[k], w); /* release: entry is set up */
     }
 }
@@ -499,8 +553,8 @@ static int64_t entry_claim(dsmpool *p, ar_ctl *ctl, unsigned order) {
 
 /* Clear the directory words of [off, off+bytes) that name (aid, e). */
 static void dir_clear(dsmpool *p, uint64_t aid, uint64_t e, uint64_t off, uint64_t bytes) {
-    for (uint64_t o = off; o < off + bytes; o += AR_SPAN) {
-        uint64_t k = (o - p->geo.data_off) >> AR_SPAN_SHIFT;
+    for (uint64_t o = off; o < off + bytes; o += AR_DIR_GRAN) {
+        uint64_t k = (o - p->geo.data_off) >> AR_DIR_SHIFT;
         if (k >= p->geo.dir_count) break;
         uint64_t dw = dp_load_relaxed(&p->dir[k]);
         if (DIRW_AID(dw) == aid && DIRW_ENTRY(dw) == e)
@@ -667,7 +721,7 @@ static int ar_locate(struct dsmpool_area *a, dsmpool_ptr p, ar_loc *l) {
     dsmpool *pool = a->pool;
     if (!(p & FB_BIT)) {
         if (p < a->data_off || p - a->data_off >= a->data_size) return -EINVAL;
-        uint64_t k = (p - a->data_off) >> AR_SPAN_SHIFT;
+        uint64_t rel = p - a->data_off, k = rel >> AR_DIR_SHIFT;
         uint64_t dw = dp_load_acquire(&pool->dir[k]); /* acquire: pairs with dir_set */
         if (DIRW_AID(dw) != a->aid) return -EINVAL;
         l->e = DIRW_ENTRY(dw);
@@ -678,7 +732,7 @@ static int ar_locate(struct dsmpool_area *a, dsmpool_ptr p, ar_loc *l) {
             if (!(l->sp = ar_entry(pool, a->ctl, l->e))) return -EINVAL;
             l->span = DP_BLOCK_OFF(dp_load_relaxed(&l->sp->block));
         } else {
-            l->span = a->data_off + (k << AR_SPAN_SHIFT);
+            l->span = p - span_rel(l->cls, rel); /* data_off is a 2 MiB multiple */
         }
         l->off = p - l->span;
         return 0;
@@ -980,12 +1034,19 @@ static void tc_destructor(void *arg) {
 
 static _Thread_local int tc_err; /* why tc_get gave NULL */
 
-static ar_cache *cache_claim(ar_ctl *ctl, uint64_t me) {
+/* A free cache record, claimed for me; a record page is linked when every
+ * record of the pages before it is held. NULL: none free, or no pool block
+ * for a new page (the shared path, rule 15). */
+static ar_cache *cache_claim(dsmpool *p, ar_ctl *ctl, uint64_t me) {
     for (uint32_t i = 0; i < AR_NCACHES; i++) {
+        if (i % AR_RECS_PER_PAGE == 0 && !dp_block_link(p, &ctl->recpage[i / AR_RECS_PER_PAGE], AR_RECPAGE_ORDER))
+            return NULL;
+        ar_cache *rec = cache_rec(p, ctl, i);
+        if (!rec) return NULL; /* a damaged page link */
         uint64_t z = 0;
-        if (dp_load_relaxed(&ctl->cache[i].owner) != 0) continue;
+        if (dp_load_relaxed(&rec->owner) != 0) continue;
         /* acq_rel: acquire pairs with cache_release; release: the claim */
-        if (dp_cas_acq_rel(&ctl->cache[i].owner, &z, me)) return &ctl->cache[i];
+        if (dp_cas_acq_rel(&rec->owner, &z, me)) return rec;
     }
     return NULL;
 }
@@ -1003,9 +1064,9 @@ static bool tc_take_record(struct dsmpool_area *a, ar_tc *tc, bool reclaim) {
 #endif
     ar_ctl *ctl = a->ctl;
     uint64_t me = (uint64_t)(a->pool->slot + 1) | ((uint64_t)(uint32_t)syscall(SYS_gettid) << 32);
-    ar_cache *rec = cache_claim(ctl, me);
+    ar_cache *rec = cache_claim(a->pool, ctl, me);
     if (!rec && reclaim && dp_reclaim(a->pool) > 0) /* dead processes' caches may hold them all */
-        rec = cache_claim(ctl, me);
+        rec = cache_claim(a->pool, ctl, me);
     if (!rec) return false;
     /* seq_cst fence: our claim before our first read of the area state,
      * against the destroyer's fence (destroy_explicit) */
@@ -1110,7 +1171,7 @@ static int held_reserve(ar_ctl *ctl, uint64_t bytes) {
  * Returns how many were linked (0: the span could not be mapped here). */
 static uint32_t span_chain(struct dsmpool_area *a, unsigned c, dsmpool_ptr base) {
     uint32_t n = cls_chunks(c);
-    if (n < 2 || !ar_addr_n(a, base, AR_SPAN)) return 0;
+    if (n < 2 || !ar_addr_n(a, base, cls_span(c))) return 0;
     for (uint32_t i = 1; i < n; i++) {
         dsmpool_ptr cp = base + chunk_off(c, i);
         char *m = ar_addr_n(a, cp, 16);
@@ -1292,7 +1353,7 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
     }
     uint64_t e;
     dsmpool_ptr base;
-    int r = acquire(a, tc, c, AR_SPAN_SHIFT - DP_FRAME_SHIFT, 0, 0, false, &e, &base);
+    int r = acquire(a, tc, c, cls_span_order(c), 0, 0, false, &e, &base);
     if (r) return r;
     tc->span_ptr[c] = base;
     tc->span_e1[c] = (uint32_t)(e + 1);
@@ -1375,14 +1436,14 @@ static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, siz
         h = dp_load_relaxed(&rec->head[c]); /* relaxed: only this thread writes it (rule 1) */
         if (h) {
             /* a whole chunk, at a chunk start, or the list is damaged (pool
-             * spans start at 2 MiB multiples: data_off is one) */
+             * spans start at multiples of their size: data_off is a 2 MiB one) */
             uint32_t ix;
-            m = chunk_at(c, h & FB_BIT ? FB_OFF(h) : h & (AR_SPAN - 1), &ix) ? ar_addr_n(area, h, cls_size(c)) : NULL;
+            m = chunk_at(c, h & FB_BIT ? FB_OFF(h) : span_rel(c, h), &ix) ? ar_addr_n(area, h, cls_size(c)) : NULL;
             dsmpool_ptr next = 0;
             if (m) memcpy(&next, m, 8);
             /* a link a use-after-free overwrote must not become an address
              * we hand out: the list is dropped (its chunks leak) instead */
-            if (!m || (next && !(next & FB_BIT) && !chunk_at(c, next & (AR_SPAN - 1), &ix))) {
+            if (!m || (next && !(next & FB_BIT) && !chunk_at(c, span_rel(c, next), &ix))) {
                 dp_store_relaxed(&rec->head[c], 0);
                 dp_store_relaxed(&rec->count[c], 0);
                 if (!m) continue;
@@ -1566,7 +1627,7 @@ static int shared_alloc_small(struct dsmpool_area *a, ar_tc *tc, size_t size, si
         }
     }
     if (got == AR_MAX_ENTRIES) {
-        int r = acquire(a, tc, c, AR_SPAN_SHIFT - DP_FRAME_SHIFT, 0, 0, true, &got, &h);
+        int r = acquire(a, tc, c, cls_span_order(c), 0, 0, true, &got, &h);
         if (r) return r;
         if (!(m = ar_addr_n(a, h, 16))) return dp_fail(-ENOMEM, "cannot map the new span in this process");
     }
@@ -1664,7 +1725,7 @@ static inline __attribute__((always_inline)) int area_alloc(dsmpool_area *area, 
         dsmpool_ptr h = size <= AR_SMALL_MAX ? dp_load_relaxed(&rec->head[c]) : 0; /* relaxed: rule 1 */
         uint32_t ix;
         /* h: a pool chunk start of class c (data_off is a 2 MiB multiple) */
-        if (__builtin_expect(h && !(h & FB_BIT) && chunk_at(c, h & (AR_SPAN - 1), &ix) && !flags &&
+        if (__builtin_expect(h && !(h & FB_BIT) && chunk_at(c, span_rel(c, h), &ix) && !flags &&
                                  !(area->ctl->flags & DSMPOOL_AREA_CHECKED) &&
                                  h - area->data_off <= area->data_size - cls_size(c), 1)) {
             char *m = area->base + h;
@@ -1791,11 +1852,11 @@ int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
         uint64_t rel = p - area->data_off;
         if (__builtin_expect(!(p & FB_BIT) && rel < area->data_size && !(area->ctl->flags & DSMPOOL_AREA_CHECKED), 1)) {
             /* acquire: pairs with dir_set */
-            uint64_t dw = dp_load_acquire(&area->pool->dir[rel >> AR_SPAN_SHIFT]);
+            uint64_t dw = dp_load_acquire(&area->pool->dir[rel >> AR_DIR_SHIFT]);
             unsigned c = DIRW_CLS(dw);
             uint32_t ix;
             /* a large block's class, or a damaged one, has no chunks: chunk_at fails */
-            if (__builtin_expect(DIRW_AID(dw) == area->aid && chunk_at(c, rel & (AR_SPAN - 1), &ix) &&
+            if (__builtin_expect(DIRW_AID(dw) == area->aid && chunk_at(c, span_rel(c, rel), &ix) &&
                                      rel <= area->data_size - cls_size(c), 1)) {
                 char *m = area->base + p;
                 uint64_t tag = free_tag(area, p), have;
@@ -1871,7 +1932,7 @@ static uint64_t live_alloc(struct dsmpool_area *a, dsmpool_ptr p, dsmpool_ptr *s
     }
     if (SPW_ST(w) != SP_SPAN || (dp_load_relaxed(&l->sp->info) & 0xff) != l->cls) return 0;
     if (!fb && DP_BLOCK_OFF(blk) != l->span) return 0; /* a directory word racing a retirement */
-    uint64_t idx = l->off < AR_SPAN ? chunk_idx(l->cls, l->off) : UINT64_MAX; /* any byte of the chunk */
+    uint64_t idx = l->off < cls_span(l->cls) ? chunk_idx(l->cls, l->off) : UINT64_MAX; /* any byte of the chunk */
     if (idx >= cls_chunks(l->cls)) return 0;
     dsmpool_ptr c = l->span + chunk_off(l->cls, idx);
     char *m = ar_addr_n(a, c, 16);
@@ -2035,8 +2096,8 @@ static void release_entries(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint32_t me, 
 static bool caches_quiesce(dsmpool *p, ar_ctl *ctl, ar_cache *mine) {
     uint64_t deadline = dp_os_now_ns() + AR_QUIESCE_NS;
     for (uint32_t i = 0; i < AR_NCACHES; i++) {
-        ar_cache *rec = &ctl->cache[i];
-        if (rec == mine) continue;
+        ar_cache *rec = cache_rec(p, ctl, i);
+        if (!rec || rec == mine) continue; /* (a page linked after the mark: its claims see DESTROYED) */
         for (unsigned spin = 0;; spin++) {
             uint64_t o = dp_load_acquire(&rec->owner);  /* acquire: pairs with the claim CAS */
             uint64_t s = dp_load_acquire(&rec->seq);    /* acquire: pairs with op_end's release */
@@ -2064,8 +2125,10 @@ static void destroy_explicit(struct dsmpool_area *a) {
         ar_cache *mine = tc_find(a);
         bool shared = dp_load_relaxed(&ctl->shared) != 0; /* relaxed: after the fence (rule 15) */
         bool others = shared;
-        for (uint32_t i = 0; i < AR_NCACHES && !others; i++)
-            others = &ctl->cache[i] != mine && dp_load_relaxed(&ctl->cache[i].owner) != 0;
+        for (uint32_t i = 0; i < AR_NCACHES && !others; i++) {
+            ar_cache *rec = cache_rec(p, ctl, i);
+            others = rec && rec != mine && dp_load_relaxed(&rec->owner) != 0;
+        }
         /* rule 6: without the barrier we cannot know that a late operation
          * sees DESTROYED, so we release nothing (the last reference will) */
         bool safe = !others || dp_os_membarrier_global() == 0;
@@ -2093,7 +2156,14 @@ static void area_final(dsmpool *p, void *ctlp, uint64_t bytes, uint64_t aid, uin
         if (dp_block_ok(p, off, DP_FRAME_SIZE)) dp_pool_free(p, DP_BLOCK_MK(off, 0));
         dp_inflight_end(p);
     }
-    for (uint32_t i = 0; i < AR_NCACHES; i++) dp_store_release(&ctl->cache[i].owner, 0);
+    for (uint32_t k = 0; k < AR_RECPAGES; k++) { /* the cache records: nobody holds one now */
+        uint64_t off = dp_load_acquire(&ctl->recpage[k]); /* acquire: the link CAS */
+        if (!off) continue;
+        dp_inflight_begin(p);
+        dp_store_release(&ctl->recpage[k], 0); /* unrecord, then free */
+        if (dp_block_ok(p, off, AR_RECPAGE_BYTES)) dp_pool_free(p, DP_BLOCK_MK(off, AR_RECPAGE_ORDER));
+        dp_inflight_end(p);
+    }
     dp_area_tag_free(p, ctl->tag);
 }
 
@@ -2434,8 +2504,8 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
             if (c < AR_NCLS && SPW_COUNT(w) <= cls_chunks(c)) { /* rule 13: its free chunks */
                 /* the span's tail that no chunk fits counts as cached: held
                  * but given to no allocation */
-                span_chunks += AR_SPAN;
-                out->bytes_cached += (uint64_t)SPW_COUNT(w) * cls_size(c) + AR_SPAN -
+                span_chunks += cls_span(c);
+                out->bytes_cached += (uint64_t)SPW_COUNT(w) * cls_size(c) + cls_span(c) -
                                      (uint64_t)cls_chunks(c) * cls_size(c);
             }
         } else if (st == SP_LARGE) {
@@ -2454,8 +2524,12 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
      * allocations asked for; relaxed reads of owner-only words: approximate
      * while others run */
     uint64_t asked = dp_load_relaxed(&ctl->sh_asked), given = dp_load_relaxed(&ctl->sh_given);
+    out->control_bytes = area->seg ? dsmpool_seg_size(area->seg) : sizeof(ar_ctl);
+    for (uint32_t k = 0; k < AR_RECPAGES; k++)
+        if (dp_load_relaxed(&ctl->recpage[k])) out->control_bytes += AR_RECPAGE_BYTES; /* relaxed: a count */
     for (uint32_t i = 0; i < AR_NCACHES; i++) {
-        ar_cache *rec = &ctl->cache[i];
+        ar_cache *rec = cache_rec(area->pool, ctl, i);
+        if (!rec) continue;
         asked += dp_load_relaxed(&rec->asked);
         given += dp_load_relaxed(&rec->given);
         if (!dp_load_relaxed(&rec->owner)) continue; /* released records are empty (rule 4) */
@@ -2554,7 +2628,8 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
         memset(&tmp, 0, sizeof tmp);
         area_fill(&tmp, p, ctl, idx + 1);
         for (uint32_t i = 0; i < AR_NCACHES; i++) {
-            ar_cache *rec = &ctl->cache[i];
+            ar_cache *rec = cache_rec(p, ctl, i);
+            if (!rec) continue;
             uint64_t o = dp_load_acquire(&rec->owner); /* acquire: the owner's claim */
             /* acq_rel: the record is ours from here; a recoverer that dies
              * leaves it in the dead slot's name for the next one */
@@ -2591,12 +2666,16 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
     free(h.idx);
 }
 
-/* Mark the frames every area owns: registry pages, spans and large blocks
- * in the pool, checked-mode bitmaps. */
+/* Mark the frames every area owns: cache record pages, registry pages,
+ * spans and large blocks in the pool, checked-mode bitmaps. */
 void dp_area_mark_owned(dsmpool *p, dp_mark_fn mark, void *arg) {
     for (uint64_t idx = 0; idx < p->nsegs; idx++) {
         ar_ctl *ctl = ctl_of(p, idx);
         if (!ctl) continue;
+        for (uint32_t k = 0; k < AR_RECPAGES; k++) {
+            uint64_t off = dp_load_acquire(&ctl->recpage[k]); /* acquire: the link CAS */
+            if (off) mark(arg, off, AR_RECPAGE_BYTES, "an area cache record page");
+        }
         for (uint32_t k = 0; k < AR_REGPAGES; k++) {
             uint64_t off = dp_load_acquire(&ctl->regpage[k]);
             if (!off) continue;
@@ -2622,16 +2701,27 @@ void dp_area_mark_owned(dsmpool *p, dp_mark_fn mark, void *arg) {
  * area, appended to q; -EBUSY if a live owner is inside an operation. */
 static int quiet_open_ctl(dsmpool *p, ar_ctl *ctl, dp_area_quiet *q) {
     for (uint32_t i = 0; i < AR_NCACHES; i++) { /* every record: a claim during the pass shows too */
-        ar_cache *rec = &ctl->cache[i];
-        uint64_t o = dp_load_acquire(&rec->owner); /* acquire: pairs with the claim CAS */
-        uint64_t s = dp_load_acquire(&rec->seq); /* acquire: pairs with op_end's release */
-        if (o && (s & 1) && dp_slot_alive(p, (uint32_t)o - 1)) return -EBUSY;
+        ar_cache *rec = cache_rec(p, ctl, i);
+        uint64_t o = 0, s = 0;
+        if (rec) {
+            o = dp_load_acquire(&rec->owner); /* acquire: pairs with the claim CAS */
+            s = dp_load_acquire(&rec->seq); /* acquire: pairs with op_end's release */
+            if (o && (s & 1) && dp_slot_alive(p, (uint32_t)o - 1)) return -EBUSY;
+        }
         if (q->n + 3 > q->cap) {
             size_t nc = q->cap ? q->cap * 2 : 768;
             uint64_t *ns = realloc(q->seq, nc * sizeof *ns);
             if (!ns) return -ENOMEM;
             q->seq = ns;
             q->cap = nc;
+        }
+        if (!rec) { /* a page not linked yet: one linked during the window (a claim) shows */
+            dp_a64 *link = &ctl->recpage[i / AR_RECS_PER_PAGE];
+            q->seq[q->n++] = (uintptr_t)link | 1;
+            q->seq[q->n++] = dp_load_relaxed(link); /* relaxed: compared only; 0, or damaged */
+            q->seq[q->n++] = 0;
+            i = (i / AR_RECS_PER_PAGE + 1) * AR_RECS_PER_PAGE - 1; /* the next page */
+            continue;
         }
         q->seq[q->n++] = (uintptr_t)&rec->seq;
         q->seq[q->n++] = s;
@@ -2654,6 +2744,10 @@ int dp_area_quiet_open(dsmpool *p, dp_area_quiet *q) {
 bool dp_area_quiet_holds(dsmpool *p, const dp_area_quiet *q) {
     atomic_thread_fence(memory_order_acquire); /* pairs with op_begin's release fence */
     for (size_t i = 0; i < q->n; i += 3) {
+        if (q->seq[i] & 1) { /* a record page's link word, as it was at the open */
+            if (dp_load_relaxed((dp_a64 *)(uintptr_t)(q->seq[i] & ~(uint64_t)1)) != q->seq[i + 1]) return false;
+            continue;
+        }
         dp_a64 *seq = (dp_a64 *)(uintptr_t)q->seq[i];
         ar_cache *rec = (ar_cache *)((char *)seq - offsetof(ar_cache, seq));
         if (dp_load_relaxed(seq) != q->seq[i + 1] || dp_load_relaxed(&rec->owner) != q->seq[i + 2])
@@ -2724,8 +2818,8 @@ static void verify_area(vctx *v) {
     struct dsmpool_area *a = v->a;
     ar_ctl *ctl = a->ctl;
     for (uint32_t i = 0; i < AR_NCACHES && !v->err; i++) {
-        ar_cache *rec = &ctl->cache[i];
-        if (!dp_load_acquire(&rec->owner)) continue; /* acquire: the claim */
+        ar_cache *rec = cache_rec(a->pool, ctl, i);
+        if (!rec || !dp_load_acquire(&rec->owner)) continue; /* acquire: the claim */
         for (unsigned c = 0; c < AR_NCLS && !v->err; c++) {
             dsmpool_ptr h = dp_load_relaxed(&rec->head[c]);
             for (uint64_t guard = chunks_bound(a, c); h && !v->err; guard--) {
@@ -3011,7 +3105,7 @@ bool dp_area_sweep_lost(dsmpool *p, dp_area_scratch *sc, size_t *got) {
         }
         uint64_t lost = dp_load_acquire(&ctl->lost); /* acquire: pairs with the CAS below */
         ar_cache *mine = ctl_of(p, idx) == ctl && dp_load_acquire(&ctl->state) == AR_LIVE && lost
-                             ? cache_claim(ctl, me) : NULL;
+                             ? cache_claim(p, ctl, me) : NULL;
         if (mine) {
             memset(&tmp, 0, sizeof tmp);
             area_fill(&tmp, p, ctl, idx + 1);
@@ -3059,6 +3153,10 @@ void dp_area_test_force_shared(bool on) { tc_force_shared = on; }
 
 unsigned dp_area_test_class(size_t size);
 unsigned dp_area_test_class(size_t size) { return cls_of(size); }
+
+/* Test-only: class c's span bytes (0: no such class). */
+uint64_t dp_area_test_span(unsigned c);
+uint64_t dp_area_test_span(unsigned c) { return c < 64 ? cls_span(c) : 0; }
 
 /* Test-only: class c's chunk size (0: no such class), and the chunk index
  * the reciprocal gives for span offset off, with whether off starts it. */
@@ -3127,6 +3225,14 @@ int dp_area_inspect(dsmpool *p, uint64_t idx, dp_insp_area *out) {
     out->limit = dp_load_relaxed(&ctl->limit); /* relaxed: counters, a snapshot */
     out->held = dp_load_relaxed(&ctl->held);
     out->lost = dp_load_relaxed(&ctl->lost);
+    for (uint32_t k = 0; k < AR_RECPAGES; k++) {
+        uint64_t off = dp_load_relaxed(&ctl->recpage[k]); /* relaxed: a snapshot, checked below */
+        if (off && !dp_block_ok(p, off, AR_RECPAGE_BYTES)) {
+            out->damaged = true;
+            snprintf(out->why, sizeof out->why, "cache record page %u at offset %llu is outside the data", k,
+                     (unsigned long long)off);
+        }
+    }
     for (uint32_t k = 0; k < AR_REGPAGES; k++) {
         uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: the link CAS */
         if (!off) continue;
@@ -3162,8 +3268,8 @@ int dp_area_inspect(dsmpool *p, uint64_t idx, dp_insp_area *out) {
     }
     uint64_t most = p->geo.region_size / AR_MIN_CHUNK; /* no cache holds more chunks than that */
     for (uint32_t i = 0; i < AR_NCACHES; i++) {
-        const ar_cache *cr = &ctl->cache[i];
-        if (!dp_load_relaxed(&cr->owner)) continue; /* relaxed: a snapshot */
+        const ar_cache *cr = cache_rec(p, ctl, i);
+        if (!cr || !dp_load_relaxed(&cr->owner)) continue; /* relaxed: a snapshot */
         out->caches++;
         for (unsigned c = 0; c < AR_NCLS; c++) {
             uint64_t cnt = dp_load_relaxed(&cr->count[c]), b = dp_load_relaxed(&cr->bump[c]);

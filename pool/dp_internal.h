@@ -9,7 +9,7 @@
  *   proc_off       dp_proc[proc_cap]    process slots (pid + start time,
  *                                       segment attachment records)
  *   seg_off        dp_seg_desc[seg_cap] segment descriptors
- *   dir_off        uint64[dir_count]    span directory: for each 2 MiB of data,
+ *   dir_off        uint64[dir_count]    span directory: for each 64 KiB of data,
  *                                       the area and registry entry that hold it
  *   sub[i].geom    per sub-pool: the allocator tree and per-CPU hint lines
  *   data_off       the data: sub-pool 0, 1, ... each a multiple of 2 MiB,
@@ -43,10 +43,12 @@
 /* The region's format. Its first 24 bytes never move, whatever the format:
  * magic, format, header size, and the version number of the library that
  * made it (DSMPOOL_VERSION_NUMBER), so that a library can say which one
- * made a region it cannot read. Format 5 changed the area directory word
- * (a 6-bit class for 60 size classes); 3 added the last; 2 had region_size
+ * made a region it cannot read. Format 6 made the area directory a word
+ * per 64 KiB (spans from 64 KiB); 5 changed the area directory word (a
+ * 6-bit class for 60 size classes); 3 added the last; 2 had region_size
  * there. */
-#define DP_FORMAT_VERSION 5u
+#define DP_FORMAT_VERSION 6u
+#define DP_DIR_SHIFT 16u /* the span directory's granule: 64 KiB of data a word */
 #define DP_NAME_MAX 240
 
 /* ---- relocatable offsets ------------------------------------------------ */
@@ -186,7 +188,7 @@ typedef struct dp_header {
     /* layout [imm] */
     uint64_t proc_off, proc_cap;
     uint64_t seg_off, seg_cap;
-    uint64_t dir_off, dir_count; /* the span directory: one word per 2 MiB of data */
+    uint64_t dir_off, dir_count; /* the span directory: one word per 64 KiB of data */
     uint64_t names_off, names_cap; /* the name table (names.c) */
     uint64_t meta_end;
     uint64_t data_off, data_size;
@@ -394,6 +396,8 @@ dp_a64 *dp_rec_add(struct dsmpool *pool, uint64_t rec);
 /* The frame *link names, or, if none, a zeroed frame from the pool linked
  * there by CAS (a racing linker's wins); 0 when the pool has no frame. */
 uint64_t dp_frame_link(struct dsmpool *pool, dp_a64 *link);
+/* The same for a zeroed block of 2^order frames (its user frees it as such). */
+uint64_t dp_block_link(struct dsmpool *pool, dp_a64 *link, unsigned order);
 void dp_rec_clear(dp_a64 *rec);
 void dp_slot_clear(struct dsmpool *pool, uint32_t slot, bool bracket); /* records and their blocks */
 void dp_slot_records(struct dsmpool *pool, uint32_t slot,

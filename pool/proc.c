@@ -352,16 +352,18 @@ static bool rec_try(dp_a64 *r, uint64_t rec) {
     return dp_load_relaxed(r) == 0 && dp_cas_release(r, &z, rec);
 }
 
-uint64_t dp_frame_link(dsmpool *p, dp_a64 *link) {
+uint64_t dp_frame_link(dsmpool *p, dp_a64 *link) { return dp_block_link(p, link, 0); }
+
+uint64_t dp_block_link(dsmpool *p, dp_a64 *link, unsigned order) {
     uint64_t off = dp_load_acquire(link); /* acquire: pairs with the linking CAS below */
     if (off) return off;
     uint64_t blk;
-    dp_inflight_begin(p); /* until the frame is linked or freed (rule 6) */
-    if (dp_pool_alloc(p, 0, &blk) != 0) {
+    dp_inflight_begin(p); /* until the block is linked or freed (rule 6) */
+    if (dp_pool_alloc(p, order, &blk) != 0) {
         dp_inflight_end(p);
         return 0;
     }
-    memset(dp_at(p, DP_BLOCK_OFF(blk)), 0, DP_FRAME_SIZE);
+    memset(dp_at(p, DP_BLOCK_OFF(blk)), 0, (size_t)DP_FRAME_SIZE << order);
     uint64_t z = 0;
     /* release: publishes the zeroed frame with its link */
     if (dp_cas_release(link, &z, DP_BLOCK_OFF(blk))) {

@@ -66,11 +66,14 @@ Test(area, classes_alignment_and_destroy_returns_everything) {
 
 unsigned dp_area_test_class(size_t size);
 uint32_t dp_area_test_chunk(unsigned c, uint64_t off, uint32_t *idx, bool *start);
+uint64_t dp_area_test_span(unsigned c);
 
 /* The class of every small size: the smallest that holds it, its waste
- * under 16 B (to 128 B) or a quarter of the size (above); and the
- * reciprocal that gives a chunk's index, against a divide for every offset
- * of a 2 MiB span in every class. */
+ * under 16 B (to 128 B) or a quarter of the size (above); each class's
+ * span (a power of two from 64 KiB to 2 MiB, the smallest that holds 64
+ * chunks, 2 MiB when none does); and the reciprocal that gives a chunk's
+ * index, against a divide for every offset below 2 MiB in every class
+ * (chunk starts only inside the class's span). */
 Test(area, class_table_and_exhaustive_reciprocal, .timeout = 120) {
     uint32_t idx;
     bool start;
@@ -95,14 +98,18 @@ Test(area, class_table_and_exhaustive_reciprocal, .timeout = 120) {
             continue;
         }
         cr_assert(sz >= 16 && sz % 16 == 0 && dp_area_test_class(sz) == c, "class %u: %u bytes", c, sz);
-        uint64_t chunks = 2 * MIB / sz;
+        uint64_t span = dp_area_test_span(c), want = 64 * KIB;
+        while (want < 2 * MIB && want / sz < 64) want *= 2;
+        cr_assert_eq(span, want, "class %u (%u B): span %llu", c, sz, (unsigned long long)span);
+        cr_assert(span / sz >= 2 && span - span / sz * sz <= span / 4, "class %u: its span's tail", c);
+        uint64_t chunks = span / sz;
         for (uint64_t off = 0; off < 2 * MIB; off++) {
             dp_area_test_chunk(c, off, &idx, &start);
             if (idx != off / sz || start != (off % sz == 0 && off / sz < chunks))
                 cr_assert(false, "class %u (%u B) offset %llu: index %u start %d", c, sz, (unsigned long long)off,
                                idx, start);
         }
-        for (uint64_t off = 2 * MIB; off < 4 * MIB; off += sz) { /* past the span: never a start */
+        for (uint64_t off = span; off < span + 2 * MIB; off += sz) { /* past the span: never a start */
             dp_area_test_chunk(c, off, &idx, &start);
             cr_assert(!start, "class %u offset %llu", c, (unsigned long long)off);
         }
@@ -166,6 +173,32 @@ Test(area, bad_input) {
     cr_expect_eq(dsmpool_area_attach(p, dsmpool_seg_handle(s), &c), -EINVAL, "a segment, not an area");
     dsmpool_seg_detach(s);
     dsmpool_area_destroy(a);
+    test_check_ok(p);
+    dsmpool_detach(p);
+}
+
+/* Issue 11: a small area costs little. A fresh area with 1, 10 and 100
+ * small allocations holds at most 256 KiB of the pool, its control block,
+ * cache record page and registry page included (PostgreSQL makes many small
+ * DSA areas); the spans of small classes are 64 KiB. */
+Test(area, a_fresh_area_costs_little) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    static const int counts[3] = {1, 10, 100};
+    size_t free0 = test_pool_free(p);
+    for (int i = 0; i < 3; i++) {
+        dsmpool_area *a = mkarea(p, 0);
+        dsmpool_ptr v;
+        for (int k = 0; k < counts[i]; k++) cr_assert_eq(dsmpool_area_alloc(a, 100, 0, &v), 0);
+        dsmpool_area_stats st;
+        cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
+        size_t cost = st.held + st.control_bytes + st.registry_bytes;
+        cr_expect_eq(st.held, 64 * KIB, "%d allocations of 100 B: one 64 KiB span (%zu)", counts[i], st.held);
+        cr_expect_leq(cost, 256 * KIB, "%d allocations: the area costs %zu bytes", counts[i], cost);
+        cr_expect_leq(free0 - test_pool_free(p), 256 * KIB, "%d allocations: the pool gave %zu bytes", counts[i],
+                      free0 - test_pool_free(p));
+        dsmpool_area_destroy(a);
+        cr_expect_eq(test_pool_free(p), free0, "destroy gave everything back");
+    }
     test_check_ok(p);
     dsmpool_detach(p);
 }

@@ -31,6 +31,8 @@
 
 extern void (*volatile dp_inject_fn)(const char *point);
 long dp_area_test_live(dsmpool_area *a, dsmpool_ptr *out, size_t max, size_t *tagged);
+unsigned dp_area_test_class(size_t size);
+uint64_t dp_area_test_span(unsigned c);
 
 static const char *inj_point;
 
@@ -50,10 +52,12 @@ static size_t area_held(dsmpool_area *a) {
     return st.held;
 }
 
+/* The pages an area keeps for its life once made: registry pages and cache
+ * record pages (with its control block, which does not grow). */
 static size_t area_registry(dsmpool_area *a) {
     dsmpool_area_stats st;
     cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
-    return st.registry_bytes;
+    return st.registry_bytes + st.control_bytes;
 }
 
 /* The area's first registry page stays for its life: make it before the
@@ -84,7 +88,8 @@ static size_t free_all_live(dsmpool_area *a) {
 /* ---- lost chunks ----------------------------------------------------------- */
 
 /* Defect 3: before the fix the chunk was lost, so its span never came back
- * whole: 2 MiB held until the area was destroyed. */
+ * whole: its span (2 MiB for 32 KiB chunks) held until the area was
+ * destroyed. */
 Test(reclaim, chunk_lost_between_link_and_publish_comes_back) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     dsmpool_area *a = mkarea(p);
@@ -102,7 +107,7 @@ Test(reclaim, chunk_lost_between_link_and_publish_comes_back) {
         _exit(5);
     }
     cr_assert_eq(test_wait(c), 128 + SIGKILL, "the child did not die at area.free.linked");
-    cr_assert_eq(area_held(a), 2 * MIB);
+    cr_assert_eq(area_held(a), dp_area_test_span(dp_area_test_class(32 * KIB)));
     test_recover_all(p);
     dsmpool_stats st;
     dsmpool_get_stats(p, &st);
@@ -207,7 +212,7 @@ Test(reclaim, kill_soak_leaks_nothing, .timeout = 900) {
         test_recover_all(p);
         freed += free_all_live(a);
         cr_assert_eq(area_held(a), 0, "after %d kills the area holds %zu bytes", done, area_held(a));
-        size_t grown = area_registry(a) - reg0; /* registry pages stay with the area */
+        size_t grown = area_registry(a) - reg0; /* registry and record pages stay with the area */
         cr_assert_eq(test_pool_free(p) + grown, free0, "after %d kills the pool lost %zu bytes", done,
                      free0 - grown - test_pool_free(p));
     }
@@ -308,16 +313,18 @@ static hoard_pool hoard_pool_new(void) {
     return h;
 }
 
-/* One chunk of each small class allocated and freed, area after area: each
- * leaves a fresh span's bump range in this thread's cache (2 MiB for one
- * chunk), until the pool's largest free block is smaller than before.
- * Returns false if it never is. (No Criterion asserts: children call it.) */
+/* One chunk of each class from 64 KiB to 896 KiB allocated and freed, area
+ * after area: each leaves a fresh span's bump range in this thread's cache
+ * (2 MiB for one chunk), until the pool's largest free block is smaller than
+ * before. Returns false if it never is. (No Criterion asserts: children
+ * call it.) */
 static bool hoard(hoard_pool *h, unsigned skip_area) {
     for (int i = 0; i < NAREAS; i++) {
         if ((unsigned)i == skip_area) continue;
-        for (unsigned c = 0; c < 15; c++) {
+        for (unsigned c = 0; c < 16; c++) {
             dsmpool_ptr v;
-            if (dsmpool_area_alloc(h->a[i], (size_t)64 << c, 0, &v) != 0 || dsmpool_area_free(h->a[i], v) != 0)
+            size_t sz = ((size_t)64 * KIB * (4 + c % 4) / 4) << (c / 4);
+            if (dsmpool_area_alloc(h->a[i], sz, 0, &v) != 0 || dsmpool_area_free(h->a[i], v) != 0)
                 return false;
             dsmpool_stats st;
             dsmpool_get_stats(h->p, &st);
