@@ -1426,6 +1426,27 @@ static inline void count_asked(ar_cache *rec, uint64_t asked, unsigned c) {
     dp_store_relaxed(&rec->given, dp_load_relaxed(&rec->given) + cls_size(c));
 }
 
+/* A chunk of class c at h (mapped at m) leaves the allocator for the
+ * caller (both paths, rules 1 and 15): its free tag cleared (rule 9), its
+ * checked-mode bit set, zeroed if asked. */
+static int chunk_hand_out(struct dsmpool_area *a, ar_tc *tc, unsigned c, dsmpool_ptr h, char *m, size_t size,
+                          unsigned flags) {
+    memset(m + 8, 0, 8); /* rule 9: an allocated chunk carries no free tag */
+    if (a->ctl->flags & DSMPOOL_AREA_CHECKED) {
+        ar_loc l;
+        if (ar_locate(a, h, &l) == 0 && locate_entry(a, &l))
+            checked_flip(a->pool, l.sp, chunk_idx(c, l.off), true);
+    }
+    if (flags & DSMPOOL_ALLOC_ZERO) {
+        if (!(m = ar_addr_n(a, h, size))) {
+            free_op(a, tc, h);
+            return dp_fail(-ENOMEM, "cannot map the OS segment of the new chunk in this process");
+        }
+        memset(m, 0, size);
+    }
+    return 0;
+}
+
 static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, size_t asked, unsigned flags,
                           dsmpool_ptr *out) {
     unsigned c = cls_of(size);
@@ -1470,19 +1491,8 @@ static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, siz
         int r = refill(area, tc, c);
         if (r) return r;
     }
-    memset(m + 8, 0, 8); /* rule 9: an allocated chunk carries no free tag */
-    if (area->ctl->flags & DSMPOOL_AREA_CHECKED) {
-        ar_loc l;
-        if (ar_locate(area, h, &l) == 0 && locate_entry(area, &l))
-            checked_flip(area->pool, l.sp, chunk_idx(c, l.off), true);
-    }
-    if (flags & DSMPOOL_ALLOC_ZERO) {
-        if (!(m = ar_addr_n(area, h, size))) {
-            free_op(area, tc, h);
-            return dp_fail(-ENOMEM, "cannot map the OS segment of the new chunk in this process");
-        }
-        memset(m, 0, size);
-    }
+    int r = chunk_hand_out(area, tc, c, h, m, size, flags);
+    if (r) return r;
     count_asked(rec, asked, c);
     *out = h;
     return 0;
@@ -1632,19 +1642,8 @@ static int shared_alloc_small(struct dsmpool_area *a, ar_tc *tc, size_t size, si
         if (!(m = ar_addr_n(a, h, 16))) return dp_fail(-ENOMEM, "cannot map the new span in this process");
     }
     if (got != dp_load_relaxed(&ctl->sh_hint[c])) dp_store_relaxed(&ctl->sh_hint[c], got); /* relaxed: a hint */
-    memset(m + 8, 0, 8); /* rule 9: an allocated chunk carries no free tag */
-    if (ctl->flags & DSMPOOL_AREA_CHECKED) {
-        ar_loc l;
-        if (ar_locate(a, h, &l) == 0 && locate_entry(a, &l))
-            checked_flip(a->pool, l.sp, chunk_idx(c, l.off), true);
-    }
-    if (flags & DSMPOOL_ALLOC_ZERO) {
-        if (!(m = ar_addr_n(a, h, size))) {
-            free_op(a, tc, h);
-            return dp_fail(-ENOMEM, "cannot map the OS segment of the new chunk in this process");
-        }
-        memset(m, 0, size);
-    }
+    int r = chunk_hand_out(a, tc, c, h, m, size, flags);
+    if (r) return r;
     dp_fetch_add_relaxed(&ctl->sh_asked, asked); /* relaxed: counters (rule 13) */
     dp_fetch_add_relaxed(&ctl->sh_given, cls_size(c));
     *out = h;
