@@ -86,6 +86,22 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
  * blocks of the same span: callers keep the order (segments and areas do). */
 int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order);
 
+/* Give back the tail of a block of 2^order frames at frame that the caller
+ * was just given: keep its first keep frames (rule 7: FULL children on the
+ * way are split, in owner's name). Returns the frames kept: keep, or more
+ * when a node on the way was in another owner's step (then the block keeps
+ * [0, returned); a piece given back is never taken back). */
+uint64_t dp_pa_trim(dp_pa *pa, uint64_t frame, unsigned order, uint64_t keep, uint32_t owner);
+
+/* Free the first n frames of a block of 2^order frames at frame (what
+ * dp_pa_trim kept, or n = 2^order: dp_pa_free), piece by piece. */
+int dp_pa_free_run(dp_pa *pa, uint64_t frame, unsigned order, uint64_t n, uint32_t owner);
+
+/* Grow such a block in place: take frames [from, to) of it back if they
+ * are all free (the pieces are claimed one by one; on failure the ones
+ * taken go back). 0, or -ENOMEM when some of them are held. */
+int dp_pa_grow(dp_pa *pa, uint64_t frame, unsigned order, uint64_t from, uint64_t to, uint32_t owner);
+
 /* Finish the multi-step operations of owners that is_dead() says are dead.
  * is_dead must answer true only for an owner that cannot come back and whose
  * id nobody else can take meanwhile (the ledger holds the owner's liveness

@@ -58,7 +58,10 @@
  *   6. Recovery: a word in OPENING/CLOSING whose owner is dead: if P's state
  *      for it is PART it becomes FREE; the word becomes IDLE. Both steps are
  *      safe because such a node holds nothing: an opener allocates in c only
- *      after it is OPEN, a closer closes only an empty c. "Dead" is the
+ *      after it is OPEN, a closer closes only an empty c. A split (rule 7)
+ *      is the one OPENING word with content: its frames are held, so it is
+ *      finished instead (P says PART: store OPEN with that content) or
+ *      undone (P still says FULL: IDLE). "Dead" is the
  *      caller's word (dp_pa_recover's is_dead): the ledger says so only while
  *      it holds the owner's liveness lock, which the kernel gives up only at
  *      the owner's death, and which keeps the owner id from being reused and
@@ -66,8 +69,22 @@
  *      live.c rule 4). Finishing the step of an owner that lives would let
  *      its last store build an OPEN node under a FREE parent: the model
  *      check (tests/model/palloc.m) finds exactly that state.
+ *   7. Exact blocks: the holder of a block gives back its tail (dp_pa_trim)
+ *      as aligned pieces, from the end: a piece at or above the level the
+ *      block lives at is FULL children or bits of the same node (one free
+ *      CAS); a piece inside a FULL child needs that child split first:
+ *        CAS c IDLE -> OPENING(me) with content all-used; CAS P's state for
+ *        c FULL -> PART; store c := OPEN, content all-used.
+ *      (If P's state is not FULL, store c := IDLE and give up.) The frames
+ *      do not change hands: before, P's FULL says they are held; after, c's
+ *      bits (or FULL children) say so. The holder then frees the pieces it
+ *      keeps at their own levels (dp_pa_free_run); one described coarser
+ *      is split first, one described finer (a trim that stopped half-way)
+ *      is freed as halves. A split finding c in another owner's step (an
+ *      opener that read a stale FREE, about to give up) waits briefly and
+ *      then stops the trim: the block keeps the rest of its tail.
  *
- * Invariants (at quiescence; in flight, a node in rule 3/4 is owned)
+ * Invariants (at quiescence; in flight, a node in rule 3/4/7 is owned)
  *   I1  root is OPEN; a non-root word is OPEN  <=>  its parent says PART.
  *   I2  words under a FREE or FULL parent state are IDLE (content ignored).
  *   I3  free frames + used frames = frames, where a leaf counts its bits and
@@ -81,8 +98,8 @@
  *   Every CAS validates, on the current value of the word, everything the
  *   step depends on: run bits free, children FREE/FULL/PART, phase OPEN or
  *   IDLE. A word that went through other states and came back to the same
- *   value is in a state where the step is as valid as it was. Only steps 3
- *   and 4 span two words; between them the child is owned (OPENING/CLOSING
+ *   value is in a state where the step is as valid as it was. Only steps 3,
+ *   4 and 7 span two words; between them the child is owned (OPENING/CLOSING
  *   names the owner), which no other step accepts, so nobody interferes and a
  *   dead owner's step is finished by rule 6.
  *
@@ -91,8 +108,9 @@
  *     via the parent word) that last returned these frames, so the previous
  *     owner's writes happen before the new owner's.
  *   - free CAS is release: pairs with that acquire.
- *   - open/close CASes are acq_rel; the final store of rule 3/4 is release
- *     and pairs with the acquire CAS of the next thread that uses the word.
+ *   - open/close/split CASes are acq_rel; the final store of rule 3/4/7 is
+ *     release and pairs with the acquire CAS of the next thread that uses
+ *     the word.
  *   - hint loads/stores are relaxed: a hint is only where to look first; the
  *     CAS that follows validates. RESV rides on the alloc CAS (rule 5) or is
  *     cleared by a relaxed CAS: it orders nothing, it only steers searches.
@@ -118,7 +136,8 @@
  *   of the sub-pool, and every frame returned is checked against it.
  *
  * Injection points (tests): "palloc.open.claimed", "palloc.open.linked",
- * "palloc.close.claimed" (between the two words of rules 3 and 4).
+ * "palloc.close.claimed" (between the two words of rules 3 and 4),
+ * "palloc.split.claimed", "palloc.split.linked" (rule 7).
  *
  * References: LLFree (Wrenger et al., USENIX ATC 2023; luhsra/llfree-c) for
  * bit fields per huge frame, per-CPU reservation and single-word CAS steps;
@@ -570,6 +589,189 @@ int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order) {
     }
 }
 
+/* ---- rule 7: exact blocks (split a FULL child, give back a tail) ------ */
+
+/* Content of a node whose every frame is allocated: all leaf bits, or
+ * every child FULL (a FULL child lies inside the sub-pool, so all 16 of its
+ * children exist). */
+static inline uint32_t all_used(unsigned L) { return L == 0 ? 0xffffffffu : HI2; }
+
+/* Rule 7: split FULL child i of (A, idx) -- frames the caller holds -- so
+ * that they are described one level down: claim the IDLE child with its
+ * content already all-used, turn the parent's FULL into PART, store OPEN.
+ * -EBUSY when another owner is in a step on the child (an opener that read
+ * a stale FREE: it gives up at once unless stopped); -EINVAL when the
+ * parent does not say FULL (the caller does not hold these frames). */
+static int pa_split(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t owner) {
+    uint64_t ci = idx * 16 + i;
+    if (ci >= pa->count[A - 1] || !owner || owner > DP_PA_OWNER_MAX) return -EINVAL;
+    dp_a64 *cp = pa_node(pa, A - 1, ci), *pp = pa_node(pa, A, idx);
+    uint64_t all = all_used(A - 1), cw = dp_load_relaxed(cp);
+    for (unsigned spin = 0;; spin++) {
+        if (w_phase(cw) == PH_IDLE) {
+            /* acq_rel: claims the child as in rule 3; the content rides along
+             * so that recovery can tell a split from an open (rule 6) */
+            if (dp_cas_acq_rel(cp, &cw, w_mk(PH_OPENING, owner) | all)) break;
+            continue;
+        }
+        if (spin >= 256) return -EBUSY;
+        dp_cpu_relax();
+        cw = dp_load_relaxed(cp);
+    }
+    DP_INJECT("palloc.split.claimed");
+    uint64_t pw = dp_load_relaxed(pp);
+    for (;;) {
+        if (w_phase(pw) != PH_OPEN || ch_state(pw, i) != CH_FULL) {
+            dp_store_release(cp, w_mk(PH_IDLE, 0)); /* release: pairs with the claim CAS above */
+            return -EINVAL;
+        }
+        /* acq_rel: as rule 3's link; FULL (2) -> PART (1) */
+        if (dp_cas_acq_rel(pp, &pw, pw ^ (3ull << (2 * i)))) break;
+    }
+    DP_INJECT("palloc.split.linked");
+    /* release: pairs with the acquire of the next CAS on the child (a free
+     * of a piece, by us, or an allocation after that) */
+    dp_store_release(cp, all);
+    return 0;
+}
+
+/* Make the level-t node holding frame OPEN, splitting the FULL children
+ * above it (frames the caller holds) from the lowest open ancestor down. */
+static int pa_split_down(dp_pa *pa, uint64_t frame, unsigned t, uint32_t owner) {
+    unsigned root = pa->nlevels - 1, A = t + 1;
+    while (A < root && w_phase(dp_load_relaxed(pa_node(pa, A, frame >> node_shift(A)))) != PH_OPEN)
+        A++;
+    for (; A > t; A--) {
+        uint64_t idx = frame >> node_shift(A);
+        unsigned i = (unsigned)(frame >> node_shift(A - 1)) & 15;
+        uint64_t cw = dp_load_relaxed(pa_node(pa, A - 1, idx * 16 + i)); /* relaxed: re-read by the CAS */
+        if (w_phase(cw) == PH_OPEN) continue; /* already split (by us, earlier) */
+        int r = pa_split(pa, A, idx, i, owner);
+        if (r) return r;
+    }
+    return 0;
+}
+
+/* Free an aligned piece of 2^j frames of a block the caller holds, however
+ * the tree describes it now: at its own level (one CAS), as part of a FULL
+ * child above (split first), or as finer pieces (a split that a failed trim
+ * left behind: free the halves). */
+static int pa_free_piece(dp_pa *pa, uint64_t frame, unsigned j, uint32_t owner) {
+    int r = dp_pa_free(pa, frame, j);
+    unsigned t, rs;
+    if (r == 0 || !pa_target(pa, j, &t, &rs)) return r;
+    uint64_t w = dp_load_relaxed(pa_node(pa, t, frame >> node_shift(t))); /* relaxed: a hint */
+    if (w_phase(w) == PH_IDLE) {
+        if ((r = pa_split_down(pa, frame, t, owner)) != 0) return r;
+        return dp_pa_free(pa, frame, j);
+    }
+    if (w_phase(w) != PH_OPEN || t == 0) return r; /* leaf bits have no finer form */
+    /* Finer only if every child of the run is FULL or PART (none FREE). */
+    unsigned pos = (unsigned)(frame >> child_shift(t)) & 15;
+    for (unsigned k = 0; k < (1u << rs); k++)
+        if (ch_state(w, pos + k) != CH_FULL && ch_state(w, pos + k) != CH_PART) return r;
+    if ((r = pa_free_piece(pa, frame, j - 1, owner)) != 0) return r;
+    return pa_free_piece(pa, frame + (1ull << (j - 1)), j - 1, owner);
+}
+
+uint64_t dp_pa_trim(dp_pa *pa, uint64_t frame, unsigned order, uint64_t keep, uint32_t owner) {
+    uint64_t end = 1ull << order;
+    if (!keep || keep >= end) return end;
+    /* The tail [keep, end) as aligned pieces growing towards the end; give
+     * them back from the end, so what is kept is always [0, end). */
+    while (end > keep) {
+        uint64_t s = end & -end;
+        while (s > end - keep) s >>= 1;
+        if (pa_free_piece(pa, frame + end - s, (unsigned)__builtin_ctzll(s), owner) != 0) break;
+        end -= s;
+    }
+    return end;
+}
+
+int dp_pa_free_run(dp_pa *pa, uint64_t frame, unsigned order, uint64_t n, uint32_t owner) {
+    uint64_t all = 1ull << order;
+    if (order > DP_PA_MAX_ORDER || !n || n > all || (frame & (all - 1)) || frame >= pa->frames ||
+        all > pa->frames - frame)
+        return -EINVAL;
+    /* [0, n) as aligned pieces shrinking towards its end (n == all: the
+     * whole block, one CAS unless a trim or grow changed how it is held) */
+    for (uint64_t pos = 0; pos < n;) {
+        unsigned j = 63u - (unsigned)__builtin_clzll(n - pos);
+        int r = pa_free_piece(pa, frame + pos, j, owner);
+        if (r) return r;
+        pos += 1ull << j;
+    }
+    return 0;
+}
+
+/* Take the aligned piece of 2^j frames at frame if it is free (a grow in
+ * place): one CAS in its node when that is open; otherwise open the FREE
+ * children down to it (rule 3). -ENOMEM when any of it is held (or a node
+ * on the way is in another owner's step). */
+static int pa_take_piece(dp_pa *pa, uint64_t frame, unsigned j, uint32_t owner) {
+    unsigned t, rs, root = pa->nlevels - 1;
+    if (!pa_target(pa, j, &t, &rs)) return -EINVAL;
+    for (unsigned tries = 0; tries < 4; tries++) {
+        uint64_t idx = frame >> node_shift(t);
+        unsigned pos = (unsigned)(frame >> child_shift(t)) & (t == 0 ? 31u : 15u);
+        dp_a64 *p = pa_node(pa, t, idx);
+        uint64_t w = dp_load_relaxed(p); /* relaxed: validated by the CAS */
+        if (w_phase(w) == PH_OPEN) {
+            uint64_t mask = run_mask(t, pos, rs);
+            uint32_t valid = t == 0 ? 0xffffffffu : present_mask(pa, t, idx);
+            for (;;) {
+                if (w_phase(w) != PH_OPEN) break;
+                uint32_t c = (uint32_t)w;
+                uint32_t fm = t == 0 ? ~c : ch_free(c) & valid;
+                if ((fm & (t == 0 ? (uint32_t)mask : (uint32_t)mask & LO2)) !=
+                    (t == 0 ? (uint32_t)mask : (uint32_t)mask & LO2))
+                    return -ENOMEM;
+                /* acquire: as an allocation (rule 2) */
+                if (dp_cas_acquire(p, &w, w | run_used(t, mask))) return 0;
+            }
+            continue;
+        }
+        /* open the way down: from the lowest open ancestor, FREE children */
+        unsigned A = t + 1;
+        while (A < root && w_phase(dp_load_relaxed(pa_node(pa, A, frame >> node_shift(A)))) != PH_OPEN) A++;
+        for (; A > t; A--) {
+            uint64_t ai = frame >> node_shift(A);
+            unsigned i = (unsigned)(frame >> node_shift(A - 1)) & 15;
+            uint64_t aw = dp_load_relaxed(pa_node(pa, A, ai));
+            if (w_phase(aw) != PH_OPEN) break;
+            unsigned st = ch_state(aw, i);
+            if (st == CH_FULL || st == CH_ABSENT) return -ENOMEM;
+            if (st == CH_FREE && !pa_open(pa, A, ai, i, owner)) break;
+        }
+    }
+    return -ENOMEM;
+}
+
+int dp_pa_grow(dp_pa *pa, uint64_t frame, unsigned order, uint64_t from, uint64_t to, uint32_t owner) {
+    uint64_t all = 1ull << order;
+    if (order > DP_PA_MAX_ORDER || !from || from > to || to > all || (frame & (all - 1)) ||
+        frame >= pa->frames || all > pa->frames - frame)
+        return -EINVAL;
+    /* [from, to) as aligned pieces growing from from */
+    uint64_t pos = from;
+    int r = 0;
+    while (pos < to) {
+        uint64_t s = pos & -pos;
+        while (s > to - pos) s >>= 1;
+        if ((r = pa_take_piece(pa, frame + pos, (unsigned)__builtin_ctzll(s), owner)) != 0) break;
+        pos += s;
+    }
+    if (pos == to) return 0;
+    /* give back what was taken, as pieces of [from, pos) */
+    for (uint64_t q = from; q < pos;) {
+        uint64_t s = q & -q;
+        while (s > pos - q) s >>= 1;
+        dp_pa_free(pa, frame + q, (unsigned)__builtin_ctzll(s));
+        q += s;
+    }
+    return r;
+}
+
 unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), void *arg) {
     unsigned n = 0;
     for (unsigned L = 0; L + 1 < pa->nlevels; L++) {
@@ -584,6 +786,15 @@ unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), vo
             dp_a64 *pp = pa_node(pa, L + 1, idx >> 4);
             unsigned i = (unsigned)(idx & 15);
             uint64_t pw = dp_load_relaxed(pp);
+            if (ph == PH_OPENING && (uint32_t)w != 0) {
+                /* a split (rule 7): its frames stay allocated; linked: finish it */
+                if (w_phase(pw) == PH_OPEN && ch_state(pw, i) == CH_PART)
+                    dp_store_release(p, (uint32_t)w); /* release: as pa_split's last store */
+                else
+                    dp_store_release(p, w_mk(PH_IDLE, 0)); /* release: pairs with the claim CAS */
+                n++;
+                continue;
+            }
             while (ch_state(pw, i) == CH_PART &&
                    !dp_cas_acq_rel(pp, &pw, pw & ~(3ull << (2 * i))))
                 ;
@@ -681,6 +892,10 @@ static bool walk_node(walk_ctx *wc, unsigned L, uint64_t idx) {
             if (walk_node(wc, L - 1, ci)) effree |= 1u << (2 * i);
         } else if (cph == PH_IDLE) {
             walk_bad(wc, "idle node under a part-used parent", L - 1, ci);
+        } else if (cph == PH_OPENING && (uint32_t)cw != 0) { /* mid split: all held (rule 7) */
+            walk_owned_step(wc, cw);
+            wc->out->used_frames += n;
+            walk_mark(wc, lo, n);
         } else { /* mid open/close: holds nothing (palloc.c rule 6) */
             walk_owned_step(wc, cw);
             wc->out->free_frames += n;

@@ -1,11 +1,13 @@
 -- palloc.m -- the allocator's multi-step protocols under crashes
--- (pool/palloc.c rules 2, 3, 4, 6; recover.c rule 1; proc.c rule 8).
+-- (pool/palloc.c rules 2, 3, 4, 6, 7; recover.c rule 1; proc.c rule 8).
 --
 -- A root with two children, each a node of two frames. N processes
 -- allocate and free single frames (a bit in a child) and whole children (a
 -- FULL state in the root), open FREE children (rule 3: claim the child,
 -- link it PART in the root, store OPEN) and close empty ones (rule 4: claim,
--- unlink to FREE, store IDLE). Any process may crash at any step. Recovery
+-- unlink to FREE, store IDLE), and split whole children they hold (rule 7:
+-- claim with content all held, FULL -> PART, store OPEN) to free a frame
+-- of them. Any process may crash at any step. Recovery
 -- finishes the open/close step of a crashed owner (rule 6: PART -> FREE in
 -- the root, then IDLE); it may run beside the others and die and be re-run.
 -- Every step below is one CAS or one store of the C code.
@@ -29,7 +31,7 @@ type
   frame : 0..3;
   phase_t : enum { OPEN, IDLE, OPENING, CLOSING };
   cstate_t : enum { CFREE, CPART, CFULL };
-  pc_t : enum { READY, OPEN1, OPEN2, CLOSE1, CLOSE2, GONE };
+  pc_t : enum { READY, OPEN1, OPEN2, CLOSE1, CLOSE2, SPLIT1, SPLIT2, GONE };
   child_t : record
     phase : phase_t;
     owner : owner_t;
@@ -49,7 +51,9 @@ function allocated(f : frame) : boolean;
 var i : kid;
 begin
   i := f / 2;
-  return root[i] = CFULL | (root[i] = CPART & child[i].phase = OPEN & child[i].bit[f % 2]);
+  -- a split in flight (OPENING with content, rule 7) still holds its frames
+  return root[i] = CFULL |
+         (root[i] = CPART & (child[i].phase = OPEN | child[i].phase = OPENING) & child[i].bit[f % 2]);
 end;
 
 procedure hand(f : frame; p : pid);
@@ -84,7 +88,9 @@ ruleset p : pid do
     rule "open: claim the child"
       alive[p] & pc[p] = READY & child[i].phase = IDLE
     ==>
+      -- the claim CAS writes content 0 (what tells an open from a split)
       child[i].phase := OPENING; child[i].owner := p; pc[p] := OPEN1; tgt[p] := i;
+      child[i].bit[0] := false; child[i].bit[1] := false;
     end;
   end;
 
@@ -128,6 +134,32 @@ ruleset p : pid do
     child[tgt[p]].phase := IDLE; child[tgt[p]].owner := 0; pc[p] := READY;
   end;
 
+  -- rule 7: split a whole child the process holds, then free one frame of it
+  ruleset i : kid do
+    rule "split: claim the child, content all held"
+      alive[p] & pc[p] = READY & root[i] = CFULL & holder[i * 2] = p & child[i].phase = IDLE
+    ==>
+      child[i].phase := OPENING; child[i].owner := p; pc[p] := SPLIT1; tgt[p] := i;
+      child[i].bit[0] := true; child[i].bit[1] := true;
+    end;
+  end;
+
+  rule "split: FULL -> PART in the root"
+    alive[p] & pc[p] = SPLIT1
+  ==>
+    if root[tgt[p]] = CFULL then
+      root[tgt[p]] := CPART; pc[p] := SPLIT2;
+    else
+      child[tgt[p]].phase := IDLE; child[tgt[p]].owner := 0; pc[p] := READY;
+    end;
+  end;
+
+  rule "split: store OPEN"
+    alive[p] & pc[p] = SPLIT2
+  ==>
+    child[tgt[p]].phase := OPEN; child[tgt[p]].owner := 0; pc[p] := READY;
+  end;
+
   -- rule 2: one CAS each
   ruleset i : kid; b : 0..1 do
     rule "alloc a frame"
@@ -166,10 +198,26 @@ end;
 ruleset i : kid do
   rule "recover: PART -> FREE"
     rec_pc[i] = 0 & (child[i].phase = OPENING | child[i].phase = CLOSING) & child[i].owner != 0 &
-    (LIVE_RECOVERY | !alive[child[i].owner])
+    (LIVE_RECOVERY | !alive[child[i].owner]) & !(child[i].bit[0] | child[i].bit[1])
   ==>
     if root[i] = CPART then root[i] := CFREE; end;
     rec_pc[i] := 1;
+  end;
+
+  -- a split (OPENING with content): finish it if linked, else undo it
+  rule "recover: a split"
+    rec_pc[i] = 0 & child[i].phase = OPENING & child[i].owner != 0 &
+    (LIVE_RECOVERY | !alive[child[i].owner]) & (child[i].bit[0] | child[i].bit[1])
+  ==>
+    for p : pid do
+      if pc[p] != READY & tgt[p] = i & !alive[p] then pc[p] := GONE; end;
+    end;
+    if root[i] = CPART then
+      child[i].phase := OPEN;
+    else
+      child[i].phase := IDLE;
+    end;
+    child[i].owner := 0;
   end;
 
   rule "recover: store IDLE"
