@@ -293,10 +293,16 @@ DSMPOOL_EXPORT int dsmpool_prefault(dsmpool *pool);
 #define DSMPOOL_SEG_LOCAL_ONLY (1u << 1)   /* do not cross to another node */
 #define DSMPOOL_SEG_INTERLEAVE (1u << 2)   /* from the interleaved sub-pool (if any) */
 #define DSMPOOL_SEG_ON_NODE(n) ((1u << 3) | (((0u + (n)) & 0xffu) << 8)) /* prefer node n */
+/* Round a segment above 1 MiB up to whole 2 MiB pages (it then shares no
+ * huge page with another segment: placement and page moves act on it
+ * alone). Without it a segment ends at the next 4 KiB. */
+#define DSMPOOL_SEG_HUGE_ROUND (1u << 4)
 
-/* Create a segment of at least size bytes (rounded up to a power of two of at
- * least 4 KiB when served from the pool; exactly size, rounded to the page,
- * when served by the OS) and attach to it (reference count 1). The memory is
+/* Create a segment of at least size bytes (size rounded up to the 4 KiB page,
+ * from the pool and from the OS alike; beyond 64 GiB, from the pool, to a
+ * unit of size / 2^23) and attach to it (reference count 1): the pool takes
+ * the power-of-two block that holds it and gives the rest back at once,
+ * and takes exactly that back at the end. The memory is
  * not zeroed when it comes from the pool. -ENOMEM when neither the pool nor
  * the OS fallback can serve it (as an area says); -ENOSPC when all
  * max_segments descriptors are in use. */
@@ -354,7 +360,8 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * multiples of their size in spans aligned to their own size (a power of
  * two from 64 KiB to 2 MiB), so n bytes for a power of two n
  * are aligned to n, 100 bytes (class 112) only to 16; larger sizes get
- * blocks that start at 2 MiB boundaries. dsmpool_area_alloc_aligned() asks
+ * blocks that start at 2 MiB boundaries and end at the next 64 KiB (the
+ * pool takes back the rest of their power of two at once). dsmpool_area_alloc_aligned() asks
  * for more. Inside one allocation a relocatable pointer is an integer
  * like an address: for p returned by an allocation and k below
  * dsmpool_area_usable_size(area, p), p + k names byte k (dsmpool_area_addr
@@ -406,11 +413,13 @@ DSMPOOL_EXPORT int dsmpool_area_alloc_aligned(dsmpool_area *area, size_t size, s
                                               unsigned flags, dsmpool_ptr *out);
 /* Resize the allocation *p to size bytes. In place (*p unchanged) when
  * size fits its usable size -- growing within its class or block, or
- * shrinking, which never moves and gives nothing back; otherwise it moves:
+ * shrinking, which never moves and gives nothing back -- and for a large
+ * block in the pool also when the pages after it up to its power of two
+ * are still free (it takes them back); otherwise it moves:
  * a new allocation (of the alignment every allocation gets, not of an
  * earlier dsmpool_area_alloc_aligned()), the old usable bytes copied, the
- * old one freed, *p set to the new pointer. A large block never grows into
- * its neighbour in the pool: past its power of two it moves. On failure
+ * old one freed, *p set to the new pointer. Past its power of two a large
+ * block always moves. On failure
  * (-ENOMEM) the old allocation and *p are unchanged. *p == 0 allocates, as
  * dsmpool_area_alloc; size 0 is -EINVAL (free it instead). flags:
  * DSMPOOL_ALLOC_ZERO zeroes the bytes from the old usable size up to size

@@ -146,7 +146,10 @@
  *  13. Accounting (dsmpool_area_stats). held = in_use + cached when quiet:
  *      cached is the chunks of spans' stacks and of every cache record's
  *      list (count) and bump range, and each span's tail that no chunk
- *      fits; in_use the spans' other chunks plus the large blocks. Bytes asked for: a large block's is in its entry's info
+ *      fits; in_use the spans' other chunks plus the large blocks (their
+ *      exact bytes; the reservation of the power of two is lowered once
+ *      the tail went back, and a death in between leaves held high until
+ *      the lost sweep sets it to the entries' sum). Bytes asked for: a large block's is in its entry's info
  *      (bits 12 up, class AR_LARGE_CLS, so it is never read as a bitmap)
  *      and exact. A chunk's is nowhere (free() is not told its size and the
  *      chunk is the caller's): each cache record adds what every chunk
@@ -171,12 +174,18 @@
  *      checked, its bit is clear -- a chunk never handed out is told apart
  *      only in checked mode, as for free. Local addresses in OS segments go
  *      back to pointers through this process's mapping records (fb), which
- *      only name the entry's current segment. Realloc stays in place within
- *      the usable size (a class or power-of-two block) and otherwise
- *      allocates, copies and frees, the old allocation untouched until the
- *      new one exists: growing a large block into its buddy would need the
- *      allocator to claim a given block and the registry to merge two
- *      entries, neither of which exists (docs/design.md, open questions).
+ *      only name the entry's current segment. A large block is exact to
+ *      the directory's 64 KiB granule (a granule's word names one entry):
+ *      the power-of-two block is taken and its tail given back at once
+ *      (proc.c rule 9; an OS segment is made that size), so its usable
+ *      size is the size rounded up to 64 KiB. Realloc stays in place within
+ *      the usable size (a class, or a block's granules); a large pool block
+ *      also grows in place up to its power of two when the tail it gave
+ *      back is still free (large_grow: reserve held bytes, take the frames
+ *      back, set their directory words, publish the longer block word, in
+ *      one bracket); otherwise it allocates, copies and frees, the old
+ *      allocation untouched until the new one exists. Growing past the
+ *      power of two would need the registry to merge two entries.
  *
  *  15. Any number of users (the shared path). A thread that finds every
  *      cache record held takes none: its tc has rec NULL, and it sets
@@ -576,7 +585,7 @@ static uint64_t entry_free_parts(dsmpool *p, uint64_t aid, uint64_t e, ar_span *
         took = dp_seg_os_size(p, h);
         dp_seg_unpin_quiet(p, h, slot);
     } else if (blk && DP_BLOCK_ORDER(blk) <= DP_PA_MAX_ORDER) {
-        took = (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk);
+        took = DP_BLOCK_BYTES(blk);
         if (dp_block_ok(p, DP_BLOCK_OFF(blk), took)) {
             dir_clear(p, aid, e, DP_BLOCK_OFF(blk), took);
             dp_pool_free(p, blk);
@@ -1187,8 +1196,8 @@ static uint32_t span_chain(struct dsmpool_area *a, unsigned c, dsmpool_ptr base)
  * operation and one bracket (proc.c rule 6), from the claim of the entry to
  * its publication (rule 5). */
 static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order,
-                             unsigned place, uint64_t asked, bool chain, uint64_t *entry,
-                             dsmpool_ptr *base) {
+                             uint64_t keep, unsigned place, uint64_t asked, bool chain,
+                             uint64_t *entry, dsmpool_ptr *base) {
     dsmpool *p = a->pool;
     ar_ctl *ctl = a->ctl;
     uint64_t bytes = (uint64_t)DP_FRAME_SIZE << order;
@@ -1232,14 +1241,20 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
         r = dp_seg_block_short(p, order, place, &blk);
     }
     if (r == 0) {
+        if (keep) blk = dp_pool_trim(p, blk, keep); /* rule 13: exact large blocks */
         dp_store_release(&sp->block, blk); /* release: owned before the bracket ends */
-        dir_set(p, DP_BLOCK_OFF(blk), bytes, DIRW(a->aid, (uint64_t)e, cls));
+        dir_set(p, DP_BLOCK_OFF(blk), DP_BLOCK_BYTES(blk), DIRW(a->aid, (uint64_t)e, cls));
+        /* the reservation was the power of two; a death before this leaves
+         * held too high, which the lost sweep sets right (held_sum) */
+        if (DP_BLOCK_BYTES(blk) != bytes)
+            dp_fetch_add_relaxed(&ctl->held, DP_BLOCK_BYTES(blk) - bytes); /* relaxed: a counter */
         *base = DP_BLOCK_OFF(blk);
     } else {
         void *m = NULL;
         dsmpool_handle h = 0;
-        if (r != -EUCLEAN && !(ctl->flags & DSMPOOL_AREA_NO_FALLBACK) && a->tag && bytes <= (1ull << 32))
-            r = dp_seg_os_create(p, bytes, &h, &m);
+        uint64_t fbytes = keep ? keep * DP_FRAME_SIZE : bytes; /* an OS segment is exact too */
+        if (r != -EUCLEAN && !(ctl->flags & DSMPOOL_AREA_NO_FALLBACK) && a->tag && fbytes <= (1ull << 32))
+            r = dp_seg_os_create(p, fbytes, &h, &m);
         if (r || !h) {
             entry_abandon(p, ctl, a->aid, (uint64_t)e, sp, mine);
             if (r == -EUCLEAN) return dp_fail(r, "the pool's allocator is damaged; dsmpool_check() says where");
@@ -1251,7 +1266,9 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
         }
         dp_store_relaxed(&sp->seg, h);
         dp_store_release(&sp->block, DP_BLOCK_FALLBACK);
-        fb_remember(a, (uint64_t)e, m, bytes, h); /* without memory: mapped again on first use */
+        if (fbytes != bytes) /* as above */
+            dp_fetch_add_relaxed(&ctl->held, fbytes - bytes); /* relaxed: a counter */
+        fb_remember(a, (uint64_t)e, m, fbytes, h); /* without memory: mapped again on first use */
         *base = FB_PTR(a->tag, (uint64_t)e, 0);
     }
     /* rule 15: a shared-path span is published with every chunk but the
@@ -1276,10 +1293,10 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
     return 0;
 }
 
-static int acquire(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order, unsigned place,
-                   uint64_t asked, bool chain, uint64_t *entry, dsmpool_ptr *base) {
+static int acquire(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order, uint64_t keep,
+                   unsigned place, uint64_t asked, bool chain, uint64_t *entry, dsmpool_ptr *base) {
     dp_inflight_begin(a->pool);
-    int r = acquire_bracketed(a, tc, cls, order, place, asked, chain, entry, base);
+    int r = acquire_bracketed(a, tc, cls, order, keep, place, asked, chain, entry, base);
     dp_inflight_end(a->pool);
     return r;
 }
@@ -1353,7 +1370,7 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
     }
     uint64_t e;
     dsmpool_ptr base;
-    int r = acquire(a, tc, c, cls_span_order(c), 0, 0, false, &e, &base);
+    int r = acquire(a, tc, c, cls_span_order(c), 0, 0, 0, false, &e, &base);
     if (r) return r;
     tc->span_ptr[c] = base;
     tc->span_e1[c] = (uint32_t)(e + 1);
@@ -1402,10 +1419,13 @@ static int alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t
                           dsmpool_ptr *out) {
     if (size > (1ull << 46)) return dp_fail(-ENOMEM, "%zu bytes is more than any pool holds", size);
     unsigned order = 64u - (unsigned)__builtin_clzll(size - 1) - DP_FRAME_SHIFT;
+    /* rule 13: exact to the directory's 64 KiB granule (a granule's word
+     * names one entry) */
+    uint64_t keep = ((size + AR_DIR_GRAN - 1) / AR_DIR_GRAN) * (AR_DIR_GRAN / DP_FRAME_SIZE);
     uint64_t e;
     dsmpool_ptr base;
     unsigned place = (flags & DSMPOOL_ALLOC_INTERLEAVE) ? DSMPOOL_SEG_INTERLEAVE : 0;
-    int r = acquire(a, tc, AR_LARGE_CLS, order, place, asked, false, &e, &base);
+    int r = acquire(a, tc, AR_LARGE_CLS, order, keep, place, asked, false, &e, &base);
     if (r) return r;
     if (flags & DSMPOOL_ALLOC_ZERO) {
         char *m = ar_addr_n(a, base, size);
@@ -1637,7 +1657,7 @@ static int shared_alloc_small(struct dsmpool_area *a, ar_tc *tc, size_t size, si
         }
     }
     if (got == AR_MAX_ENTRIES) {
-        int r = acquire(a, tc, c, cls_span_order(c), 0, 0, true, &got, &h);
+        int r = acquire(a, tc, c, cls_span_order(c), 0, 0, 0, true, &got, &h);
         if (r) return r;
         if (!(m = ar_addr_n(a, h, 16))) return dp_fail(-ENOMEM, "cannot map the new span in this process");
     }
@@ -1924,7 +1944,7 @@ static uint64_t live_alloc(struct dsmpool_area *a, dsmpool_ptr p, dsmpool_ptr *s
     if (l->cls == AR_LARGE_CLS) {
         if (SPW_ST(w) != SP_LARGE) return 0;
         uint64_t bytes = fb ? dp_seg_os_size(a->pool, dp_load_relaxed(&l->sp->seg))
-                            : (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk);
+                            : DP_BLOCK_BYTES(blk);
         if ((!fb && DP_BLOCK_OFF(blk) != l->span) || l->off >= bytes) return 0;
         *start = l->span;
         return bytes;
@@ -2020,6 +2040,30 @@ int dsmpool_area_alloc_aligned(dsmpool_area *area, size_t size, size_t align, un
     return area_alloc(area, want, size, flags, out);
 }
 
+/* Rule 13: a large pool block grows in place when the tail it gave back is
+ * still free: reserve the bytes, take the frames back (palloc.c rule 7),
+ * name them in the directory, then publish the longer block word; all in
+ * one bracket (a death inside leaves frames the leak sweep returns, and
+ * held bytes the lost sweep sets right). */
+static bool large_grow(struct dsmpool_area *a, ar_loc *l, size_t size) {
+    dsmpool *p = a->pool;
+    uint64_t blk = dp_load_relaxed(&l->sp->block); /* relaxed: ordered by live_alloc's acquire */
+    uint64_t have = DP_BLOCK_BYTES(blk), want = (size + AR_DIR_GRAN - 1) / AR_DIR_GRAN * AR_DIR_GRAN;
+    if (blk == DP_BLOCK_FALLBACK || !have || want > (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk) ||
+        held_reserve(a->ctl, want - have) != 0)
+        return false;
+    dp_inflight_begin(p);
+    uint64_t nb = dp_pool_grow(p, blk, want / DP_FRAME_SIZE);
+    if (nb) {
+        dir_set(p, DP_BLOCK_OFF(nb), DP_BLOCK_BYTES(nb), DIRW(a->aid, l->e, AR_LARGE_CLS));
+        dp_store_release(&l->sp->block, nb); /* release: the frames are ours before it says so */
+    }
+    dp_inflight_end(p);
+    if (!nb || DP_BLOCK_BYTES(nb) != want) /* relaxed: a counter */
+        dp_fetch_add_relaxed(&a->ctl->held, (nb ? DP_BLOCK_BYTES(nb) : have) - want);
+    return nb != 0;
+}
+
 int dsmpool_area_realloc(dsmpool_area *area, dsmpool_ptr *p, size_t size, unsigned flags) {
     if (!p) return dp_fail(-EINVAL, "p must not be NULL");
     if (flags & ~(DSMPOOL_ALLOC_ZERO | DSMPOOL_ALLOC_INTERLEAVE)) return dp_fail(-EINVAL, "unknown flags 0x%x", flags);
@@ -2032,9 +2076,12 @@ int dsmpool_area_realloc(dsmpool_area *area, dsmpool_ptr *p, size_t size, unsign
     uint64_t have = live_alloc(area, old, &start, &l);
     if (!have || start != old)
         return dp_fail(-EINVAL, "%016llx is not the start of a live allocation of this area", (unsigned long long)old);
-    if (size <= have) { /* rule 14: in place */
+    bool grown = size > have && l.cls == AR_LARGE_CLS && large_grow(area, &l, size);
+    if (size <= have || grown) { /* rule 14: in place */
         /* relaxed: the block's owner is the only writer; stats read it approximately */
         if (l.cls == AR_LARGE_CLS) dp_store_relaxed(&l.sp->info, AR_INFO_LARGE(size));
+        char *m = grown && (flags & DSMPOOL_ALLOC_ZERO) ? ar_addr_n(area, old, size) : NULL;
+        if (m) memset(m + have, 0, size - have); /* pool memory: always mapped */
         return 0;
     }
     if ((r = dsmpool_area_alloc(area, size, flags & ~DSMPOOL_ALLOC_ZERO, &np)) != 0) return r;
@@ -2410,7 +2457,7 @@ int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out) {
 bool dp_area_live(dsmpool *pool, dsmpool_handle h) {
     uint64_t blk;
     if (!(dp_seg_flags(pool, h) & DP_SEG_AREA) || !dp_seg_live(pool, h, &blk, NULL) || !blk) return false;
-    uint64_t bytes = (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31);
+    uint64_t bytes = DP_BLOCK_BYTES(blk);
     if (bytes < sizeof(ar_ctl) || !dp_block_ok(pool, DP_BLOCK_OFF(blk), bytes)) return false;
     ar_ctl *ctl = dp_at(pool, DP_BLOCK_OFF(blk));
     return ctl->magic == AR_MAGIC && dp_load_acquire(&ctl->state) == AR_LIVE; /* acquire: destroy's release */
@@ -2496,7 +2543,7 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
         unsigned st = SPW_ST(w);
         uint64_t info = dp_load_relaxed(&sp->info), blk = dp_load_relaxed(&sp->block), bytes;
         if (blk == DP_BLOCK_FALLBACK) bytes = dp_seg_os_size(area->pool, dp_load_relaxed(&sp->seg));
-        else bytes = blk && DP_BLOCK_ORDER(blk) <= DP_PA_MAX_ORDER ? (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk) : 0;
+        else bytes = blk && DP_BLOCK_ORDER(blk) <= DP_PA_MAX_ORDER ? DP_BLOCK_BYTES(blk) : 0;
         if (st == SP_SPAN) {
             out->spans++;
             unsigned c = (unsigned)(info & 0xff);
@@ -2686,7 +2733,7 @@ void dp_area_mark_owned(dsmpool *p, dp_mark_fn mark, void *arg) {
                 uint64_t blk = dp_load_acquire(&pg[i].block), info = dp_load_relaxed(&pg[i].info);
                 uint64_t bm = info_bitmap(info);
                 if (blk && blk != DP_BLOCK_FALLBACK)
-                    mark(arg, DP_BLOCK_OFF(blk), (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31),
+                    mark(arg, DP_BLOCK_OFF(blk), DP_BLOCK_BYTES(blk),
                          "an area span");
                 if (bm)
                     mark(arg, bm, (uint64_t)DP_FRAME_SIZE << cls_bm_order((unsigned)(info & 0xff)),
@@ -2983,7 +3030,7 @@ static bool held_sum(struct dsmpool_area *a, uint64_t *sum) {
         if (st != SP_SPAN && st != SP_LARGE) return false;
         uint64_t blk = dp_load_relaxed(&sp->block);
         if (blk == DP_BLOCK_FALLBACK) *sum += dp_seg_os_size(a->pool, dp_load_relaxed(&sp->seg));
-        else if (blk && DP_BLOCK_ORDER(blk) <= DP_PA_MAX_ORDER) *sum += (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk);
+        else if (blk && DP_BLOCK_ORDER(blk) <= DP_PA_MAX_ORDER) *sum += DP_BLOCK_BYTES(blk);
     }
     return true;
 }
@@ -3258,8 +3305,8 @@ int dp_area_inspect(dsmpool *p, uint64_t idx, dp_insp_area *out) {
             out->large_blocks++;
             uint64_t bytes = blk == DP_BLOCK_FALLBACK ? dp_seg_os_size(p, dp_load_relaxed(&pg[i].seg))
                              : DP_BLOCK_ORDER(blk) <= DP_PA_MAX_ORDER && dp_block_ok(p, DP_BLOCK_OFF(blk),
-                                   (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk))
-                                 ? (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk)
+                                   DP_BLOCK_BYTES(blk))
+                                 ? DP_BLOCK_BYTES(blk)
                                  : 0;
             if (!bytes && blk != DP_BLOCK_FALLBACK) out->damaged = true;
             out->large_bytes += bytes;

@@ -115,13 +115,35 @@ enum { DP_SEG_FREE = 0, DP_SEG_INIT = 1, DP_SEG_LIVE = 2, DP_SEG_DYING = 3 };
     (((uint64_t)(gen) << 32) | ((uint64_t)(count) << 3) | ((uint64_t)(pinned) << 2) | (st))
 #define DP_SEG_COUNT_MAX 0x1fffffffu
 
-/* Block word: a pool block is its region offset (4 KiB aligned) | order in
- * bits 0-5; an OS fallback segment is DP_BLOCK_FALLBACK. 0 = not yet set.
- * The sub-pool follows from the offset (sub-pools are contiguous). */
+/* Block word: a pool block is its region offset (4 KiB aligned, below
+ * 2^46) | order in bits 0-5 | the frames given back from its tail (palloc.c
+ * rule 7; proc.c rule 9), a 23-bit code in bits 46-63 (high) and 7-11 (low):
+ * exact up to order 24 (64 GiB), in units of 2^(order - 24) frames above.
+ * An OS fallback segment is DP_BLOCK_FALLBACK. 0 = not yet set. The
+ * sub-pool follows from the offset (sub-pools are contiguous). */
 #define DP_BLOCK_FALLBACK (1ull << 6)
 #define DP_BLOCK_MK(off, order) ((uint64_t)(off) | (uint64_t)(order))
-#define DP_BLOCK_OFF(b) ((b) & ~0xfffull)
+#define DP_BLOCK_OFF(b) ((b) & 0x3ffffffff000ull)
 #define DP_BLOCK_ORDER(b) ((unsigned)((b) & 63))
+#define DP_BLOCK_TRIM_BITS 23u
+static inline unsigned dp_block_trim_shift(unsigned order) {
+    return order > DP_BLOCK_TRIM_BITS + 1 ? order - DP_BLOCK_TRIM_BITS - 1 : 0;
+}
+/* The word of a block of 2^order frames whose last `given` frames went back
+ * (given a multiple of 1 << dp_block_trim_shift(order), below 2^(order-1)). */
+static inline uint64_t dp_block_mk_trimmed(uint64_t off, unsigned order, uint64_t given) {
+    uint64_t code = given >> dp_block_trim_shift(order);
+    return off | order | ((code & 31) << 7) | ((code >> 5) << 46);
+}
+/* The frames a block word holds; 0 for a word that cannot be a block
+ * (order beyond any pool, or more given back than it had). */
+static inline uint64_t dp_block_frames(uint64_t b) {
+    unsigned order = DP_BLOCK_ORDER(b);
+    if (order > 36) return 0;
+    uint64_t code = ((b >> 7) & 31) | ((b >> 46) << 5), given = code << dp_block_trim_shift(order);
+    return given >= (1ull << order) ? 0 : (1ull << order) - given;
+}
+#define DP_BLOCK_BYTES(b) (dp_block_frames(b) * DP_FRAME_SIZE)
 
 typedef struct dp_seg_desc {
     dp_a64 state; /* [atom] see DP_SEG_WORD */
@@ -432,6 +454,13 @@ void dp_quiet_close(dp_quiet *q);
 int dp_pool_alloc(struct dsmpool *pool, unsigned order, uint64_t *block); /* local, then nearest */
 int dp_pool_alloc_placed(struct dsmpool *pool, unsigned order, unsigned flags, uint64_t *block);
 int dp_pool_free(struct dsmpool *pool, uint64_t block);
+/* Proc.c rule 9: give back the tail of a block just allocated, keeping at
+ * least keep frames (rounded up to what a block word can say). Returns the
+ * block's new word (the old one when nothing went back). */
+uint64_t dp_pool_trim(struct dsmpool *pool, uint64_t block, uint64_t keep);
+/* Take back the tail of such a block up to want frames (rounded as above)
+ * if it is free: the new word, or 0 (nothing changed). */
+uint64_t dp_pool_grow(struct dsmpool *pool, uint64_t block, uint64_t want);
 /* Finish the allocator steps of owners that are dead: for recovery of one
  * slot (whose lock the caller holds), or of every dead owner (slot == -1). */
 unsigned dp_pool_finish_steps(struct dsmpool *pool, int64_t slot);

@@ -480,7 +480,7 @@ int dp_inspect_segs(dp_insp *in, dp_insp_seg **out, size_t *n) {
         if (!blk || e->fallback) continue; /* INIT before its block is set, or an OS segment */
         uint64_t off = DP_BLOCK_OFF(blk);
         unsigned order = DP_BLOCK_ORDER(blk);
-        uint64_t bytes = order <= DP_PA_MAX_ORDER ? (uint64_t)DP_FRAME_SIZE << order : 0;
+        uint64_t bytes = order <= DP_PA_MAX_ORDER ? DP_BLOCK_BYTES(blk) : 0;
         if (!bytes || !dp_block_ok(p, off, bytes) || size > bytes) {
             e->damaged = true;
             continue;

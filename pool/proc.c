@@ -72,6 +72,13 @@
  *      once more. A live owner stopped mid-step keeps one node's subtree
  *      (at most 1/16 of its sub-pool) out of reach until it runs again
  *      (palloc.c, failure bound).
+ *   9. Exact blocks: a segment or a large area block takes the power-of-two
+ *      block and gives its tail back at once (dp_pool_trim; palloc.c rule
+ *      7), inside the bracket it was allocated in; the block word says how
+ *      many frames went back, and dp_pool_free frees exactly the rest. A
+ *      death between the allocation and the trim, or in the trim, leaves
+ *      frames allocated that no record names: the leak sweep returns them
+ *      (recover.c rule 3), as for any death inside a bracket.
  *
  * Memory ordering: the slot claim CAS is acq_rel (acquire: pairs with the
  * release that freed the slot, so the zeroed records are seen; release: the
@@ -329,7 +336,7 @@ int dp_slot_claim(dsmpool *p) {
 }
 
 bool dp_block_ok(const dsmpool *pool, uint64_t off, uint64_t len) {
-    return off % DP_FRAME_SIZE == 0 && off >= pool->geo.data_off &&
+    return off % DP_FRAME_SIZE == 0 && len && off >= pool->geo.data_off &&
            dp_range_ok(off - pool->geo.data_off, len, pool->geo.data_size);
 }
 
@@ -660,15 +667,52 @@ int dp_pool_alloc(dsmpool *p, unsigned order, uint64_t *block) {
     return dp_pool_alloc_placed(p, order, 0, block);
 }
 
-int dp_pool_free(dsmpool *p, uint64_t block) {
-    uint64_t off = DP_BLOCK_OFF(block);
-    unsigned order = DP_BLOCK_ORDER(block);
+/* The sub-pool and frame of a block's offset; false if in none. */
+static bool block_sub(const dsmpool *p, uint64_t off, uint32_t *sub, uint64_t *frame) {
     for (uint32_t k = 0; k < p->nsub; k++) {
         uint64_t lo = p->geo.sub[k].data_off, n = p->geo.sub[k].geom.frames;
-        if (off >= lo && (off - lo) / DP_FRAME_SIZE < n)
-            return dp_pa_free(&p->pa[k], (off - lo) / DP_FRAME_SIZE, order);
+        if (off >= lo && (off - lo) / DP_FRAME_SIZE < n) {
+            *sub = k;
+            *frame = (off - lo) / DP_FRAME_SIZE;
+            return true;
+        }
     }
-    return -EINVAL;
+    return false;
+}
+
+int dp_pool_free(dsmpool *p, uint64_t block) {
+    uint32_t k;
+    uint64_t frame, n = dp_block_frames(block);
+    unsigned order = DP_BLOCK_ORDER(block);
+    if (!n || !block_sub(p, DP_BLOCK_OFF(block), &k, &frame)) return -EINVAL;
+    if (n == 1ull << order && dp_pa_free(&p->pa[k], frame, order) == 0) return 0;
+    return dp_pa_free_run(&p->pa[k], frame, order, n, dp_owner(p)); /* rule 9 */
+}
+
+uint64_t dp_pool_grow(dsmpool *p, uint64_t block, uint64_t want) {
+    uint32_t k;
+    uint64_t frame, n = dp_block_frames(block);
+    unsigned order = DP_BLOCK_ORDER(block), sh = dp_block_trim_shift(order);
+    uint64_t all = 1ull << order;
+    want = (want + (1ull << sh) - 1) >> sh << sh;
+    if (!n || want <= n || want > all || !block_sub(p, DP_BLOCK_OFF(block), &k, &frame) ||
+        dp_pa_grow(&p->pa[k], frame, order, n, want, dp_owner(p)) != 0)
+        return 0;
+    return dp_block_mk_trimmed(DP_BLOCK_OFF(block), order, all - want);
+}
+
+uint64_t dp_pool_trim(dsmpool *p, uint64_t block, uint64_t keep) {
+    uint32_t k;
+    uint64_t frame;
+    unsigned order = DP_BLOCK_ORDER(block), sh = dp_block_trim_shift(order);
+    uint64_t all = 1ull << order;
+    keep = (keep + (1ull << sh) - 1) >> sh << sh;
+    if (dp_block_frames(block) != all || keep >= all || !keep ||
+        (all - keep) >> sh >> DP_BLOCK_TRIM_BITS || /* more than the word can say */
+        !block_sub(p, DP_BLOCK_OFF(block), &k, &frame))
+        return block;
+    uint64_t kept = dp_pa_trim(&p->pa[k], frame, order, keep, dp_owner(p));
+    return dp_block_mk_trimmed(DP_BLOCK_OFF(block), order, all - kept);
 }
 
 typedef struct steps_ctx {

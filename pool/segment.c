@@ -51,6 +51,11 @@
  *      (so no counter exists that a death could skew). Exhaustion -- the
  *      pool cannot serve and the fallback cannot or may not -- is -ENOMEM,
  *      the code areas give; -ENOSPC is kept for a full descriptor table.
+ *  11. A pool segment is exact to the page: the power-of-two block is taken
+ *      and its tail given back at once (proc.c rule 9), so its size is the
+ *      size asked for rounded up to 4 KiB (to 2 MiB with
+ *      DSMPOOL_SEG_HUGE_ROUND, for segments above 1 MiB). The descriptor's
+ *      size equals the bytes its block word holds; an attacher checks that.
  *
  * Injection points (tests): "segment.attach.recorded" (PENDING, count not
  * raised), "segment.attach.counted" (count raised, record not ACTIVE).
@@ -75,7 +80,7 @@
 
 #define SEG_ON_NODE_BIT (1u << 3)
 #define SEG_KNOWN_FLAGS (DSMPOOL_SEG_NO_FALLBACK | DSMPOOL_SEG_LOCAL_ONLY | DSMPOOL_SEG_INTERLEAVE | \
-                         SEG_ON_NODE_BIT | (0xffu << 8))
+                         SEG_ON_NODE_BIT | DSMPOOL_SEG_HUGE_ROUND | (0xffu << 8))
 #define SEG_COUNT_ONE (1ull << 3)
 #define SEG_PIN_BIT (1ull << 2)
 
@@ -203,9 +208,9 @@ static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t owner) 
     dp_inflight_begin(p);
     uint64_t blk = dp_load_acquire(&d->block); /* acquire: the creator's store */
     bool pool_blk = blk && blk != DP_BLOCK_FALLBACK &&
-                    dp_block_ok(p, DP_BLOCK_OFF(blk), (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31));
+                    dp_block_ok(p, DP_BLOCK_OFF(blk), DP_BLOCK_BYTES(blk));
     if (pool_blk && (dp_load_relaxed(&d->flags) & DP_SEG_AREA) && area_hook) /* an area goes with its last reference */
-        area_hook(p, dp_at(p, DP_BLOCK_OFF(blk)), (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31),
+        area_hook(p, dp_at(p, DP_BLOCK_OFF(blk)), DP_BLOCK_BYTES(blk),
                   idx + 1, owner);
     /* acq_rel: the exchange is the unrecording; whoever re-runs this sees 0 */
     blk = atomic_exchange_explicit(&d->block, 0, memory_order_acq_rel);
@@ -338,7 +343,7 @@ static int seg_map(dsmpool *p, uint64_t idx, uint32_t gen, struct dsmpool_seg *s
                            (unsigned long long)s->handle, strerror(-r));
         s->fallback = true;
     } else {
-        uint64_t bytes = (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31);
+        uint64_t bytes = DP_BLOCK_BYTES(blk);
         if (DP_BLOCK_ORDER(blk) > 36 || size != bytes || !dp_block_ok(p, DP_BLOCK_OFF(blk), bytes))
             return dp_fail(-EPROTO, "corrupt segment descriptor %llu", (unsigned long long)idx);
         s->addr = dp_at(p, DP_BLOCK_OFF(blk));
@@ -438,12 +443,17 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
     int r = seg_claim(pool, &idx, &gen);
     if (r) return r;
     dp_seg_desc *d = &pool->segs[idx];
-    unsigned order = size <= DP_FRAME_SIZE ? 0 : 64u - (unsigned)__builtin_clzll(size - 1) - DP_FRAME_SHIFT;
+    /* Rule 11: exact to the page (or to whole huge pages when asked) */
+    uint64_t frames = (size + DP_FRAME_SIZE - 1) / DP_FRAME_SIZE;
+    if ((flags & DSMPOOL_SEG_HUGE_ROUND) && frames > DP_HUGE_FRAMES / 2)
+        frames = (frames + DP_HUGE_FRAMES - 1) / DP_HUGE_FRAMES * DP_HUGE_FRAMES;
+    unsigned order = frames <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(frames - 1);
     uint64_t blk, bytes;
     r = dp_pool_alloc_placed(pool, order, flags, &blk);
     if (r && r != -EUCLEAN) r = dp_seg_block_short(pool, order, flags, &blk); /* rule 9 */
     if (r == 0) {
-        bytes = (uint64_t)DP_FRAME_SIZE << order;
+        blk = dp_pool_trim(pool, blk, frames); /* proc.c rule 9: inside our bracket */
+        bytes = DP_BLOCK_BYTES(blk);
         s->addr = dp_at(pool, DP_BLOCK_OFF(blk));
         dp_store_release(&d->block, blk); /* release: for the leak sweep's acquire */
     } else if (r == -EUCLEAN) {
@@ -708,7 +718,7 @@ void *dp_seg_area_ctl(dsmpool *p, uint64_t idx, uint64_t min_bytes) {
         return NULL;
     uint64_t blk = dp_load_relaxed(&p->segs[idx].block);
     if (!blk || blk == DP_BLOCK_FALLBACK || DP_BLOCK_ORDER(blk) > DP_PA_MAX_ORDER) return NULL;
-    uint64_t bytes = (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk);
+    uint64_t bytes = DP_BLOCK_BYTES(blk);
     if (bytes < min_bytes || !dp_block_ok(p, DP_BLOCK_OFF(blk), bytes)) return NULL;
     return dp_at(p, DP_BLOCK_OFF(blk));
 }
@@ -847,7 +857,7 @@ void dp_seg_mark_owned(dsmpool *p, dp_mark_fn mark, void *arg) {
             mark(arg, 0, 0, "a segment descriptor with a corrupt block word");
             continue;
         }
-        mark(arg, DP_BLOCK_OFF(blk), (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk), "a segment");
+        mark(arg, DP_BLOCK_OFF(blk), DP_BLOCK_BYTES(blk), "a segment");
     }
 }
 
@@ -894,7 +904,7 @@ int dp_seg_verify(dsmpool *p, char *why, size_t n) {
         }
         uint64_t blk = dp_load_relaxed(&p->segs[i].block);
         if (st == DP_SEG_LIVE && blk != DP_BLOCK_FALLBACK &&
-            dp_load_relaxed(&p->segs[i].size) != (uint64_t)DP_FRAME_SIZE << (DP_BLOCK_ORDER(blk) & 31)) {
+            dp_load_relaxed(&p->segs[i].size) != DP_BLOCK_BYTES(blk)) {
             snprintf(why, n, "segment %llu has a corrupt block word", (unsigned long long)i);
             return -EUCLEAN;
         }

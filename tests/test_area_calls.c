@@ -95,16 +95,21 @@ Test(area_calls, realloc_in_place_and_moving) {
     for (size_t i = 112; i < 1000; i++) cr_assert_eq(m[i], 0, "ZERO: byte %zu", i);
     /* small to large, large within its block, large to larger */
     fill(a, v, 1024, 2);
-    cr_assert_eq(dsmpool_area_realloc(a, &v, 3 * MIB, 0), 0, "%s", dsmpool_last_error());
-    cr_expect_eq(dsmpool_area_usable_size(a, v), 4 * MIB);
+    cr_assert_eq(dsmpool_area_realloc(a, &v, 3 * MIB - 1000, 0), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(dsmpool_area_usable_size(a, v), 3 * MIB, "exact to 64 KiB, not 4 MiB");
     cr_expect(same(a, v, 1024, 2));
-    fill(a, v, 4 * MIB, 3);
+    fill(a, v, 3 * MIB, 3);
     was = v;
-    cr_assert_eq(dsmpool_area_realloc(a, &v, 4 * MIB, 0), 0);
-    cr_expect_eq(v, was, "a large block grows within its power of two in place");
+    cr_assert_eq(dsmpool_area_realloc(a, &v, 4 * MIB, DSMPOOL_ALLOC_ZERO), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(v, was, "a large block takes its free tail back in place");
+    cr_expect_eq(dsmpool_area_usable_size(a, v), 4 * MIB);
+    cr_expect(same(a, v, 3 * MIB, 3));
+    m = dsmpool_area_addr(a, v);
+    for (size_t i = 3 * MIB; i < 4 * MIB; i += 4093) cr_assert_eq(m[i], 0, "ZERO: byte %zu", i);
+    fill(a, v, 4 * MIB, 3);
     cr_assert_eq(dsmpool_area_realloc(a, &v, 5 * MIB, 0), 0, "%s", dsmpool_last_error());
-    cr_expect_neq(v, was);
-    cr_expect_eq(dsmpool_area_usable_size(a, v), 8 * MIB);
+    cr_expect_neq(v, was, "past its power of two it moves");
+    cr_expect_eq(dsmpool_area_usable_size(a, v), 5 * MIB);
     cr_expect(same(a, v, 4 * MIB, 3));
     was = v;
     cr_assert_eq(dsmpool_area_realloc(a, &v, 64, 0), 0);
@@ -115,7 +120,7 @@ Test(area_calls, realloc_in_place_and_moving) {
     cr_assert_eq(dsmpool_area_set_limit(a, st.held), 0);
     cr_expect_eq(dsmpool_area_realloc(a, &v, 9 * MIB, 0), -ENOMEM);
     cr_expect_eq(v, was, "*p unchanged on failure");
-    cr_expect_eq(dsmpool_area_usable_size(a, v), 8 * MIB);
+    cr_expect_eq(dsmpool_area_usable_size(a, v), 5 * MIB);
     cr_expect(same(a, v, 4 * MIB, 3));
     dsmpool_area_set_limit(a, 0);
     /* bad input */
@@ -469,7 +474,7 @@ Test(area_calls, spilling_is_visible) {
     cr_expect_eq(h.calls, 1);
     cr_expect_eq(h.last, 3 * MIB + 4096);
     cr_expect_eq(h.last, dsmpool_seg_size(s));
-    /* an area's span (a 2 MiB OS segment) and a large block (its power of two) */
+    /* an area's span (a 2 MiB OS segment) and a large block (exact too) */
     cr_assert_eq(dsmpool_area_alloc(a, 200 * KIB, 0, &v), 0, "%s", dsmpool_last_error());
     cr_assert(v & DSMPOOL_PTR_OS_BIT);
     cr_expect_eq(h.calls, 2);
@@ -477,13 +482,13 @@ Test(area_calls, spilling_is_visible) {
     dsmpool_ptr big;
     cr_assert_eq(dsmpool_area_alloc(a, 3 * MIB, 0, &big), 0, "%s", dsmpool_last_error());
     cr_expect_eq(h.calls, 3);
-    cr_expect_eq(h.last, 4 * MIB);
+    cr_expect_eq(h.last, 3 * MIB);
     dsmpool_get_stats(p, &st);
     cr_expect_eq(st.fallback_bytes, h.bytes, "%zu in OS segments, the hook saw %zu", st.fallback_bytes, h.bytes);
     cr_expect_eq(st.fallback_bytes_peak, h.bytes);
     dsmpool_area_stats as;
     dsmpool_area_get_stats(a, &as);
-    cr_expect_eq(as.bytes_os, 6 * MIB);
+    cr_expect_eq(as.bytes_os, 5 * MIB);
     cr_expect_eq(as.fallback_segments, 2);
     /* they go: now falls, the mark stays */
     dsmpool_seg_detach(s);

@@ -1,0 +1,369 @@
+/*
+ * test_exact.c -- exact blocks (palloc.c rule 7, proc.c rule 9): segments
+ * exact to the page, large area blocks exact to 64 KiB, a tail given back
+ * at once and taken back by a grow in place; splits under deaths.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dp_palloc.h"
+#include "testutil.h"
+
+extern void (*volatile dp_inject_fn)(const char *point);
+
+typedef struct tpa {
+    dp_pa pa;
+    char *meta;
+    uint64_t frames;
+} tpa;
+
+static void tpa_init(tpa *t, uint64_t frames) {
+    dp_pa_geom g;
+    uint64_t cur = 64;
+    cr_assert_eq(dp_pa_layout(frames, 4, &cur, &g), 0);
+    t->meta = aligned_alloc(64, (cur + 63) & ~63ull);
+    cr_assert_not_null(t->meta);
+    memset(t->meta, 0xa5, cur);
+    cr_assert_eq(dp_pa_view(&t->pa, t->meta, cur, &g), 0);
+    dp_pa_format(&t->pa);
+    t->frames = frames;
+}
+
+/* The tree's map of allocated frames must be the model's, bit for bit. */
+static void expect_map(tpa *t, const uint8_t *model, const char *when, int step) {
+    uint64_t *map = calloc((t->frames + 63) / 64, 8);
+    dp_pa_walk w;
+    dp_pa_walk_tree(&t->pa, &w, map, NULL, NULL);
+    cr_assert_eq(w.bad, 0, "%s step %d: %s", when, step, w.why);
+    cr_assert_eq(w.free_frames + w.used_frames, t->frames);
+    for (uint64_t f = 0; f < t->frames; f++)
+        cr_assert_eq((map[f / 64] >> (f % 64)) & 1, model[f], "%s step %d (seed %llu): frame %llu",
+                     when, step, (unsigned long long)test_seed(), (unsigned long long)f);
+    free(map);
+}
+
+static unsigned order_of(uint64_t n) { return n <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(n - 1); }
+
+/* Random exact blocks (1 .. 4096 frames), grown in place at random, freed
+ * at random, against a model of every frame; the tree's map checked after
+ * every step. */
+Test(exact, palloc_trim_grow_free_against_model, .timeout = 120) {
+    tpa t;
+    const uint64_t frames = 16 * 512; /* 32 MiB: four levels */
+    tpa_init(&t, frames);
+    uint8_t *model = calloc(frames, 1);
+    struct { uint64_t f, n; unsigned k; } live[512];
+    unsigned nlive = 0, grown = 0, blocked = 0;
+    uint64_t seed = test_seed();
+    for (int step = 0; step < 3000; step++) {
+        unsigned op = (unsigned)(test_rand(&seed) % 100);
+        if (nlive == 0 || (op < 50 && nlive < 512)) {
+            uint64_t n = 1 + test_rand(&seed) % (test_rand(&seed) % 4 ? 64 : 4096);
+            unsigned k = order_of(n);
+            uint64_t f;
+            int r = dp_pa_alloc(&t.pa, k, 1, (unsigned)(test_rand(&seed) % 4), &f);
+            if (r == -ENOMEM) continue;
+            cr_assert_eq(r, 0);
+            uint64_t kept = dp_pa_trim(&t.pa, f, k, n, 1);
+            cr_assert_eq(kept, n, "step %d: nothing else runs, so the whole tail goes back", step);
+            for (uint64_t i = 0; i < (1ull << k); i++) {
+                if (i < n) cr_assert_eq(model[f + i], 0, "step %d: overlap at %llu", step, (unsigned long long)(f + i));
+                if (i < n) model[f + i] = 1;
+            }
+            live[nlive].f = f;
+            live[nlive].n = n;
+            live[nlive++].k = k;
+        } else if (op < 70) {
+            unsigned i = (unsigned)(test_rand(&seed) % nlive);
+            uint64_t all = 1ull << live[i].k;
+            if (live[i].n == all) continue;
+            uint64_t to = live[i].n + 1 + test_rand(&seed) % (all - live[i].n);
+            bool tail_free = true;
+            for (uint64_t q = live[i].n; q < to; q++) tail_free &= !model[live[i].f + q];
+            int r = dp_pa_grow(&t.pa, live[i].f, live[i].k, live[i].n, to, 1);
+            cr_assert_eq(r, tail_free ? 0 : -ENOMEM, "step %d: grow %llu -> %llu, tail free %d", step,
+                         (unsigned long long)live[i].n, (unsigned long long)to, tail_free);
+            if (r == 0) {
+                memset(model + live[i].f + live[i].n, 1, to - live[i].n);
+                live[i].n = to;
+                grown++;
+            } else {
+                blocked++;
+            }
+        } else {
+            unsigned i = (unsigned)(test_rand(&seed) % nlive);
+            cr_assert_eq(dp_pa_free_run(&t.pa, live[i].f, live[i].k, live[i].n, 1), 0, "step %d", step);
+            memset(model + live[i].f, 0, live[i].n);
+            live[i] = live[--nlive];
+        }
+        if (step % 16 == 0 || step > 2950) expect_map(&t, model, "random", step);
+    }
+    cr_expect_gt(grown, 10, "grows in place happened (%u)", grown);
+    cr_expect_gt(blocked, 10, "grows blocked by a neighbour happened (%u)", blocked);
+    while (nlive) {
+        nlive--;
+        cr_assert_eq(dp_pa_free_run(&t.pa, live[nlive].f, live[nlive].k, live[nlive].n, 1), 0);
+        memset(model + live[nlive].f, 0, live[nlive].n);
+    }
+    expect_map(&t, model, "all freed", 0);
+    dp_pa_reclaim(&t.pa, 1);
+    uint64_t f;
+    cr_assert_eq(dp_pa_alloc(&t.pa, 13, 1, 0, &f), 0, "everything coalesces");
+    free(model);
+    free(t.meta);
+}
+
+/* A split that another owner's step blocks stops the trim: the block keeps
+ * the rest of its tail, and frees as what it kept. */
+Test(exact, palloc_trim_stops_at_a_busy_node) {
+    tpa t;
+    tpa_init(&t, 1024);
+    uint64_t f;
+    cr_assert_eq(dp_pa_alloc(&t.pa, 6, 1, 0, &f), 0); /* two FULL leaves of a level-1 node */
+    /* an opener (owner 9) that read a stale FREE holds the second leaf */
+    dp_a64 *leaf = dp_pa_word(&t.pa, 0, (f >> 5) + 1);
+    uint64_t was = atomic_load(leaf);
+    atomic_store(leaf, (2ull << 32) | (9ull << 34));
+    uint64_t kept = dp_pa_trim(&t.pa, f, 6, 40, 1);
+    cr_expect_eq(kept, 64, "the tail inside the busy leaf stays with the block");
+    atomic_store(leaf, was);
+    cr_assert_eq(dp_pa_free_run(&t.pa, f, 6, kept, 1), 0);
+    dp_pa_walk w;
+    dp_pa_walk_tree(&t.pa, &w, NULL, NULL, NULL);
+    cr_expect_eq(w.bad, 0, "%s", w.why);
+    cr_expect_eq(w.used_frames, 0);
+    free(t.meta);
+}
+
+/* Recovery of a dead owner's split (palloc.c rule 6): undone while the
+ * parent still says FULL, finished once it says PART; the frames stay
+ * allocated either way. */
+static bool dead_is_7(uint32_t owner, void *arg) { (void)arg; return owner == 7; }
+
+Test(exact, palloc_half_split_is_undone_or_finished) {
+    tpa t;
+    tpa_init(&t, 1024); /* root level 2 */
+    uint64_t f;
+    cr_assert_eq(dp_pa_alloc(&t.pa, 6, 1, 0, &f), 0);
+    uint64_t li = f >> 5, l1 = f >> 9;
+    dp_a64 *leaf = dp_pa_word(&t.pa, 0, li + 1), *node = dp_pa_word(&t.pa, 1, l1);
+    unsigned ci = (unsigned)((li + 1) & 15);
+    /* claimed, not linked */
+    atomic_store(leaf, (2ull << 32) | (7ull << 34) | 0xffffffffull);
+    dp_pa_walk w;
+    dp_pa_walk_tree(&t.pa, &w, NULL, NULL, NULL);
+    cr_expect_eq(w.used_frames, 64);
+    cr_expect_eq(dp_pa_recover(&t.pa, dead_is_7, NULL), 1);
+    cr_expect_eq(atomic_load(leaf) >> 32 & 3, 1, "undone: IDLE under the FULL parent");
+    /* claimed and linked */
+    atomic_store(leaf, (2ull << 32) | (7ull << 34) | 0xffffffffull);
+    atomic_store(node, atomic_load(node) ^ (3ull << (2 * ci)));
+    dp_pa_walk_tree(&t.pa, &w, NULL, NULL, NULL);
+    cr_expect_eq(w.used_frames, 64, "a split in flight holds its frames");
+    cr_expect_eq(w.orphaned, 1);
+    cr_expect_eq(dp_pa_recover(&t.pa, dead_is_7, NULL), 1);
+    cr_expect_eq(atomic_load(leaf), 0xffffffffull, "finished: OPEN, all held");
+    dp_pa_walk_tree(&t.pa, &w, NULL, NULL, NULL);
+    cr_expect_eq(w.bad, 0, "%s", w.why);
+    cr_expect_eq(w.used_frames, 64);
+    /* the block frees whole, although one leaf of it is now described finer */
+    cr_assert_eq(dp_pa_free_run(&t.pa, f, 6, 64, 1), 0);
+    dp_pa_walk_tree(&t.pa, &w, NULL, NULL, NULL);
+    cr_expect_eq(w.used_frames, 0);
+    free(t.meta);
+}
+
+/* ---- through the pool ---------------------------------------------------- */
+
+Test(exact, segments_are_exact_to_the_page) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
+    size_t free0 = test_pool_free(p);
+    enum { LIVE = 16 }; /* within the slot's inline attachment records */
+    uint64_t seed = test_seed();
+    for (int round = 0; round < 4; round++) {
+        dsmpool_seg *s[LIVE];
+        size_t want[LIVE], used = 0;
+        for (int i = 0; i < LIVE; i++) {
+            size_t n = 1 + test_rand(&seed) % (i % 4 ? 300 * KIB : 6 * MIB);
+            unsigned fl = i % 8 == 7 ? DSMPOOL_SEG_HUGE_ROUND : 0;
+            cr_assert_eq(dsmpool_seg_create(p, n, fl | DSMPOOL_SEG_NO_FALLBACK, &s[i]), 0, "%s",
+                         dsmpool_last_error());
+            size_t page = (fl && n > MIB) ? 2 * MIB : 4 * KIB;
+            want[i] = (n + page - 1) / page * page;
+            cr_expect_eq(dsmpool_seg_size(s[i]), want[i], "segment %d of %zu bytes", i, n);
+            memset(dsmpool_seg_address(s[i]), 0x40 + i, want[i]);
+            used += want[i];
+            cr_expect_eq(test_pool_free(p), free0 - used, "the pool holds exactly the pages (%d)", i);
+        }
+        test_check_ok(p);
+        for (int i = 0; i < LIVE; i++) {
+            unsigned char *m = dsmpool_seg_address(s[i]);
+            for (size_t k = 0; k < want[i]; k += 4093) cr_assert_eq(m[k], 0x40 + i, "segment %d byte %zu", i, k);
+        }
+        for (int i = round % 2; i < LIVE; i += 2) cr_assert_eq(dsmpool_seg_detach(s[i]), 0);
+        test_check_ok(p);
+        for (int i = 1 - round % 2; i < LIVE; i += 2) cr_assert_eq(dsmpool_seg_detach(s[i]), 0);
+        cr_expect_eq(test_pool_free(p), free0);
+    }
+    test_check_ok(p);
+    dsmpool_seg *all;
+    cr_assert_eq(dsmpool_seg_create(p, 64 * MIB, DSMPOOL_SEG_NO_FALLBACK, &all), 0,
+                 "the tails coalesced again: %s", dsmpool_last_error());
+    dsmpool_seg_detach(all);
+    dsmpool_detach(p);
+}
+
+static const char *die_point;
+static void die_at(const char *point) {
+    if (!strcmp(point, die_point)) raise(SIGKILL);
+}
+
+/* A process killed inside the split of its new segment's tail (each of the
+ * two steps): recovery finishes or undoes the split, the leak sweep returns
+ * the block that no descriptor names, and nothing else moves. */
+Test(exact, death_inside_a_split_is_recovered) {
+    static const char *points[] = {"palloc.split.claimed", "palloc.split.linked"};
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_seg *keep;
+    cr_assert_eq(dsmpool_seg_create(p, 40 * KIB, 0, &keep), 0); /* a neighbour that must survive */
+    memset(dsmpool_seg_address(keep), 0x77, 40 * KIB);
+    size_t free0 = test_pool_free(p);
+    for (int k = 0; k < 2; k++) {
+        pid_t c = fork();
+        if (c == 0) {
+            die_point = points[k];
+            dp_inject_fn = die_at;
+            dsmpool_seg *s;
+            dsmpool_seg_create(p, 100 * KIB, 0, &s);
+            _exit(5);
+        }
+        cr_assert_eq(test_wait(c), 128 + SIGKILL, "the child did not die at %s", points[k]);
+        test_recover_all(p);
+        test_check_ok(p);
+        cr_expect_eq(test_pool_free(p), free0, "after a death at %s everything came back", points[k]);
+    }
+    unsigned char *m = dsmpool_seg_address(keep);
+    for (size_t i = 0; i < 40 * KIB; i++) cr_assert_eq(m[i], 0x77);
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 100 * KIB, 0, &s), 0);
+    cr_expect_eq(dsmpool_seg_size(s), 100 * KIB);
+    dsmpool_seg_detach(s);
+    dsmpool_seg_detach(keep);
+    dsmpool_detach(p);
+}
+
+/* Four processes create and destroy exact segments and large area blocks
+ * at once, each writing its own pattern and checking it before it lets go:
+ * a tail given back to one while another still used it would show. */
+Test(exact, processes_share_the_tails, .timeout = 120) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
+    dsmpool_area *a;
+    cr_assert_eq(dsmpool_area_create(p, 0, &a), 0);
+    size_t free0 = test_pool_free(p);
+    pid_t kids[4];
+    for (int k = 0; k < 4; k++) {
+        if ((kids[k] = fork()) == 0) {
+            uint64_t seed = test_seed() + (uint64_t)k * 977;
+            dsmpool_seg *s[8] = {0};
+            dsmpool_ptr v[8] = {0};
+            size_t ns[8] = {0}, nv[8] = {0};
+            double end = (double)test_now_ns() + test_seconds(1.5) * 1e9;
+            int it = 0;
+            while ((double)test_now_ns() < end || it < 200) {
+                unsigned i = (unsigned)(test_rand(&seed) % 8);
+                unsigned char tag = (unsigned char)(k * 64 + i * 8 + (it & 7));
+                if (s[i]) {
+                    unsigned char *m = dsmpool_seg_address(s[i]);
+                    for (size_t q = 0; q < ns[i]; q += 1021)
+                        if (m[q] != m[0]) _exit(10);
+                    if (dsmpool_seg_detach(s[i]) != 0) _exit(11);
+                    s[i] = NULL;
+                } else {
+                    size_t n = 1 + test_rand(&seed) % (600 * KIB);
+                    if (dsmpool_seg_create(p, n, DSMPOOL_SEG_NO_FALLBACK, &s[i]) != 0) _exit(12);
+                    ns[i] = dsmpool_seg_size(s[i]);
+                    if (ns[i] != (n + 4095) / 4096 * 4096) _exit(13);
+                    memset(dsmpool_seg_address(s[i]), tag, ns[i]);
+                }
+                if (v[i]) {
+                    unsigned char *m = dsmpool_area_addr(a, v[i]);
+                    for (size_t q = 0; q < nv[i]; q += 1021)
+                        if (m[q] != m[0]) _exit(14);
+                    size_t grow = nv[i] + test_rand(&seed) % (512 * KIB);
+                    if (test_rand(&seed) % 2 && dsmpool_area_realloc(a, &v[i], grow, 0) == 0) {
+                        m = dsmpool_area_addr(a, v[i]);
+                        for (size_t q = 0; q < nv[i]; q += 1021)
+                            if (m[q] != m[0]) _exit(15);
+                        nv[i] = dsmpool_area_usable_size(a, v[i]);
+                        memset(m, tag, nv[i]);
+                    } else if (dsmpool_area_free(a, v[i]) != 0) {
+                        _exit(16);
+                    } else {
+                        v[i] = 0;
+                    }
+                } else {
+                    size_t n = MIB + 1 + test_rand(&seed) % (3 * MIB);
+                    if (dsmpool_area_alloc(a, n, 0, &v[i]) != 0) _exit(17);
+                    nv[i] = dsmpool_area_usable_size(a, v[i]);
+                    if (nv[i] != (n + 64 * KIB - 1) / (64 * KIB) * (64 * KIB)) _exit(18);
+                    memset(dsmpool_area_addr(a, v[i]), tag, nv[i]);
+                }
+                it++;
+            }
+            for (int i = 0; i < 8; i++) {
+                if (s[i] && dsmpool_seg_detach(s[i]) != 0) _exit(19);
+                if (v[i] && dsmpool_area_free(a, v[i]) != 0) _exit(20);
+            }
+            dsmpool_area_detach(a);
+            dsmpool_detach(p);
+            _exit(0);
+        }
+    }
+    for (int k = 0; k < 4; k++) cr_expect_eq(test_wait(kids[k]), 0, "process %d", k);
+    test_recover_all(p);
+    test_check_ok(p);
+    dsmpool_area_stats st;
+    cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
+    cr_expect_eq(st.bytes_in_use, 0);
+    cr_assert_eq(dsmpool_area_destroy(a), 0);
+    cr_expect_geq(test_pool_free(p), free0, "everything came back");
+    dsmpool_detach(p);
+}
+
+/* A large block whose given-back tail a neighbour took cannot grow in
+ * place: it moves, with its bytes. */
+Test(exact, a_large_block_whose_tail_is_taken_moves) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_area *a;
+    cr_assert_eq(dsmpool_area_create(p, 0, &a), 0);
+    dsmpool_ptr v;
+    cr_assert_eq(dsmpool_area_alloc(a, 3 * MIB, 0, &v), 0);
+    memset(dsmpool_area_addr(a, v), 0x3c, 3 * MIB);
+    char *lo = (char *)dsmpool_area_addr(a, v) + 3 * MIB, *hi = lo + MIB;
+    dsmpool_seg *segs[256];
+    int n = 0, in_tail = -1;
+    while (n < 256 && in_tail < 0) {
+        cr_assert_eq(dsmpool_seg_create(p, 64 * KIB, DSMPOOL_SEG_NO_FALLBACK, &segs[n]), 0, "%s", dsmpool_last_error());
+        char *m = dsmpool_seg_address(segs[n]);
+        if (m >= lo && m < hi) in_tail = n;
+        n++;
+    }
+    cr_assert_geq(in_tail, 0, "a 64 KiB segment landed in the block's given-back tail");
+    dsmpool_ptr was = v;
+    cr_assert_eq(dsmpool_area_realloc(a, &v, 4 * MIB, 0), 0, "%s", dsmpool_last_error());
+    cr_expect_neq(v, was, "the tail is held: it moved");
+    unsigned char *m = dsmpool_area_addr(a, v);
+    for (size_t i = 0; i < 3 * MIB; i += 997) cr_assert_eq(m[i], 0x3c);
+    test_check_ok(p);
+    for (int i = 0; i < n; i++) dsmpool_seg_detach(segs[i]);
+    cr_assert_eq(dsmpool_area_free(a, v), 0);
+    test_check_ok(p);
+    dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
