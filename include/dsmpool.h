@@ -321,13 +321,13 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
 /*
  * An area is a heap on top of the pool. alloc/free of any size, returning
  * relocatable pointers that every attached process converts to its own
- * address. 60 size classes from 16 B to 1 MiB (16 B steps to 128 B, then
+ * address. Size classes from 16 B to 256 KiB (16 B steps to 128 B, then
  * four per doubling), carved from spans of 64 chunks or more: 64 KiB for
  * chunks up to 1 KiB, growing with the class to 2 MiB (one huge page, one
  * allocator node) from 32 KiB chunks up, so a small area costs little (a
  * new area with a few small allocations holds under 128 KiB of the pool,
  * its control block included); larger requests get a dedicated
- * power-of-two block. Every thread keeps, per class, a private
+ * block exact to 64 KiB (its power of two, the rest given back at once). Every thread keeps, per class, a private
  * cache in shared memory (so recovery can find it) refilled one span (64 x
  * 32 KiB) at a time: alloc and free of a cached chunk take no lock, make no
  * system call, cause no page fault and do no atomic read-modify-write on a
@@ -355,13 +355,14 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * 16 bytes, in every process (the pool is mapped at a 2 MiB boundary, OS
  * segments too). Precisely, an allocation is aligned to the largest power
  * of two dividing its usable size, at most 2 MiB (DSMPOOL_AREA_MAX_ALIGN):
- * sizes up to 1 MiB are served from size classes (16 B steps to 128 B, then
+ * sizes up to 256 KiB are served from size classes (16 B steps to 128 B, then
  * four per doubling: 160, 192, 224, 256, 320 B ...) whose chunks sit at
  * multiples of their size in spans aligned to their own size (a power of
  * two from 64 KiB to 2 MiB), so n bytes for a power of two n
  * are aligned to n, 100 bytes (class 112) only to 16; larger sizes get
- * blocks that start at 2 MiB boundaries and end at the next 64 KiB (the
- * pool takes back the rest of their power of two at once). dsmpool_area_alloc_aligned() asks
+ * blocks aligned to the power of two at or above their size, 2 MiB at
+ * most, that end at the next 64 KiB (the pool takes back the rest of
+ * their power of two at once). dsmpool_area_alloc_aligned() asks
  * for more. Inside one allocation a relocatable pointer is an integer
  * like an address: for p returned by an allocation and k below
  * dsmpool_area_usable_size(area, p), p + k names byte k (dsmpool_area_addr
@@ -390,7 +391,7 @@ typedef uint64_t dsmpool_ptr;             /* relocatable pointer; 0 is the null 
 #define DSMPOOL_PRIptr "016" PRIx64 /* format: printf("%" DSMPOOL_PRIptr, p), no cast */
 
 #define DSMPOOL_ALLOC_ZERO (1u << 0)       /* alloc flag: zeroed memory */
-#define DSMPOOL_ALLOC_INTERLEAVE (1u << 1) /* alloc flag, > 1 MiB: from the interleaved sub-pool
+#define DSMPOOL_ALLOC_INTERLEAVE (1u << 1) /* alloc flag, > 256 KiB: from the interleaved sub-pool
                                               (bucket arrays every node reads) */
 #define DSMPOOL_AREA_CHECKED (1u << 0)     /* create flag: detect every bad free */
 #define DSMPOOL_AREA_NO_FALLBACK (1u << 1) /* create flag: never use OS segments */
@@ -467,7 +468,7 @@ typedef struct dsmpool_area_stats {
     size_t held;              /* bytes of spans and large blocks the area holds */
     size_t limit;             /* 0: none */
     size_t spans;             /* spans of small classes (64 KiB .. 2 MiB each) */
-    size_t large_blocks;      /* dedicated blocks (> 1 MiB) */
+    size_t large_blocks;      /* dedicated blocks (> 256 KiB) */
     size_t fallback_segments; /* of those, served by OS segments */
     unsigned caches;          /* thread caches held (all processes; at most 256, further
                                  threads use the shared path) */
@@ -481,7 +482,7 @@ typedef struct dsmpool_area_stats {
                                  chunks, at most 32 KiB of 2 MiB up to 64 KiB chunks) */
     size_t bytes_os;          /* of held, bytes in OS fallback segments */
     size_t bytes_requested;   /* sizes asked for by live allocations: exact for large blocks;
-                                 for chunks (<= 1 MiB, whose size free() is not told) an
+                                 for chunks (<= 256 KiB, whose size free() is not told) an
                                  estimate: their usable bytes in use times the ratio of bytes
                                  asked for to usable bytes over every chunk allocation the area
                                  made -- exact when every chunk request asks for a power of

@@ -43,11 +43,13 @@
 /* The region's format. Its first 24 bytes never move, whatever the format:
  * magic, format, header size, and the version number of the library that
  * made it (DSMPOOL_VERSION_NUMBER), so that a library can say which one
- * made a region it cannot read. Format 6 made the area directory a word
+ * made a region it cannot read. Format 7 put the frames a block gave
+ * back into its block word (exact segments and large blocks; an older
+ * library would read such a word's offset wrong). Format 6 made the area directory a word
  * per 64 KiB (spans from 64 KiB); 5 changed the area directory word (a
  * 6-bit class for 60 size classes); 3 added the last; 2 had region_size
  * there. */
-#define DP_FORMAT_VERSION 6u
+#define DP_FORMAT_VERSION 7u
 #define DP_DIR_SHIFT 16u /* the span directory's granule: 64 KiB of data a word */
 #define DP_NAME_MAX 240
 
