@@ -567,15 +567,15 @@ static void *parked_taker(void *arg) {
 /* A taker read a span's class, then stopped; the span went back whole, its
  * entry came back as a span of another class with the same word (the
  * generation carries over), and the taker's steal succeeded: it handed out
- * a 512 KiB chunk over a live 256 KiB one. The class is read again after
+ * a 256 KiB chunk over a live 128 KiB one. The class is read again after
  * the steal now. */
 Test(area_users, class_changes_under_a_stopped_taker, .timeout = 600) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     dsmpool_area *a = mkarea(p);
     dp_area_test_force_shared(true);
-    dsmpool_ptr k[4], s[4], t[8], x;
-    for (int i = 0; i < 4; i++) cr_assert_eq(dsmpool_area_alloc(a, 512 * KIB, 0, &k[i]), 0); /* span K */
-    for (int i = 0; i < 4; i++) cr_assert_eq(dsmpool_area_alloc(a, 512 * KIB, 0, &s[i]), 0); /* span S */
+    dsmpool_ptr k[8], s[8], t[16], x;
+    for (int i = 0; i < 8; i++) cr_assert_eq(dsmpool_area_alloc(a, 256 * KIB, 0, &k[i]), 0); /* span K */
+    for (int i = 0; i < 8; i++) cr_assert_eq(dsmpool_area_alloc(a, 256 * KIB, 0, &s[i]), 0); /* span S */
     cr_assert_eq(dsmpool_area_free(a, s[0]), 0); /* S's stack: {0} */
     _Atomic uint64_t *word = dp_area_test_word(a, "span", 0, s[0]);
     cr_assert_not_null(word);
@@ -583,14 +583,14 @@ Test(area_users, class_changes_under_a_stopped_taker, .timeout = 600) {
     atomic_store(&park_state, 0);
     park_point = "area.take.read";
     dp_inject_fn = park_hook;
-    targ ta = {a, 512 * KIB, 0, -1};
+    targ ta = {a, 256 * KIB, 0, -1};
     pthread_t pa;
     cr_assert_eq(pthread_create(&pa, NULL, parked_taker, &ta), 0);
     while (atomic_load(&park_state) != 1) usleep(100);
     cr_assert_eq(atomic_load(word), W, "A read S's word");
-    for (int i = 0; i < 4; i++) cr_assert_eq(dsmpool_area_free(a, k[i]), 0); /* K whole: kept */
-    for (int i = 1; i < 4; i++) cr_assert_eq(dsmpool_area_free(a, s[i]), 0); /* S whole: retires */
-    for (int i = 0; i < 8; i++) cr_assert_eq(dsmpool_area_alloc(a, 256 * KIB, 0, &t[i]), 0);
+    for (int i = 0; i < 8; i++) cr_assert_eq(dsmpool_area_free(a, k[i]), 0); /* K whole: kept */
+    for (int i = 1; i < 8; i++) cr_assert_eq(dsmpool_area_free(a, s[i]), 0); /* S whole: retires */
+    for (int i = 0; i < 16; i++) cr_assert_eq(dsmpool_area_alloc(a, 128 * KIB, 0, &t[i]), 0);
     cr_assert_eq(dp_area_test_word(a, "span", 0, t[0]), word, "S' (256 KiB) reuses S's entry");
     cr_assert_eq(dsmpool_area_free(a, t[0]), 0); /* S' stack: {0} */
     uint64_t now = atomic_load(word);
@@ -599,12 +599,12 @@ Test(area_users, class_changes_under_a_stopped_taker, .timeout = 600) {
     if (diff < 3) diff += 1u << 24;
     if (diff & 1) { /* 3 CASes: free t1 (push), take t1 (steal, put t0 back) */
         cr_assert_eq(dsmpool_area_free(a, t[1]), 0);
-        cr_assert_eq(dsmpool_area_alloc(a, 256 * KIB, 0, &x), 0);
+        cr_assert_eq(dsmpool_area_alloc(a, 128 * KIB, 0, &x), 0);
         cr_assert_eq(x, t[1]);
         diff -= 3;
     }
     for (uint32_t i = 0; i < diff / 2; i++) { /* 2 CASes: take t0 (steal), free it (push) */
-        cr_assert_eq(dsmpool_area_alloc(a, 256 * KIB, 0, &x), 0);
+        cr_assert_eq(dsmpool_area_alloc(a, 128 * KIB, 0, &x), 0);
         cr_assert_eq(dsmpool_area_free(a, x), 0);
     }
     cr_assert_eq(atomic_load(word), W, "the word is what A read");
@@ -613,11 +613,11 @@ Test(area_users, class_changes_under_a_stopped_taker, .timeout = 600) {
     dp_inject_fn = NULL;
     park_point = NULL;
     cr_assert_eq(ta.r, 0, "%s", dsmpool_last_error());
-    for (int i = 1; i < 8; i++)
-        cr_expect(!(ta.got <= t[i] && t[i] < ta.got + 512 * KIB),
+    for (int i = 1; i < 16; i++)
+        cr_expect(!(ta.got <= t[i] && t[i] < ta.got + 256 * KIB),
                   "A's 512 KiB chunk %016llx overlaps the live 256 KiB chunk %016llx", (unsigned long long)ta.got,
                   (unsigned long long)t[i]);
-    cr_expect_eq(dsmpool_area_usable_size(a, ta.got), 512 * KIB);
+    cr_expect_eq(dsmpool_area_usable_size(a, ta.got), 256 * KIB);
     test_check_ok(p);
     dp_area_test_force_shared(false);
     dsmpool_area_destroy(a);
