@@ -719,13 +719,21 @@ static int pa_take_piece(dp_pa *pa, uint64_t frame, unsigned j, uint32_t owner) 
         if (w_phase(w) == PH_OPEN) {
             uint64_t mask = run_mask(t, pos, rs);
             uint32_t valid = t == 0 ? 0xffffffffu : present_mask(pa, t, idx);
+            uint32_t want = t == 0 ? (uint32_t)mask : (uint32_t)mask & LO2;
             for (;;) {
                 if (w_phase(w) != PH_OPEN) break;
                 uint32_t c = (uint32_t)w;
                 uint32_t fm = t == 0 ? ~c : ch_free(c) & valid;
-                if ((fm & (t == 0 ? (uint32_t)mask : (uint32_t)mask & LO2)) !=
-                    (t == 0 ? (uint32_t)mask : (uint32_t)mask & LO2))
-                    return -ENOMEM;
+                if ((fm & want) != want) {
+                    uint32_t part = t == 0 ? 0 : ch_part(c) & want;
+                    if (!part || tries == 3) return -ENOMEM;
+                    /* children left open and empty (lazy coalescing, rule
+                     * 2): close them (rule 4), then look again */
+                    bool stuck = false;
+                    for (; part; part &= part - 1)
+                        pa_close(pa, t - 1, idx * 16 + (unsigned)__builtin_ctz(part) / 2, owner, &stuck);
+                    break;
+                }
                 /* acquire: as an allocation (rule 2) */
                 if (dp_cas_acquire(p, &w, w | run_used(t, mask))) return 0;
             }

@@ -51,7 +51,10 @@ static unsigned fill_pool(dsmpool *p, dsmpool_seg **held, unsigned max) {
     dsmpool_stats st;
     unsigned n = 0;
     dsmpool_get_stats(p, &st);
-    for (size_t sz = st.subpool[0].largest_free; sz >= 4096 && n < max; sz >>= 1)
+    /* down to 64 KiB, the smallest span: holes below it stay for the
+     * ledger's attachment record blocks (4 KiB), which a fallback segment
+     * needs once the slot's inline records are used up */
+    for (size_t sz = st.subpool[0].largest_free; sz >= 64 * KIB && n < max; sz >>= 1)
         while (n < max && dsmpool_seg_create(p, sz, DSMPOOL_SEG_NO_FALLBACK, &held[n]) == 0) n++;
     return n;
 }

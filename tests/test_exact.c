@@ -64,7 +64,8 @@ Test(exact, palloc_trim_grow_free_against_model, .timeout = 120) {
     for (int step = 0; step < 3000; step++) {
         unsigned op = (unsigned)(test_rand(&seed) % 100);
         if (nlive == 0 || (op < 50 && nlive < 512)) {
-            uint64_t n = 1 + test_rand(&seed) % (test_rand(&seed) % 4 ? 64 : 4096);
+            uint64_t big = test_rand(&seed) % 4 ? 64 : 4096; /* one call per statement: same sequence in every build */
+            uint64_t n = 1 + test_rand(&seed) % big;
             unsigned k = order_of(n);
             uint64_t f;
             int r = dp_pa_alloc(&t.pa, k, 1, (unsigned)(test_rand(&seed) % 4), &f);
@@ -102,7 +103,7 @@ Test(exact, palloc_trim_grow_free_against_model, .timeout = 120) {
             memset(model + live[i].f, 0, live[i].n);
             live[i] = live[--nlive];
         }
-        if (step % 16 == 0 || step > 2950) expect_map(&t, model, "random", step);
+        expect_map(&t, model, "random", step);
     }
     cr_expect_gt(grown, 10, "grows in place happened (%u)", grown);
     cr_expect_gt(blocked, 10, "grows blocked by a neighbour happened (%u)", blocked);
@@ -346,10 +347,12 @@ Test(exact, a_large_block_whose_tail_is_taken_moves) {
     cr_assert_eq(dsmpool_area_alloc(a, 3 * MIB, 0, &v), 0);
     memset(dsmpool_area_addr(a, v), 0x3c, 3 * MIB);
     char *lo = (char *)dsmpool_area_addr(a, v) + 3 * MIB, *hi = lo + MIB;
-    dsmpool_seg *segs[256];
+    static dsmpool_seg *segs[1024];
     int n = 0, in_tail = -1;
-    while (n < 256 && in_tail < 0) {
-        cr_assert_eq(dsmpool_seg_create(p, 64 * KIB, DSMPOOL_SEG_NO_FALLBACK, &segs[n]), 0, "%s", dsmpool_last_error());
+    /* until one lands in the tail (where depends on the CPU's reservations),
+     * at most until the pool is full */
+    while (n < 1024 && in_tail < 0 &&
+           dsmpool_seg_create(p, 64 * KIB, DSMPOOL_SEG_NO_FALLBACK, &segs[n]) == 0) {
         char *m = dsmpool_seg_address(segs[n]);
         if (m >= lo && m < hi) in_tail = n;
         n++;
