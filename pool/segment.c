@@ -207,8 +207,12 @@ static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t owner) 
     dp_seg_desc *d = &p->segs[idx];
     dp_inflight_begin(p);
     uint64_t blk = dp_load_acquire(&d->block); /* acquire: the creator's store */
+    uint64_t size = dp_load_relaxed(&d->size); /* 0 while a creator had not set it */
+    /* a block word whose frames disagree with the size (a scribbled trim
+     * code, rule 11) is never freed: it could name frames given back */
     bool pool_blk = blk && blk != DP_BLOCK_FALLBACK &&
-                    dp_block_ok(p, DP_BLOCK_OFF(blk), DP_BLOCK_BYTES(blk));
+                    dp_block_ok(p, DP_BLOCK_OFF(blk), DP_BLOCK_BYTES(blk)) &&
+                    (size == 0 || size == DP_BLOCK_BYTES(blk));
     if (pool_blk && (dp_load_relaxed(&d->flags) & DP_SEG_AREA) && area_hook) /* an area goes with its last reference */
         area_hook(p, dp_at(p, DP_BLOCK_OFF(blk)), DP_BLOCK_BYTES(blk),
                   idx + 1, owner);

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "dp_internal.h"
 #include "dp_palloc.h"
 #include "testutil.h"
 
@@ -368,5 +369,42 @@ Test(exact, a_large_block_whose_tail_is_taken_moves) {
     cr_assert_eq(dsmpool_area_free(a, v), 0);
     test_check_ok(p);
     dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
+
+/* A segment's block word scribbled to claim its whole power of two (the
+ * trim code zeroed): the checker says so, and its destruction frees
+ * nothing -- least of all the neighbour that took part of its tail. */
+Test(exact, a_scribbled_trim_code_frees_no_neighbour) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_seg *a;
+    cr_assert_eq(dsmpool_seg_create(p, 100 * KIB, DSMPOOL_SEG_NO_FALLBACK, &a), 0);
+    char *lo = (char *)dsmpool_seg_address(a) + 100 * KIB, *hi = lo + 28 * KIB;
+    static dsmpool_seg *segs[4096];
+    int n = 0, nb = -1, in_tail = 0;
+    /* until neighbours hold the whole tail (7 pages), so that a free of
+     * the whole power of two would find every frame allocated */
+    while (n < 4096 && in_tail < 7 && dsmpool_seg_create(p, 4096, DSMPOOL_SEG_NO_FALLBACK, &segs[n]) == 0) {
+        char *m = dsmpool_seg_address(segs[n]);
+        if (m >= lo && m < hi) {
+            nb = n;
+            in_tail++;
+        }
+        n++;
+    }
+    cr_assert_eq(in_tail, 7, "4 KiB segments took the 100 KiB segment's whole tail");
+    char *b = dsmpool_seg_address(segs[nb]);
+    memset(b, 0x5b, 4096);
+    dp_seg_desc *d = &p->segs[DP_HANDLE_IDX(dsmpool_seg_handle(a))];
+    uint64_t blk = atomic_load(&d->block);
+    atomic_store(&d->block, DP_BLOCK_MK(DP_BLOCK_OFF(blk), DP_BLOCK_ORDER(blk))); /* 128 KiB */
+    cr_expect_eq(dsmpool_check(p), -EUCLEAN, "the checker sees the scribble");
+    dsmpool_seg_detach(a);
+    for (int i = 0; i < n; i++) /* all but the neighbour go, so the pool has room again */
+        if (i != nb) dsmpool_seg_detach(segs[i]);
+    dsmpool_seg *s;
+    for (int i = 0; i < 4096 && dsmpool_seg_create(p, 4096, DSMPOOL_SEG_NO_FALLBACK, &s) == 0; i++)
+        cr_assert_neq((char *)dsmpool_seg_address(s), b, "the neighbour's page was handed out again");
+    for (size_t i = 0; i < 4096; i++) cr_assert_eq((unsigned char)b[i], 0x5b);
     dsmpool_detach(p);
 }
