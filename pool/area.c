@@ -567,15 +567,20 @@ static int64_t entry_claim(dsmpool *p, ar_ctl *ctl, unsigned order) {
     return -ENOSPC;
 }
 
-/* Clear the directory words of [off, off+bytes) that name (aid, e). */
-static void dir_clear(dsmpool *p, uint64_t aid, uint64_t e, uint64_t off, uint64_t bytes) {
+/* Clear the directory words of [off, off+bytes) that name (aid, e).
+ * Returns whether every granule of the range named it. */
+static bool dir_clear(dsmpool *p, uint64_t aid, uint64_t e, uint64_t off, uint64_t bytes) {
+    bool all = true;
     for (uint64_t o = off; o < off + bytes; o += AR_DIR_GRAN) {
         uint64_t k = (o - p->geo.data_off) >> AR_DIR_SHIFT;
-        if (k >= p->geo.dir_count) break;
+        if (k >= p->geo.dir_count) return false;
         uint64_t dw = dp_load_relaxed(&p->dir[k]);
         if (DIRW_AID(dw) == aid && DIRW_ENTRY(dw) == e)
             dp_store_release(&p->dir[k], 0); /* release: before the block goes */
+        else
+            all = false;
     }
+    return all;
 }
 
 /* Take and give back the parts an entry holds: its block (a pool block, or
@@ -593,12 +598,15 @@ static uint64_t entry_free_parts(dsmpool *p, uint64_t aid, uint64_t e, ar_span *
         dp_seg_unpin_quiet(p, h, slot);
     } else if (blk && DP_BLOCK_ORDER(blk) <= DP_PA_MAX_ORDER) {
         took = DP_BLOCK_BYTES(blk);
-        if (dp_block_ok(p, DP_BLOCK_OFF(blk), took)) {
-            dir_clear(p, aid, e, DP_BLOCK_OFF(blk), took);
+        /* A damaged word is never freed: one past the data, or one whose
+         * frames the directory does not say are the entry's (a scribbled
+         * trim code naming a tail given back, rule 13). A filler that died
+         * before its directory words were set leaves its block to the leak
+         * sweep the same way. */
+        if (dp_block_ok(p, DP_BLOCK_OFF(blk), took) && dir_clear(p, aid, e, DP_BLOCK_OFF(blk), took))
             dp_pool_free(p, blk);
-        } else {
-            took = 0; /* a damaged word: never free what it names */
-        }
+        else
+            took = 0;
     }
     uint64_t info = atomic_exchange_explicit(&sp->info, 0, memory_order_acq_rel);
     uint64_t bm = info_bitmap(info);
@@ -2049,26 +2057,49 @@ int dsmpool_area_alloc_aligned(dsmpool_area *area, size_t size, size_t align, un
 
 /* Rule 13: a large pool block grows in place when the tail it gave back is
  * still free: reserve the bytes, take the frames back (palloc.c rule 7),
- * name them in the directory, then publish the longer block word; all in
- * one bracket (a death inside leaves frames the leak sweep returns, and
- * held bytes the lost sweep sets right). */
-static bool large_grow(struct dsmpool_area *a, ar_loc *l, size_t size) {
+ * name them in the directory, then publish the longer block word. Inside
+ * an area operation (so a destroyer waits for it, and a death inside makes
+ * the lost sweep due, which sets held right) and one bracket (frames taken
+ * and not yet published go to the leak sweep). */
+static bool large_grow_op(struct dsmpool_area *a, ar_loc *l, size_t size) {
     dsmpool *p = a->pool;
-    uint64_t blk = dp_load_relaxed(&l->sp->block); /* relaxed: ordered by live_alloc's acquire */
+    /* acquire: the entry's publication; a block freed meanwhile (by another
+     * thread: a caller's race, as for free()) is not grown */
+    uint64_t w = dp_load_acquire(&l->sp->state);
+    uint64_t blk = dp_load_relaxed(&l->sp->block);
     uint64_t have = DP_BLOCK_BYTES(blk), want = (size + AR_DIR_GRAN - 1) / AR_DIR_GRAN * AR_DIR_GRAN;
-    if (blk == DP_BLOCK_FALLBACK || !have || want > (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk) ||
+    if (SPW_ST(w) != SP_LARGE || blk == DP_BLOCK_FALLBACK || !(blk & DP_BLOCK_EXACT) || !have ||
+        DP_BLOCK_OFF(blk) != l->span || want > (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk) ||
         held_reserve(a->ctl, want - have) != 0)
         return false;
     dp_inflight_begin(p);
     uint64_t nb = dp_pool_grow(p, blk, want / DP_FRAME_SIZE);
+    DP_INJECT("area.grow.taken");
     if (nb) {
-        dir_set(p, DP_BLOCK_OFF(nb), DP_BLOCK_BYTES(nb), DIRW(a->aid, l->e, AR_LARGE_CLS));
+        dir_set(p, DP_BLOCK_OFF(nb) + have, DP_BLOCK_BYTES(nb) - have, DIRW(a->aid, l->e, AR_LARGE_CLS));
         dp_store_release(&l->sp->block, nb); /* release: the frames are ours before it says so */
     }
-    dp_inflight_end(p);
     if (!nb || DP_BLOCK_BYTES(nb) != want) /* relaxed: a counter */
         dp_fetch_add_relaxed(&a->ctl->held, (nb ? DP_BLOCK_BYTES(nb) : have) - want);
+    dp_inflight_end(p);
     return nb != 0;
+}
+
+static bool large_grow(struct dsmpool_area *a, ar_loc *l, size_t size) {
+    ar_tc *tc = tc_get(a);
+    if (!tc) return false;
+    bool grown = false;
+    if (tc->rec) {
+        uint64_t s = op_begin(tc->rec);
+        if (area_live(a)) grown = large_grow_op(a, l, size);
+        op_end(tc->rec, s);
+    } else { /* rule 15: the operation is a bracket */
+        dp_inflight_begin(a->pool);
+        if (area_live(a)) grown = large_grow_op(a, l, size);
+        dp_inflight_end(a->pool);
+        shared_done(a, tc);
+    }
+    return grown;
 }
 
 int dsmpool_area_realloc(dsmpool_area *area, dsmpool_ptr *p, size_t size, unsigned flags) {

@@ -118,31 +118,37 @@ enum { DP_SEG_FREE = 0, DP_SEG_INIT = 1, DP_SEG_LIVE = 2, DP_SEG_DYING = 3 };
 #define DP_SEG_COUNT_MAX 0x1fffffffu
 
 /* Block word: a pool block is its region offset (4 KiB aligned, below
- * 2^46) | order in bits 0-5 | the frames given back from its tail (palloc.c
- * rule 7; proc.c rule 9), a 23-bit code in bits 46-63 (high) and 7-11 (low):
- * exact up to order 24 (64 GiB), in units of 2^(order - 24) frames above.
- * An OS fallback segment is DP_BLOCK_FALLBACK. 0 = not yet set. The
- * sub-pool follows from the offset (sub-pools are contiguous). */
+ * 2^46) | order in bits 0-5. An exact block (palloc.c rule 7; proc.c rule
+ * 9: a segment or a large area block) also has DP_BLOCK_EXACT and the
+ * frames given back from its tail, a 22-bit code in bits 46-63 (high) and
+ * 8-11 (low): exact up to order 23 (32 GiB), in units of 2^(order - 23)
+ * frames above. Only an exact word is freed piece by piece; any other is
+ * freed by one exact check of its order (a wrong word frees nothing). An
+ * OS fallback segment is DP_BLOCK_FALLBACK. 0 = not yet set. The sub-pool
+ * follows from the offset (sub-pools are contiguous). */
 #define DP_BLOCK_FALLBACK (1ull << 6)
 #define DP_BLOCK_MK(off, order) ((uint64_t)(off) | (uint64_t)(order))
 #define DP_BLOCK_OFF(b) ((b) & 0x3ffffffff000ull)
 #define DP_BLOCK_ORDER(b) ((unsigned)((b) & 63))
-#define DP_BLOCK_TRIM_BITS 23u
+#define DP_BLOCK_EXACT (1ull << 7)
+#define DP_BLOCK_TRIM_BITS 22u
 static inline unsigned dp_block_trim_shift(unsigned order) {
     return order > DP_BLOCK_TRIM_BITS + 1 ? order - DP_BLOCK_TRIM_BITS - 1 : 0;
 }
-/* The word of a block of 2^order frames whose last `given` frames went back
- * (given a multiple of 1 << dp_block_trim_shift(order), below 2^(order-1)). */
+/* The word of an exact block of 2^order frames whose last `given` frames
+ * went back (given a multiple of 1 << dp_block_trim_shift(order), its code
+ * below 2^DP_BLOCK_TRIM_BITS). */
 static inline uint64_t dp_block_mk_trimmed(uint64_t off, unsigned order, uint64_t given) {
     uint64_t code = given >> dp_block_trim_shift(order);
-    return off | order | ((code & 31) << 7) | ((code >> 5) << 46);
+    return off | order | DP_BLOCK_EXACT | ((code & 15) << 8) | ((code >> 4) << 46);
 }
 /* The frames a block word holds; 0 for a word that cannot be a block
  * (order beyond any pool, or more given back than it had). */
 static inline uint64_t dp_block_frames(uint64_t b) {
     unsigned order = DP_BLOCK_ORDER(b);
     if (order > 36) return 0;
-    uint64_t code = ((b >> 7) & 31) | ((b >> 46) << 5), given = code << dp_block_trim_shift(order);
+    uint64_t code = ((b >> 8) & 15) | ((b >> 46) << 4), given = code << dp_block_trim_shift(order);
+    if (!(b & DP_BLOCK_EXACT)) return code ? 0 : 1ull << order;
     return given >= (1ull << order) ? 0 : (1ull << order) - given;
 }
 #define DP_BLOCK_BYTES(b) (dp_block_frames(b) * DP_FRAME_SIZE)

@@ -94,8 +94,11 @@ int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order);
 uint64_t dp_pa_trim(dp_pa *pa, uint64_t frame, unsigned order, uint64_t keep, uint32_t owner);
 
 /* Free the first n frames of a block of 2^order frames at frame (what
- * dp_pa_trim kept, or n = 2^order: dp_pa_free), piece by piece. */
-int dp_pa_free_run(dp_pa *pa, uint64_t frame, unsigned order, uint64_t n, uint32_t owner);
+ * dp_pa_trim kept and dp_pa_grow added), piece by piece: each at its own
+ * level, or as halves where a split or grow described it finer; never by
+ * splitting (a piece inside a coarser FULL child is not the caller's:
+ * -EINVAL). */
+int dp_pa_free_run(dp_pa *pa, uint64_t frame, unsigned order, uint64_t n);
 
 /* Grow such a block in place: take frames [from, to) of it back if they
  * are all free (the pieces are claimed one by one; on failure the ones

@@ -654,14 +654,18 @@ static int pa_split_down(dp_pa *pa, uint64_t frame, unsigned t, uint32_t owner) 
 
 /* Free an aligned piece of 2^j frames of a block the caller holds, however
  * the tree describes it now: at its own level (one CAS), as part of a FULL
- * child above (split first), or as finer pieces (a split that a failed trim
- * left behind: free the halves). */
+ * child above (split first: a trim only, owner != 0), or as finer pieces (a
+ * split that a stopped trim left behind, or a grow: free the halves). A
+ * free of what was kept never needs a split: the kept pieces shrink
+ * towards the end, so a coarser FULL child would have held the whole of a
+ * larger kept piece. */
 static int pa_free_piece(dp_pa *pa, uint64_t frame, unsigned j, uint32_t owner) {
     int r = dp_pa_free(pa, frame, j);
     unsigned t, rs;
     if (r == 0 || !pa_target(pa, j, &t, &rs)) return r;
     uint64_t w = dp_load_relaxed(pa_node(pa, t, frame >> node_shift(t))); /* relaxed: a hint */
     if (w_phase(w) == PH_IDLE) {
+        if (!owner) return r;
         if ((r = pa_split_down(pa, frame, t, owner)) != 0) return r;
         return dp_pa_free(pa, frame, j);
     }
@@ -688,7 +692,7 @@ uint64_t dp_pa_trim(dp_pa *pa, uint64_t frame, unsigned order, uint64_t keep, ui
     return end;
 }
 
-int dp_pa_free_run(dp_pa *pa, uint64_t frame, unsigned order, uint64_t n, uint32_t owner) {
+int dp_pa_free_run(dp_pa *pa, uint64_t frame, unsigned order, uint64_t n) {
     uint64_t all = 1ull << order;
     if (order > DP_PA_MAX_ORDER || !n || n > all || (frame & (all - 1)) || frame >= pa->frames ||
         all > pa->frames - frame)
@@ -697,7 +701,7 @@ int dp_pa_free_run(dp_pa *pa, uint64_t frame, unsigned order, uint64_t n, uint32
      * whole block, one CAS unless a trim or grow changed how it is held) */
     for (uint64_t pos = 0; pos < n;) {
         unsigned j = 63u - (unsigned)__builtin_clzll(n - pos);
-        int r = pa_free_piece(pa, frame + pos, j, owner);
+        int r = pa_free_piece(pa, frame + pos, j, 0);
         if (r) return r;
         pos += 1ull << j;
     }

@@ -75,7 +75,10 @@
  *   9. Exact blocks: a segment or a large area block takes the power-of-two
  *      block and gives its tail back at once (dp_pool_trim; palloc.c rule
  *      7), inside the bracket it was allocated in; the block word says how
- *      many frames went back, and dp_pool_free frees exactly the rest. A
+ *      many frames went back (and that it is exact), and dp_pool_free frees
+ *      exactly the rest, piece by piece; a word that is not exact is freed
+ *      only by the one exact check of its order, so a damaged one (a record
+ *      block, a registry page) frees nothing that is not the block itself. A
  *      death between the allocation and the trim, or in the trim, leaves
  *      frames allocated that no record names: the leak sweep returns them
  *      (recover.c rule 3), as for any death inside a bracket.
@@ -685,8 +688,8 @@ int dp_pool_free(dsmpool *p, uint64_t block) {
     uint64_t frame, n = dp_block_frames(block);
     unsigned order = DP_BLOCK_ORDER(block);
     if (!n || !block_sub(p, DP_BLOCK_OFF(block), &k, &frame)) return -EINVAL;
-    if (n == 1ull << order && dp_pa_free(&p->pa[k], frame, order) == 0) return 0;
-    return dp_pa_free_run(&p->pa[k], frame, order, n, dp_owner(p)); /* rule 9 */
+    if (!(block & DP_BLOCK_EXACT)) return dp_pa_free(&p->pa[k], frame, order);
+    return dp_pa_free_run(&p->pa[k], frame, order, n); /* rule 9 */
 }
 
 uint64_t dp_pool_grow(dsmpool *p, uint64_t block, uint64_t want) {
@@ -707,7 +710,7 @@ uint64_t dp_pool_trim(dsmpool *p, uint64_t block, uint64_t keep) {
     unsigned order = DP_BLOCK_ORDER(block), sh = dp_block_trim_shift(order);
     uint64_t all = 1ull << order;
     keep = (keep + (1ull << sh) - 1) >> sh << sh;
-    if (dp_block_frames(block) != all || keep >= all || !keep ||
+    if ((block & DP_BLOCK_EXACT) || dp_block_frames(block) != all || keep >= all || !keep ||
         (all - keep) >> sh >> DP_BLOCK_TRIM_BITS || /* more than the word can say */
         !block_sub(p, DP_BLOCK_OFF(block), &k, &frame))
         return block;

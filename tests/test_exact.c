@@ -17,6 +17,7 @@
 #include "testutil.h"
 
 extern void (*volatile dp_inject_fn)(const char *point);
+dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpool_ptr p);
 
 typedef struct tpa {
     dp_pa pa;
@@ -100,7 +101,7 @@ Test(exact, palloc_trim_grow_free_against_model, .timeout = 120) {
             }
         } else {
             unsigned i = (unsigned)(test_rand(&seed) % nlive);
-            cr_assert_eq(dp_pa_free_run(&t.pa, live[i].f, live[i].k, live[i].n, 1), 0, "step %d", step);
+            cr_assert_eq(dp_pa_free_run(&t.pa, live[i].f, live[i].k, live[i].n), 0, "step %d", step);
             memset(model + live[i].f, 0, live[i].n);
             live[i] = live[--nlive];
         }
@@ -110,7 +111,7 @@ Test(exact, palloc_trim_grow_free_against_model, .timeout = 120) {
     cr_expect_gt(blocked, 10, "grows blocked by a neighbour happened (%u)", blocked);
     while (nlive) {
         nlive--;
-        cr_assert_eq(dp_pa_free_run(&t.pa, live[nlive].f, live[nlive].k, live[nlive].n, 1), 0);
+        cr_assert_eq(dp_pa_free_run(&t.pa, live[nlive].f, live[nlive].k, live[nlive].n), 0);
         memset(model + live[nlive].f, 0, live[nlive].n);
     }
     expect_map(&t, model, "all freed", 0);
@@ -135,7 +136,7 @@ Test(exact, palloc_trim_stops_at_a_busy_node) {
     uint64_t kept = dp_pa_trim(&t.pa, f, 6, 40, 1);
     cr_expect_eq(kept, 64, "the tail inside the busy leaf stays with the block");
     atomic_store(leaf, was);
-    cr_assert_eq(dp_pa_free_run(&t.pa, f, 6, kept, 1), 0);
+    cr_assert_eq(dp_pa_free_run(&t.pa, f, 6, kept), 0);
     dp_pa_walk w;
     dp_pa_walk_tree(&t.pa, &w, NULL, NULL, NULL);
     cr_expect_eq(w.bad, 0, "%s", w.why);
@@ -175,7 +176,7 @@ Test(exact, palloc_half_split_is_undone_or_finished) {
     cr_expect_eq(w.bad, 0, "%s", w.why);
     cr_expect_eq(w.used_frames, 64);
     /* the block frees whole, although one leaf of it is now described finer */
-    cr_assert_eq(dp_pa_free_run(&t.pa, f, 6, 64, 1), 0);
+    cr_assert_eq(dp_pa_free_run(&t.pa, f, 6, 64), 0);
     dp_pa_walk_tree(&t.pa, &w, NULL, NULL, NULL);
     cr_expect_eq(w.used_frames, 0);
     free(t.meta);
@@ -406,5 +407,43 @@ Test(exact, a_scribbled_trim_code_frees_no_neighbour) {
     for (int i = 0; i < 4096 && dsmpool_seg_create(p, 4096, DSMPOOL_SEG_NO_FALLBACK, &s) == 0; i++)
         cr_assert_neq((char *)dsmpool_seg_address(s), b, "the neighbour's page was handed out again");
     for (size_t i = 0; i < 4096; i++) cr_assert_eq((unsigned char)b[i], 0x5b);
+    dsmpool_detach(p);
+}
+
+/* The same for a large area block: its entry's block word scribbled to its
+ * whole power of two; free refuses to free frames the directory does not
+ * give the entry (the neighbours in its tail). */
+Test(exact, a_scribbled_large_block_frees_no_neighbour) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_area *a;
+    cr_assert_eq(dsmpool_area_create(p, 0, &a), 0);
+    dsmpool_ptr v;
+    cr_assert_eq(dsmpool_area_alloc(a, 300 * KIB, 0, &v), 0); /* 320 KiB of a 512 KiB block */
+    char *lo = (char *)dsmpool_area_addr(a, v) + 320 * KIB, *hi = lo + 192 * KIB;
+    static dsmpool_seg *segs[1024];
+    int n = 0, in_tail = 0, nb = -1;
+    while (n < 1024 && in_tail < 3 && dsmpool_seg_create(p, 64 * KIB, DSMPOOL_SEG_NO_FALLBACK, &segs[n]) == 0) {
+        char *m = dsmpool_seg_address(segs[n]);
+        if (m >= lo && m < hi) {
+            in_tail++;
+            nb = n;
+        }
+        n++;
+    }
+    cr_assert_eq(in_tail, 3, "64 KiB segments took the block's whole tail");
+    char *b = dsmpool_seg_address(segs[nb]);
+    memset(b, 0x6c, 64 * KIB);
+    _Atomic uint64_t *word = dp_area_test_word(a, "span", 0, v);
+    cr_assert_not_null(word);
+    uint64_t blk = atomic_load(word + 1); /* the entry's block word follows its state */
+    cr_assert_eq(DP_BLOCK_OFF(blk), (uint64_t)v);
+    atomic_store(word + 1, DP_BLOCK_MK(DP_BLOCK_OFF(blk), DP_BLOCK_ORDER(blk)));
+    dsmpool_area_free(a, v);
+    for (int i = 0; i < n; i++)
+        if (i != nb) dsmpool_seg_detach(segs[i]);
+    dsmpool_seg *s;
+    for (int i = 0; i < 1024 && dsmpool_seg_create(p, 64 * KIB, DSMPOOL_SEG_NO_FALLBACK, &s) == 0; i++)
+        cr_assert_neq((char *)dsmpool_seg_address(s), b, "the neighbour's pages were handed out again");
+    for (size_t i = 0; i < 64 * KIB; i++) cr_assert_eq((unsigned char)b[i], 0x6c);
     dsmpool_detach(p);
 }
