@@ -299,8 +299,8 @@ DSMPOOL_EXPORT int dsmpool_prefault(dsmpool *pool);
 #define DSMPOOL_SEG_HUGE_ROUND (1u << 4)
 
 /* Create a segment of at least size bytes (size rounded up to the 4 KiB page,
- * from the pool and from the OS alike; beyond 64 GiB, from the pool, to a
- * unit of size / 2^23) and attach to it (reference count 1): the pool takes
+ * from the pool and from the OS alike; beyond 32 GiB, from the pool, to a
+ * unit of size / 2^22) and attach to it (reference count 1): the pool takes
  * the power-of-two block that holds it and gives the rest back at once,
  * and takes exactly that back at the end. The memory is
  * not zeroed when it comes from the pool. -ENOMEM when neither the pool nor
