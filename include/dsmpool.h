@@ -327,7 +327,7 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * allocator node) from 32 KiB chunks up, so a small area costs little (a
  * new area with a few small allocations holds under 128 KiB of the pool,
  * its control block included); larger requests get a dedicated
- * block exact to 64 KiB (its power of two, the rest given back at once). Every thread keeps, per class, a private
+ * block exact to the page (its power of two, the rest given back at once). Every thread keeps, per class, a private
  * cache in shared memory (so recovery can find it) refilled one span (64 x
  * 32 KiB) at a time: alloc and free of a cached chunk take no lock, make no
  * system call, cause no page fault and do no atomic read-modify-write on a
@@ -361,7 +361,7 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * two from 64 KiB to 2 MiB), so n bytes for a power of two n
  * are aligned to n, 100 bytes (class 112) only to 16; larger sizes get
  * blocks aligned to the power of two at or above their size, 2 MiB at
- * most, that end at the next 64 KiB (the pool takes back the rest of
+ * most, that end at the next 4 KiB (the pool takes back the rest of
  * their power of two at once). dsmpool_area_alloc_aligned() asks
  * for more. Inside one allocation a relocatable pointer is an integer
  * like an address: for p returned by an allocation and k below

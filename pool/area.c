@@ -179,11 +179,17 @@
  *      only in checked mode, as for free. Local addresses in OS segments go
  *      back to pointers through this process's mapping records (fb), which
  *      only name the entry's current segment. A large block is exact to
- *      the directory's 64 KiB granule (a granule's word names one entry):
- *      the power-of-two block is taken and its tail given back at once
- *      (proc.c rule 9; an OS segment is made that size), so its usable
- *      size is the size rounded up to 64 KiB. Realloc stays in place within
- *      the usable size (a class, or a block's granules); a large pool block
+ *      the page: the power-of-two block is taken and its tail given back at
+ *      once (proc.c rule 9; an OS segment is made that size), so its usable
+ *      size is the size rounded up to 4 KiB. Its last directory granule is
+ *      then partly someone else's, but never another span's or large
+ *      block's: those are 64 KiB blocks aligned to their size, so one
+ *      starting in that granule would start at its beginning, over ours;
+ *      the rest can only be blocks of 4..32 KiB (segments, record and
+ *      registry pages, bitmaps), which the directory does not name, and a
+ *      pointer into them finds our entry and an offset past our block
+ *      (refused). Realloc stays in place within the usable size (a class,
+ *      or a block's pages); a large pool block
  *      also grows in place up to its power of two when the tail it gave
  *      back is still free (large_grow: reserve held bytes, take the frames
  *      back, set their directory words, publish the longer block word, in
@@ -541,11 +547,13 @@ static ar_cache *cache_rec(dsmpool *p, ar_ctl *ctl, uint32_t i) {
     return (ar_cache *)dp_at(p, off) + i % AR_RECS_PER_PAGE;
 }
 
+/* The directory words of the granules [off, off + bytes) touches (a range
+ * may start and end inside a granule: a grown block, an exact one). */
 static void dir_set(dsmpool *p, uint64_t off, uint64_t bytes, uint64_t w) {
-    for (uint64_t o = off; o < off + bytes; o += AR_DIR_GRAN) {
-        uint64_t k = (o - p->geo.data_off) >> AR_DIR_SHIFT;
-        if (k < p->geo.dir_count) dp_store_release(&p->dir[k], w); /* release: entry is set up */
-    }
+    if (!bytes) return;
+    uint64_t k0 = (off - p->geo.data_off) >> AR_DIR_SHIFT, k1 = (off + bytes - 1 - p->geo.data_off) >> AR_DIR_SHIFT;
+    for (uint64_t k = k0; k <= k1 && k < p->geo.dir_count; k++)
+        dp_store_release(&p->dir[k], w); /* release: entry is set up */
 }
 
 /* Claim a FREE registry entry as INIT(owner, order); adds a registry page if
@@ -571,8 +579,9 @@ static int64_t entry_claim(dsmpool *p, ar_ctl *ctl, unsigned order) {
  * Returns whether every granule of the range named it. */
 static bool dir_clear(dsmpool *p, uint64_t aid, uint64_t e, uint64_t off, uint64_t bytes) {
     bool all = true;
-    for (uint64_t o = off; o < off + bytes; o += AR_DIR_GRAN) {
-        uint64_t k = (o - p->geo.data_off) >> AR_DIR_SHIFT;
+    if (!bytes) return true;
+    uint64_t k0 = (off - p->geo.data_off) >> AR_DIR_SHIFT, k1 = (off + bytes - 1 - p->geo.data_off) >> AR_DIR_SHIFT;
+    for (uint64_t k = k0; k <= k1; k++) {
         if (k >= p->geo.dir_count) return false;
         uint64_t dw = dp_load_relaxed(&p->dir[k]);
         if (DIRW_AID(dw) == aid && DIRW_ENTRY(dw) == e)
@@ -1434,9 +1443,8 @@ static int alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t
                           dsmpool_ptr *out) {
     if (size > (1ull << 46)) return dp_fail(-ENOMEM, "%zu bytes is more than any pool holds", size);
     unsigned order = 64u - (unsigned)__builtin_clzll(size - 1) - DP_FRAME_SHIFT;
-    /* rule 13: exact to the directory's 64 KiB granule (a granule's word
-     * names one entry) */
-    uint64_t keep = ((size + AR_DIR_GRAN - 1) / AR_DIR_GRAN) * (AR_DIR_GRAN / DP_FRAME_SIZE);
+    /* rule 13: exact to the page */
+    uint64_t keep = (size + DP_FRAME_SIZE - 1) / DP_FRAME_SIZE;
     uint64_t e;
     dsmpool_ptr base;
     unsigned place = (flags & DSMPOOL_ALLOC_INTERLEAVE) ? DSMPOOL_SEG_INTERLEAVE : 0;
@@ -2067,7 +2075,7 @@ static bool large_grow_op(struct dsmpool_area *a, ar_loc *l, size_t size) {
      * thread: a caller's race, as for free()) is not grown */
     uint64_t w = dp_load_acquire(&l->sp->state);
     uint64_t blk = dp_load_relaxed(&l->sp->block);
-    uint64_t have = DP_BLOCK_BYTES(blk), want = (size + AR_DIR_GRAN - 1) / AR_DIR_GRAN * AR_DIR_GRAN;
+    uint64_t have = DP_BLOCK_BYTES(blk), want = (size + DP_FRAME_SIZE - 1) / DP_FRAME_SIZE * DP_FRAME_SIZE;
     if (SPW_ST(w) != SP_LARGE || blk == DP_BLOCK_FALLBACK || !(blk & DP_BLOCK_EXACT) || !have ||
         DP_BLOCK_OFF(blk) != l->span || want > (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk) ||
         held_reserve(a->ctl, want - have) != 0)

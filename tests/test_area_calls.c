@@ -99,7 +99,7 @@ Test(area_calls, realloc_in_place_and_moving) {
     /* small to large, large within its block, large to larger */
     fill(a, v, 1024, 2);
     cr_assert_eq(dsmpool_area_realloc(a, &v, 3 * MIB - 1000, 0), 0, "%s", dsmpool_last_error());
-    cr_expect_eq(dsmpool_area_usable_size(a, v), 3 * MIB, "exact to 64 KiB, not 4 MiB");
+    cr_expect_eq(dsmpool_area_usable_size(a, v), 3 * MIB, "exact to the page, not 4 MiB");
     cr_expect(same(a, v, 1024, 2));
     fill(a, v, 3 * MIB, 3);
     was = v;

@@ -1,6 +1,6 @@
 /*
  * test_exact.c -- exact blocks (palloc.c rule 7, proc.c rule 9): segments
- * exact to the page, large area blocks exact to 64 KiB, a tail given back
+ * and large area blocks exact to the page, a tail given back
  * at once and taken back by a grow in place; splits under deaths.
  */
 #include <criterion/criterion.h>
@@ -314,7 +314,7 @@ Test(exact, processes_share_the_tails, .timeout = 120) {
                     size_t n = MIB + 1 + test_rand(&seed) % (3 * MIB);
                     if (dsmpool_area_alloc(a, n, 0, &v[i]) != 0) _exit(17);
                     nv[i] = dsmpool_area_usable_size(a, v[i]);
-                    if (nv[i] != (n + 64 * KIB - 1) / (64 * KIB) * (64 * KIB)) _exit(18);
+                    if (nv[i] != (n + 4095) / 4096 * 4096) _exit(18);
                     memset(dsmpool_area_addr(a, v[i]), tag, nv[i]);
                 }
                 it++;
@@ -418,8 +418,8 @@ Test(exact, a_scribbled_large_block_frees_no_neighbour) {
     dsmpool_area *a;
     cr_assert_eq(dsmpool_area_create(p, 0, &a), 0);
     dsmpool_ptr v;
-    cr_assert_eq(dsmpool_area_alloc(a, 300 * KIB, 0, &v), 0); /* 320 KiB of a 512 KiB block */
-    char *lo = (char *)dsmpool_area_addr(a, v) + 320 * KIB, *hi = lo + 192 * KIB;
+    cr_assert_eq(dsmpool_area_alloc(a, 300 * KIB, 0, &v), 0); /* 300 KiB of a 512 KiB block */
+    char *lo = (char *)dsmpool_area_addr(a, v) + 300 * KIB, *hi = lo + 212 * KIB;
     static dsmpool_seg *segs[1024];
     int n = 0, in_tail = 0, nb = -1;
     while (n < 1024 && in_tail < 3 && dsmpool_seg_create(p, 64 * KIB, DSMPOOL_SEG_NO_FALLBACK, &segs[n]) == 0) {
@@ -445,5 +445,68 @@ Test(exact, a_scribbled_large_block_frees_no_neighbour) {
     for (int i = 0; i < 1024 && dsmpool_seg_create(p, 64 * KIB, DSMPOOL_SEG_NO_FALLBACK, &s) == 0; i++)
         cr_assert_neq((char *)dsmpool_seg_address(s), b, "the neighbour's pages were handed out again");
     for (size_t i = 0; i < 64 * KIB; i++) cr_assert_eq((unsigned char)b[i], 0x6c);
+    dsmpool_detach(p);
+}
+
+/* A large block ends inside a directory granule (exact to the page); the
+ * rest of that granule goes to small blocks the directory does not name.
+ * A pointer into them finds the block's entry and an offset past its end:
+ * the area refuses it, and neither side's memory changes. */
+Test(exact, a_large_blocks_last_granule_is_shared_safely) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_area *a;
+    cr_assert_eq(dsmpool_area_create(p, 0, &a), 0);
+    dsmpool_ptr v;
+    cr_assert_eq(dsmpool_area_alloc(a, 300 * KIB - 100, 0, &v), 0);
+    cr_expect_eq(dsmpool_area_usable_size(a, v), 300 * KIB, "exact to the page");
+    char *base = dsmpool_area_addr(a, v), *lo = base + 300 * KIB, *hi = base + 320 * KIB;
+    memset(base, 0x2e, 300 * KIB);
+    static dsmpool_seg *segs[4096];
+    int n = 0, nb = -1;
+    while (n < 4096 && nb < 0 && dsmpool_seg_create(p, 4096, DSMPOOL_SEG_NO_FALLBACK, &segs[n]) == 0) {
+        char *m = dsmpool_seg_address(segs[n]);
+        if (m >= lo && m < hi) nb = n;
+        n++;
+    }
+    cr_assert_geq(nb, 0, "a 4 KiB segment landed in the block's last granule");
+    char *m = dsmpool_seg_address(segs[nb]);
+    memset(m, 0x7d, 4096);
+    dsmpool_ptr q = v + (dsmpool_ptr)(m - base);
+    cr_expect_eq(dsmpool_area_usable_size(a, q), 0, "not an allocation of the area");
+    cr_expect_eq(dsmpool_area_ptr_of(a, m), 0);
+    cr_expect_eq(dsmpool_area_ptr_of(a, base + 300 * KIB - 1), v + 300 * KIB - 1);
+    cr_expect_eq(dsmpool_area_free(a, q), -EINVAL);
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_area_free(a, v), 0);
+    test_check_ok(p);
+    for (size_t i = 0; i < 4096; i++) cr_assert_eq((unsigned char)m[i], 0x7d);
+    cr_expect_eq(dsmpool_area_free(a, q), -EINVAL, "after the block went, still nothing of the area");
+    for (int i = 0; i < n; i++) dsmpool_seg_detach(segs[i]);
+    test_check_ok(p);
+    dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
+
+/* A grow in place whose new pages cross into another directory granule:
+ * every granule it touches must name the block, or its free is refused
+ * (the range started mid-granule and a 64 KiB stride skipped the last). */
+Test(exact, a_grow_across_a_granule_names_every_granule) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    size_t f0 = test_pool_free(p);
+    dsmpool_area *a;
+    cr_assert_eq(dsmpool_area_create(p, 0, &a), 0);
+    dsmpool_ptr v, was;
+    cr_assert_eq(dsmpool_area_alloc(a, 420 * KIB, 0, &v), 0);
+    was = v;
+    cr_assert_eq(dsmpool_area_realloc(a, &v, 468 * KIB, 0), 0, "%s", dsmpool_last_error());
+    cr_assert_eq(v, was, "grown in place (the tail was free)");
+    cr_expect_eq(dsmpool_area_usable_size(a, v + 460 * KIB), 0, "inside, not a start");
+    cr_expect_eq(dsmpool_area_ptr_of(a, (char *)dsmpool_area_addr(a, v) + 467 * KIB), v + 467 * KIB,
+                 "the last page, in the next granule, is the block's");
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_area_free(a, v), 0);
+    test_check_ok(p); /* a refused free would leave frames owned by nothing */
+    dsmpool_area_destroy(a);
+    cr_expect_eq(test_pool_free(p), f0);
     dsmpool_detach(p);
 }
