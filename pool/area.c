@@ -11,7 +11,7 @@
  *   doubling, 2^k {5, 6, 7, 8} / 4 for 2^k = 128 B .. 512 KiB (c = 8..59,
  *   160 B .. 1 MiB): a size wastes under 16 B, or under a quarter of
  *   itself, to its class. Sizes above AR_LARGE_FROM (256 KiB) take exact
- *   blocks instead (rule 13: 5.7% over the sizes asked for 100 KB..2 MB
+ *   blocks instead (rule 13: 3.4% over the sizes asked for 100 KB..2 MB
  *   in bench/efficiency, against 10.6% with classes up to 1 MiB); the
  *   classes above it stay in the table, unused by allocations. A chunk's class follows from its span. Span: a
  *   pool block of one class, its size the class's (ar_cls): the smallest
