@@ -407,8 +407,9 @@ DSMPOOL_EXPORT void *dsmpool_area_addr(dsmpool_area *area, dsmpool_ptr p); /* lo
 /* An allocation of size bytes aligned to align in every process: a power of
  * two up to DSMPOOL_AREA_MAX_ALIGN (-EINVAL otherwise, and for size 0). It
  * is served by the first class at or above max(size, align) whose chunk
- * size is a multiple of align (or a block): a small size with a large
- * alignment costs the alignment. Freed with dsmpool_area_free(). */
+ * size is a multiple of align, or, above 256 KiB, by a block of the power
+ * of two at or above it that keeps only the size's pages: a small size
+ * with an alignment up to 256 KiB costs the alignment. Freed with dsmpool_area_free(). */
 #define DSMPOOL_AREA_MAX_ALIGN (2u << 20) /* 2 MiB */
 DSMPOOL_EXPORT int dsmpool_area_alloc_aligned(dsmpool_area *area, size_t size, size_t align,
                                               unsigned flags, dsmpool_ptr *out);

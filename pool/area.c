@@ -150,9 +150,16 @@
  *      cached is the chunks of spans' stacks and of every cache record's
  *      list (count) and bump range, and each span's tail that no chunk
  *      fits; in_use the spans' other chunks plus the large blocks (their
- *      exact bytes; the reservation of the power of two is lowered once
- *      the tail went back, and a death in between leaves held high until
- *      the lost sweep sets it to the entries' sum). Bytes asked for: a large block's is in its entry's info
+ *      exact bytes; the reservation of the power of two, judged against
+ *      the limit by the exact bytes, is lowered once the tail went back,
+ *      and a death in between leaves held high until the lost sweep sets
+ *      it to the entries' sum). An exact block's entry keeps its own record
+ *      of the block's frames (seg, unused by pool blocks otherwise), written
+ *      before the block word; a free, the owned maps and lookups believe a
+ *      word only if it agrees (entry_block_bytes), so a scribbled trim code
+ *      can neither free a neighbour's pages nor leave the block's own to the
+ *      sweep: it is damage, for check() to report. A grow marks the record
+ *      AR_SEG_GROWING ("up to the new frames") while the word changes. Bytes asked for: a large block's is in its entry's info
  *      (bits 12 up, class AR_LARGE_CLS, so it is never read as a bitmap)
  *      and exact. A chunk's is nowhere (free() is not told its size and the
  *      chunk is the caller's): each cache record adds what every chunk
@@ -343,13 +350,30 @@ enum { SP_FREE = 0, SP_INIT = 1, SP_SPAN = 2, SP_LARGE = 3, SP_RETIRED = 4 };
 typedef struct ar_span {
     dp_a64 state; /* [atom] SPW */
     dp_a64 block; /* [atom] pool block word, or DP_BLOCK_FALLBACK; 0 while INIT */
-    dp_a64 seg;   /* [imm while live] OS segment handle of a fallback span */
+    dp_a64 seg;   /* [imm while live] OS segment handle of a fallback span; for an
+                     exact pool block its frames (the entry's own record of what
+                     the block word says, rule 13; AR_SEG_GROWING while a grow
+                     changes both), 0 for any other pool block */
     dp_a64 info;  /* [imm while live] class | bitmap frame offset (checked mode); a large
                      block: AR_LARGE_CLS | bytes asked for << 12 (rule 13; its owner
                      rewrites it on an in-place realloc) */
 } ar_span;
 _Static_assert(sizeof(ar_span) * AR_PER_PAGE == DP_FRAME_SIZE, "a registry page is one frame");
 #define AR_INFO_LARGE(asked) (((uint64_t)(asked) << 12) | AR_LARGE_CLS)
+#define AR_SEG_GROWING (1ull << 63)
+
+/* The bytes the pool block word blk of entry sp holds, if the entry's own
+ * record agrees (rule 13): an exact word's frames equal sp->seg (at most
+ * the new size while a grow runs, or ran and died: the frames it took and
+ * had not published are the sweep's), any other word has seg 0. 0: a
+ * damaged word, never freed or marked as the entry's. */
+static uint64_t entry_block_bytes(const ar_span *sp, uint64_t blk) {
+    uint64_t n = dp_block_frames(blk), rec = dp_load_relaxed(&sp->seg); /* [imm while live] */
+    if (!n) return 0;
+    if (!(blk & DP_BLOCK_EXACT)) return rec ? 0 : n * DP_FRAME_SIZE;
+    if (rec & AR_SEG_GROWING) return n <= (rec & ~AR_SEG_GROWING) ? n * DP_FRAME_SIZE : 0;
+    return rec == n ? n * DP_FRAME_SIZE : 0;
+}
 #define AR_INFO_ASKED(i) ((i) >> 12)
 /* The checked-mode bitmap frame an info word names (a large block's has none). */
 static inline uint64_t info_bitmap(uint64_t info) {
@@ -606,12 +630,13 @@ static uint64_t entry_free_parts(dsmpool *p, uint64_t aid, uint64_t e, ar_span *
         took = dp_seg_os_size(p, h);
         dp_seg_unpin_quiet(p, h, slot);
     } else if (blk && DP_BLOCK_ORDER(blk) <= DP_PA_MAX_ORDER) {
-        took = DP_BLOCK_BYTES(blk);
-        /* A damaged word is never freed: one past the data, or one whose
-         * frames the directory does not say are the entry's (a scribbled
-         * trim code naming a tail given back, rule 13). A filler that died
-         * before its directory words were set leaves its block to the leak
-         * sweep the same way. */
+        took = entry_block_bytes(sp, blk);
+        /* A damaged word is never freed: one past the data, one whose
+         * frames disagree with the entry's record, or whose frames the
+         * directory does not say are the entry's (a scribbled trim code
+         * naming a tail given back, rule 13). A filler that died before its
+         * directory words were set leaves its block to the leak sweep the
+         * same way. */
         if (dp_block_ok(p, DP_BLOCK_OFF(blk), took) && dir_clear(p, aid, e, DP_BLOCK_OFF(blk), took))
             dp_pool_free(p, blk);
         else
@@ -1185,11 +1210,15 @@ static ar_cache *tc_find(struct dsmpool_area *a) {
 
 /* ---- acquiring spans and blocks (rule 2) -------------------------------- */
 
-static int held_reserve(ar_ctl *ctl, uint64_t bytes) {
+/* Add bytes to held if held + need stays within the limit. need < bytes
+ * for an exact large block: its power of two is reserved (what an INIT
+ * entry gives back, rule 13) and lowered to the exact bytes once the tail
+ * went back, but the limit is judged on what it will hold. */
+static int held_reserve_for(ar_ctl *ctl, uint64_t bytes, uint64_t need) {
     uint64_t lim = dp_load_relaxed(&ctl->limit); /* relaxed: a setting */
     uint64_t h = dp_load_relaxed(&ctl->held);
     for (;;) {
-        if (lim && (h + bytes > lim || h + bytes < h))
+        if (lim && (h + need > lim || h + bytes < h))
             return dp_fail(-ENOMEM, "the area's limit of %llu bytes would be passed (it holds %llu)",
                            (unsigned long long)lim, (unsigned long long)h);
         /* relaxed: a counter; the limit is enforced by this CAS alone */
@@ -1198,6 +1227,8 @@ static int held_reserve(ar_ctl *ctl, uint64_t bytes) {
             return 0;
     }
 }
+
+static int held_reserve(ar_ctl *ctl, uint64_t bytes) { return held_reserve_for(ctl, bytes, bytes); }
 
 /* Rule 15: link chunks 1.. of a fresh span of class c at base into one
  * stack, each with its free tag (rule 11), before the span is published.
@@ -1225,7 +1256,7 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
     dsmpool *p = a->pool;
     ar_ctl *ctl = a->ctl;
     uint64_t bytes = (uint64_t)DP_FRAME_SIZE << order;
-    int r = held_reserve(ctl, bytes);
+    int r = held_reserve_for(ctl, bytes, keep ? keep * DP_FRAME_SIZE : bytes);
     if (r) return r;
     int64_t e = entry_claim(p, ctl, order);
     if (e < 0) {
@@ -1266,6 +1297,9 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
     }
     if (r == 0) {
         if (keep) blk = dp_pool_trim(p, blk, keep); /* rule 13: exact large blocks */
+        /* the entry's record first: a death before the block word leaves a
+         * block owned by nothing (the sweep's), never a word it disagrees with */
+        if (blk & DP_BLOCK_EXACT) dp_store_relaxed(&sp->seg, dp_block_frames(blk));
         dp_store_release(&sp->block, blk); /* release: owned before the bracket ends */
         dir_set(p, DP_BLOCK_OFF(blk), DP_BLOCK_BYTES(blk), DIRW(a->aid, (uint64_t)e, cls));
         /* the reservation was the power of two; a death before this leaves
@@ -1443,8 +1477,9 @@ static int alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t
                           dsmpool_ptr *out) {
     if (size > (1ull << 46)) return dp_fail(-ENOMEM, "%zu bytes is more than any pool holds", size);
     unsigned order = 64u - (unsigned)__builtin_clzll(size - 1) - DP_FRAME_SHIFT;
-    /* rule 13: exact to the page */
-    uint64_t keep = (size + DP_FRAME_SIZE - 1) / DP_FRAME_SIZE;
+    /* rule 13: exact to the page, to the size asked for (an aligned request
+     * takes the block of its alignment and keeps only what it asked for) */
+    uint64_t keep = ((asked ? asked : size) + DP_FRAME_SIZE - 1) / DP_FRAME_SIZE;
     uint64_t e;
     dsmpool_ptr base;
     unsigned place = (flags & DSMPOOL_ALLOC_INTERLEAVE) ? DSMPOOL_SEG_INTERLEAVE : 0;
@@ -1967,7 +2002,7 @@ static uint64_t live_alloc(struct dsmpool_area *a, dsmpool_ptr p, dsmpool_ptr *s
     if (l->cls == AR_LARGE_CLS) {
         if (SPW_ST(w) != SP_LARGE) return 0;
         uint64_t bytes = fb ? dp_seg_os_size(a->pool, dp_load_relaxed(&l->sp->seg))
-                            : DP_BLOCK_BYTES(blk);
+                            : entry_block_bytes(l->sp, blk);
         if ((!fb && DP_BLOCK_OFF(blk) != l->span) || l->off >= bytes) return 0;
         *start = l->span;
         return bytes;
@@ -2076,7 +2111,9 @@ static bool large_grow_op(struct dsmpool_area *a, ar_loc *l, size_t size) {
     uint64_t w = dp_load_acquire(&l->sp->state);
     uint64_t blk = dp_load_relaxed(&l->sp->block);
     uint64_t have = DP_BLOCK_BYTES(blk), want = (size + DP_FRAME_SIZE - 1) / DP_FRAME_SIZE * DP_FRAME_SIZE;
+    have = entry_block_bytes(l->sp, blk);
     if (SPW_ST(w) != SP_LARGE || blk == DP_BLOCK_FALLBACK || !(blk & DP_BLOCK_EXACT) || !have ||
+        have != DP_BLOCK_BYTES(blk) ||
         DP_BLOCK_OFF(blk) != l->span || want > (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk) ||
         held_reserve(a->ctl, want - have) != 0)
         return false;
@@ -2085,7 +2122,12 @@ static bool large_grow_op(struct dsmpool_area *a, ar_loc *l, size_t size) {
     DP_INJECT("area.grow.taken");
     if (nb) {
         dir_set(p, DP_BLOCK_OFF(nb) + have, DP_BLOCK_BYTES(nb) - have, DIRW(a->aid, l->e, AR_LARGE_CLS));
+        /* the record says "up to the new frames" while the word changes: a
+         * death in between leaves the old word, still agreed with, and the
+         * frames taken owned by nothing (the sweep's) */
+        dp_store_relaxed(&l->sp->seg, dp_block_frames(nb) | AR_SEG_GROWING);
         dp_store_release(&l->sp->block, nb); /* release: the frames are ours before it says so */
+        dp_store_release(&l->sp->seg, dp_block_frames(nb)); /* release: after the word */
     }
     if (!nb || DP_BLOCK_BYTES(nb) != want) /* relaxed: a counter */
         dp_fetch_add_relaxed(&a->ctl->held, (nb ? DP_BLOCK_BYTES(nb) : have) - want);
@@ -2778,9 +2820,11 @@ void dp_area_mark_owned(dsmpool *p, dp_mark_fn mark, void *arg) {
                 if (SPW_ST(dp_load_acquire(&pg[i].state)) == SP_FREE) continue;
                 uint64_t blk = dp_load_acquire(&pg[i].block), info = dp_load_relaxed(&pg[i].info);
                 uint64_t bm = info_bitmap(info);
-                if (blk && blk != DP_BLOCK_FALLBACK)
-                    mark(arg, DP_BLOCK_OFF(blk), DP_BLOCK_BYTES(blk),
-                         "an area span");
+                if (blk && blk != DP_BLOCK_FALLBACK) {
+                    uint64_t bytes = entry_block_bytes(&pg[i], blk);
+                    if (bytes) mark(arg, DP_BLOCK_OFF(blk), bytes, "an area span");
+                    else mark(arg, 0, 0, "an area entry whose block word disagrees with its record");
+                }
                 if (bm)
                     mark(arg, bm, (uint64_t)DP_FRAME_SIZE << cls_bm_order((unsigned)(info & 0xff)),
                          "a checked-mode bitmap");

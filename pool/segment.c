@@ -464,7 +464,7 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
         dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
         return dp_fail(r, "the allocator of this pool is damaged; dsmpool_check() says where");
     } else if (!(flags & DSMPOOL_SEG_NO_FALLBACK)) {
-        bytes = (size + DP_FRAME_SIZE - 1) & ~(uint64_t)(DP_FRAME_SIZE - 1);
+        bytes = frames * DP_FRAME_SIZE; /* rule 11: the same size as from the pool */
         blk = DP_BLOCK_FALLBACK;
         /* The descriptor says FALLBACK before the name exists: recovery of a
          * creator that dies in between unlinks a name that may not exist. */
@@ -857,7 +857,12 @@ void dp_seg_mark_owned(dsmpool *p, dp_mark_fn mark, void *arg) {
         if (DP_SEG_ST(w) == DP_SEG_FREE) continue;
         uint64_t blk = dp_load_acquire(&d->block); /* acquire: pairs with the creator's store */
         if (blk == DP_BLOCK_FALLBACK || blk == 0) continue;
-        if (DP_BLOCK_ORDER(blk) > DP_PA_MAX_ORDER) {
+        uint64_t size = dp_load_relaxed(&d->size); /* 0 while its creator had not set it */
+        /* rule 11: a word whose frames disagree with the size (a scribbled
+         * trim code) is damage; marking its frames could let the sweep free
+         * pages the segment still uses, or claim a neighbour's */
+        if (DP_BLOCK_ORDER(blk) > DP_PA_MAX_ORDER || !dp_block_frames(blk) ||
+            (size && size != DP_BLOCK_BYTES(blk))) {
             mark(arg, 0, 0, "a segment descriptor with a corrupt block word");
             continue;
         }
