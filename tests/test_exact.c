@@ -182,6 +182,27 @@ Test(exact, palloc_half_split_is_undone_or_finished) {
     free(t.meta);
 }
 
+/* Create segments of `size` bytes (pool only) until `want` of them start
+ * in [lo, hi), or the pool or segs[max] is full: where blocks land depends
+ * on the CPU's reservations, so the tests search instead of assuming.
+ * Returns how many were made; *last is the index of the last one in range
+ * (-1 if none), and *found how many were. */
+static int segs_until_in(dsmpool *p, size_t size, const char *lo, const char *hi, int want,
+                         dsmpool_seg **segs, int max, int *last, int *found) {
+    int n = 0;
+    *last = -1;
+    *found = 0;
+    while (n < max && *found < want && dsmpool_seg_create(p, size, DSMPOOL_SEG_NO_FALLBACK, &segs[n]) == 0) {
+        char *m = dsmpool_seg_address(segs[n]);
+        if (m >= lo && m < hi) {
+            *last = n;
+            ++*found;
+        }
+        n++;
+    }
+    return n;
+}
+
 /* ---- through the pool ---------------------------------------------------- */
 
 Test(exact, segments_are_exact_to_the_page) {
@@ -350,15 +371,7 @@ Test(exact, a_large_block_whose_tail_is_taken_moves) {
     memset(dsmpool_area_addr(a, v), 0x3c, 3 * MIB);
     char *lo = (char *)dsmpool_area_addr(a, v) + 3 * MIB, *hi = lo + MIB;
     static dsmpool_seg *segs[1024];
-    int n = 0, in_tail = -1;
-    /* until one lands in the tail (where depends on the CPU's reservations),
-     * at most until the pool is full */
-    while (n < 1024 && in_tail < 0 &&
-           dsmpool_seg_create(p, 64 * KIB, DSMPOOL_SEG_NO_FALLBACK, &segs[n]) == 0) {
-        char *m = dsmpool_seg_address(segs[n]);
-        if (m >= lo && m < hi) in_tail = n;
-        n++;
-    }
+    int in_tail, found, n = segs_until_in(p, 64 * KIB, lo, hi, 1, segs, 1024, &in_tail, &found);
     cr_assert_geq(in_tail, 0, "a 64 KiB segment landed in the block's given-back tail");
     dsmpool_ptr was = v;
     cr_assert_eq(dsmpool_area_realloc(a, &v, 4 * MIB, 0), 0, "%s", dsmpool_last_error());
@@ -382,17 +395,9 @@ Test(exact, a_scribbled_trim_code_frees_no_neighbour) {
     cr_assert_eq(dsmpool_seg_create(p, 100 * KIB, DSMPOOL_SEG_NO_FALLBACK, &a), 0);
     char *lo = (char *)dsmpool_seg_address(a) + 100 * KIB, *hi = lo + 28 * KIB;
     static dsmpool_seg *segs[4096];
-    int n = 0, nb = -1, in_tail = 0;
     /* until neighbours hold the whole tail (7 pages), so that a free of
      * the whole power of two would find every frame allocated */
-    while (n < 4096 && in_tail < 7 && dsmpool_seg_create(p, 4096, DSMPOOL_SEG_NO_FALLBACK, &segs[n]) == 0) {
-        char *m = dsmpool_seg_address(segs[n]);
-        if (m >= lo && m < hi) {
-            nb = n;
-            in_tail++;
-        }
-        n++;
-    }
+    int nb, in_tail, n = segs_until_in(p, 4096, lo, hi, 7, segs, 4096, &nb, &in_tail);
     cr_assert_eq(in_tail, 7, "4 KiB segments took the 100 KiB segment's whole tail");
     char *b = dsmpool_seg_address(segs[nb]);
     memset(b, 0x5b, 4096);
@@ -421,15 +426,7 @@ Test(exact, a_scribbled_large_block_frees_no_neighbour) {
     cr_assert_eq(dsmpool_area_alloc(a, 300 * KIB, 0, &v), 0); /* 300 KiB of a 512 KiB block */
     char *lo = (char *)dsmpool_area_addr(a, v) + 300 * KIB, *hi = lo + 212 * KIB;
     static dsmpool_seg *segs[1024];
-    int n = 0, in_tail = 0, nb = -1;
-    while (n < 1024 && in_tail < 3 && dsmpool_seg_create(p, 64 * KIB, DSMPOOL_SEG_NO_FALLBACK, &segs[n]) == 0) {
-        char *m = dsmpool_seg_address(segs[n]);
-        if (m >= lo && m < hi) {
-            in_tail++;
-            nb = n;
-        }
-        n++;
-    }
+    int nb, in_tail, n = segs_until_in(p, 64 * KIB, lo, hi, 3, segs, 1024, &nb, &in_tail);
     cr_assert_eq(in_tail, 3, "64 KiB segments took the block's whole tail");
     char *b = dsmpool_seg_address(segs[nb]);
     memset(b, 0x6c, 64 * KIB);
@@ -462,12 +459,7 @@ Test(exact, a_large_blocks_last_granule_is_shared_safely) {
     char *base = dsmpool_area_addr(a, v), *lo = base + 300 * KIB, *hi = base + 320 * KIB;
     memset(base, 0x2e, 300 * KIB);
     static dsmpool_seg *segs[4096];
-    int n = 0, nb = -1;
-    while (n < 4096 && nb < 0 && dsmpool_seg_create(p, 4096, DSMPOOL_SEG_NO_FALLBACK, &segs[n]) == 0) {
-        char *m = dsmpool_seg_address(segs[n]);
-        if (m >= lo && m < hi) nb = n;
-        n++;
-    }
+    int nb, found, n = segs_until_in(p, 4096, lo, hi, 1, segs, 4096, &nb, &found);
     cr_assert_geq(nb, 0, "a 4 KiB segment landed in the block's last granule");
     char *m = dsmpool_seg_address(segs[nb]);
     memset(m, 0x7d, 4096);
