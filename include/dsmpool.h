@@ -302,7 +302,9 @@ DSMPOOL_EXPORT int dsmpool_prefault(dsmpool *pool);
  * from the pool and from the OS alike; beyond 32 GiB, from the pool, to a
  * unit of size / 2^22) and attach to it (reference count 1): the pool takes
  * the power-of-two block that holds it and gives the rest back at once,
- * and takes exactly that back at the end. The memory is
+ * and takes exactly that back at the end (dsmpool_seg_size says what it
+ * holds: more than the pages only in the rare case that another process's
+ * allocator step was in the way of the give-back). The memory is
  * not zeroed when it comes from the pool. -ENOMEM when neither the pool nor
  * the OS fallback can serve it (as an area says); -ENOSPC when all
  * max_segments descriptors are in use. */
