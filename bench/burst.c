@@ -168,6 +168,7 @@ static void run_child(int backend, int nthreads, int rounds, double gib, bool hu
     if (!res.err && pairs) {
         res.single_ns = single_ns(pairs);
         (void)!write(fd, &res, sizeof res);
+        if (B.pool) dsmpool_detach(B.pool); /* the last process: the pool and its anchor go */
         _exit(0);
     }
     pthread_barrier_t bar;
@@ -206,6 +207,7 @@ static void run_child(int backend, int nthreads, int rounds, double gib, bool hu
         res.gbs = (double)total * CHUNK / med / 1e9;
     }
     (void)!write(fd, &res, sizeof res);
+    if (B.pool) dsmpool_detach(B.pool); /* as above: nothing left in /dev/shm */
     _exit(0);
 }
 

@@ -285,6 +285,7 @@ static int run(int b, int what, const row *r, size_t target, size_t live, long o
         else if (what == M_CHURN) measure_churn(live, ops, seed, &a);
         else measure_fresh(&a);
         (void)!write(fds[1], &a, sizeof a);
+        if (B.pool) dsmpool_detach(B.pool); /* the last process: the pool and its anchor go */
         _exit(0);
     }
     close(fds[1]);
