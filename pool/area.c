@@ -2110,10 +2110,9 @@ static bool large_grow_op(struct dsmpool_area *a, ar_loc *l, size_t size) {
      * thread: a caller's race, as for free()) is not grown */
     uint64_t w = dp_load_acquire(&l->sp->state);
     uint64_t blk = dp_load_relaxed(&l->sp->block);
-    uint64_t have = DP_BLOCK_BYTES(blk), want = (size + DP_FRAME_SIZE - 1) / DP_FRAME_SIZE * DP_FRAME_SIZE;
-    have = entry_block_bytes(l->sp, blk);
-    if (SPW_ST(w) != SP_LARGE || blk == DP_BLOCK_FALLBACK || !(blk & DP_BLOCK_EXACT) || !have ||
-        have != DP_BLOCK_BYTES(blk) ||
+    /* an exact pool block (not an OS segment's) that agrees with its record */
+    uint64_t have = entry_block_bytes(l->sp, blk), want = (size + DP_FRAME_SIZE - 1) / DP_FRAME_SIZE * DP_FRAME_SIZE;
+    if (SPW_ST(w) != SP_LARGE || !(blk & DP_BLOCK_EXACT) || !have ||
         DP_BLOCK_OFF(blk) != l->span || want > (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk) ||
         held_reserve(a->ctl, want - have) != 0)
         return false;

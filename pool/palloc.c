@@ -635,13 +635,25 @@ static int pa_split(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t ow
     return 0;
 }
 
+/* The lowest level above t whose node holding frame is OPEN (the root is). */
+static unsigned lowest_open_above(dp_pa *pa, uint64_t frame, unsigned t) {
+    unsigned root = pa->nlevels - 1, A = t + 1;
+    while (A < root && w_phase(dp_load_relaxed(pa_node(pa, A, frame >> node_shift(A)))) != PH_OPEN)
+        A++; /* relaxed: where to start; each step below validates by CAS */
+    return A;
+}
+
+/* The aligned piece at pos (> 0) of a run growing towards end. */
+static inline uint64_t piece_up(uint64_t pos, uint64_t end) {
+    uint64_t s = pos & -pos;
+    while (s > end - pos) s >>= 1;
+    return s;
+}
+
 /* Make the level-t node holding frame OPEN, splitting the FULL children
  * above it (frames the caller holds) from the lowest open ancestor down. */
 static int pa_split_down(dp_pa *pa, uint64_t frame, unsigned t, uint32_t owner) {
-    unsigned root = pa->nlevels - 1, A = t + 1;
-    while (A < root && w_phase(dp_load_relaxed(pa_node(pa, A, frame >> node_shift(A)))) != PH_OPEN)
-        A++;
-    for (; A > t; A--) {
+    for (unsigned A = lowest_open_above(pa, frame, t); A > t; A--) {
         uint64_t idx = frame >> node_shift(A);
         unsigned i = (unsigned)(frame >> node_shift(A - 1)) & 15;
         uint64_t cw = dp_load_relaxed(pa_node(pa, A - 1, idx * 16 + i)); /* relaxed: re-read by the CAS */
@@ -713,7 +725,7 @@ int dp_pa_free_run(dp_pa *pa, uint64_t frame, unsigned order, uint64_t n) {
  * children down to it (rule 3). -ENOMEM when any of it is held (or a node
  * on the way is in another owner's step). */
 static int pa_take_piece(dp_pa *pa, uint64_t frame, unsigned j, uint32_t owner) {
-    unsigned t, rs, root = pa->nlevels - 1;
+    unsigned t, rs;
     if (!pa_target(pa, j, &t, &rs)) return -EINVAL;
     for (unsigned tries = 0; tries < 4; tries++) {
         uint64_t idx = frame >> node_shift(t);
@@ -744,9 +756,7 @@ static int pa_take_piece(dp_pa *pa, uint64_t frame, unsigned j, uint32_t owner) 
             continue;
         }
         /* open the way down: from the lowest open ancestor, FREE children */
-        unsigned A = t + 1;
-        while (A < root && w_phase(dp_load_relaxed(pa_node(pa, A, frame >> node_shift(A)))) != PH_OPEN) A++;
-        for (; A > t; A--) {
+        for (unsigned A = lowest_open_above(pa, frame, t); A > t; A--) {
             uint64_t ai = frame >> node_shift(A);
             unsigned i = (unsigned)(frame >> node_shift(A - 1)) & 15;
             uint64_t aw = dp_load_relaxed(pa_node(pa, A, ai));
@@ -768,18 +778,15 @@ int dp_pa_grow(dp_pa *pa, uint64_t frame, unsigned order, uint64_t from, uint64_
     uint64_t pos = from;
     int r = 0;
     while (pos < to) {
-        uint64_t s = pos & -pos;
-        while (s > to - pos) s >>= 1;
+        uint64_t s = piece_up(pos, to);
         if ((r = pa_take_piece(pa, frame + pos, (unsigned)__builtin_ctzll(s), owner)) != 0) break;
         pos += s;
     }
     if (pos == to) return 0;
-    /* give back what was taken, as pieces of [from, pos) */
-    for (uint64_t q = from; q < pos;) {
-        uint64_t s = q & -q;
-        while (s > pos - q) s >>= 1;
+    /* give back what was taken, as the same pieces of [from, pos) */
+    for (uint64_t q = from, s; q < pos; q += s) {
+        s = piece_up(q, pos);
         dp_pa_free(pa, frame + q, (unsigned)__builtin_ctzll(s));
-        q += s;
     }
     return r;
 }

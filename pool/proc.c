@@ -692,12 +692,18 @@ int dp_pool_free(dsmpool *p, uint64_t block) {
     return dp_pa_free_run(&p->pa[k], frame, order, n); /* rule 9 */
 }
 
+/* n frames rounded up to what an exact word of this order can say */
+static inline uint64_t frames_sayable(unsigned order, uint64_t n) {
+    unsigned sh = dp_block_trim_shift(order);
+    return (n + (1ull << sh) - 1) >> sh << sh;
+}
+
 uint64_t dp_pool_grow(dsmpool *p, uint64_t block, uint64_t want) {
     uint32_t k;
     uint64_t frame, n = dp_block_frames(block);
-    unsigned order = DP_BLOCK_ORDER(block), sh = dp_block_trim_shift(order);
+    unsigned order = DP_BLOCK_ORDER(block);
     uint64_t all = 1ull << order;
-    want = (want + (1ull << sh) - 1) >> sh << sh;
+    want = frames_sayable(order, want);
     if (!n || want <= n || want > all || !block_sub(p, DP_BLOCK_OFF(block), &k, &frame) ||
         dp_pa_grow(&p->pa[k], frame, order, n, want, dp_owner(p)) != 0)
         return 0;
@@ -709,7 +715,7 @@ uint64_t dp_pool_trim(dsmpool *p, uint64_t block, uint64_t keep) {
     uint64_t frame;
     unsigned order = DP_BLOCK_ORDER(block), sh = dp_block_trim_shift(order);
     uint64_t all = 1ull << order;
-    keep = (keep + (1ull << sh) - 1) >> sh << sh;
+    keep = frames_sayable(order, keep);
     if ((block & DP_BLOCK_EXACT) || dp_block_frames(block) != all || keep >= all || !keep ||
         (all - keep) >> sh >> DP_BLOCK_TRIM_BITS || /* more than the word can say */
         !block_sub(p, DP_BLOCK_OFF(block), &k, &frame))

@@ -203,6 +203,19 @@ static int segs_until_in(dsmpool *p, size_t size, const char *lo, const char *hi
     return n;
 }
 
+/* After a scribble: every segment but the neighbour nb goes, then the pool
+ * is filled with segments of `size` again; none may be the neighbour's
+ * memory b, which keeps its pattern. */
+static void expect_neighbour_kept(dsmpool *p, dsmpool_seg **segs, int n, int nb, size_t size,
+                                  const char *b, unsigned char pattern) {
+    for (int i = 0; i < n; i++) /* all but the neighbour go, so the pool has room again */
+        if (i != nb) dsmpool_seg_detach(segs[i]);
+    dsmpool_seg *s;
+    for (int i = 0; i < 4096 && dsmpool_seg_create(p, size, DSMPOOL_SEG_NO_FALLBACK, &s) == 0; i++)
+        cr_assert_neq((char *)dsmpool_seg_address(s), b, "the neighbour's memory was handed out again");
+    for (size_t i = 0; i < size; i++) cr_assert_eq((unsigned char)b[i], pattern);
+}
+
 /* ---- through the pool ---------------------------------------------------- */
 
 Test(exact, segments_are_exact_to_the_page) {
@@ -406,12 +419,7 @@ Test(exact, a_scribbled_trim_code_frees_no_neighbour) {
     atomic_store(&d->block, DP_BLOCK_MK(DP_BLOCK_OFF(blk), DP_BLOCK_ORDER(blk))); /* 128 KiB */
     cr_expect_eq(dsmpool_check(p), -EUCLEAN, "the checker sees the scribble");
     dsmpool_seg_detach(a);
-    for (int i = 0; i < n; i++) /* all but the neighbour go, so the pool has room again */
-        if (i != nb) dsmpool_seg_detach(segs[i]);
-    dsmpool_seg *s;
-    for (int i = 0; i < 4096 && dsmpool_seg_create(p, 4096, DSMPOOL_SEG_NO_FALLBACK, &s) == 0; i++)
-        cr_assert_neq((char *)dsmpool_seg_address(s), b, "the neighbour's page was handed out again");
-    for (size_t i = 0; i < 4096; i++) cr_assert_eq((unsigned char)b[i], 0x5b);
+    expect_neighbour_kept(p, segs, n, nb, 4096, b, 0x5b);
     dsmpool_detach(p);
 }
 
@@ -436,12 +444,7 @@ Test(exact, a_scribbled_large_block_frees_no_neighbour) {
     cr_assert_eq(DP_BLOCK_OFF(blk), (uint64_t)v);
     atomic_store(word + 1, DP_BLOCK_MK(DP_BLOCK_OFF(blk), DP_BLOCK_ORDER(blk)));
     dsmpool_area_free(a, v);
-    for (int i = 0; i < n; i++)
-        if (i != nb) dsmpool_seg_detach(segs[i]);
-    dsmpool_seg *s;
-    for (int i = 0; i < 1024 && dsmpool_seg_create(p, 64 * KIB, DSMPOOL_SEG_NO_FALLBACK, &s) == 0; i++)
-        cr_assert_neq((char *)dsmpool_seg_address(s), b, "the neighbour's pages were handed out again");
-    for (size_t i = 0; i < 64 * KIB; i++) cr_assert_eq((unsigned char)b[i], 0x6c);
+    expect_neighbour_kept(p, segs, n, nb, 64 * KIB, b, 0x6c);
     dsmpool_detach(p);
 }
 
