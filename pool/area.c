@@ -290,7 +290,9 @@
 #define AR_MIN_CHUNK 16u
 #define AR_SMALL_MAX (1u << 20)
 #ifndef AR_LARGE_FROM
-#define AR_LARGE_FROM (256u << 10) /* larger sizes get exact blocks (rule 13) */
+#define AR_LARGE_FROM (256u << 10) /* larger sizes get exact blocks (rule 13): 270-330 ns
+                                      per alloc+free (a registry entry, a pool block, its
+                                      trim), against about 23 ns for a cached chunk */
 #endif
 #define AR_SPAN_SHIFT 21u /* the largest span: 2 MiB */
 #define AR_SPAN (1ull << AR_SPAN_SHIFT)
