@@ -5,6 +5,8 @@
  *   1. The topology is read once per process (pthread_once): with libnuma,
  *      the configured nodes that have memory, their sizes, CPUs and SLIT
  *      distances; without it, or where numa_available() says no, one node 0.
+ *      Once probed, its pointer is published (release; read with acquire),
+ *      so a CPU read on the hot path costs a load, not a pthread_once call.
  *   2. The current node is the node of the current CPU, from a table filled
  *      in rule 1. The CPU is read once per question (dp_numa_cpu_node gives
  *      both): from the thread's rseq area where glibc registered one and
@@ -29,6 +31,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,8 +99,18 @@ static void topo_probe(void) {
     errno = saved;
 }
 
+/* The topology once probed: every CPU read asks for it, so after the first
+ * probe the answer is one load, not a call into pthread_once. */
+static _Atomic(const dp_topo *) topo_pub;
+
 const dp_topo *dp_numa_topo(void) {
+    /* acquire: pairs with the release below, so the probed table is seen whole */
+    const dp_topo *t = atomic_load_explicit(&topo_pub, memory_order_acquire);
+    if (__builtin_expect(t != NULL, 1)) return t;
     pthread_once(&topo_once, topo_probe);
+    /* release: publishes the table pthread_once finished (any thread may
+     * store it; all store the same pointer) */
+    atomic_store_explicit(&topo_pub, &topo, memory_order_release);
     return &topo;
 }
 

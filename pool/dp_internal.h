@@ -298,6 +298,7 @@ struct dsmpool {
     uint32_t nsub;
     dp_pa pa[DSMPOOL_MAX_NODES];
     int il_sub;              /* the interleaved sub-pool, or -1 */
+    bool one_sub;            /* one sub-pool, not interleaved: every allocation's first choice */
     int8_t node_sub[256];    /* node id -> its sub-pool, -1 none */
     uint8_t order[DSMPOOL_MAX_NODES][DSMPOOL_MAX_NODES]; /* per sub-pool: node sub-pools, nearest first */
     /* this process's identity in the pool */

@@ -221,6 +221,7 @@ static void placement_init(dsmpool *p) {
             }
         for (uint32_t k = 0; k < DSMPOOL_MAX_NODES; k++) p->order[s][k] = k < nn ? (uint8_t)ord[k] : 0xff;
     }
+    p->one_sub = p->nsub == 1 && p->il_sub < 0;
 }
 
 /* Build the process-local view from a validated copy of the header. */
