@@ -65,8 +65,8 @@
  *      inside such a window.
  *   8. Pool blocks: the calling thread's node sub-pool first, then the
  *      others nearest first (DSMPOOL_SEG_* placement flags). The CPU is read
- *      once per allocation; a pool of one sub-pool does not look up the
- *      node (one_sub). Every block is
+ *      once per search; a pool of one sub-pool (one_sub) does not look up
+ *      the node. Every block is
  *      checked to lie inside the data before it is returned. An allocation
  *      that found no block, but found nodes in another owner's open/close
  *      step in the way (dp_pa_alloc: -EBUSY), finishes the steps of owners
@@ -638,6 +638,10 @@ static int worse(int a, int b) {
 }
 
 static int placed_once(dsmpool *p, unsigned order, unsigned flags, uint64_t *block) {
+    /* One sub-pool, not interleaved: every flag leads to it, so no node is
+     * looked up (two dependent loads before the allocator's first: about
+     * 4 ns of a mixed-order step in poolbench --mixed). */
+    if (p->one_sub) return try_sub(p, 0, order, dp_numa_cpu(), block);
     uint32_t node;
     unsigned cpu = dp_numa_cpu_node(&node); /* one read of the CPU for both */
     bool only = flags & DSMPOOL_SEG_LOCAL_ONLY;
@@ -668,22 +672,7 @@ int dp_pool_alloc_placed(dsmpool *p, unsigned order, unsigned flags, uint64_t *b
     return r == -EBUSY ? -ENOMEM : r;
 }
 
-/* The common case first: the sub-pool this CPU's node allocates from (the
- * only one, without looking the node up: on one node that lookup is two
- * dependent loads before the allocator's first, which poolbench --mixed
- * measured at about 4 ns a step), then placed_once's full order. */
 int dp_pool_alloc(dsmpool *p, unsigned order, uint64_t *block) {
-    uint32_t node;
-    unsigned cpu;
-    int pref;
-    if (p->one_sub) {
-        cpu = dp_numa_cpu();
-        pref = 0;
-    } else {
-        cpu = dp_numa_cpu_node(&node);
-        pref = node < 256 ? p->node_sub[node] : -1;
-    }
-    if (__builtin_expect(pref >= 0, 1) && try_sub(p, (uint32_t)pref, order, cpu, block) == 0) return 0;
     return dp_pool_alloc_placed(p, order, 0, block);
 }
 
