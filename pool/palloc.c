@@ -47,13 +47,10 @@
  *      allocations. An allocation tries its node with one CAS; when that
  *      has no run, the search walks up the tree from it (nearby first),
  *      preferring partly used nodes to free ones, and nodes no other CPU
- *      reserved; in that first pass a leaf is taken for orders 0..1 only if
- *      it has two runs, for orders 2..3 only if it has four (for order 3: an
- *      empty leaf), so that the new reservation serves the next
- *      allocations too instead of missing again at once (with two for
- *      orders 2..3, a third of the order-3 allocations missed and searched;
- *      poolbench --mixed: 32.5 -> 28 ns a step raw). A leaf with fewer runs
- *      is left to the second pass, or to a CPU that frees into it. The CAS that allocates
+ *      reserved; in that first pass a leaf is taken for orders 0..3 only if
+ *      it keeps another run after this one, so that the new reservation
+ *      does not miss again at once (a leaf with a single run is left to the
+ *      second pass, or to a CPU that frees into it). The CAS that allocates
  *      in the node found also sets its RESV bit (no CAS of its own); the
  *      old reservation's bit is cleared unless another order of the CPU
  *      still uses that node. RESV is advisory in every way: a stale or
@@ -362,7 +359,7 @@ static bool pa_try_node(dp_pa *pa, unsigned L, uint64_t idx, unsigned rs, uint64
         }
         uint32_t c = (uint32_t)w;
         uint32_t m = L == 0 ? leaf_runs(c, rs) : child_runs(ch_free(c) & valid, rs);
-        if (!m || (need > 1 && (unsigned)__builtin_popcount(m) < need)) return false;
+        if (!m || (need > 1 && !(m & (m - 1)))) return false;
         unsigned pos = L == 0 ? (unsigned)__builtin_ctz(m) : (unsigned)__builtin_ctz(m) / 2;
         uint64_t nw = w | run_used(L, run_mask(L, pos, rs)) | resv;
         /* acquire: pairs with the release CAS in dp_pa_free (or close) that freed these frames */
@@ -530,10 +527,6 @@ static void pa_adopt(dp_pa *pa, struct dp_pa_hint *h, unsigned t, unsigned rs, u
     }
 }
 
-/* Rule 5: the runs a leaf must have to become a reservation in the first
- * pass, per order 0..4 (a leaf holds 32, 16, 8, 4, 2 of them). */
-static const uint8_t pa_need[5] = {2, 2, 4, 4, 1};
-
 int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_t *frame) {
     unsigned t, rs, root = pa->nlevels - 1;
     if (!pa_target(pa, order, &t, &rs)) return -EINVAL;
@@ -556,8 +549,8 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
             if (t == 0) break; /* closing nodes never makes room inside a leaf */
             stuck |= pa_reclaim(pa, owner); /* it visits every part-used node */
         }
-        /* First pass: leaves with runs for the next allocations too (rule 5). */
-        unsigned need = pass == 0 && t == 0 ? pa_need[rs] : 1;
+        /* First pass: leaves that keep a run after this one (rule 5). */
+        unsigned need = pass == 0 && t == 0 && rs <= 3 ? 2 : 1;
         pa_req rq = {t, rs, owner, pass == 0, pass == 0 && hv, need, hv, start, false};
         uint64_t node;
         if (t == root) {

@@ -4,8 +4,7 @@
  * Every order; exhaustion; free-all coalescing back to one block; odd
  * sub-pool sizes (partial nodes); random alloc/free against a reference
  * model with the full walk after each step; recovery of half-done steps;
- * 2/4/8 threads writing patterns into what they hold; per-order leaves
- * and what a new reservation must hold;
+ * 2/4/8 threads writing patterns into what they hold; per-order leaves;
  * mixed orders 0..3 with bounded working sets from threads of several
  * processes over one shared tree.
  */
@@ -377,43 +376,6 @@ Test(palloc, orders_keep_their_own_leaves) {
                           (unsigned long long)f0[i], (unsigned long long)f3[j]);
     for (unsigned i = 0; i < 24; i++) cr_assert_eq(dp_pa_free(&t.pa, f0[i], 0), 0);
     for (unsigned j = 0; j < 12; j++) cr_assert_eq(dp_pa_free(&t.pa, f3[j], 3), 0);
-    dp_pa_walk w = walk(&t);
-    cr_expect_eq(w.used_frames, 0);
-    tpa_fini(&t);
-}
-
-/* palloc.c rule 5: a new reservation for order 3 is an empty leaf in the
- * first pass (four runs), not a leaf with two runs that the next two
- * allocations would use up before searching again; only when no leaf has
- * four does the second pass take one with fewer. One CPU, 512 frames (16
- * leaves), thirteen of them held whole, so three take part. */
-Test(palloc, order3_reserves_an_empty_leaf_first) {
-    tpa t;
-    tpa_init(&t, 512, 1);
-    uint64_t a[4], b[4], c[4], d, whole[13];
-    for (unsigned i = 0; i < 13; i++) cr_assert_eq(dp_pa_alloc(&t.pa, 5, 1, 0, &whole[i]), 0);
-    for (unsigned i = 0; i < 4; i++) cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &a[i]), 0);
-    for (unsigned i = 0; i < 4; i++) cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &b[i]), 0);
-    cr_assert_neq(a[0] >> 5, b[0] >> 5, "four order-3 blocks fill a leaf");
-    cr_assert_eq(dp_pa_free(&t.pa, a[0], 3), 0);
-    cr_assert_eq(dp_pa_free(&t.pa, a[1], 3), 0); /* leaf A: two runs; B (reserved): none */
-    cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &c[0]), 0);
-    cr_expect_neq(c[0] >> 5, a[0] >> 5, "the new reservation took leaf A with two runs, not the empty one");
-    cr_expect_neq(c[0] >> 5, b[0] >> 5);
-    for (unsigned i = 1; i < 4; i++) {
-        cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &c[i]), 0);
-        cr_expect_eq(c[i] >> 5, c[0] >> 5, "the reservation serves the next allocations");
-    }
-    /* no leaf has four runs now: the second pass takes A's */
-    cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &d), 0);
-    cr_expect_eq(d >> 5, a[0] >> 5);
-    cr_assert_eq(dp_pa_free(&t.pa, d, 3), 0);
-    for (unsigned i = 2; i < 4; i++) cr_assert_eq(dp_pa_free(&t.pa, a[i], 3), 0);
-    for (unsigned i = 0; i < 4; i++) {
-        cr_assert_eq(dp_pa_free(&t.pa, b[i], 3), 0);
-        cr_assert_eq(dp_pa_free(&t.pa, c[i], 3), 0);
-    }
-    for (unsigned i = 0; i < 13; i++) cr_assert_eq(dp_pa_free(&t.pa, whole[i], 5), 0);
     dp_pa_walk w = walk(&t);
     cr_expect_eq(w.used_frames, 0);
     tpa_fini(&t);
