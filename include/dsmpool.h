@@ -328,8 +328,10 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * chunks up to 1 KiB, growing with the class to 2 MiB (one huge page, one
  * allocator node) from 32 KiB chunks up, so a small area costs little (a
  * new area with a few small allocations holds under 128 KiB of the pool,
- * its control block included); larger requests get a dedicated
- * block exact to the page (its power of two, the rest given back at once). Every thread keeps, per class, a private
+ * its control block included); larger requests, and mid sizes where whole
+ * pages cost no more than the class (see Sizes below), get a dedicated
+ * block exact to the page (its power of two, the rest given back at once).
+ * Every thread keeps, per class, a private
  * cache in shared memory (so recovery can find it) refilled one span (64 x
  * 32 KiB) at a time: alloc and free of a cached chunk take no lock, make no
  * system call, cause no page fault and do no atomic read-modify-write on a
@@ -353,19 +355,30 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * threads of the same process still use the area is a use-after-free.
  * dsmpool_detach() detaches the process's areas too.
  *
+ * Sizes: up to 4 KiB, and every power of two up to 256 KiB (the hash join's
+ * 32 KiB chunk, 8 KiB pages), are served from size classes (16 B steps to 128 B, then
+ * four per doubling: 160, 192, 224, 256, 320 B ...): chunks cached per
+ * thread, 10-25 ns an alloc+free, whose spans hold what the class once
+ * needed until every chunk of a span is free. Above 256 KiB an allocation
+ * is a block of whole pages: the power of two at or above it is taken and
+ * the rest given back to the pool at once. Mid sizes in between take such
+ * a block too wherever whole pages waste no more than the class would
+ * (from 16 KiB always, below that in bands), unless the area already holds
+ * a free chunk of their class -- the pool shares those pages among all
+ * sizes and areas, so memory follows the live bytes under churn -- at
+ * 150-330 ns an alloc+free; when the pool has no such block, or the area
+ * holds 65536 blocks and spans, the class serves. DSMPOOL_AREA_MID_CHUNKS
+ * keeps every mid size in its class: faster, and more memory under churn.
+ *
  * Alignment and pointer arithmetic: every allocation is aligned to at least
  * 16 bytes, in every process (the pool is mapped at a 2 MiB boundary, OS
  * segments too). Precisely, an allocation is aligned to the largest power
  * of two dividing its usable size, at most 2 MiB (DSMPOOL_AREA_MAX_ALIGN):
- * sizes up to 256 KiB are served from size classes (16 B steps to 128 B, then
- * four per doubling: 160, 192, 224, 256, 320 B ...) whose chunks sit at
- * multiples of their size in spans aligned to their own size (a power of
- * two from 64 KiB to 2 MiB), so n bytes for a power of two n
- * are aligned to n, 100 bytes (class 112) only to 16; larger sizes get
- * blocks aligned to the power of two at or above their size, 2 MiB at
- * most, that end at the next 4 KiB (the pool takes back the rest of
- * their power of two at once). dsmpool_area_alloc_aligned() asks
- * for more. Inside one allocation a relocatable pointer is an integer
+ * a chunk sits at a multiple of its class size in a span aligned to its own
+ * size (a power of two from 64 KiB to 2 MiB), so n bytes for a power of two
+ * n are aligned to n, 100 bytes (class 112) only to 16; a block is aligned
+ * to the power of two at or above its size, 2 MiB at most, and ends at the
+ * next 4 KiB. dsmpool_area_alloc_aligned() asks for more. Inside one allocation a relocatable pointer is an integer
  * like an address: for p returned by an allocation and k below
  * dsmpool_area_usable_size(area, p), p + k names byte k (dsmpool_area_addr
  * converts it, dsmpool_area_ptr_of converts back), in the pool and in OS
@@ -379,10 +392,12 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  *
  * Free checking: always on, at no measurable cost -- pointers of another
  * area (span directory lookup), pointers that are not the start of a chunk
- * or block, double frees of large blocks and of small chunks (a freed chunk
- * carries a tag, key ^ pointer with a random key per area, in its bytes
- * 8..15; allocation clears it; a free that finds it is refused with -EINVAL
- * -- a correct program cannot write the tag, not knowing the key). With
+ * or block, double frees of chunks (a freed chunk carries a tag, key ^
+ * pointer with a random key per area, in its bytes 8..15; allocation clears
+ * it; a free that finds it is refused with -EINVAL -- a correct program
+ * cannot write the tag, not knowing the key) and of blocks (until the
+ * area reuses the block's first page for a new block: a free of the old
+ * pointer then frees the new block, as with malloc). With
  * DSMPOOL_AREA_CHECKED also never-allocated pointers of small chunks (one
  * atomic operation on a shared bitmap per alloc and per free).
  */
@@ -397,6 +412,8 @@ typedef uint64_t dsmpool_ptr;             /* relocatable pointer; 0 is the null 
                                               (bucket arrays every node reads) */
 #define DSMPOOL_AREA_CHECKED (1u << 0)     /* create flag: detect every bad free */
 #define DSMPOOL_AREA_NO_FALLBACK (1u << 1) /* create flag: never use OS segments */
+#define DSMPOOL_AREA_MID_CHUNKS (1u << 2)  /* create flag: mid sizes from size classes (faster,
+                                              more memory; see above) */
 
 DSMPOOL_EXPORT int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out);
 DSMPOOL_EXPORT dsmpool_handle dsmpool_area_handle(const dsmpool_area *area);
@@ -408,10 +425,10 @@ DSMPOOL_EXPORT void *dsmpool_area_addr(dsmpool_area *area, dsmpool_ptr p); /* lo
 
 /* An allocation of size bytes aligned to align in every process: a power of
  * two up to DSMPOOL_AREA_MAX_ALIGN (-EINVAL otherwise, and for size 0). It
- * is served by the first class at or above max(size, align) whose chunk
- * size is a multiple of align, or, above 256 KiB, by a block of the power
- * of two at or above it that keeps only the size's pages: a small size
- * with an alignment up to 256 KiB costs the alignment. Freed with dsmpool_area_free(). */
+ * is served as a plain allocation of the first class size at or above
+ * max(size, align) that is a multiple of align, or of max(size, align)
+ * above 256 KiB: a chunk, or a block (aligned to its power of two) that
+ * keeps only the size's pages. Freed with dsmpool_area_free(). */
 #define DSMPOOL_AREA_MAX_ALIGN (2u << 20) /* 2 MiB */
 DSMPOOL_EXPORT int dsmpool_area_alloc_aligned(dsmpool_area *area, size_t size, size_t align,
                                               unsigned flags, dsmpool_ptr *out);
@@ -471,7 +488,7 @@ typedef struct dsmpool_area_stats {
     size_t held;              /* bytes of spans and large blocks the area holds */
     size_t limit;             /* 0: none */
     size_t spans;             /* spans of small classes (64 KiB .. 2 MiB each) */
-    size_t large_blocks;      /* dedicated blocks (> 256 KiB) */
+    size_t large_blocks;      /* blocks of whole pages (> 256 KiB, and mid sizes) */
     size_t fallback_segments; /* of those, served by OS segments */
     unsigned caches;          /* thread caches held (all processes; at most 256, further
                                  threads use the shared path) */
@@ -485,7 +502,7 @@ typedef struct dsmpool_area_stats {
                                  chunks, at most 32 KiB of 2 MiB up to 64 KiB chunks) */
     size_t bytes_os;          /* of held, bytes in OS fallback segments */
     size_t bytes_requested;   /* sizes asked for by live allocations: exact for large blocks;
-                                 for chunks (<= 256 KiB, whose size free() is not told) an
+                                 for chunks (whose size free() is not told) an
                                  estimate: their usable bytes in use times the ratio of bytes
                                  asked for to usable bytes over every chunk allocation the area
                                  made -- exact when every chunk request asks for a power of

@@ -13,7 +13,11 @@
  *   itself, to its class. Sizes above AR_LARGE_FROM (256 KiB) take exact
  *   blocks instead (rule 13: 3.4% over the sizes asked for 100 KB..2 MB
  *   in bench/efficiency, against 10.6% with classes up to 1 MiB); the
- *   classes above it stay in the table, unused by allocations. A chunk's class follows from its span. Span: a
+ *   classes above it stay in the table, unused by allocations. Mid sizes
+ *   (above 4 KiB, where whole pages waste no more than the class; not the
+ *   powers of two) take exact blocks first too, and their
+ *   class when the pool has none or the registry's first half is full
+ *   (rule 13). A chunk's class follows from its span. Span: a
  *   pool block of one class, its size the class's (ar_cls): the smallest
  *   power of two from 64 KiB that holds 64 chunks, 2 MiB (one huge page)
  *   for chunks of 32 KiB and up -- 64 KiB up to 1 KiB chunks, 128 KiB to
@@ -44,8 +48,9 @@
  *             records visit the pages that exist, each link validated first.
  *   registry  4 KiB pages of 32-byte span entries {state, block, segment,
  *             info}; entry e is page e/128, slot e%128.
- *   directory a pool-wide word per 64 KiB of data (the smallest span)
- *             naming (area, entry, class) of the span or large block
+ *   directory a pool-wide word per 4 KiB of data (a frame: blocks are
+ *             exact to the page, so no two share a word; 0.2% of the
+ *             region) naming (area, entry, class) of the span or large block
  *             there ([aid:33][entry+1:25][class:6]; a class that is neither
  *             a span's nor AR_LARGE_CLS is damage): a span or block writes
  *             all of its words when acquired and clears them when retired;
@@ -159,7 +164,20 @@
  *      word only if it agrees (entry_block_bytes), so a scribbled trim code
  *      can neither free a neighbour's pages nor leave the block's own to the
  *      sweep: it is damage, for check() to report. A grow marks the record
- *      AR_SEG_GROWING ("up to the new frames") while the word changes. Bytes asked for: a large block's is in its entry's info
+ *      AR_SEG_GROWING ("up to the new frames") while the word changes.
+ *      Mid sizes (mid_exact: above AR_MID_FROM up to AR_LARGE_FROM, whole
+ *      pages no more than the class size, not a power of two;
+ *      not with DSMPOOL_AREA_MID_CHUNKS) try an exact block first: from the
+ *      pool only (no trim request, no OS segment) and in the registry's
+ *      first half only (at least 2 GiB of them, and room left for spans);
+ *      on any failure but -ESTALE their class serves, which asks for trims
+ *      and OS spans as usual. The pool's pages are then shared among all
+ *      sizes and areas, so under churn memory follows the live bytes
+ *      (bench/efficiency churn: 1.54 -> 1.22-1.24 peak used / peak live),
+ *      at 150-330 ns an alloc+free (a registry entry, a pool block, its
+ *      trim) against 10-25 ns for a cached chunk. Registry claims start at
+ *      the page of this process's last claim (claim_pg), so a claim does
+ *      not walk every live entry first. Bytes asked for: a large block's is in its entry's info
  *      (bits 12 up, class AR_LARGE_CLS, so it is never read as a bitmap)
  *      and exact. A chunk's is nowhere (free() is not told its size and the
  *      chunk is the caller's): each cache record adds what every chunk
@@ -188,14 +206,9 @@
  *      only name the entry's current segment. A large block is exact to
  *      the page: the power-of-two block is taken and its tail given back at
  *      once (proc.c rule 9; an OS segment is made that size), so its usable
- *      size is the size rounded up to 4 KiB. Its last directory granule is
- *      then partly someone else's, but never another span's or large
- *      block's: those are 64 KiB blocks aligned to their size, so one
- *      starting in that granule would start at its beginning, over ours;
- *      the rest can only be blocks of 4..32 KiB (segments, record and
- *      registry pages, bitmaps), which the directory does not name, and a
- *      pointer into them finds our entry and an offset past our block
- *      (refused). Realloc stays in place within the usable size (a class,
+ *      size is the size rounded up to 4 KiB. The directory has a word per
+ *      page, so the pages given back can hold anyone's blocks (another
+ *      area's, a segment's) without sharing a word with ours. Realloc stays in place within the usable size (a class,
  *      or a block's pages); a large pool block
  *      also grows in place up to its power of two when the tail it gave
  *      back is still free (large_grow: reserve held bytes, take the frames
@@ -294,10 +307,17 @@
                                       per alloc+free (a registry entry, a pool block, its
                                       trim), against about 23 ns for a cached chunk */
 #endif
+/* Mid sizes (rule 13): above AR_MID_FROM up to AR_LARGE_FROM, where whole
+ * pages waste no more than the class would, take exact blocks too while the
+ * pool has one and the registry's first half an entry, else their class;
+ * powers of two keep their chunks (the hash join's 32 KiB chunk, 8 KiB
+ * pages, 64..256 KiB buffers: the cached path, and no rounding to lose). */
+#define AR_MID_FROM (4u << 10)
 #define AR_SPAN_SHIFT 21u /* the largest span: 2 MiB */
 #define AR_SPAN (1ull << AR_SPAN_SHIFT)
-#define AR_DIR_SHIFT DP_DIR_SHIFT /* the directory's granule and the smallest span: 64 KiB */
+#define AR_DIR_SHIFT DP_DIR_SHIFT /* the directory's granule: a frame */
 #define AR_DIR_GRAN (1ull << AR_DIR_SHIFT)
+#define AR_SPAN_MIN (64u << 10) /* the smallest span */
 #define AR_SPAN_MIN_CHUNKS 64u /* a span is the smallest power of two >= 64 KiB holding this many */
 #define AR_NCACHES 256u
 #define AR_RECS_PER_PAGE 10u /* cache records per record page */
@@ -462,6 +482,7 @@ struct dsmpool_area {
     _Atomic(ar_fb *) *fb[AR_MAX_ENTRIES / 512]; /* two-level map: entry -> local mapping */
     ar_fb *fb_retired;
     struct dsmpool_area *reg_next;
+    _Atomic uint32_t claim_pg; /* relaxed hint: the registry page of this process's last claim */
 };
 #define AR_OBJ_MAGIC 0x616572416c636f6cull
 
@@ -504,8 +525,9 @@ typedef struct ar_class {
 static const ar_class ar_cls[64] = {AR_C20(0u), AR_C20(20u), AR_C20(40u)};
 _Static_assert(AR_NCLS == 60 && AR_CSIZE(AR_NCLS - 1) == AR_SMALL_MAX, "the last class is 1 MiB");
 _Static_assert(AR_LARGE_CLS >= AR_NCLS && AR_LARGE_CLS < 64, "the directory's 6-bit class field");
-_Static_assert(AR_SPANB(AR_MIN_CHUNK) == AR_DIR_GRAN && AR_SPANB(AR_SMALL_MAX) == AR_SPAN,
-               "spans from the directory's granule to 2 MiB");
+_Static_assert(AR_SPANB(AR_MIN_CHUNK) == AR_SPAN_MIN && AR_SPANB(AR_SMALL_MAX) == AR_SPAN,
+               "spans from 64 KiB to 2 MiB");
+_Static_assert(AR_DIR_GRAN == DP_FRAME_SIZE, "a directory word per frame: blocks exact to the page share no word");
 _Static_assert((AR_SPAN / AR_MIN_CHUNK) < (1u << 18), "span word: 18-bit head (index + 1) and count");
 _Static_assert((AR_SPAN / AR_MIN_CHUNK) < (1u << 19), "bump word: 19-bit index and count");
 _Static_assert(AR_REGPAGES * AR_PER_PAGE < (1u << 25), "directory word: 25-bit entry + 1");
@@ -521,11 +543,17 @@ static inline uint32_t cls_chunks(unsigned c) { return ar_cls[c & 63].chunks; }
 /* a class's span bytes; 0 for the unused entries (no class, no span) */
 static inline uint64_t cls_span(unsigned c) { return ar_cls[c & 63].span; }
 static inline unsigned cls_span_order(unsigned c) {
-    return (unsigned)__builtin_ctzll(cls_span(c) ? cls_span(c) : AR_DIR_GRAN) - DP_FRAME_SHIFT;
+    return (unsigned)__builtin_ctzll(cls_span(c) ? cls_span(c) : AR_SPAN_MIN) - DP_FRAME_SHIFT;
 }
 /* Where byte rel (from a 2 MiB boundary: data_off, or an OS segment's
  * start) lies in its span of class c: spans sit at multiples of their size. */
 static inline uint64_t span_rel(unsigned c, uint64_t rel) { return rel & (cls_span(c) - 1); }
+/* Rule 13: a size that takes an exact block first (then its class) */
+static inline bool mid_exact(size_t size) {
+    return size > AR_MID_FROM && size <= AR_LARGE_FROM &&
+           (size & (size - 1)) && /* powers of two keep their chunks */
+           ((size + DP_FRAME_SIZE - 1) & ~(size_t)(DP_FRAME_SIZE - 1)) <= cls_size(cls_of(size));
+}
 static inline uint32_t cls_batch(unsigned c) { uint32_t n = cls_chunks(c); return n < 64 ? n : 64; }
 static inline uint64_t chunk_off(unsigned c, uint64_t idx) { return idx * cls_size(c); }
 /* The chunk of class c that holds byte off (< its span bytes) of its span. */
@@ -582,20 +610,47 @@ static void dir_set(dsmpool *p, uint64_t off, uint64_t bytes, uint64_t w) {
         dp_store_release(&p->dir[k], w); /* release: entry is set up */
 }
 
-/* Claim a FREE registry entry as INIT(owner, order); adds a registry page if
- * all are taken. Returns the entry index or -errno. */
-static int64_t entry_claim(dsmpool *p, ar_ctl *ctl, unsigned order) {
-    for (uint32_t k = 0; k < AR_REGPAGES; k++) {
+/* Claim a FREE registry entry of page pg as INIT(owner, order); -1: none. */
+static int64_t entry_claim_in(dsmpool *p, ar_span *pg, uint32_t k, unsigned order) {
+    for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
+        uint64_t w = dp_load_relaxed(&pg[i].state); /* relaxed: the CAS validates */
+        if (SPW_ST(w) != SP_FREE) continue;
+        /* acq_rel: acquire pairs with the FREE store of the last user */
+        if (dp_cas_acq_rel(&pg[i].state, &w, SPW_INIT(SPW_GEN(w) + 1, p->slot, order)))
+            return (int64_t)k * AR_PER_PAGE + i;
+    }
+    return -1;
+}
+
+/* Claim a FREE registry entry among the first `pages` registry pages as
+ * INIT(owner, order): the pages that exist first, from the one this process
+ * last claimed in round to it (so that a claim does not walk every live
+ * entry before it), then from the first page, adding one if all are taken.
+ * Returns the entry index or -errno. */
+static int64_t entry_claim(struct dsmpool_area *a, unsigned order, uint32_t pages) {
+    dsmpool *p = a->pool;
+    ar_ctl *ctl = a->ctl;
+    uint32_t from = atomic_load_explicit(&a->claim_pg, memory_order_relaxed); /* relaxed: a hint */
+    if (from >= pages) from = 0;
+    for (uint32_t n = 0; n < pages; n++) {
+        uint32_t k = (from + n) % pages;
+        uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: the link CAS */
+        if (!off) continue;
+        if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return -EUCLEAN;
+        int64_t e = entry_claim_in(p, dp_at(p, off), k, order);
+        if (e >= 0) {
+            if (k != from) atomic_store_explicit(&a->claim_pg, k, memory_order_relaxed); /* relaxed: a hint */
+            return e;
+        }
+    }
+    for (uint32_t k = 0; k < pages; k++) {
         uint64_t off = dp_frame_link(p, &ctl->regpage[k]);
         if (!off) return -ENOMEM;
         if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return -EUCLEAN;
-        ar_span *pg = dp_at(p, off);
-        for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
-            uint64_t w = dp_load_relaxed(&pg[i].state); /* relaxed: the CAS validates */
-            if (SPW_ST(w) != SP_FREE) continue;
-            /* acq_rel: acquire pairs with the FREE store of the last user */
-            if (dp_cas_acq_rel(&pg[i].state, &w, SPW_INIT(SPW_GEN(w) + 1, p->slot, order)))
-                return (int64_t)k * AR_PER_PAGE + i;
+        int64_t e = entry_claim_in(p, dp_at(p, off), k, order);
+        if (e >= 0) {
+            atomic_store_explicit(&a->claim_pg, k, memory_order_relaxed); /* relaxed: a hint */
+            return e;
         }
     }
     return -ENOSPC;
@@ -1253,16 +1308,19 @@ static uint32_t span_chain(struct dsmpool_area *a, unsigned c, dsmpool_ptr base)
  * operation and one bracket (proc.c rule 6), from the claim of the entry to
  * its publication (rule 5). */
 static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order,
-                             uint64_t keep, unsigned place, uint64_t asked, bool chain,
+                             uint64_t keep, unsigned place, uint64_t asked, bool chain, bool mid,
                              uint64_t *entry, dsmpool_ptr *base) {
     dsmpool *p = a->pool;
     ar_ctl *ctl = a->ctl;
     uint64_t bytes = (uint64_t)DP_FRAME_SIZE << order;
     int r = held_reserve_for(ctl, bytes, keep ? keep * DP_FRAME_SIZE : bytes);
     if (r) return r;
-    int64_t e = entry_claim(p, ctl, order);
+    /* a mid-size block only in the registry's first half: the rest stays
+     * for spans and large blocks (rule 13) */
+    int64_t e = entry_claim(a, order, mid ? AR_REGPAGES / 2 : AR_REGPAGES);
     if (e < 0) {
         dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
+        if (mid) return -ENOSPC; /* the caller takes a chunk of the class instead */
         return dp_fail(e == -ENOSPC ? -ENOMEM : (int)e, "the area's registry is full (%u entries)",
                        AR_MAX_ENTRIES);
     }
@@ -1288,6 +1346,10 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
     }
     uint64_t blk = 0;
     r = dp_pool_alloc_placed(p, order, place, &blk); /* spans: the thread's own node first */
+    if (r && mid) { /* no trim request and no OS segment for a mid-size block: its class serves */
+        entry_abandon(p, ctl, a->aid, (uint64_t)e, sp, mine);
+        return -ENOMEM;
+    }
     if (r && r != -EUCLEAN) { /* rule 12: short: this thread's caches give back, then everyone's */
         if (tc && tc->rec) {
             trim_answer(a, tc);
@@ -1354,9 +1416,9 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
 }
 
 static int acquire(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order, uint64_t keep,
-                   unsigned place, uint64_t asked, bool chain, uint64_t *entry, dsmpool_ptr *base) {
+                   unsigned place, uint64_t asked, bool chain, bool mid, uint64_t *entry, dsmpool_ptr *base) {
     dp_inflight_begin(a->pool);
-    int r = acquire_bracketed(a, tc, cls, order, keep, place, asked, chain, entry, base);
+    int r = acquire_bracketed(a, tc, cls, order, keep, place, asked, chain, mid, entry, base);
     dp_inflight_end(a->pool);
     return r;
 }
@@ -1384,8 +1446,9 @@ static bool steal_class_holds(struct dsmpool_area *a, unsigned c, uint64_t e, ar
     return false;
 }
 
-/* Rule 2: refill class c of this thread's cache. */
-static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
+/* Rule 2: refill class c of this thread's cache; held_only: from spans the
+ * area holds, or -ENOSPC rather than a fresh span (rule 13's mid sizes). */
+static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c, bool held_only) {
     ar_ctl *ctl = a->ctl;
     ar_cache *rec = tc->rec;
     dsmpool *p = a->pool;
@@ -1428,9 +1491,10 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
             }
         }
     }
+    if (held_only) return -ENOSPC;
     uint64_t e;
     dsmpool_ptr base;
-    int r = acquire(a, tc, c, cls_span_order(c), 0, 0, 0, false, &e, &base);
+    int r = acquire(a, tc, c, cls_span_order(c), 0, 0, 0, false, false, &e, &base);
     if (r) return r;
     tc->span_ptr[c] = base;
     tc->span_e1[c] = (uint32_t)(e + 1);
@@ -1476,7 +1540,7 @@ static bool checked_flip(dsmpool *p, ar_span *sp, uint32_t idx, bool set) {
 static int free_op(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p);
 
 static int alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t asked, unsigned flags,
-                          dsmpool_ptr *out) {
+                          bool mid, dsmpool_ptr *out) {
     if (size > (1ull << 46)) return dp_fail(-ENOMEM, "%zu bytes is more than any pool holds", size);
     unsigned order = 64u - (unsigned)__builtin_clzll(size - 1) - DP_FRAME_SHIFT;
     /* rule 13: exact to the page, to the size asked for (an aligned request
@@ -1485,7 +1549,7 @@ static int alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t
     uint64_t e;
     dsmpool_ptr base;
     unsigned place = (flags & DSMPOOL_ALLOC_INTERLEAVE) ? DSMPOOL_SEG_INTERLEAVE : 0;
-    int r = acquire(a, tc, AR_LARGE_CLS, order, keep, place, asked, false, &e, &base);
+    int r = acquire(a, tc, AR_LARGE_CLS, order, keep, place, asked, false, mid, &e, &base);
     if (r) return r;
     if (flags & DSMPOOL_ALLOC_ZERO) {
         char *m = ar_addr_n(a, base, size);
@@ -1528,7 +1592,7 @@ static int chunk_hand_out(struct dsmpool_area *a, ar_tc *tc, unsigned c, dsmpool
 }
 
 static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, size_t asked, unsigned flags,
-                          dsmpool_ptr *out) {
+                          bool held_only, dsmpool_ptr *out) {
     unsigned c = cls_of(size);
     ar_cache *rec = tc->rec;
     dsmpool_ptr h;
@@ -1568,7 +1632,7 @@ static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, siz
             if (!m) continue;
             break;
         }
-        int r = refill(area, tc, c);
+        int r = refill(area, tc, c, held_only);
         if (r) return r;
     }
     int r = chunk_hand_out(area, tc, c, h, m, size, flags);
@@ -1692,15 +1756,16 @@ static void keep_release(struct dsmpool_area *a) {
  * others), else the first chunk of a fresh span whose others go on its
  * stack. Inside a bracket. */
 static int shared_alloc_small(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t asked, unsigned flags,
-                              dsmpool_ptr *out) {
+                              bool held_only, dsmpool_ptr *out) {
     unsigned c = cls_of(size);
     ar_ctl *ctl = a->ctl;
     dsmpool_ptr h = 0;
     char *m = NULL;
     uint64_t got = AR_MAX_ENTRIES;
     /* a stack another taker holds for a moment looks empty: look again a
-     * few times (a few microseconds) before taking a fresh span */
-    for (int round = 0; round < 4 && got == AR_MAX_ENTRIES; round++) {
+     * few times (a few microseconds) before taking a fresh span (held_only:
+     * once, there is no fresh span to avoid) */
+    for (int round = 0; round < (held_only ? 1 : 4) && got == AR_MAX_ENTRIES; round++) {
         for (int i = round ? 32 << round : 0; i > 0; i--) dp_cpu_relax();
         if (!dp_load_relaxed(&ctl->partial[c])) continue; /* relaxed: a hint */
         uint64_t start = dp_load_relaxed(&ctl->sh_hint[c]); /* relaxed: a hint */
@@ -1717,7 +1782,8 @@ static int shared_alloc_small(struct dsmpool_area *a, ar_tc *tc, size_t size, si
         }
     }
     if (got == AR_MAX_ENTRIES) {
-        int r = acquire(a, tc, c, cls_span_order(c), 0, 0, 0, true, &got, &h);
+        if (held_only) return -ENOSPC;
+        int r = acquire(a, tc, c, cls_span_order(c), 0, 0, 0, true, false, &got, &h);
         if (r) return r;
         if (!(m = ar_addr_n(a, h, 16))) return dp_fail(-ENOMEM, "cannot map the new span in this process");
     }
@@ -1746,6 +1812,26 @@ static inline void shared_trim(struct dsmpool_area *a, ar_tc *tc) {
     }
 }
 
+/* Rule 13: what serves an allocation off the hot path: a large block above
+ * AR_LARGE_FROM; a mid-size one a chunk of its class that the area already
+ * holds (cached, or returned to a span: never a fresh span), else an exact
+ * block if the pool has one now and the registry's first half an entry,
+ * else its class as every smaller size (shared: rule 15's path, else the
+ * thread's cache). */
+static int alloc_route(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t asked, unsigned flags,
+                       bool shared, dsmpool_ptr *out) {
+    if (size > AR_LARGE_FROM) return alloc_large_op(a, tc, size, asked, flags, false, out);
+    if (mid_exact(size) && !(a->ctl->flags & DSMPOOL_AREA_MID_CHUNKS)) {
+        int r = shared ? shared_alloc_small(a, tc, size, asked, flags, true, out)
+                       : alloc_small_op(a, tc, size, asked, flags, true, out);
+        if (r == 0) return 0;
+        r = alloc_large_op(a, tc, size, asked, flags, true, out);
+        if (r == 0 || r == -ESTALE) return r;
+    }
+    return shared ? shared_alloc_small(a, tc, size, asked, flags, false, out)
+                  : alloc_small_op(a, tc, size, asked, flags, false, out);
+}
+
 static __attribute__((noinline)) int shared_alloc(struct dsmpool_area *a, ar_tc *tc, size_t size,
                                                   size_t asked, unsigned flags, dsmpool_ptr *out) {
     dp_inflight_begin(a->pool);
@@ -1755,8 +1841,7 @@ static __attribute__((noinline)) int shared_alloc(struct dsmpool_area *a, ar_tc 
     } else {
         DP_INJECT("area.shared.checked");
         shared_trim(a, tc);
-        r = size > AR_LARGE_FROM ? alloc_large_op(a, tc, size, asked, flags, out)
-                                : shared_alloc_small(a, tc, size, asked, flags, out);
+        r = alloc_route(a, tc, size, asked, flags, true, out);
     }
     dp_inflight_end(a->pool);
     dp_fallback_fire(r); /* segment.c rule 10: after the operation */
@@ -1824,8 +1909,7 @@ static inline __attribute__((always_inline)) int area_alloc(dsmpool_area *area, 
             }
         }
         if (dp_load_relaxed(area->trimp) != tc->trim_seen) trim_answer(area, tc); /* relaxed: rule 12 */
-        r = size > AR_LARGE_FROM ? alloc_large_op(area, tc, size, asked, flags, out)
-                                : alloc_small_op(area, tc, size, asked, flags, out);
+        r = alloc_route(area, tc, size, asked, flags, false, out);
     }
     op_end(rec, s);
     dp_fallback_fire(r); /* segment.c rule 10: after the operation */
@@ -2458,6 +2542,7 @@ static void area_fill(struct dsmpool_area *a, dsmpool *pool, ar_ctl *ctl, uint64
     a->base = pool->base;
     a->data_off = pool->geo.data_off;
     a->data_size = pool->geo.data_size;
+    atomic_init(&a->claim_pg, 0);
     pthread_mutex_init(&a->lock, NULL);
 }
 
@@ -2516,7 +2601,7 @@ int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out) {
     if (!out) return dp_fail(-EINVAL, "out must not be NULL");
     *out = NULL;
     if (!pool || pool->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
-    if (flags & ~(DSMPOOL_AREA_CHECKED | DSMPOOL_AREA_NO_FALLBACK))
+    if (flags & ~(DSMPOOL_AREA_CHECKED | DSMPOOL_AREA_NO_FALLBACK | DSMPOOL_AREA_MID_CHUNKS))
         return dp_fail(-EINVAL, "unknown flags 0x%x", flags);
     int r = dp_self(pool);
     if (r) return r;

@@ -9,7 +9,7 @@
  *   proc_off       dp_proc[proc_cap]    process slots (pid + start time,
  *                                       segment attachment records)
  *   seg_off        dp_seg_desc[seg_cap] segment descriptors
- *   dir_off        uint64[dir_count]    span directory: for each 64 KiB of data,
+ *   dir_off        uint64[dir_count]    span directory: for each 4 KiB of data,
  *                                       the area and registry entry that hold it
  *   sub[i].geom    per sub-pool: the allocator tree and per-CPU hint lines
  *   data_off       the data: sub-pool 0, 1, ... each a multiple of 2 MiB,
@@ -43,14 +43,16 @@
 /* The region's format. Its first 24 bytes never move, whatever the format:
  * magic, format, header size, and the version number of the library that
  * made it (DSMPOOL_VERSION_NUMBER), so that a library can say which one
- * made a region it cannot read. Format 7 put the frames a block gave
+ * made a region it cannot read. Format 8 made the area directory a word
+ * per 4 KiB (page-exact area blocks from 16 KiB, which share 64 KiB).
+ * Format 7 put the frames a block gave
  * back into its block word (exact segments and large blocks; an older
  * library would read such a word's offset wrong). Format 6 made the area directory a word
  * per 64 KiB (spans from 64 KiB); 5 changed the area directory word (a
  * 6-bit class for 60 size classes); 3 added the last; 2 had region_size
  * there. */
-#define DP_FORMAT_VERSION 7u
-#define DP_DIR_SHIFT 16u /* the span directory's granule: 64 KiB of data a word */
+#define DP_FORMAT_VERSION 8u
+#define DP_DIR_SHIFT 12u /* the span directory's granule: 4 KiB of data (a frame) a word */
 #define DP_NAME_MAX 240
 
 /* ---- relocatable offsets ------------------------------------------------ */
@@ -218,7 +220,7 @@ typedef struct dp_header {
     /* layout [imm] */
     uint64_t proc_off, proc_cap;
     uint64_t seg_off, seg_cap;
-    uint64_t dir_off, dir_count; /* the span directory: one word per 64 KiB of data */
+    uint64_t dir_off, dir_count; /* the span directory: one word per 4 KiB of data */
     uint64_t names_off, names_cap; /* the name table (names.c) */
     uint64_t meta_end;
     uint64_t data_off, data_size;

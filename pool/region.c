@@ -88,7 +88,7 @@ int dp_layout(const dp_layout_in *in, dp_header *h) {
     h->seg_cap = in->seg_cap;
     off = align_up(off + in->seg_cap * sizeof(dp_seg_desc), 64);
     h->dir_off = off;
-    h->dir_count = in->region_size >> DP_DIR_SHIFT; /* >= the data's 64 KiB granules */
+    h->dir_count = in->region_size >> DP_DIR_SHIFT; /* >= the data's 4 KiB granules */
     off = align_up(off + h->dir_count * sizeof(uint64_t), 64);
     h->names_off = off;
     h->names_cap = DSMPOOL_NAMES_MAX;

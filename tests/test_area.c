@@ -30,8 +30,10 @@ Test(area, classes_alignment_and_destroy_returns_everything) {
     dsmpool_area *a = mkarea(p, 0);
     size_t sizes[] = {1, 63, 64, 65, 100, 4096, 32 * KIB - 1, 32 * KIB, 32 * KIB + 1, MIB, MIB + 1, 5 * MIB};
     /* chunks are aligned to the largest power of two dividing their class
-     * size (16, 64, 64, 80, 112, 4 KiB, 32 KiB, 32 KiB, 40 KiB); large
-     * blocks (above 256 KiB) to their power of two, 2 MiB at most */
+     * size (16, 64, 64, 80, 112, 4 KiB, 32 KiB); blocks (above 256 KiB,
+     * and the mid sizes 32 KiB - 1 and 32 KiB + 1, whose 8 and 9 pages cost
+     * no more than their classes of 32 and 40 KiB) to their power of two,
+     * 2 MiB at most */
     size_t align[] = {16, 64, 64, 16, 16, 4096, 32 * KIB, 32 * KIB, 8 * KIB, MIB, 2 * MIB, 2 * MIB};
     dsmpool_ptr ptrs[12];
     for (int i = 0; i < 12; i++) {
@@ -52,8 +54,9 @@ Test(area, classes_alignment_and_destroy_returns_everything) {
     test_check_ok(p);
     dsmpool_area_stats st;
     cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
-    cr_expect_eq(st.large_blocks, 3);
-    cr_expect_eq(st.spans, 7, "classes 16 B, 64 B, 80 B, 112 B, 4 KiB, 32 KiB, 40 KiB");
+    cr_expect_eq(st.large_blocks, 5, "%zu", st.large_blocks);
+    cr_expect_eq(st.spans, 6, "classes 16 B, 64 B, 80 B, 112 B, 4 KiB, 32 KiB");
+    cr_expect_eq(dsmpool_area_usable_size(a, ptrs[8]), 36 * KIB, "32 KiB + 1: exact to the page");
     for (int i = 0; i < 6; i++) cr_assert_eq(dsmpool_area_free(a, ptrs[i]), 0);
     dsmpool_handle h = dsmpool_area_handle(a);
     cr_assert_eq(dsmpool_area_destroy(a), 0);

@@ -186,7 +186,7 @@ static void d_overflow(work *w) { /* a slot's record-block link past the data */
 static void d_directory(work *w) { /* a directory word naming another area */
     dsmpool_ptr x;
     warm(w, &x, 32 * KIB);
-    uint64_t k = (x - w->p->geo.data_off) >> 16; /* a word per 64 KiB */
+    uint64_t k = (x - w->p->geo.data_off) >> DP_DIR_SHIFT; /* a word per 4 KiB */
     atomic_store(&w->p->dir[k], atomic_load(&w->p->dir[k]) ^ (1ull << 40));
     int r = dsmpool_area_free(w->a, x);
     cr_assert_eq(r, -EINVAL, "free through a damaged directory word: %d", r);
