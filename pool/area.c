@@ -169,7 +169,8 @@
  *      pages no more than the class size, not a power of two;
  *      not with DSMPOOL_AREA_MID_CHUNKS) try an exact block first: from the
  *      pool only (no trim request, no OS segment) and in the registry's
- *      first half only (at least 2 GiB of them, and room left for spans);
+ *      first half only (65536: at least 512 MiB of them, and room left for
+ *      spans);
  *      on any failure but -ESTALE their class serves, which asks for trims
  *      and OS spans as usual. The pool's pages are then shared among all
  *      sizes and areas, so under churn memory follows the live bytes
@@ -423,7 +424,7 @@ typedef struct ar_ctl {
     uint32_t ncaches;    /* [imm] */
     uint64_t flags;      /* [imm] DSMPOOL_AREA_* */
     uint32_t tag;        /* [imm] unique among live areas of the pool (0: none, no OS segments) */
-    uint32_t pad;
+    dp_a32 claim_pg;     /* [atom] relaxed hint: a registry page that had a free entry lately */
     uint64_t key;        /* [imm] random: free tags (rule 9) */
     dp_a64 state;        /* [atom] 1 LIVE, 2 DESTROYED */
     dp_a64 limit;        /* [atom] relaxed: bytes, 0 = none */
@@ -482,7 +483,6 @@ struct dsmpool_area {
     _Atomic(ar_fb *) *fb[AR_MAX_ENTRIES / 512]; /* two-level map: entry -> local mapping */
     ar_fb *fb_retired;
     struct dsmpool_area *reg_next;
-    _Atomic uint32_t claim_pg; /* relaxed hint: the registry page of this process's last claim */
 };
 #define AR_OBJ_MAGIC 0x616572416c636f6cull
 
@@ -623,14 +623,15 @@ static int64_t entry_claim_in(dsmpool *p, ar_span *pg, uint32_t k, unsigned orde
 }
 
 /* Claim a FREE registry entry among the first `pages` registry pages as
- * INIT(owner, order): the pages that exist first, from the one this process
- * last claimed in round to it (so that a claim does not walk every live
- * entry before it), then from the first page, adding one if all are taken.
- * Returns the entry index or -errno. */
+ * INIT(owner, order): the pages that exist first, from the one the hint
+ * names (ctl->claim_pg: the page of the last entry given back, or of the
+ * last claim) round to it, so that a claim does not walk every live entry
+ * before the free one; then from the first page, adding one if all are
+ * taken. Returns the entry index or -errno. */
 static int64_t entry_claim(struct dsmpool_area *a, unsigned order, uint32_t pages) {
     dsmpool *p = a->pool;
     ar_ctl *ctl = a->ctl;
-    uint32_t from = atomic_load_explicit(&a->claim_pg, memory_order_relaxed); /* relaxed: a hint */
+    uint32_t from = atomic_load_explicit(&ctl->claim_pg, memory_order_relaxed); /* relaxed: a hint */
     if (from >= pages) from = 0;
     for (uint32_t n = 0; n < pages; n++) {
         uint32_t k = (from + n) % pages;
@@ -639,7 +640,7 @@ static int64_t entry_claim(struct dsmpool_area *a, unsigned order, uint32_t page
         if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return -EUCLEAN;
         int64_t e = entry_claim_in(p, dp_at(p, off), k, order);
         if (e >= 0) {
-            if (k != from) atomic_store_explicit(&a->claim_pg, k, memory_order_relaxed); /* relaxed: a hint */
+            if (k != from) atomic_store_explicit(&ctl->claim_pg, k, memory_order_relaxed); /* relaxed: a hint */
             return e;
         }
     }
@@ -649,7 +650,7 @@ static int64_t entry_claim(struct dsmpool_area *a, unsigned order, uint32_t page
         if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return -EUCLEAN;
         int64_t e = entry_claim_in(p, dp_at(p, off), k, order);
         if (e >= 0) {
-            atomic_store_explicit(&a->claim_pg, k, memory_order_relaxed); /* relaxed: a hint */
+            atomic_store_explicit(&ctl->claim_pg, k, memory_order_relaxed); /* relaxed: a hint */
             return e;
         }
     }
@@ -718,6 +719,8 @@ static void entry_release(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_
     if (bytes) dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
     dp_store_relaxed(&sp->seg, 0);
     dp_store_release(&sp->state, SPW(SPW_GEN(prev) + 1, 0, 0, SP_FREE)); /* release: entry_claim */
+    /* relaxed: a hint; the next claim looks here first */
+    atomic_store_explicit(&ctl->claim_pg, (uint32_t)(e / AR_PER_PAGE), memory_order_relaxed);
 }
 
 /* Rule 5: own the entry whose word is *w by one CAS to RETIRED(slot). */
@@ -1551,13 +1554,13 @@ static int alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t
     unsigned place = (flags & DSMPOOL_ALLOC_INTERLEAVE) ? DSMPOOL_SEG_INTERLEAVE : 0;
     int r = acquire(a, tc, AR_LARGE_CLS, order, keep, place, asked, false, mid, &e, &base);
     if (r) return r;
-    if (flags & DSMPOOL_ALLOC_ZERO) {
-        char *m = ar_addr_n(a, base, size);
+    if (flags & DSMPOOL_ALLOC_ZERO) { /* the pages kept, no more: the rest is the pool's again */
+        char *m = ar_addr_n(a, base, keep * DP_FRAME_SIZE);
         if (!m) {
             free_op(a, tc, base);
             return dp_fail(-ENOMEM, "cannot map the new block's OS segment in this process");
         }
-        memset(m, 0, size);
+        memset(m, 0, keep * DP_FRAME_SIZE);
     }
     *out = base;
     return 0;
@@ -2542,7 +2545,6 @@ static void area_fill(struct dsmpool_area *a, dsmpool *pool, ar_ctl *ctl, uint64
     a->base = pool->base;
     a->data_off = pool->geo.data_off;
     a->data_size = pool->geo.data_size;
-    atomic_init(&a->claim_pg, 0);
     pthread_mutex_init(&a->lock, NULL);
 }
 

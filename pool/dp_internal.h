@@ -44,7 +44,7 @@
  * magic, format, header size, and the version number of the library that
  * made it (DSMPOOL_VERSION_NUMBER), so that a library can say which one
  * made a region it cannot read. Format 8 made the area directory a word
- * per 4 KiB (page-exact area blocks from 16 KiB, which share 64 KiB).
+ * per 4 KiB (page-exact area blocks above 4 KiB, which share 64 KiB).
  * Format 7 put the frames a block gave
  * back into its block word (exact segments and large blocks; an older
  * library would read such a word's offset wrong). Format 6 made the area directory a word

@@ -85,6 +85,11 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
  * were never handed out). It cannot tell one block from adjacent smaller
  * blocks of the same span: callers keep the order (segments and areas do). */
 int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order);
+/* Rule 5: after a free of a block of order <= 4, make its leaf this CPU's
+ * reservation for that order, so that the next allocation of the order
+ * finds the run just freed with one CAS instead of searching the tree.
+ * A hint only: never fails, changes no frame's state. */
+void dp_pa_hint_freed(dp_pa *pa, uint64_t frame, unsigned order, unsigned cpu);
 
 /* Give back the tail of a block of 2^order frames at frame that the caller
  * was just given: keep its first keep frames (rule 7: FULL children on the

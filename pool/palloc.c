@@ -54,7 +54,11 @@
  *      in the node found also sets its RESV bit (no CAS of its own); the
  *      old reservation's bit is cleared unless another order of the CPU
  *      still uses that node. RESV is advisory in every way: a stale or
- *      missing bit only changes where searches look first.
+ *      missing bit only changes where searches look first. A free of an
+ *      exact block (proc.c rule 9) makes the freed run's leaf the CPU's
+ *      reservation for the block's order when the reservation has no run
+ *      left (dp_pa_hint_freed), so blocks of a few pages that come and go
+ *      at random places do not search the tree each time.
  *   6. Recovery: a word in OPENING/CLOSING whose owner is dead: if P's state
  *      for it is PART it becomes FREE; the word becomes IDLE. Both steps are
  *      safe because such a node holds nothing: an opener allocates in c only
@@ -525,6 +529,19 @@ static void pa_adopt(dp_pa *pa, struct dp_pa_hint *h, unsigned t, unsigned rs, u
                                                       memory_order_relaxed))
             ;
     }
+}
+
+void dp_pa_hint_freed(dp_pa *pa, uint64_t frame, unsigned order, unsigned cpu) {
+    unsigned t, rs;
+    if (!pa_target(pa, order, &t, &rs) || t != 0 || frame >= pa->frames) return;
+    unsigned hi = cpu < pa->nhints ? cpu : cpu % pa->nhints;
+    struct dp_pa_hint *h = &pa->hints[hi];
+    uint32_t hv = dp_load_relaxed_uint32_t(pa_hint(h, 0, rs)); /* relaxed: a hint */
+    if (hv && hv - 1 < pa->count[0]) {
+        uint64_t w = dp_load_relaxed(pa_node(pa, 0, hv - 1)); /* relaxed: a hint's check */
+        if (w_phase(w) == PH_OPEN && leaf_runs((uint32_t)w, rs)) return; /* it still has a run */
+    }
+    pa_adopt(pa, h, 0, rs, frame >> node_shift(0));
 }
 
 int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_t *frame) {
