@@ -23,6 +23,14 @@ static dsmpool_area *mkarea(dsmpool *p, unsigned flags) {
     return a;
 }
 
+/* Reservations are per CPU: tests that expect a block back stay on one. */
+static void pin_here(void) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+}
+
 static size_t large_blocks(dsmpool_area *a) {
     dsmpool_area_stats st;
     cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
@@ -269,8 +277,10 @@ Test(mid, four_processes_churn_one_area, .timeout = 120) {
  * pages (20 KiB): the page past them, given back to the pool, was zeroed
  * under whoever got it. Above 256 KiB the same with the alignment (1 MiB
  * cleared for 300000 B). The byte past the kept pages, set before through
- * the whole power of two, must survive. */
+ * the whole power of two, must survive. The thread is pinned: the same
+ * block comes back only from the same CPU's reservation. */
 Test(mid, zeroed_aligned_blocks_clear_only_their_pages) {
+    pin_here();
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     dsmpool_area *a = mkarea(p, 0);
     static const struct { size_t size, align, pow2; } c[] = {
@@ -308,10 +318,7 @@ Test(mid, zeroed_aligned_blocks_clear_only_their_pages) {
  * area's extent stops growing. The thread is pinned (reservations are per
  * CPU). */
 Test(mid, freed_runs_serve_the_next_blocks_of_their_order) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(sched_getcpu(), &one);
-    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    pin_here();
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
     dsmpool_area *a = mkarea(p, 0);
     enum { N = 2000, WARM = 16, STEPS = 200 };
