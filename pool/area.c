@@ -174,11 +174,11 @@
  *      on any failure but -ESTALE their class serves, which asks for trims
  *      and OS spans as usual. The pool's pages are then shared among all
  *      sizes and areas, so under churn memory follows the live bytes
- *      (bench/efficiency churn: 1.54 -> 1.22-1.24 peak used / peak live),
+ *      (bench/efficiency churn: 1.54 -> 1.18-1.20 peak used / peak live),
  *      at 150-330 ns an alloc+free (a registry entry, a pool block, its
  *      trim) against 10-25 ns for a cached chunk. Registry claims start at
- *      the page of this process's last claim (claim_pg), so a claim does
- *      not walk every live entry first. Bytes asked for: a large block's is in its entry's info
+ *      the page ctl->claim_pg names (the last entry given back, or the last
+ *      claim), so a claim does not walk every live entry first. Bytes asked for: a large block's is in its entry's info
  *      (bits 12 up, class AR_LARGE_CLS, so it is never read as a bitmap)
  *      and exact. A chunk's is nowhere (free() is not told its size and the
  *      chunk is the caller's): each cache record adds what every chunk
