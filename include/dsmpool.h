@@ -126,7 +126,7 @@ typedef uint64_t dsmpool_handle;        /* names a segment in every process; 0 i
  * C11 with -pedantic and as C++ with -Wold-style-cast and
  * -Wzero-as-null-pointer-constant (tests/header). */
 #define DSMPOOL_HANDLE_INVALID UINT64_C(0)
-#define DSMPOOL_PRIhandle "016" PRIx64 /* format: printf("%" DSMPOOL_PRIhandle, h), no cast */
+#define DSMPOOL_PRIhandle "016" PRIx64 /* in a format string: "%" DSMPOOL_PRIhandle, no cast */
 
 typedef enum {
     DSMPOOL_BACKING_ANON,  /* anonymous shared: inherited over fork, no name */
@@ -405,7 +405,7 @@ typedef struct dsmpool_area dsmpool_area; /* a process's attachment to an area *
 typedef uint64_t dsmpool_ptr;             /* relocatable pointer; 0 is the null value */
 
 #define DSMPOOL_PTR_NULL UINT64_C(0)
-#define DSMPOOL_PRIptr "016" PRIx64 /* format: printf("%" DSMPOOL_PRIptr, p), no cast */
+#define DSMPOOL_PRIptr "016" PRIx64 /* in a format string: "%" DSMPOOL_PRIptr, no cast */
 
 #define DSMPOOL_ALLOC_ZERO (1u << 0)       /* alloc flag: zeroed memory */
 #define DSMPOOL_ALLOC_INTERLEAVE (1u << 1) /* alloc flag, > 256 KiB: from the interleaved sub-pool

@@ -200,7 +200,7 @@ static const uint32_t inner_align[5] = {0x55555555u, 0x11111111u, 0x01010101u, 0
 
 /* Every aligned run of 2^rs zero bits in a leaf's content: a bit at the
  * start of each. Four conditional selects and no loop: with mixed orders a
- * loop of rs steps mispredicts its exit (about 5% of a mixed step), and an
+ * loop of rs steps mispredicts where it ends (about 5% of a mixed step), and an
  * array of the five masks cost the order-0 pair 3 ns. */
 static inline uint32_t leaf_runs(uint32_t c, unsigned rs) {
     uint32_t m = ~c;
