@@ -58,7 +58,8 @@
  *      size equals the bytes its block word holds; an attacher checks that.
  *
  * Injection points (tests): "segment.attach.recorded" (PENDING, count not
- * raised), "segment.attach.counted" (count raised, record not ACTIVE).
+ * raised), "segment.attach.counted" (count raised, record not ACTIVE),
+ * "segment.short.asked" (rule 9: the request made, the wait not begun).
  *
  * Layer: above the ledger (records, brackets, pool blocks); below areas,
  * recovery and the checker, which call dp_seg_recover_slot, dp_seg_verify
@@ -108,7 +109,8 @@ int dp_seg_block_short(dsmpool *p, unsigned order, unsigned place, uint64_t *blk
     /* relaxed: a request counter; answering it orders nothing (each cache's
      * chunks go back through the allocator's own release/acquire) */
     dp_fetch_add_relaxed(&p->hdr->trim, 1);
-    for (uint64_t end = now + DP_TRIM_WAIT_NS; dp_os_now_ns() < end;) {
+    DP_INJECT("segment.short.asked"); /* (the bound starts after it: a test's pause is not the wait) */
+    for (uint64_t end = dp_os_now_ns() + DP_TRIM_WAIT_NS; dp_os_now_ns() < end;) {
         dp_os_sleep_ns(DP_TRIM_POLL_NS);
         if ((r = dp_pool_alloc_placed(p, order, place, blk)) == 0 || r == -EUCLEAN) return r;
     }

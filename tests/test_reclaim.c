@@ -276,7 +276,7 @@ Test(reclaim, recovery_of_ten_thousand_records, .timeout = 120) {
 /* ---- trimming caches ------------------------------------------------------- */
 
 typedef struct shared {
-    _Atomic int ready, stop;
+    _Atomic int ready, stop, asked, answered;
 } shared;
 
 static shared *shared_page(void) {
@@ -334,6 +334,20 @@ static bool hoard(hoard_pool *h, unsigned skip_area) {
     return false;
 }
 
+/* The requester's side of the forced interleaving below: at
+ * "segment.short.asked" (the request made, the bounded wait not begun) it
+ * waits until the busy process made a call after the request. Without it
+ * the test depended on the scheduler: on a loaded machine the busy process
+ * was not run within the 2 ms the requester waits, and the request failed
+ * (seen in CI and under TSan). */
+static shared *asked_sh;
+static void wait_answered(const char *point) {
+    if (!inj_point || strcmp(point, inj_point)) return;
+    inj_point = NULL;
+    atomic_store(&asked_sh->asked, 1);
+    for (int i = 0; i < 100000 && !atomic_load(&asked_sh->answered); i++) usleep(100); /* (bounded: 10 s) */
+}
+
 /* Defect 5: before the fix the request failed (-ENOSPC) while another
  * process's cache sat on the free chunks that kept the block apart. */
 Test(reclaim, another_process_cache_gives_back_before_a_request_fails, .timeout = 60) {
@@ -343,8 +357,13 @@ Test(reclaim, another_process_cache_gives_back_before_a_request_fails, .timeout 
     if (c == 0) {
         if (!hoard(&h, UINT32_MAX)) _exit(3);
         atomic_store(&sh->ready, 1);
-        while (!atomic_load(&sh->stop)) /* busy, without a span of its own: it answers at its next call */
+        while (!atomic_load(&sh->stop)) { /* busy, without a span of its own: it answers at its next call */
+            /* asked before the call: the request (made before asked was
+             * set) is seen by this call, which answers it */
+            int asked = atomic_load(&sh->asked);
             if (dsmpool_area_free(h.a[0], 64) != -EINVAL) _exit(4);
+            if (asked) atomic_store(&sh->answered, 1);
+        }
         _exit(dsmpool_detach(h.p) == 0 ? 0 : 5);
     }
     /* (bounded: a child that exited stays a zombie, which kill() still finds) */
@@ -352,7 +371,12 @@ Test(reclaim, another_process_cache_gives_back_before_a_request_fails, .timeout 
     cr_assert(atomic_load(&sh->ready), "the hoard never split the largest block");
     cr_assert_lt(largest_free(h.p), h.largest0);
     dsmpool_seg *s;
+    asked_sh = sh;
+    inj_point = "segment.short.asked";
+    dp_inject_fn = wait_answered;
     int r = dsmpool_seg_create(h.p, h.largest0, DSMPOOL_SEG_NO_FALLBACK, &s);
+    dp_inject_fn = NULL;
+    cr_expect(atomic_load(&sh->answered), "the busy process made no call in 10 s after the request");
     cr_expect_eq(r, 0, "a segment of %zu bytes while another process's cache held the rest: %s", h.largest0,
                  dsmpool_last_error());
     dsmpool_stats st;
