@@ -17,6 +17,10 @@ ways=("$@")
 [ ${#ways[@]} -eq 0 ] && ways=(plain asan tsan numa-vm postgresql)
 passed=0
 failed=0
+# what failed, a line each, printed just above the last line (a CI log is
+# often read from its end)
+failures=$(mktemp)
+trap 'rm -f "$failures"' EXIT
 # external what grep-pattern command...: a run that ends with its own
 # "N passed, N failed" line; its lines matching the pattern are shown.
 external() {
@@ -29,6 +33,8 @@ external() {
     p=$(echo "$last" | awk '/passed,/ {print $1}')
     f=$(echo "$last" | awk '/passed,/ {print $3}')
     [ -n "$p" ] || { p=0; f=1; echo "$out" | tail -30 >&2; }
+    [ "$f" = 0 ] || echo "$out" | grep -E '^(FAIL|not ok)' | sed "s/^/$way: /" >>"$failures"
+    [ "$f" = 0 ] || grep -q "^$way: " "$failures" || echo "$way: $f failed (see its lines above)" >>"$failures"
     echo "=== $way: $p passed, $f failed" >&2
     passed=$((passed + p))
     failed=$((failed + f))
@@ -59,6 +65,7 @@ for way in "${ways[@]}"; do
         ! ninja -C "$dir" >>"$dir.log" 2>&1; then
         cat "$dir.log"
         echo "=== $way: build FAILED" >&2
+        echo "$way: the build failed" >>"$failures"
         failed=$((failed + 1))
         continue
     fi
@@ -67,10 +74,14 @@ for way in "${ways[@]}"; do
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
     export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
     meson test -C "$dir" --print-errorlogs --num-processes 1 || true
-    read -r p f < <(python3 tools/testcount.py "$dir/meson-logs/testlog.json")
+    : >"$failures.way"
+    read -r p f < <(python3 tools/testcount.py --failures "$failures.way" "$dir/meson-logs/testlog.json")
+    sed "s/^/$way: /" "$failures.way" >>"$failures"
+    rm -f "$failures.way"
     echo "=== $way: $p passed, $f failed" >&2
     passed=$((passed + p))
     failed=$((failed + f))
 done
+[ -s "$failures" ] && sed 's/^/failed: /' "$failures"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

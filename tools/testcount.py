@@ -4,6 +4,10 @@
 Each suite prints "Synthesis: Tested: T | Passing: P | Failing: F | Crashing: C".
 A suite without that line (it crashed, timed out or did not start), or one that
 failed with no failing test in its synthesis, counts as one failure.
+
+--failures FILE appends the name of each failure to FILE, a line each
+("suite::test", or the suite and meson's result when the suite itself failed),
+so that the test command can name them next to its last line.
 """
 import json
 import re
@@ -12,26 +16,40 @@ import sys
 SYN = re.compile(r"Synthesis: Tested: (\d+) \| Passing: (\d+) \| Failing: (\d+) \| Crashing: (\d+)")
 passed = failed = 0
 skips = []
-for path in sys.argv[1:]:
+names = []
+args = sys.argv[1:]
+failures = None
+if len(args) >= 2 and args[0] == "--failures":
+    failures, args = args[1], args[2:]
+for path in args:
     try:
         lines = open(path).read().splitlines()
     except OSError:
         failed += 1
+        names.append(path + ": no test log")
         continue
     for line in lines:
         t = json.loads(line)
         out = (t.get("stdout") or "") + (t.get("stderr") or "")
         skips += [l.strip() for l in out.splitlines() if l.startswith("[SKIP]") and "::" in l]
         skips += ["[NOTE] " + t["name"] + ": " + l.strip()[7:] for l in out.splitlines() if l.startswith("[NOTE]")]
+        # "[FAIL] suite::test: (0.24s)" or "...: CRASH!" (a crash is a [FAIL] line too)
+        names += [l[7:].split(": ")[0] for l in out.splitlines() if l.startswith("[FAIL] ") and "::" in l]
         m = SYN.findall(out)
         if not m:
             failed += 1
+            names.append("%s (no synthesis: %s)" % (t["name"], t.get("result")))
             continue
         _, p, f, c = map(int, m[-1])
         passed += p
         failed += f + c
         if t.get("result") not in ("OK", "SKIP") and f + c == 0:
             failed += 1
+            names.append("%s (%s)" % (t["name"], t.get("result")))
 for line in dict.fromkeys(skips):
     print("  " + line, file=sys.stderr)
+if failures:
+    with open(failures, "a") as fh:
+        for n in dict.fromkeys(names):
+            fh.write(n + "\n")
 print(passed, failed)
