@@ -4,7 +4,8 @@
 # on emulated 2- and 4-node machines (qemu) and PostgreSQL 15 on dsmpool
 # (its regression suite three times, crash and shutdown tests:
 # integrations/postgresql/run.sh), and ends with the line "N passed, N failed"
-# summed over all of them. Exit status 0 only if none failed.
+# summed over all of them, after a "failed: <way>: <test>" line for each
+# failure. Exit status 0 only if none failed.
 # Usage: tools/test.sh [plain] [asan] [tsan] [numa-vm] [postgresql]   (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/.."
