@@ -375,7 +375,19 @@ Test(process, leader_exited_but_threads_live_is_not_dead, .timeout = 60) {
         pthread_exit(NULL); /* the leader goes; the process lives on */
     }
     hear(ready[0]);
-    usleep(100000); /* let the leader become a zombie */
+    /* the leader a zombie, seen as such (bounded: 10 s), not a sleep that a
+     * loaded machine could outlast with the leader still running */
+    char path[64], st_line[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)kid);
+    bool zombie = false;
+    for (int i = 0; i < 10000 && !zombie; i++) {
+        FILE *f = fopen(path, "r");
+        const char *rp = f && fgets(st_line, sizeof st_line, f) ? strrchr(st_line, ')') : NULL;
+        zombie = rp && rp[1] == ' ' && rp[2] == 'Z';
+        if (f) fclose(f);
+        if (!zombie) usleep(1000);
+    }
+    cr_assert(zombie, "the child's leader never became a zombie");
     dsmpool_seg_detach(s);
     cr_assert_eq(dsmpool_recover(p), 0);
     dsmpool_stats st;
