@@ -21,15 +21,18 @@ typedef struct glibc_fns {
     void *(*malloc)(size_t);
     void (*free)(void *);
     struct mallinfo2 (*mallinfo2)(void);
+    size_t (*usable)(void *); /* glibc's malloc_usable_size; NULL if not found */
 } glibc_fns;
 static inline glibc_fns glibc_malloc(void) {
-    glibc_fns g = {__libc_malloc, __libc_free, mallinfo2};
+    glibc_fns g = {__libc_malloc, __libc_free, mallinfo2, NULL};
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
     if (!libc) return g;
-    void *m = dlsym(libc, "malloc"), *f = dlsym(libc, "free"), *i = dlsym(libc, "mallinfo2");
+    void *m = dlsym(libc, "malloc"), *f = dlsym(libc, "free"), *i = dlsym(libc, "mallinfo2"),
+         *u = dlsym(libc, "malloc_usable_size");
     if (m && f) {
         *(void **)&g.malloc = m; /* (POSIX: a function pointer from dlsym) */
         *(void **)&g.free = f;
+        if (u) *(void **)&g.usable = u; /* only with glibc's own malloc */
     }
     if (i) *(void **)&g.mallinfo2 = i;
     return g;

@@ -9,6 +9,12 @@
  *      (mi_process_info), glibc mallinfo2 (in use + mmapped). Overhead is
  *      used / requested - 1. Segments: dsmpool_seg_create of 1..64 MiB
  *      against the bytes asked (PostgreSQL's DSM is exact to the page).
+ *      Then where the overhead goes: each allocator's own usable sizes
+ *      (dsmpool_area_usable_size, sallocx, mi_usable_size,
+ *      malloc_usable_size) summed give its size classes' rounding,
+ *      usable / requested - 1; the rest, (used - usable) / requested, is
+ *      what lies beyond the classes (partly used spans or slabs, span
+ *      tails, headers). The two add up to the overhead.
  *   2. Churn: allocate and free at random (sizes 16 B..64 KiB, log-uniform)
  *      with the live set bounded (--live MiB, default 64); peak bytes used
  *      over peak live bytes.
@@ -17,9 +23,11 @@
  *      pages included (PostgreSQL creates many small DSA areas).
  *
  * Every (backend, row) runs in a fresh forked process, so the numbers are
- * the row's alone. Prints a table with the ratio dsmpool / jemalloc per row,
- * and writes --out DIR/efficiency.csv (default bench/results) and a plot
- * with gnuplot (bench/plot-efficiency.gp) where there is one.
+ * the row's alone. Prints a table with the ratio dsmpool / jemalloc per row
+ * and the table of where the overhead goes, and writes --out
+ * DIR/efficiency.csv (default bench/results), DIR/efficiency-split.csv (the
+ * second table) and a plot with gnuplot (bench/plot-efficiency.gp) where
+ * there is one.
  *
  * Options: --mib N  --live N  --ops N  --seed N  --out DIR
  */
@@ -156,6 +164,18 @@ static int b_alloc(obj *o, size_t size) {
     return 0;
 }
 
+/* the usable size the allocator gives this allocation (its size class) */
+static size_t b_usable(const obj *o) {
+    switch (B.b) {
+    case B_DSMPOOL: return dsmpool_area_usable_size(B.area, o->p);
+    case B_JEMALLOC: return sallocx(o->m, 0);
+#ifndef EF_NO_MIMALLOC
+    case B_MIMALLOC: return mi_usable_size(o->m);
+#endif
+    default: return G.usable ? G.usable(o->m) : 0;
+    }
+}
+
 static void b_free(obj *o) {
     switch (B.b) {
     case B_DSMPOOL: dsmpool_area_free(B.area, o->p); break;
@@ -172,6 +192,7 @@ static void b_free(obj *o) {
 typedef struct answer {
     double overhead; /* used / requested - 1; churn: peak used / peak live */
     size_t used, requested;
+    size_t usable; /* rows: the allocator's usable bytes summed (0: cannot say) */
     size_t fresh[3];
     int err;
 } answer;
@@ -211,6 +232,15 @@ static void measure_row(const row *r, size_t target, uint64_t seed, answer *a) {
     a->requested = asked;
     a->used = used;
     a->overhead = (double)used / (double)asked - 1;
+    a->usable = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t u = b_usable(&v[i]);
+        if (!u) { /* an allocator that cannot say */
+            a->usable = 0;
+            break;
+        }
+        a->usable += u;
+    }
     for (size_t i = 0; i < n; i++) b_free(&v[i]);
     objs_free(v, cap);
 }
@@ -324,10 +354,16 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/efficiency.csv", out);
     FILE *csv = fopen(path, "w");
     if (csv) fprintf(csv, "row,dsmpool,jemalloc,mimalloc,glibc\n");
+    snprintf(path, sizeof path, "%s/efficiency-split.csv", out);
+    FILE *csv_split = fopen(path, "w");
+    if (csv_split) fprintf(csv_split, "row,allocator,classes_pct,beyond_pct\n");
+    snprintf(path, sizeof path, "%s/efficiency.csv", out);
     printf("memory overhead: bytes the allocator uses / bytes requested - 1, %zu MiB requested per row\n", mib);
     printf("%-22s %10s %10s %10s %10s %14s\n", "sizes (uniform)", "dsmpool", "jemalloc", "mimalloc", "glibc",
            "dsmpool/jem");
     int fails = 0;
+    answer split[NROWS][NB]; /* for the table of where the overhead goes */
+    memset(split, 0, sizeof split);
     for (size_t i = 0; i < NROWS; i++) {
         double ov[NB];
         printf("%-22s", rows[i].name);
@@ -344,6 +380,7 @@ int main(int argc, char **argv) {
                 continue;
             }
             ov[b] = a.overhead;
+            split[i][b] = a;
             printf(" %9.1f%%", 100 * a.overhead);
         }
         if (ov[B_DSMPOOL] >= 0 && ov[B_JEMALLOC] > 0) printf(" %13.2fx", ov[B_DSMPOOL] / ov[B_JEMALLOC]);
@@ -355,6 +392,28 @@ int main(int argc, char **argv) {
             fprintf(csv, "\n");
         }
     }
+    printf("\nwhere it goes, in %% of the bytes requested: the allocator's size classes (its usable sizes)\n"
+           "+ what lies beyond them (partly used spans or slabs, span tails, headers)\n");
+    printf("%-22s %14s %14s %14s %14s\n", "sizes (uniform)", "dsmpool", "jemalloc", "mimalloc", "glibc");
+    for (size_t i = 0; i < NROWS; i++) {
+        if (rows[i].segments) continue;
+        printf("%-22s", rows[i].name);
+        for (int b = 0; b < NB; b++) {
+            const answer *a = &split[i][b];
+            if (!a->requested || !a->usable) {
+                printf(" %14s", "n/a");
+                continue;
+            }
+            double cls = 100.0 * ((double)a->usable / (double)a->requested - 1);
+            double beyond = 100.0 * ((double)a->used - (double)a->usable) / (double)a->requested;
+            printf("    %5.2f %+5.2f", cls, beyond);
+            if (csv_split)
+                fprintf(csv_split, "\"%s\",%s,%.4f,%.4f\n", rows[i].name, bname[b], cls, beyond);
+        }
+        printf("\n");
+    }
+    if (csv_split) fclose(csv_split);
+
     printf("\nchurn: random alloc/free, 16 B..64 KiB, live set up to %zu MiB, %ld operations: peak used / peak "
            "live\n", live, ops);
     double ch[NB];
