@@ -77,6 +77,8 @@ for way in "${ways[@]}"; do
     meson test -C "$dir" --print-errorlogs --num-processes 1 || true
     : >"$failures.way"
     read -r p f < <(python3 tools/testcount.py --failures "$failures.way" "$dir/meson-logs/testlog.json")
+    # a count that could not be made is a failure, not a pass
+    [[ "${p:-}" =~ ^[0-9]+$ && "${f:-}" =~ ^[0-9]+$ ]] || { p=0; f=1; echo "tools/testcount.py could not count" >>"$failures.way"; }
     sed "s/^/$way: /" "$failures.way" >>"$failures"
     rm -f "$failures.way"
     echo "=== $way: $p passed, $f failed" >&2

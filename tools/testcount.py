@@ -14,6 +14,9 @@ import re
 import sys
 
 SYN = re.compile(r"Synthesis: Tested: (\d+) \| Passing: (\d+) \| Failing: (\d+) \| Crashing: (\d+)")
+# Criterion: "[FAIL] suite::test: (0.24s)" (a crash too: "...: CRASH!");
+# tests/crshim (the TSan runs): "[FAIL] suite::test" and "[CRASH] suite::test"
+FAILED = re.compile(r"^\[(?:FAIL|CRASH)\] (\w+::\w+)")
 passed = failed = 0
 skips = []
 names = []
@@ -33,8 +36,7 @@ for path in args:
         out = (t.get("stdout") or "") + (t.get("stderr") or "")
         skips += [l.strip() for l in out.splitlines() if l.startswith("[SKIP]") and "::" in l]
         skips += ["[NOTE] " + t["name"] + ": " + l.strip()[7:] for l in out.splitlines() if l.startswith("[NOTE]")]
-        # "[FAIL] suite::test: (0.24s)" or "...: CRASH!" (a crash is a [FAIL] line too)
-        names += [l[7:].split(": ")[0] for l in out.splitlines() if l.startswith("[FAIL] ") and "::" in l]
+        names += [m.group(1) for m in map(FAILED.match, out.splitlines()) if m]
         m = SYN.findall(out)
         if not m:
             failed += 1
