@@ -350,14 +350,12 @@ int main(int argc, char **argv) {
     have[B_MIMALLOC] = false;
 #endif
     mkdir(out, 0755);
-    char path[4096];
+    char path[4096], split_path[4096];
     snprintf(path, sizeof path, "%s/efficiency.csv", out);
-    FILE *csv = fopen(path, "w");
+    snprintf(split_path, sizeof split_path, "%s/efficiency-split.csv", out);
+    FILE *csv = fopen(path, "w"), *csv_split = fopen(split_path, "w");
     if (csv) fprintf(csv, "row,dsmpool,jemalloc,mimalloc,glibc\n");
-    snprintf(path, sizeof path, "%s/efficiency-split.csv", out);
-    FILE *csv_split = fopen(path, "w");
     if (csv_split) fprintf(csv_split, "row,allocator,classes_pct,beyond_pct\n");
-    snprintf(path, sizeof path, "%s/efficiency.csv", out);
     printf("memory overhead: bytes the allocator uses / bytes requested - 1, %zu MiB requested per row\n", mib);
     printf("%-22s %10s %10s %10s %10s %14s\n", "sizes (uniform)", "dsmpool", "jemalloc", "mimalloc", "glibc",
            "dsmpool/jem");
