@@ -381,6 +381,53 @@ Test(palloc, orders_keep_their_own_leaves) {
     tpa_fini(&t);
 }
 
+/* palloc.c rule 5's second chance: when a CPU's reservation has no run
+ * left, the leaf this thread last freed such a run into is tried before
+ * the search -- if it lies in the reservation's 2 MiB node. One CPU fills
+ * two leaves with order-3 blocks (4 a leaf) and frees one in the first:
+ * the next order-3 block is that run (the search would pass over a leaf
+ * with a single run and open a fresh one). A run freed into another CPU's
+ * 2 MiB node is not taken by this CPU (a CPU would otherwise follow a
+ * thread that moved onto it into the other CPU's leaves), but is by the
+ * CPU whose node it is. */
+Test(palloc, a_freed_run_is_the_next_when_the_reservation_is_full) {
+    tpa t;
+    tpa_init(&t, 4 * 512, 2); /* 64 leaves; CPU 1 starts at leaf 32 */
+    uint64_t a[8], c[8], f;
+    for (unsigned i = 0; i < 8; i++) cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &a[i]), 0);
+    cr_assert_eq(a[0] >> 5, a[3] >> 5);
+    cr_assert_eq(a[4] >> 5, a[7] >> 5);
+    cr_assert_neq(a[0] >> 5, a[4] >> 5);
+    cr_assert_eq(a[0] >> 9, a[4] >> 9, "both leaves in one 2 MiB node");
+    cr_assert_eq(dp_pa_free(&t.pa, a[1], 3), 0);
+    cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &f), 0);
+    cr_expect_eq(f, a[1], "the run just freed (frame %llu) was passed over for frame %llu",
+                 (unsigned long long)a[1], (unsigned long long)f);
+    a[1] = f;
+
+    for (unsigned i = 0; i < 8; i++) cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 1, &c[i]), 0);
+    cr_assert_eq(c[0] >> 5, c[3] >> 5);
+    cr_assert_eq(c[4] >> 5, c[7] >> 5);
+    cr_assert_neq(c[0] >> 9, a[0] >> 9, "CPU 1 reserves in another 2 MiB node");
+    cr_assert_eq(dp_pa_free(&t.pa, c[1], 3), 0); /* this thread's last freed leaf: CPU 1's node */
+    cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &f), 0);
+    cr_expect_neq(f, c[1], "CPU 0 followed a freed run into CPU 1's 2 MiB node");
+    cr_expect_eq(f >> 9, a[0] >> 9, "CPU 0 left its 2 MiB node for frame %llu", (unsigned long long)f);
+    uint64_t g;
+    cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 1, &g), 0);
+    cr_expect_eq(g, c[1], "CPU 1 passed over the run freed in its own node");
+    c[1] = g;
+
+    cr_assert_eq(dp_pa_free(&t.pa, f, 3), 0);
+    for (unsigned i = 0; i < 8; i++) {
+        cr_assert_eq(dp_pa_free(&t.pa, a[i], 3), 0);
+        cr_assert_eq(dp_pa_free(&t.pa, c[i], 3), 0);
+    }
+    dp_pa_walk w = walk(&t);
+    cr_expect_eq(w.used_frames, 0);
+    tpa_fini(&t);
+}
+
 /* Mixed orders 0..3 with a bounded working set per worker (free a random
  * block, allocate a random order in its place), from threads of several
  * processes over one shared tree, with fewer hint lines than workers (so
