@@ -61,11 +61,13 @@
  *      at random places do not search the tree each time. Second chance:
  *      before that search, the leaf this thread last freed a run of the
  *      order into (dp_pa_free records it, thread-private) is tried, if it
- *      lies in the 2 MiB node of the CPU's reservation and no CPU reserved
- *      it; if it has the run it becomes the reservation. Random orders 0..3
- *      search the tree after a third of their order-3 allocations; this
- *      serves about two thirds of those without one (poolbench --mixed:
- *      29.4 ns a step instead of 33.5). Only in the reservation's node, and
+ *      lies in the 2 MiB node of the CPU's reservation, is none of the
+ *      CPU's leaf reservations (a dp_pa_hint_freed one has no RESV bit)
+ *      and has no RESV bit; if it has the run it becomes the reservation.
+ *      Random orders 0..3 search the tree after a third of their order-3
+ *      allocations; this serves about two thirds of those without one
+ *      (poolbench --mixed: 29.7 ns a step instead of 33.2). Only in the
+ *      reservation's node, and
  *      only for a CPU that has a reservation of the order: a thread that
  *      moved to another CPU frees into its old CPU's leaves, and a CPU that
  *      followed them stayed in the other CPU's node (seen in the hint
@@ -156,7 +158,8 @@
  *
  * Injection points (tests): "palloc.open.claimed", "palloc.open.linked",
  * "palloc.close.claimed" (between the two words of rules 3 and 4),
- * "palloc.split.claimed", "palloc.split.linked" (rule 7).
+ * "palloc.split.claimed", "palloc.split.linked" (rule 7),
+ * "palloc.alloc.freed_leaf" (rule 5's second chance took its leaf).
  *
  * References: LLFree (Wrenger et al., USENIX ATC 2023; luhsra/llfree-c) for
  * bit fields per huge frame, per-CPU reservation and single-word CAS steps;
@@ -518,7 +521,6 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
     return false;
 }
 
-/* This CPU's hint for level t and run size rs (rule 5). */
 /* Rule 5's second chance: per thread, the leaf each run size last freed a
  * run into, and the allocator (sub-pool, this process) they belong to.
  * Thread-private memory, so plain loads and stores; a value is only where
@@ -530,6 +532,7 @@ static _Thread_local struct {
     uint32_t leaf[5]; /* per run size 0..4: leaf index + 1, 0 = none */
 } pa_freed __attribute__((tls_model("initial-exec")));
 
+/* This CPU's hint for level t and run size rs (rule 5). */
 static inline dp_a32 *pa_hint(struct dp_pa_hint *h, unsigned t, unsigned rs) {
     return t == 0 && rs > 0 ? &h->leaf[rs - 1] : &h->node[t];
 }
@@ -588,14 +591,17 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
         start = (uint64_t)hi * pa->count[t] / pa->nhints;
     }
     /* Rule 5's second chance: the leaf this thread last freed such a run
-     * into, if it lies in the 2 MiB node of this CPU's reservation and no
-     * CPU reserved it (a RESV of this CPU's other orders is skipped too: it
-     * is rare). No stuck report: the search below decides between -EBUSY
-     * and -ENOMEM. */
+     * into, if it lies in the 2 MiB node of this CPU's reservation, is
+     * none of this CPU's leaf reservations (dp_pa_hint_freed sets no RESV:
+     * another order's run is kept for it) and has no RESV (another CPU's,
+     * or this CPU's other levels'). No stuck report: the search below
+     * decides between -EBUSY and -ENOMEM. */
     if (!got && t == 0 && hv && pa_freed.pa == pa) {
         uint64_t lf = pa_freed.leaf[rs];
-        if (lf && lf != hv && lf - 1 < pa->count[0] && (lf - 1) >> 4 == (hv - 1) >> 4 &&
-            !(dp_load_relaxed(pa_node(pa, 0, lf - 1)) & W_RESV) && /* relaxed: steers only */
+        bool ok = lf && lf - 1 < pa->count[0] && (lf - 1) >> 4 == (hv - 1) >> 4;
+        for (unsigned k = 0; k <= 4 && ok; k++) /* relaxed: hints, on the line loaded above */
+            ok = dp_load_relaxed_uint32_t(pa_hint(h, 0, k)) != lf;
+        if (ok && !(dp_load_relaxed(pa_node(pa, 0, lf - 1)) & W_RESV) && /* relaxed: steers only */
             pa_try_node(pa, 0, lf - 1, rs, W_RESV, 1, frame, NULL)) {
             pa_adopt(pa, h, 0, rs, lf - 1);
             got = true;

@@ -404,6 +404,15 @@ Test(palloc, a_freed_run_is_the_next_when_the_reservation_is_full) {
     cr_expect_eq(f, a[1], "the run just freed (frame %llu) was passed over for frame %llu",
                  (unsigned long long)a[1], (unsigned long long)f);
     a[1] = f;
+    /* that leaf is now the reservation: with a run free in each leaf, the
+     * next block comes from it, not from the old reservation */
+    cr_assert_eq(dp_pa_free(&t.pa, a[5], 3), 0);
+    cr_assert_eq(dp_pa_free(&t.pa, a[2], 3), 0);
+    cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &f), 0);
+    cr_expect_eq(f, a[2], "the leaf taken was not adopted: frame %llu, not %llu",
+                 (unsigned long long)f, (unsigned long long)a[2]);
+    a[2] = f;
+    cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &a[5]), 0);
 
     for (unsigned i = 0; i < 8; i++) cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 1, &c[i]), 0);
     cr_assert_eq(c[0] >> 5, c[3] >> 5);
@@ -425,6 +434,59 @@ Test(palloc, a_freed_run_is_the_next_when_the_reservation_is_full) {
     }
     dp_pa_walk w = walk(&t);
     cr_expect_eq(w.used_frames, 0);
+    tpa_fini(&t);
+}
+
+/* The second chance takes no leaf that is a reservation already: a leaf
+ * that dp_pa_hint_freed made this CPU's order-2 reservation (it sets no
+ * RESV bit) keeps its run for order 2 though order 3 last freed into it,
+ * and a leaf with RESV (another CPU's reservation; set by hand here, as
+ * the allocating CAS of that CPU's search would) is not taken either. */
+#define T_RESV (1ull << 54) /* palloc.c's W_RESV */
+Test(palloc, the_second_chance_takes_no_reserved_leaf) {
+    tpa t;
+    tpa_init(&t, 4 * 512, 1);
+    uint64_t a[8], b[8], f, g;
+    for (unsigned i = 0; i < 8; i++) cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &a[i]), 0);
+    for (unsigned i = 0; i < 8; i++) cr_assert_eq(dp_pa_alloc(&t.pa, 2, 1, 0, &b[i]), 0);
+    cr_assert_eq(b[0] >> 5, b[7] >> 5, "eight order-2 blocks fill one leaf");
+    cr_assert_eq(b[0] >> 9, a[0] >> 9);
+    cr_assert_eq(a[0] >> 5, a[1] >> 5);
+    cr_assert_eq(dp_pa_free(&t.pa, a[1], 3), 0);
+    dp_pa_hint_freed(&t.pa, a[1], 2, 0); /* a[1]'s leaf: the order-2 reservation */
+    cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &f), 0);
+    cr_expect_neq(f, a[1], "order 3 took the run kept for order 2");
+    cr_assert_eq(dp_pa_alloc(&t.pa, 2, 1, 0, &g), 0);
+    cr_expect_eq(g >> 5, a[1] >> 5, "order 2 lost its reserved leaf (frame %llu)", (unsigned long long)g);
+    cr_assert_eq(dp_pa_free(&t.pa, g, 2), 0);
+    cr_assert_eq(dp_pa_free(&t.pa, f, 3), 0);
+    for (unsigned i = 0; i < 8; i++) {
+        if (i != 1) cr_assert_eq(dp_pa_free(&t.pa, a[i], 3), 0);
+        cr_assert_eq(dp_pa_free(&t.pa, b[i], 2), 0);
+    }
+    dp_pa_walk wk = walk(&t);
+    cr_expect_eq(wk.used_frames, 0);
+    tpa_fini(&t);
+
+    /* a fresh tree: a[4..7]'s leaf is the dry reservation, the last free
+     * went into a[0..3]'s leaf, which another CPU reserved */
+    tpa_init(&t, 4 * 512, 1);
+    for (unsigned i = 0; i < 8; i++) cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &a[i]), 0);
+    cr_assert_eq(a[0] >> 5, a[1] >> 5);
+    cr_assert_eq(a[4] >> 5, a[7] >> 5);
+    cr_assert_eq(dp_pa_free(&t.pa, a[1], 3), 0);
+    dp_a64 *w = dp_pa_word(&t.pa, 0, a[1] >> 5);
+    uint64_t v = atomic_load(w);
+    cr_assert_eq(v & T_RESV, 0, "a[1]'s leaf is nobody's reservation yet");
+    atomic_store(w, v | T_RESV);
+    cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &g), 0);
+    cr_expect_neq(g, a[1], "another CPU's reserved leaf was taken");
+    atomic_fetch_and(w, ~T_RESV);
+    cr_assert_eq(dp_pa_free(&t.pa, g, 3), 0);
+    for (unsigned i = 0; i < 8; i++)
+        if (i != 1) cr_assert_eq(dp_pa_free(&t.pa, a[i], 3), 0);
+    wk = walk(&t);
+    cr_expect_eq(wk.used_frames, 0);
     tpa_fini(&t);
 }
 
