@@ -67,13 +67,12 @@
  *      Random orders 0..3 search the tree after a third of their order-3
  *      allocations; this serves about two thirds of those without one
  *      (poolbench --mixed: 29.7 ns a step instead of 33.2). Only in the
- *      reservation's node, and
- *      only for a CPU that has a reservation of the order: a thread that
- *      moved to another CPU frees into its old CPU's leaves, and a CPU that
- *      followed them stayed in the other CPU's node (seen in the hint
- *      lines); two threads were then at 36-50 ns a step instead of 30 in
- *      about a quarter of the runs, most likely from reading each other's
- *      leaf words (no counters here to confirm it).
+ *      reservation's node, and only for a CPU that has a reservation of the
+ *      order: a thread that moved to another CPU frees into its old CPU's
+ *      leaves, and a CPU that followed them stayed in the other CPU's node
+ *      (seen in the hint lines); two threads were then at 36-50 ns a step
+ *      instead of 30 in about a quarter of the runs, most likely from
+ *      reading each other's leaf words (no counters here to confirm it).
  *   6. Recovery: a word in OPENING/CLOSING whose owner is dead: if P's state
  *      for it is PART it becomes FREE; the word becomes IDLE. Both steps are
  *      safe because such a node holds nothing: an opener allocates in c only
@@ -133,8 +132,8 @@
  *   - hint loads/stores are relaxed: a hint is only where to look first; the
  *     CAS that follows validates. The second chance's record is
  *     thread-private (plain accesses) and process-local, validated as a
- *     hint is. RESV rides on the alloc CAS (rule 5) or is
- *     cleared by a relaxed CAS: it orders nothing, it only steers searches.
+ *     hint is. RESV rides on the alloc CAS (rule 5) or is cleared by a
+ *     relaxed CAS: it orders nothing, it only steers searches.
  *
  * Failure bound
  *   Any allocation of order k succeeds if some aligned block of 2^k frames is
