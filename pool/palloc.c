@@ -157,8 +157,7 @@
  *
  * Injection points (tests): "palloc.open.claimed", "palloc.open.linked",
  * "palloc.close.claimed" (between the two words of rules 3 and 4),
- * "palloc.split.claimed", "palloc.split.linked" (rule 7),
- * "palloc.alloc.freed_leaf" (rule 5's second chance took its leaf).
+ * "palloc.split.claimed", "palloc.split.linked" (rule 7).
  *
  * References: LLFree (Wrenger et al., USENIX ATC 2023; luhsra/llfree-c) for
  * bit fields per huge frame, per-CPU reservation and single-word CAS steps;
@@ -176,7 +175,7 @@
 #define W_CONTENT 0xffffffffull
 #define W_PHASE_SHIFT 32
 #define W_OWNER_SHIFT 34
-#define W_RESV (1ull << 54)
+#define W_RESV DP_PA_RESV
 #define LO2 0x55555555u
 #define HI2 0xaaaaaaaau
 
@@ -604,7 +603,6 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
             pa_try_node(pa, 0, lf - 1, rs, W_RESV, 1, frame, NULL)) {
             pa_adopt(pa, h, 0, rs, lf - 1);
             got = true;
-            DP_INJECT("palloc.alloc.freed_leaf");
         }
     }
     for (int pass = 0; pass < 3 && !got; pass++) {

@@ -442,7 +442,6 @@ Test(palloc, a_freed_run_is_the_next_when_the_reservation_is_full) {
  * RESV bit) keeps its run for order 2 though order 3 last freed into it,
  * and a leaf with RESV (another CPU's reservation; set by hand here, as
  * the allocating CAS of that CPU's search would) is not taken either. */
-#define T_RESV (1ull << 54) /* palloc.c's W_RESV */
 Test(palloc, the_second_chance_takes_no_reserved_leaf) {
     tpa t;
     tpa_init(&t, 4 * 512, 1);
@@ -477,11 +476,11 @@ Test(palloc, the_second_chance_takes_no_reserved_leaf) {
     cr_assert_eq(dp_pa_free(&t.pa, a[1], 3), 0);
     dp_a64 *w = dp_pa_word(&t.pa, 0, a[1] >> 5);
     uint64_t v = atomic_load(w);
-    cr_assert_eq(v & T_RESV, 0, "a[1]'s leaf is nobody's reservation yet");
-    atomic_store(w, v | T_RESV);
+    cr_assert_eq(v & DP_PA_RESV, 0, "a[1]'s leaf is nobody's reservation yet");
+    atomic_store(w, v | DP_PA_RESV);
     cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &g), 0);
     cr_expect_neq(g, a[1], "another CPU's reserved leaf was taken");
-    atomic_fetch_and(w, ~T_RESV);
+    atomic_fetch_and(w, ~DP_PA_RESV);
     cr_assert_eq(dp_pa_free(&t.pa, g, 3), 0);
     for (unsigned i = 0; i < 8; i++)
         if (i != 1) cr_assert_eq(dp_pa_free(&t.pa, a[i], 3), 0);
