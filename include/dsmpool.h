@@ -323,12 +323,14 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
 /*
  * An area is a heap on top of the pool. alloc/free of any size, returning
  * relocatable pointers that every attached process converts to its own
- * address. Size classes from 16 B to 256 KiB (16 B steps to 128 B, then
- * four per doubling), carved from spans of 64 chunks or more: 64 KiB for
- * chunks up to 1 KiB, growing with the class to 2 MiB (one huge page, one
- * allocator node) from 32 KiB chunks up, so a small area costs little (a
- * new area with a few small allocations holds under 128 KiB of the pool,
- * its control block included); larger requests, and mid sizes where whole
+ * address. Size classes from 16 B to 256 KiB (8 B steps to 64 B, 16 B
+ * steps to 128 B, eight per doubling to 8 KiB, then four per doubling),
+ * carved from spans of about 64 KiB for small chunks, growing with the
+ * class (32 chunks or more, or as many as 2 MiB holds; 64 of a power of
+ * two, up to 2 MiB -- one huge page, one allocator node -- from 32 KiB
+ * chunks up); a span's chunks fill whole pages, no tail. A small area costs little (a new area with a few
+ * small allocations holds under 128 KiB of the pool, its control block
+ * included); larger requests, and mid sizes where whole
  * pages cost no more than the class (see Sizes below), get a dedicated
  * block exact to the page (its power of two, the rest given back at once).
  * Every thread keeps, per class, a private
@@ -356,8 +358,10 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * dsmpool_detach() detaches the process's areas too.
  *
  * Sizes: up to 4 KiB, and every power of two up to 256 KiB (the hash join's
- * 32 KiB chunk, 8 KiB pages), are served from size classes (16 B steps to 128 B, then
- * four per doubling: 160, 192, 224, 256, 320 B ...): chunks cached per
+ * 32 KiB chunk, 8 KiB pages), are served from size classes (24, 32, 40 ..
+ * 64 B, 80 .. 128 B, then eight per doubling to 8 KiB: 144, 160, 176 ...
+ * 256, 288, 320 B ..., four above: 10, 12, 14, 16, 20 KiB ...; a size
+ * loses at most 7 B, 15 B, an eighth or a quarter of itself): chunks cached per
  * thread, 10-25 ns an alloc+free, whose spans hold what the class once
  * needed until every chunk of a span is free. Above 256 KiB an allocation
  * is a block of whole pages: the power of two at or above it is taken and
@@ -372,10 +376,13 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  *
  * Alignment and pointer arithmetic: every allocation is aligned to at least
  * 16 bytes, in every process (the pool is mapped at a 2 MiB boundary, OS
- * segments too). Precisely, an allocation is aligned to the largest power
+ * segments too), except those of 17 .. 24, 33 .. 40 and 49 .. 56 bytes,
+ * aligned to 8 (as PostgreSQL's dsa.c and mimalloc do: no object type of
+ * those sizes needs more; C17 7.22.3; ask dsmpool_area_alloc_aligned() for
+ * 16). Precisely, an allocation is aligned to the largest power
  * of two dividing its usable size, at most 2 MiB (DSMPOOL_AREA_MAX_ALIGN):
- * a chunk sits at a multiple of its class size in a span aligned to its own
- * size (a power of two from 64 KiB to 2 MiB), so n bytes for a power of two
+ * a chunk sits at a multiple of its class size from the start of a span
+ * aligned to a power of two (64 KiB to 2 MiB), so n bytes for a power of two
  * n are aligned to n, 100 bytes (class 112) only to 16; a block is aligned
  * to the power of two at or above its size, 2 MiB at most, and ends at the
  * next 4 KiB. dsmpool_area_alloc_aligned() asks for more. Inside one allocation a relocatable pointer is an integer

@@ -7,10 +7,15 @@
  * segments with the segment layer (dp_area_layer_init).
  *
  * Geometry
- *   Classes: 60, from 16 B in 16 B steps to 128 B (c = 0..7), then four per
- *   doubling, 2^k {5, 6, 7, 8} / 4 for 2^k = 128 B .. 512 KiB (c = 8..59,
- *   160 B .. 1 MiB): a size wastes under 16 B, or under a quarter of
- *   itself, to its class. Sizes above AR_LARGE_FROM (256 KiB) take exact
+ *   Classes: 87, from 16 B in 8 B steps to 64 B (c = 0..6; like dsa.c's,
+ *   PostgreSQL's MAXALIGN), in 16 B steps to 128 B (c = 7..10), then eight
+ *   per doubling to 8 KiB, 2^k {9 .. 16} / 8 for 2^k = 128 B .. 4 KiB
+ *   (c = 11..58, 144 B .. 8 KiB), and four above, 2^k {5, 6, 7, 8} / 4 for
+ *   2^k = 8 KiB .. 512 KiB (c = 59..86, 10 KiB .. 1 MiB): a size wastes
+ *   under 8 B (16 B to 16 B and to 128 B), an eighth of itself (to 8 KiB)
+ *   or a quarter, to its class -- below jemalloc's four per doubling on
+ *   every size distribution of bench/efficiency, for 24 B of cache record
+ *   per class and a partly used span per class in use. Sizes above AR_LARGE_FROM (256 KiB) take exact
  *   blocks instead (rule 13: 3.4% over the sizes asked for 100 KB..2 MB
  *   in bench/efficiency, against 10.6% with classes up to 1 MiB); the
  *   classes above it stay in the table, unused by allocations. Mid sizes
@@ -18,16 +23,23 @@
  *   powers of two) take exact blocks first too, and their
  *   class when the pool has none or the registry's first half is full
  *   (rule 13). A chunk's class follows from its span. Span: a
- *   pool block of one class, its size the class's (ar_cls): the smallest
- *   power of two from 64 KiB that holds 64 chunks, 2 MiB (one huge page)
- *   for chunks of 32 KiB and up -- 64 KiB up to 1 KiB chunks, 128 KiB to
- *   2 KiB, ... 1 MiB to 16 KiB -- so a small area holds 64 KiB per class
- *   it uses, not 2 MiB. A span is carved into floor(span / size) chunks
- *   from its start; the tail beyond the last chunk is unused (at most 1/64
- *   of the span up to 32 KiB chunks, 32 KiB up to 64 KiB chunks, a quarter
- *   of the span at 768 KiB). A span sits at a multiple of its size from
- *   data_off (the buddy allocator's blocks are aligned to their size, and
- *   data_off to 2 MiB), or at the start of its OS segment. A chunk's index
+ *   pool block of one class (ar_cls). A power-of-two class's is the
+ *   smallest power of two from 64 KiB that holds 64 chunks, 2 MiB (one
+ *   huge page) for chunks of 32 KiB and up -- 64 KiB up to 1 KiB chunks,
+ *   ... 1 MiB for 16 KiB -- its chunks filling it. Every other class's
+ *   span is exact: len, the smallest multiple of lcm(size, 4 KiB) that
+ *   holds 64 KiB and 32 chunks (or the most that 2 MiB holds), so its
+ *   chunks fill whole pages with no tail; it is taken as the power of two
+ *   at or above len (its block, cls_span) with the pages past len given
+ *   back at once, as for exact large blocks (rule 13; a 112 B span: 84 KiB
+ *   of a 128 KiB block). So a small area holds about 64 KiB per class it
+ *   uses, not 2 MiB, and no span loses a tail: before, a power-of-two span
+ *   per class lost up to 1/64 of itself, and its 64 chunks of 4-8 KiB left
+ *   half of 512 KiB idle per class on average (bench/efficiency 1000..10000
+ *   B: 0.96 points beyond the classes, now 0.6). A span sits at a multiple
+ *   of its block's size from data_off (the buddy allocator's blocks are
+ *   aligned to their size, and data_off to 2 MiB), or at the start of its
+ *   OS segment (of len bytes). A chunk's index
  *   in its span is off / size, computed as (off * mul) >> 42 with a
  *   per-class reciprocal (exact for every off < 2 MiB; tests/test_area.c
  *   checks them all): no divide on the hot path. Larger requests get their
@@ -41,7 +53,7 @@
  *             (free tags), a table of registry pages, per-class "spans with
  *             returned chunks" hints, the shared path's flag, counters,
  *             per-class hints and kept span (rule 15), and a table of cache
- *             record pages (16 KiB pool blocks of 10 records, 256 records
+ *             record pages (16 KiB pool blocks of 7 records, 256 records
  *             in all), each linked by one CAS when every record before it
  *             is held and freed by the final destroy: a new area's control
  *             block is 16 KiB, not 256 records' 384 KiB. Walkers of the
@@ -51,7 +63,7 @@
  *   directory a pool-wide word per 4 KiB of data (a frame: blocks are
  *             exact to the page, so no two share a word; 0.2% of the
  *             region) naming (area, entry, class) of the span or large block
- *             there ([aid:33][entry+1:25][class:6]; a class that is neither
+ *             there ([aid:33][entry+1:24][class:7]; a class that is neither
  *             a span's nor AR_LARGE_CLS is damage): a span or block writes
  *             all of its words when acquired and clears them when retired;
  *             free() finds a chunk's span with one load (the span's start:
@@ -60,7 +72,8 @@
  *   cache     per thread: an operation sequence, and per class a free list
  *             threaded through the free chunks (head + advisory count) and a
  *             bump range in the current span ([entry+1:26][next index:19]
- *             [left:19]); 60 classes x 24 B + one line = 1536 B a record.
+ *             [left:19]); 87 classes x 24 B + one line, padded to a
+ *             line: 2176 B a record, 7 to a 16 KiB record page.
  *
  * Rules
  *   1. Hot path (alloc): pop the thread's free list, else take the next
@@ -154,7 +167,10 @@
  *  13. Accounting (dsmpool_area_stats). held = in_use + cached when quiet:
  *      cached is the chunks of spans' stacks and of every cache record's
  *      list (count) and bump range, and each span's tail that no chunk
- *      fits; in_use the spans' other chunks plus the large blocks (their
+ *      fits (none in this geometry: every span's chunks fill it; an exact
+ *      span's entry records its frames as an exact block's does, and
+ *      everything below that believes an exact word holds for it); in_use
+ *      the spans' other chunks plus the large blocks (their
  *      exact bytes; the reservation of the power of two, judged against
  *      the limit by the exact bytes, is lowered once the tail went back,
  *      and a death in between leaves held high until the lost sweep sets
@@ -189,16 +205,17 @@
  *      life), and says it is an estimate.
  *  14. Sizes and addresses. Every pool pointer is an offset from a mapping
  *      aligned to at least 2 MiB in every process, OS segments are mapped
- *      at 2 MiB boundaries, a span is a block aligned to its size (64 KiB
+ *      at 2 MiB boundaries, a span starts a block aligned to its size (64 KiB
  *      to 2 MiB, a power of two) and a chunk of class c
  *      sits at a multiple of its size from its span's start, so a chunk is
  *      aligned to the largest power of two dividing its size: at least
- *      16 B, and n for a power-of-two n (every power of two from 16 B to
- *      256 KiB is a class); a large block to its power of two (at most
- *      2 MiB used). An aligned allocation
- *      takes the first class at or above max(size, align) whose size align
- *      divides (the power of two at or above is one, at most three classes
- *      up), or a large block. The live allocation holding a pointer is found from
+ *      8 B (the 24, 40 and 56 B classes; no object type of those sizes
+ *      needs more, C17 7.22.3), 16 B for every other class, and n for a
+ *      power-of-two n (every power of two from 16 B to 256 KiB is a class);
+ *      a large block to its power of two (at most 2 MiB used). An aligned
+ *      allocation takes the first class at or above max(size, align) whose
+ *      size align divides (the power of two at or above is one, at most
+ *      seven classes up), or a large block. The live allocation holding a pointer is found from
  *      the directory (or the fallback pointer's entry) and the entry's
  *      state; a chunk is live unless its free tag (rule 9) is intact, or,
  *      checked, its bit is clear -- a chunk never handed out is told apart
@@ -298,10 +315,14 @@
 #include "dp_os.h"
 
 #define AR_MAGIC 0x31414552415044ull /* "DPAREA1" */
-#define AR_VERSION 6u /* 4: 60 classes (cache records, span word); 5: the shared path (rule 15);
-                        6: spans per class from 64 KiB, cache records in pages */
-#define AR_NCLS 60u
+#define AR_VERSION 7u /* 4: 60 classes (cache records, span word); 5: the shared path (rule 15);
+                        6: spans per class from 64 KiB, cache records in pages;
+                        7: 87 classes (8 B steps to 64 B, eight per doubling to 8 KiB),
+                        the directory's class field 7 bits */
+#define AR_NCLS 87u
+#define AR_CLS_MASK 127u /* the directory's class field: 7 bits */
 #define AR_MIN_CHUNK 16u
+#define AR_MIN_ALIGN 8u /* every chunk's alignment at least (the 24, 40, 56 B classes) */
 #define AR_SMALL_MAX (1u << 20)
 #ifndef AR_LARGE_FROM
 #define AR_LARGE_FROM (256u << 10) /* larger sizes get exact blocks (rule 13): 270-330 ns
@@ -321,14 +342,14 @@
 #define AR_SPAN_MIN (64u << 10) /* the smallest span */
 #define AR_SPAN_MIN_CHUNKS 64u /* a span is the smallest power of two >= 64 KiB holding this many */
 #define AR_NCACHES 256u
-#define AR_RECS_PER_PAGE 10u /* cache records per record page */
+#define AR_RECS_PER_PAGE 7u /* cache records per record page */
 #define AR_RECPAGE_ORDER 2u  /* a record page: a 16 KiB pool block */
 #define AR_RECPAGE_BYTES ((uint64_t)DP_FRAME_SIZE << AR_RECPAGE_ORDER)
 #define AR_RECPAGES ((AR_NCACHES + AR_RECS_PER_PAGE - 1) / AR_RECS_PER_PAGE)
 #define AR_REGPAGES 1024u
 #define AR_PER_PAGE 128u
 #define AR_MAX_ENTRIES (AR_REGPAGES * AR_PER_PAGE)
-#define AR_LARGE_CLS 63u /* the directory's and the info word's class of a large block */
+#define AR_LARGE_CLS 127u /* the directory's and the info word's class of a large block */
 #define AR_QUIESCE_NS 50000000ull /* rule 6: how long a destroyer waits for operations */
 
 /* span entry state word: [gen:24][count:18][head:18][state:4]; head and
@@ -349,12 +370,12 @@ enum { SP_FREE = 0, SP_INIT = 1, SP_SPAN = 2, SP_LARGE = 3, SP_RETIRED = 4 };
 #define SPW_INIT_ORDER(w) ((unsigned)(((w) >> 28) & 63))
 #define SPW_DOOMED (1ull << 34)
 
-/* directory word: [area id (ctl descriptor + 1):33][entry + 1:25][class:6];
+/* directory word: [area id (ctl descriptor + 1):33][entry + 1:24][class:7];
  * a class of neither a span (< AR_NCLS) nor a large block is damage */
-#define DIRW(aid, e, cls) (((uint64_t)(aid) << 31) | ((uint64_t)((e) + 1) << 6) | (cls))
+#define DIRW(aid, e, cls) (((uint64_t)(aid) << 31) | ((uint64_t)((e) + 1) << 7) | (cls))
 #define DIRW_AID(w) ((w) >> 31)
-#define DIRW_ENTRY(w) ((uint64_t)(((w) >> 6) & 0x1ffffff) - 1)
-#define DIRW_CLS(w) ((unsigned)((w) & 63))
+#define DIRW_ENTRY(w) ((uint64_t)(((w) >> 7) & 0xffffff) - 1)
+#define DIRW_CLS(w) ((unsigned)((w) & AR_CLS_MASK))
 
 /* fallback pointer: [1][tag:14][entry:17][offset:32] */
 #define FB_BIT DSMPOOL_PTR_OS_BIT
@@ -413,7 +434,7 @@ typedef struct ar_cache {
     dp_a64 head[AR_NCLS];  /* [own] first free chunk (dsmpool_ptr) */
     dp_a64 bump[AR_NCLS];  /* [own] BUMP word */
     dp_a64 count[AR_NCLS]; /* [own] free-list length (advisory) */
-    dp_a64 pad1[4];
+    dp_a64 pad1[3];
 } ar_cache;
 _Static_assert(sizeof(ar_cache) % 64 == 0, "cache records on their own lines");
 #define AR_RECOVERY (0xffffffffull << 32)
@@ -496,52 +517,92 @@ static pthread_key_t tc_key;
 static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
 
 
-/* Classes (Geometry): c < 8: 16 (c + 1) B; then four per doubling,
- * 2^k {5, 6, 7, 8} / 4 for 2^k = 128 .. 512 KiB. mul: the reciprocal that
+/* Classes (Geometry): c < 7: 8 (c + 2) B (16 .. 64 in 8 B steps); c < 11:
+ * 16 (c - 2) B (80 .. 128); then eight per doubling, 2^k {9 .. 16} / 8 for
+ * 2^k = 128 B .. 4 KiB (c < 59: 144 B .. 8 KiB), then four, 2^k {5, 6, 7, 8}
+ * / 4 for 2^k = 8 KiB .. 512 KiB (c < 87: 10 KiB .. 1 MiB). mul: the reciprocal that
  * makes a chunk's index a multiply and a shift, (off * mul) >> AR_DIV_SHIFT
  * = off / size for every off < 2 MiB (mul = 2^42 / size + e, 0 < e <= 1:
  * the error off * e / 2^42 < 2^-21 stays below the 1 / size >= 2^-20 that
  * off / size lacks to the next integer; tests/test_area.c checks every
- * offset of every class). Entries AR_NCLS..63 are zero: no chunks, so a
+ * offset of every class). Entries AR_NCLS..127 are zero: no chunks, so a
  * damaged class number fails every chunk test. */
 typedef struct ar_class {
     uint32_t size, chunks; /* chunk bytes; chunks per span (the span's tail beyond is unused) */
     uint64_t mul;
-    uint32_t span, pad;    /* the class's span bytes (a power of two, 64 KiB .. 2 MiB) */
+    uint32_t span;         /* the class's span block: a power of two, 64 KiB .. 2 MiB */
+    uint32_t len;          /* the bytes a span holds: span, or less for an exact span (the
+                              block's pages past len given back when it is taken) */
 } ar_class;
 #define AR_DIV_SHIFT 42u
-#define AR_CSIZE(c) ((c) < 8 ? 16u * ((c) + 1u) : (32u << (((c) - 8u) / 4u)) * (5u + ((c) - 8u) % 4u))
+#define AR_CSIZE(c)                                                                                \
+    ((c) < 7 ? 8u * ((c) + 2u) : (c) < 11 ? 16u * ((c) - 2u)                                       \
+     : (c) < 59 ? (16u << (((c) - 11u) / 8u)) * (9u + ((c) - 11u) % 8u)                           \
+                : (2048u << (((c) - 59u) / 4u)) * (5u + ((c) - 59u) % 4u))
 /* Span bytes of a class of chunk size s: the smallest power of two from
  * 64 KiB up to 2 MiB that holds AR_SPAN_MIN_CHUNKS chunks (2 MiB if none). */
 #define AR_SPANB1(s, k) ((uint64_t)(s) * AR_SPAN_MIN_CHUNKS <= (1ull << (k)))
 #define AR_SPANB(s)                                                                                \
     (AR_SPANB1(s, 16) ? 1u << 16 : AR_SPANB1(s, 17) ? 1u << 17 : AR_SPANB1(s, 18) ? 1u << 18     \
      : AR_SPANB1(s, 19) ? 1u << 19 : AR_SPANB1(s, 20) ? 1u << 20 : 1u << 21)
+/* Exact spans (every class but the powers of two, whose chunks fill a
+ * power of two): the smallest multiple of lcm(s, 4 KiB) -- its chunks fill
+ * whole pages -- that holds AR_SPAN_MIN bytes and AR_SPAN_EXACT_CHUNKS
+ * chunks, or the largest within 2 MiB, taken from the power of two at or
+ * above it with the rest given back at once (rule 13's trim). */
+#ifndef AR_SPAN_EXACT_CHUNKS
+#define AR_SPAN_EXACT_CHUNKS 32u
+#endif
+#define AR_LOWBIT(s) ((uint64_t)(s) & (~(uint64_t)(s) + 1u))
+#define AR_LCM(s) ((uint64_t)(s) * DP_FRAME_SIZE / (AR_LOWBIT(s) < DP_FRAME_SIZE ? AR_LOWBIT(s) : DP_FRAME_SIZE))
+#define AR_MAX(x, y) ((x) > (y) ? (x) : (y))
+#define AR_XLEN1(s)                                                                                \
+    ((AR_MAX((uint64_t)AR_SPAN_MIN, (uint64_t)(s) * AR_SPAN_EXACT_CHUNKS) + AR_LCM(s) - 1) / AR_LCM(s) * AR_LCM(s))
+#define AR_XLEN(s) (AR_XLEN1(s) <= AR_SPAN ? AR_XLEN1(s) : AR_SPAN / AR_LCM(s) * AR_LCM(s))
+#define AR_EXACT(s) (AR_LOWBIT(s) != (uint64_t)(s) && AR_LCM(s) <= AR_SPAN)
+/* the span's chunk bytes rounded to the page: what a span holds */
+#define AR_LEN(s) (AR_EXACT(s) ? AR_XLEN(s) : AR_SPANB(s))
+/* its block: the power of two at or above AR_LEN (64 KiB .. 2 MiB) */
+#define AR_P2B(n, k) ((uint64_t)(n) <= (1ull << (k)))
+#define AR_P2(n)                                                                                   \
+    (AR_P2B(n, 16) ? 1u << 16 : AR_P2B(n, 17) ? 1u << 17 : AR_P2B(n, 18) ? 1u << 18               \
+     : AR_P2B(n, 19) ? 1u << 19 : AR_P2B(n, 20) ? 1u << 20 : 1u << 21)
 #define AR_C1(c)                                                                                   \
-    {AR_CSIZE(c), AR_SPANB(AR_CSIZE(c)) / AR_CSIZE(c), (1ull << AR_DIV_SHIFT) / AR_CSIZE(c) + 1,   \
-     AR_SPANB(AR_CSIZE(c)), 0}
+    {AR_CSIZE(c), (uint32_t)(AR_LEN(AR_CSIZE(c)) / AR_CSIZE(c)), (1ull << AR_DIV_SHIFT) / AR_CSIZE(c) + 1, \
+     AR_P2(AR_LEN(AR_CSIZE(c))), (uint32_t)AR_LEN(AR_CSIZE(c))}
 #define AR_C4(c) AR_C1(c), AR_C1((c) + 1u), AR_C1((c) + 2u), AR_C1((c) + 3u)
 #define AR_C20(c) AR_C4(c), AR_C4((c) + 4u), AR_C4((c) + 8u), AR_C4((c) + 12u), AR_C4((c) + 16u)
-static const ar_class ar_cls[64] = {AR_C20(0u), AR_C20(20u), AR_C20(40u)};
-_Static_assert(AR_NCLS == 60 && AR_CSIZE(AR_NCLS - 1) == AR_SMALL_MAX, "the last class is 1 MiB");
-_Static_assert(AR_LARGE_CLS >= AR_NCLS && AR_LARGE_CLS < 64, "the directory's 6-bit class field");
+static const ar_class ar_cls[AR_CLS_MASK + 1] = {AR_C20(0u), AR_C20(20u), AR_C20(40u), AR_C20(60u),
+                                                 AR_C4(80u), AR_C1(84u), AR_C1(85u), AR_C1(86u)};
+_Static_assert(AR_NCLS == 87 && AR_CSIZE(AR_NCLS - 1) == AR_SMALL_MAX, "the last class is 1 MiB");
+_Static_assert(AR_CSIZE(6) == 64 && AR_CSIZE(10) == 128 && AR_CSIZE(58) == 8192 && AR_CSIZE(59) == 10240,
+               "the class table's bands meet");
+_Static_assert(AR_LARGE_CLS >= AR_NCLS && AR_LARGE_CLS <= AR_CLS_MASK, "the directory's 7-bit class field");
 _Static_assert(AR_SPANB(AR_MIN_CHUNK) == AR_SPAN_MIN && AR_SPANB(AR_SMALL_MAX) == AR_SPAN,
                "spans from 64 KiB to 2 MiB");
 _Static_assert(AR_DIR_GRAN == DP_FRAME_SIZE, "a directory word per frame: blocks exact to the page share no word");
 _Static_assert((AR_SPAN / AR_MIN_CHUNK) < (1u << 18), "span word: 18-bit head (index + 1) and count");
 _Static_assert((AR_SPAN / AR_MIN_CHUNK) < (1u << 19), "bump word: 19-bit index and count");
-_Static_assert(AR_REGPAGES * AR_PER_PAGE < (1u << 25), "directory word: 25-bit entry + 1");
+_Static_assert(AR_REGPAGES * AR_PER_PAGE < (1u << 24), "directory word: 24-bit entry + 1");
 
 static inline unsigned cls_of(size_t size) { /* size <= AR_SMALL_MAX */
-    if (size <= 128) return size <= 16 ? 0 : (unsigned)((size - 1) >> 4);
+    if (size <= 64) return size <= 16 ? 0 : (unsigned)((size - 1) >> 3) - 1u;
+    if (size <= 128) return (unsigned)((size - 1) >> 4) + 3u;
     unsigned k = 63u - (unsigned)__builtin_clzll(size - 1); /* 2^k <= size - 1 < 2^(k+1), k >= 7 */
-    return 8u + 4u * (k - 7u) + (unsigned)(((size - 1) >> (k - 2)) & 3);
+    if (k < 13) return 11u + 8u * (k - 7u) + (unsigned)(((size - 1) >> (k - 3)) & 7);
+    return 59u + 4u * (k - 13u) + (unsigned)(((size - 1) >> (k - 2)) & 3);
 }
-/* (c & 63: a damaged class number reads a zero entry, never past the table) */
-static inline uint32_t cls_size(unsigned c) { return ar_cls[c & 63].size; }
-static inline uint32_t cls_chunks(unsigned c) { return ar_cls[c & 63].chunks; }
+/* (c & AR_CLS_MASK: a damaged class number reads a zero entry, never past the table) */
+static inline uint32_t cls_size(unsigned c) { return ar_cls[c & AR_CLS_MASK].size; }
+static inline uint32_t cls_chunks(unsigned c) { return ar_cls[c & AR_CLS_MASK].chunks; }
 /* a class's span bytes; 0 for the unused entries (no class, no span) */
-static inline uint64_t cls_span(unsigned c) { return ar_cls[c & 63].span; }
+static inline uint64_t cls_span(unsigned c) { return ar_cls[c & AR_CLS_MASK].span; }
+/* the bytes a span of class c holds (a multiple of 4 KiB, at most cls_span) */
+static inline uint64_t cls_len(unsigned c) { return ar_cls[c & AR_CLS_MASK].len; }
+/* the frames an exact span keeps of its block (0: the whole block) */
+static inline uint64_t cls_keep(unsigned c) {
+    return cls_len(c) < cls_span(c) ? cls_len(c) / DP_FRAME_SIZE : 0;
+}
 static inline unsigned cls_span_order(unsigned c) {
     return (unsigned)__builtin_ctzll(cls_span(c) ? cls_span(c) : AR_SPAN_MIN) - DP_FRAME_SHIFT;
 }
@@ -558,12 +619,12 @@ static inline uint32_t cls_batch(unsigned c) { uint32_t n = cls_chunks(c); retur
 static inline uint64_t chunk_off(unsigned c, uint64_t idx) { return idx * cls_size(c); }
 /* The chunk of class c that holds byte off (< its span bytes) of its span. */
 static inline uint32_t chunk_idx(unsigned c, uint64_t off) {
-    return (uint32_t)((off & (AR_SPAN - 1)) * ar_cls[c & 63].mul >> AR_DIV_SHIFT);
+    return (uint32_t)((off & (AR_SPAN - 1)) * ar_cls[c & AR_CLS_MASK].mul >> AR_DIV_SHIFT);
 }
 /* Is off (from its span's start) the start of chunk *idx of class c?
  * (i < chunks keeps it inside the span: chunks * size <= span bytes) */
 static inline bool chunk_at(unsigned c, uint64_t off, uint32_t *idx) {
-    const ar_class *k = &ar_cls[c & 63];
+    const ar_class *k = &ar_cls[c & AR_CLS_MASK];
     uint64_t i = chunk_idx(c, off);
     *idx = (uint32_t)i;
     return off < AR_SPAN && i < k->chunks && i * k->size == off;
@@ -1295,7 +1356,7 @@ static int held_reserve(ar_ctl *ctl, uint64_t bytes) { return held_reserve_for(c
  * Returns how many were linked (0: the span could not be mapped here). */
 static uint32_t span_chain(struct dsmpool_area *a, unsigned c, dsmpool_ptr base) {
     uint32_t n = cls_chunks(c);
-    if (n < 2 || !ar_addr_n(a, base, cls_span(c))) return 0;
+    if (n < 2 || !ar_addr_n(a, base, cls_len(c))) return 0;
     for (uint32_t i = 1; i < n; i++) {
         dsmpool_ptr cp = base + chunk_off(c, i);
         char *m = ar_addr_n(a, cp, 16);
@@ -1497,7 +1558,7 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c, bool held_only)
     if (held_only) return -ENOSPC;
     uint64_t e;
     dsmpool_ptr base;
-    int r = acquire(a, tc, c, cls_span_order(c), 0, 0, 0, false, false, &e, &base);
+    int r = acquire(a, tc, c, cls_span_order(c), cls_keep(c), 0, 0, false, false, &e, &base);
     if (r) return r;
     tc->span_ptr[c] = base;
     tc->span_e1[c] = (uint32_t)(e + 1);
@@ -1786,7 +1847,7 @@ static int shared_alloc_small(struct dsmpool_area *a, ar_tc *tc, size_t size, si
     }
     if (got == AR_MAX_ENTRIES) {
         if (held_only) return -ENOSPC;
-        int r = acquire(a, tc, c, cls_span_order(c), 0, 0, 0, true, false, &got, &h);
+        int r = acquire(a, tc, c, cls_span_order(c), cls_keep(c), 0, 0, true, false, &got, &h);
         if (r) return r;
         if (!(m = ar_addr_n(a, h, 16))) return dp_fail(-ENOMEM, "cannot map the new span in this process");
     }
@@ -1901,7 +1962,7 @@ static inline __attribute__((always_inline)) int area_alloc(dsmpool_area *area, 
             /* the link is tested in full when it is popped in turn (above,
              * or alloc_small_op, which drops a damaged list): here only
              * what costs no multiply */
-            if (__builtin_expect(!(next & (AR_MIN_CHUNK - 1)), 1)) {
+            if (__builtin_expect(!(next & (AR_MIN_ALIGN - 1)), 1)) {
                 dp_store_relaxed(&rec->head[c], next);
                 dp_store_relaxed(&rec->count[c], dp_load_relaxed(&rec->count[c]) - 1);
                 memset(m + 8, 0, 8); /* rule 9: an allocated chunk carries no free tag */
@@ -2177,7 +2238,7 @@ int dsmpool_area_alloc_aligned(dsmpool_area *area, size_t size, size_t align, un
     /* rule 14: a chunk of class c is aligned to the largest power of two
      * dividing its size; take the first class at or above max(size, align)
      * whose size align divides (the power of two at or above it always
-     * does, within three classes); a block is aligned to its power of two */
+     * does, within seven classes); a block is aligned to its power of two */
     size_t want = size && size < align ? align : size;
     if (want && want <= AR_LARGE_FROM) {
         unsigned c = cls_of(want);
@@ -2726,8 +2787,8 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
             if (c < AR_NCLS && SPW_COUNT(w) <= cls_chunks(c)) { /* rule 13: its free chunks */
                 /* the span's tail that no chunk fits counts as cached: held
                  * but given to no allocation */
-                span_chunks += cls_span(c);
-                out->bytes_cached += (uint64_t)SPW_COUNT(w) * cls_size(c) + cls_span(c) -
+                span_chunks += cls_len(c);
+                out->bytes_cached += (uint64_t)SPW_COUNT(w) * cls_size(c) + cls_len(c) -
                                      (uint64_t)cls_chunks(c) * cls_size(c);
             }
         } else if (st == SP_LARGE) {
@@ -3380,13 +3441,15 @@ unsigned dp_area_test_class(size_t size) { return cls_of(size); }
 
 /* Test-only: class c's span bytes (0: no such class). */
 uint64_t dp_area_test_span(unsigned c);
-uint64_t dp_area_test_span(unsigned c) { return c < 64 ? cls_span(c) : 0; }
+uint64_t dp_area_test_span(unsigned c) { return c <= AR_CLS_MASK ? cls_span(c) : 0; }
+uint64_t dp_area_test_span_len(unsigned c);
+uint64_t dp_area_test_span_len(unsigned c) { return c <= AR_CLS_MASK ? cls_len(c) : 0; }
 
 /* Test-only: class c's chunk size (0: no such class), and the chunk index
  * the reciprocal gives for span offset off, with whether off starts it. */
 uint32_t dp_area_test_chunk(unsigned c, uint64_t off, uint32_t *idx, bool *start);
 uint32_t dp_area_test_chunk(unsigned c, uint64_t off, uint32_t *idx, bool *start) {
-    if (c >= 64) return 0;
+    if (c > AR_CLS_MASK) return 0;
     uint32_t i;
     *start = chunk_at(c, off, &i);
     *idx = chunk_idx(c, off);

@@ -43,7 +43,8 @@
 /* The region's format. Its first 24 bytes never move, whatever the format:
  * magic, format, header size, and the version number of the library that
  * made it (DSMPOOL_VERSION_NUMBER), so that a library can say which one
- * made a region it cannot read. Format 8 made the area directory a word
+ * made a region it cannot read. Format 9 widened the area directory
+ * word's class to 7 bits (87 size classes; its entry to 24). Format 8 made the area directory a word
  * per 4 KiB (page-exact area blocks above 4 KiB, which share 64 KiB).
  * Format 7 put the frames a block gave
  * back into its block word (exact segments and large blocks; an older
@@ -51,7 +52,7 @@
  * per 64 KiB (spans from 64 KiB); 5 changed the area directory word (a
  * 6-bit class for 60 size classes); 3 added the last; 2 had region_size
  * there. */
-#define DP_FORMAT_VERSION 8u
+#define DP_FORMAT_VERSION 9u
 #define DP_DIR_SHIFT 12u /* the span directory's granule: 4 KiB of data (a frame) a word */
 #define DP_NAME_MAX 240
 
@@ -660,7 +661,7 @@ typedef struct dp_insp_seg {
 int dp_inspect_segs(dp_insp *in, dp_insp_seg **out, size_t *n);
 
 /* Areas: one per descriptor holding an area control block. */
-#define DP_INSP_NCLS 60u /* area.c's classes (chunk_size says their sizes) */
+#define DP_INSP_NCLS 87u /* area.c's classes (chunk_size says their sizes) */
 typedef struct dp_insp_area {
     uint64_t seg_index, handle;
     unsigned state;      /* 1 live, 2 destroyed, 0 unknown */

@@ -70,13 +70,17 @@ Test(area, classes_alignment_and_destroy_returns_everything) {
 unsigned dp_area_test_class(size_t size);
 uint32_t dp_area_test_chunk(unsigned c, uint64_t off, uint32_t *idx, bool *start);
 uint64_t dp_area_test_span(unsigned c);
+uint64_t dp_area_test_span_len(unsigned c);
 
 /* The class of every small size: the smallest that holds it, its waste
- * under 16 B (to 128 B) or a quarter of the size (above); each class's
- * span (a power of two from 64 KiB to 2 MiB, the smallest that holds 64
- * chunks, 2 MiB when none does); and the reciprocal that gives a chunk's
- * index, against a divide for every offset below 2 MiB in every class
- * (chunk starts only inside the class's span). */
+ * under 8 B (to 64 B), 16 B (to 128 B), an eighth of the size (to 8 KiB)
+ * or a quarter (above); each class's span: a power of two (its chunks
+ * filling the smallest from 64 KiB that holds 64 of them, 2 MiB when none
+ * does) for a power-of-two class, else exact -- whole pages its chunks
+ * fill without a tail, at least 64 KiB and 32 chunks or as many as 2 MiB
+ * holds, the smallest such, in the power of two at or above; and the
+ * reciprocal that gives a chunk's index, against a divide for every offset
+ * below 2 MiB in every class (chunk starts only inside the span's bytes). */
 Test(area, class_table_and_exhaustive_reciprocal, .timeout = 120) {
     uint32_t idx;
     bool start;
@@ -85,14 +89,15 @@ Test(area, class_table_and_exhaustive_reciprocal, .timeout = 120) {
         unsigned c = dp_area_test_class(n);
         uint32_t sz = dp_area_test_chunk(c, 0, &idx, &start);
         if (sz < n || (c && dp_area_test_chunk(c - 1, 0, &idx, &start) >= n) || c < prev ||
-            (n <= 128 ? sz - n >= 16 : (sz - n) * 4 >= n))
+            (n <= 16 ? sz - n >= 16 : n <= 64 ? sz - n >= 8 : n <= 128 ? sz - n >= 16 : n <= 8 * KIB ? (sz - n) * 8 >= n
+                                                                       : (sz - n) * 4 >= n))
             cr_assert(false, "size %zu: class %u of %u bytes", n, c, sz);
         prev = c;
     }
-    cr_assert_eq(dp_area_test_class(MIB), 59, "60 classes, the last one 1 MiB");
-    for (unsigned c = 0; c < 64; c++) {
+    cr_assert_eq(dp_area_test_class(MIB), 86, "87 classes, the last one 1 MiB");
+    for (unsigned c = 0; c < 128; c++) {
         uint32_t sz = dp_area_test_chunk(c, 0, &idx, &start);
-        if (c >= 60) { /* no class: no chunk anywhere */
+        if (c >= 87) { /* no class: no chunk anywhere */
             cr_assert_eq(sz, 0);
             for (uint64_t off = 0; off < 2 * MIB; off += 4096 + 16) {
                 dp_area_test_chunk(c, off, &idx, &start);
@@ -100,12 +105,26 @@ Test(area, class_table_and_exhaustive_reciprocal, .timeout = 120) {
             }
             continue;
         }
-        cr_assert(sz >= 16 && sz % 16 == 0 && dp_area_test_class(sz) == c, "class %u: %u bytes", c, sz);
-        uint64_t span = dp_area_test_span(c), want = 64 * KIB;
-        while (want < 2 * MIB && want / sz < 64) want *= 2;
-        cr_assert_eq(span, want, "class %u (%u B): span %llu", c, sz, (unsigned long long)span);
-        cr_assert(span / sz >= 2 && span - span / sz * sz <= span / 4, "class %u: its span's tail", c);
-        uint64_t chunks = span / sz;
+        /* 8 B steps only below 64 B, where no type of the size needs 16 */
+        cr_assert(sz >= 16 && sz % (sz < 64 ? 8 : 16) == 0 && dp_area_test_class(sz) == c, "class %u: %u bytes",
+                  c, sz);
+        uint64_t span = dp_area_test_span(c), len = dp_area_test_span_len(c), want = 64 * KIB;
+        if (!(sz & (sz - 1))) { /* a power of two: the span of 64 chunks or 2 MiB, no tail */
+            while (want < 2 * MIB && want / sz < 64) want *= 2;
+            cr_assert_eq(span, want, "class %u (%u B): span %llu", c, sz, (unsigned long long)span);
+            cr_assert_eq(len, span, "class %u: a power of two is not trimmed", c);
+        } else {
+            uint64_t lcm = sz, xl;
+            while (lcm % 4096) lcm += sz;
+            for (xl = lcm; xl < 64 * KIB || xl < 32ull * sz; xl += lcm) {}
+            if (xl > 2 * MIB) xl = 2 * MIB / lcm * lcm;
+            cr_assert_eq(len, xl, "class %u (%u B): %llu bytes, want %llu", c, sz, (unsigned long long)len,
+                         (unsigned long long)xl);
+            cr_assert(len % sz == 0 && len % 4096 == 0 && len / sz >= 2, "class %u: whole pages, no tail", c);
+            cr_assert(span >= len && span / 2 < len && span >= 64 * KIB && span <= 2 * MIB && !(span & (span - 1)),
+                      "class %u: block %llu for %llu bytes", c, (unsigned long long)span, (unsigned long long)len);
+        }
+        uint64_t chunks = len / sz;
         for (uint64_t off = 0; off < 2 * MIB; off++) {
             dp_area_test_chunk(c, off, &idx, &start);
             if (idx != off / sz || start != (off % sz == 0 && off / sz < chunks))
@@ -180,10 +199,57 @@ Test(area, bad_input) {
     dsmpool_detach(p);
 }
 
+/* Issue 11: exact spans. A class that is not a power of two has spans of
+ * the whole pages its chunks fill, no tail: 112 B chunks, 768 in 84 KiB
+ * (three runs of 28 KiB = 256 chunks), taken from a 128 KiB block whose
+ * other 44 KiB are the pool's at once. Every chunk is written whole and
+ * stays intact, the next span costs the pool 84 KiB again, and giving the
+ * chunks back retires both spans to the byte. */
+Test(area, exact_spans_hold_their_pages_only) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_ptr first;
+    /* the control block's record and registry pages, and a 16 B span */
+    cr_assert_eq(dsmpool_area_alloc(a, 16, 0, &first), 0);
+    size_t free1 = test_pool_free(p);
+    enum { N = 768 };
+    static dsmpool_ptr v[N + 1];
+    for (int i = 0; i <= N; i++) {
+        cr_assert_eq(dsmpool_area_alloc(a, 100, 0, &v[i]), 0, "%s", dsmpool_last_error());
+        cr_assert_eq(dsmpool_area_usable_size(a, v[i]), 112);
+        if (i < N)
+            cr_assert_eq(v[i], v[0] + (dsmpool_ptr)i * 112, "chunk %d of the first span", i);
+        if (i == 0 || i == N - 1)
+            cr_expect_eq(free1 - test_pool_free(p), 84 * KIB, "after %d chunks the pool gave %zu bytes", i + 1,
+                         free1 - test_pool_free(p));
+        memset(dsmpool_area_addr(a, v[i]), i & 0xff, 112);
+    }
+    cr_expect_eq(free1 - test_pool_free(p), 2 * 84 * KIB, "a second span of 84 KiB: %zu", free1 - test_pool_free(p));
+    dsmpool_area_stats st;
+    cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
+    cr_expect_eq(st.held, 64 * KIB + 2 * 84 * KIB, "held %llu", (unsigned long long)st.held);
+    test_check_ok(p);
+    for (int i = 0; i <= N; i++) {
+        unsigned char *m = dsmpool_area_addr(a, v[i]);
+        for (int k = 0; k < 112; k++)
+            if (m[k] != (unsigned char)(i & 0xff)) cr_assert(false, "chunk %d byte %d overwritten", i, k);
+        cr_assert_eq(dsmpool_area_ptr_of(a, m + 111), v[i] + 111);
+    }
+    for (int i = 0; i <= N; i++) cr_assert_eq(dsmpool_area_free(a, v[i]), 0);
+    cr_assert_eq(dsmpool_area_flush(a), 0);
+    cr_expect_eq(test_pool_free(p), free1, "both spans retired, their pages exactly");
+    test_check_ok(p);
+    dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
+
 /* Issue 11: a small area costs little. A fresh area with 1, 10 and 100
  * small allocations holds at most 256 KiB of the pool, its control block,
  * cache record page and registry page included (PostgreSQL makes many small
- * DSA areas); the spans of small classes are 64 KiB. */
+ * DSA areas); a small class's span is about 64 KiB: 100 B takes the
+ * 112 B class, whose exact span is 84 KiB (three runs of 28 KiB, the
+ * pages 112 B chunks fill without a tail; 44 KiB of its 128 KiB block go
+ * back to the pool at once). */
 Test(area, a_fresh_area_costs_little) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     static const int counts[3] = {1, 10, 100};
@@ -195,7 +261,7 @@ Test(area, a_fresh_area_costs_little) {
         dsmpool_area_stats st;
         cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
         size_t cost = st.held + st.control_bytes + st.registry_bytes;
-        cr_expect_eq(st.held, 64 * KIB, "%d allocations of 100 B: one 64 KiB span (%zu)", counts[i], st.held);
+        cr_expect_eq(st.held, 84 * KIB, "%d allocations of 100 B: one 84 KiB span (%zu)", counts[i], st.held);
         cr_expect_leq(cost, 256 * KIB, "%d allocations: the area costs %zu bytes", counts[i], cost);
         cr_expect_leq(free0 - test_pool_free(p), 256 * KIB, "%d allocations: the pool gave %zu bytes", counts[i],
                       free0 - test_pool_free(p));

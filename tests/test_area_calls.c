@@ -36,11 +36,12 @@ static bool same(dsmpool_area *a, dsmpool_ptr p, size_t n, unsigned seed) {
 }
 
 /* The alignment the header promises an allocation of n bytes whose usable
- * size is u: the largest power of two dividing u, at least 16, at most
- * 2 MiB -- n itself for a power of two n up to 1 MiB, 2 MiB above. */
+ * size is u: the largest power of two dividing u (at least 8: 8 for the
+ * 24, 40 and 56 B classes, 16 or more for every other), at most 2 MiB --
+ * n itself for a power of two n up to 1 MiB, 2 MiB above. */
 static size_t promised(size_t n, size_t u) {
     size_t a = u & -u;
-    if (a < 16) a = 16;
+    if (a < 8) a = 8;
     if (a > DSMPOOL_AREA_MAX_ALIGN || n > MIB) a = DSMPOOL_AREA_MAX_ALIGN;
     return a;
 }
@@ -194,12 +195,13 @@ Test(area_calls, aligned_allocations) {
 }
 
 /* A reference model of the heap calls over the size classes: random sizes
- * (16 B steps to 128 B, then four classes per doubling, up to large
- * blocks), random alignments, reallocs; every allocation's bytes written
- * with its own pattern and verified before it goes; usable size at least
- * the size and, for a plain small allocation, its class within a quarter
- * (16 B below 128 B); the promised alignment held; the pool checked along
- * the way; the area holds nothing once everything is freed. */
+ * (8 B steps to 64 B, 16 B to 128 B, then eight classes per doubling to
+ * 8 KiB and four above, up to large blocks), random alignments, reallocs;
+ * every allocation's bytes written with its own pattern and verified
+ * before it goes; usable size at least the size and, for a plain small
+ * allocation, its class within an eighth (to 8 KiB) or a quarter (8 B
+ * below 64 B, 16 B below 128 B); the promised alignment held; the pool
+ * checked along the way; the area holds nothing once everything is freed. */
 typedef struct model_alloc {
     dsmpool_ptr p;
     size_t size, align;
@@ -234,8 +236,12 @@ static void model_check_new(dsmpool_area *a, const model_alloc *m, bool plain) {
     cr_assert_eq(addr % m->align, 0, "%zu bytes aligned %zu: %#lx", m->size, m->align, (unsigned long)addr);
     cr_assert_eq(addr % promised(m->size, u), 0, "%zu bytes: %#lx", m->size, (unsigned long)addr);
     if (plain && m->size <= MIB)
-        cr_assert(m->size <= 128 ? u - m->size < 16 : (u - m->size) * 4 < m->size, "%zu bytes: usable %zu",
-                  m->size, u);
+        cr_assert(m->size <= 16    ? u - m->size < 16
+                  : m->size <= 64  ? u - m->size < 8
+                  : m->size <= 128 ? u - m->size < 16
+                  : m->size <= 8 * KIB ? (u - m->size) * 8 < m->size
+                                       : (u - m->size) * 4 < m->size,
+                  "%zu bytes: usable %zu", m->size, u);
     fill(a, m->p, m->size, m->seed);
 }
 
@@ -270,18 +276,18 @@ Test(area_calls, size_classes_against_a_reference_model, .timeout = 300) {
             m->size = keep;
             model_verify(a, m);
             m->size = ns;
-            m->align = 16;
+            m->align = 8;
             model_check_new(a, m, false);
         } else { /* alloc, plain or aligned */
             model_alloc *m = &live[n];
             m->size = model_size(&rng);
             m->seed = (unsigned)(r >> 32);
             bool plain = op < 8;
-            m->align = plain ? 16 : (size_t)1 << ((r >> 16) % 17); /* 1 B .. 64 KiB */
+            m->align = plain ? 8 : (size_t)1 << ((r >> 16) % 17); /* 1 B .. 64 KiB */
             int rc = plain ? dsmpool_area_alloc(a, m->size, 0, &m->p)
                            : dsmpool_area_alloc_aligned(a, m->size, m->align, 0, &m->p);
             cr_assert_eq(rc, 0, "%zu bytes aligned %zu: %s", m->size, m->align, dsmpool_last_error());
-            if (m->align < 16) m->align = 16;
+            if (m->align < 8) m->align = 8;
             model_check_new(a, m, plain);
             bytes += m->size;
             n++;
@@ -486,11 +492,13 @@ Test(area_calls, spilling_is_visible) {
     cr_expect_eq(h.calls, 1);
     cr_expect_eq(h.last, 3 * MIB + 4096);
     cr_expect_eq(h.last, dsmpool_seg_size(s));
-    /* an area's span (a 2 MiB OS segment) and a large block (exact too) */
+    /* an area's span (an OS segment of the span's bytes: 200 KiB takes the
+     * 224 KiB class, whose exact span is the nine chunks 2 MiB holds) and
+     * a large block (exact too) */
     cr_assert_eq(dsmpool_area_alloc(a, 200 * KIB, 0, &v), 0, "%s", dsmpool_last_error());
     cr_assert(v & DSMPOOL_PTR_OS_BIT);
     cr_expect_eq(h.calls, 2);
-    cr_expect_eq(h.last, 2 * MIB);
+    cr_expect_eq(h.last, 9 * 224 * KIB);
     dsmpool_ptr big;
     cr_assert_eq(dsmpool_area_alloc(a, 3 * MIB, 0, &big), 0, "%s", dsmpool_last_error());
     cr_expect_eq(h.calls, 3);
@@ -500,13 +508,13 @@ Test(area_calls, spilling_is_visible) {
     cr_expect_eq(st.fallback_bytes_peak, h.bytes);
     dsmpool_area_stats as;
     dsmpool_area_get_stats(a, &as);
-    cr_expect_eq(as.bytes_os, 5 * MIB);
+    cr_expect_eq(as.bytes_os, 9 * 224 * KIB + 3 * MIB);
     cr_expect_eq(as.fallback_segments, 2);
     /* they go: now falls, the mark stays */
     dsmpool_seg_detach(s);
     dsmpool_area_free(a, big);
     dsmpool_get_stats(p, &st);
-    cr_expect_eq(st.fallback_bytes, 2 * MIB);
+    cr_expect_eq(st.fallback_bytes, 9 * 224 * KIB);
     cr_expect_eq(st.fallback_bytes_peak, h.bytes);
     /* removed: no more calls */
     cr_assert_eq(dsmpool_set_fallback_hook(p, NULL, NULL), 0);

@@ -12,8 +12,8 @@
  * (Wild pointers that are chunk starts never handed out are given only to
  * checked areas: an unchecked area cannot tell them, as dsmpool.h says.)
  *
- * No memory handed out twice: a shared map has a byte per 16 bytes (the
- * smallest chunk) of the data; each process marks what it is given (an
+ * No memory handed out twice: a shared map has a byte per 8 bytes (the
+ * smallest alignment: the 24, 40 and 56 B classes) of the data; each process marks what it is given (an
  * allocation, a segment it created) and clears it before giving it back; a
  * byte already marked is memory handed to two owners. Every CHECK_EVERY calls both processes
  * meet, and one runs dsmpool_check(), which must say 0.
@@ -101,7 +101,9 @@ static void expect(fz *f, const char *call, int r, const int *allowed) {
         fz_fail(f, "%s returned %d without a message", call, r);
 }
 
-/* ---- the shadow: a bit per 64 bytes of the data ------------------------- */
+/* ---- the shadow: a byte per FZ_GRAN bytes of the data -------------------- */
+
+#define FZ_GRAN 8u /* every allocation starts at a multiple of 8 (16 from 64 B) */
 
 static const char *kinds[] = {"?", "a segment", "an allocation"};
 
@@ -109,12 +111,12 @@ static void shadow(fz *f, const void *addr, size_t n, bool take, const char *wha
     const char *a = addr;
     if (!a || a < f->data || a >= f->data + f->data_size) return; /* OS fallback memory */
     uint8_t me = (uint8_t)((f->id + 1) | (strstr(what, "segment") ? 1 : 2) << 4);
-    uint64_t lo = (uint64_t)(a - f->data) / 16, hi = ((uint64_t)(a - f->data) + n + 15) / 16;
-    for (uint64_t b = lo; b < hi && b < f->data_size / 16; b++) {
+    uint64_t lo = (uint64_t)(a - f->data) / FZ_GRAN, hi = ((uint64_t)(a - f->data) + n + FZ_GRAN - 1) / FZ_GRAN;
+    for (uint64_t b = lo; b < hi && b < f->data_size / FZ_GRAN; b++) {
         uint8_t old = take ? atomic_exchange(&f->sh->owner[b], me) : atomic_exchange(&f->sh->owner[b], 0);
         if (take && old) {
             fz_fail(f, "%s at data offset %llu (+%llu of %zu): memory handed out twice; process %d "
-                    "holds it as %s", what, (unsigned long long)(lo * 16), (unsigned long long)((b - lo) * 16),
+                    "holds it as %s", what, (unsigned long long)(lo * FZ_GRAN), (unsigned long long)((b - lo) * FZ_GRAN),
                     n, (old & 15) - 1, kinds[(old >> 4) % 3]);
             return;
         }
@@ -436,7 +438,7 @@ Test(fuzz, whole_api_two_processes, .timeout = 1800) {
     size_t free0 = test_pool_free(p);
     dsmpool_stats st;
     dsmpool_get_stats(p, &st);
-    size_t bytes = sizeof(fz_shared) + st.data_size / 16;
+    size_t bytes = sizeof(fz_shared) + st.data_size / FZ_GRAN;
     fz_shared *sh = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(sh, MAP_FAILED);
     pthread_barrierattr_t ba;

@@ -234,7 +234,7 @@ Test(inspect, every_view_of_a_live_multiprocess_pool_without_taking_a_slot, .tim
     snprintf(args, sizeof args, "%s", name);
     cr_assert_eq(inspect(args, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "processes   3 attached of"), "%s", out);
-    cr_expect(strstr(out, "fallback(OS)") && strstr(out, "pinned") && strstr(out, "class 39"), "%s", out);
+    cr_expect(strstr(out, "fallback(OS)") && strstr(out, "pinned") && strstr(out, "class 66") /* 32 KiB */, "%s", out);
     cr_expect_eq(procs_attached(p), before);
 
     /* through a child (--pid), JSON */

@@ -45,7 +45,8 @@ Test(mid, the_cheaper_of_pages_and_class_serves) {
     static const struct { size_t size, usable; bool block; } c[] = {
         {4096, 4096, false},       /* not above 4 KiB */
         {5000, 5120, false},       /* class 5 KiB < 2 pages */
-        {7500, 8192, true},        /* 2 pages = class 8 KiB */
+        {7500, 7680, false},       /* class 7.5 KiB < 2 pages */
+        {7800, 8192, true},        /* 2 pages = class 8 KiB */
         {8192, 8192, false},       /* a power of two: its chunk */
         {11000, 12288, true},      /* 3 pages = class 12 KiB */
         {13000, 14336, false},     /* class 14 KiB < 4 pages */
