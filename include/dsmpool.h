@@ -325,12 +325,13 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * relocatable pointers that every attached process converts to its own
  * address. Size classes from 16 B to 256 KiB (8 B steps to 64 B, 16 B
  * steps to 128 B, eight per doubling to 8 KiB, then four per doubling),
- * carved from spans of about 64 KiB for small chunks, growing with the
- * class (32 chunks or more, or as many as 2 MiB holds; 64 of a power of
- * two, up to 2 MiB -- one huge page, one allocator node -- from 32 KiB
- * chunks up); a span's chunks fill whole pages, no tail. A small area costs little (a new area with a few
- * small allocations holds under 128 KiB of the pool, its control block
- * included); larger requests, and mid sizes where whole
+ * carved from spans of 36-64 KiB for chunks up to 2 KiB, growing with the
+ * class above (32 chunks or more, or as many as 2 MiB holds; 64 of a power
+ * of two, up to 2 MiB -- one huge page, one allocator node -- from 32 KiB
+ * chunks up); a span's chunks fill whole pages, no tail. A small area
+ * costs little (a new area with a few allocations of one small size holds
+ * under 128 KiB of the pool, its control block included; each further
+ * small size in use adds at most 64 KiB); larger requests, and mid sizes where whole
  * pages cost no more than the class (see Sizes below), get a dedicated
  * block exact to the page (its power of two, the rest given back at once).
  * Every thread keeps, per class, a private
@@ -377,9 +378,12 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * Alignment and pointer arithmetic: every allocation is aligned to at least
  * 16 bytes, in every process (the pool is mapped at a 2 MiB boundary, OS
  * segments too), except those of 17 .. 24, 33 .. 40 and 49 .. 56 bytes,
- * aligned to 8 (as PostgreSQL's dsa.c and mimalloc do: no object type of
- * those sizes needs more; C17 7.22.3; ask dsmpool_area_alloc_aligned() for
- * 16). Precisely, an allocation is aligned to the largest power
+ * which are aligned to 8 only (16 before region format 9's 87 classes):
+ * PostgreSQL's MAXALIGN, what its dsa.c gives those sizes, but less than
+ * malloc() gives. A type of 16-byte alignment (long double, __int128, an
+ * SSE vector) placed in such an allocation needs
+ * dsmpool_area_alloc_aligned(area, size, 16, ...), or a size rounded up to
+ * 16. Precisely, an allocation is aligned to the largest power
  * of two dividing its usable size, at most 2 MiB (DSMPOOL_AREA_MAX_ALIGN):
  * a chunk sits at a multiple of its class size from the start of a span
  * aligned to a power of two (64 KiB to 2 MiB), so n bytes for a power of two
@@ -504,9 +508,9 @@ typedef struct dsmpool_area_stats {
     /* Where held goes; held = in_use + cached when the area is quiet. */
     size_t bytes_in_use;      /* usable bytes of live allocations (class or block sizes) */
     size_t bytes_cached;      /* free chunks the area holds: thread caches (all processes)
-                                 and spans' returned stacks; and each span's tail that no
-                                 chunk of its class fits (under 1/64 of the span up to 32 KiB
-                                 chunks, at most 32 KiB of 2 MiB up to 64 KiB chunks) */
+                                 and spans' returned stacks; and any part of a span that no
+                                 chunk of its class fits (none unless a span's trim was cut
+                                 short: spans are sized so that their chunks fill them) */
     size_t bytes_os;          /* of held, bytes in OS fallback segments */
     size_t bytes_requested;   /* sizes asked for by live allocations: exact for large blocks;
                                  for chunks (whose size free() is not told) an

@@ -27,16 +27,20 @@
  *   smallest power of two from 64 KiB that holds 64 chunks, 2 MiB (one
  *   huge page) for chunks of 32 KiB and up -- 64 KiB up to 1 KiB chunks,
  *   ... 1 MiB for 16 KiB -- its chunks filling it. Every other class's
- *   span is exact: len, the smallest multiple of lcm(size, 4 KiB) that
- *   holds 64 KiB and 32 chunks (or the most that 2 MiB holds), so its
- *   chunks fill whole pages with no tail; it is taken as the power of two
- *   at or above len (its block, cls_span) with the pages past len given
- *   back at once, as for exact large blocks (rule 13; a 112 B span: 84 KiB
- *   of a 128 KiB block). So a small area holds about 64 KiB per class it
- *   uses, not 2 MiB, and no span loses a tail: before, a power-of-two span
- *   per class lost up to 1/64 of itself, and its 64 chunks of 4-8 KiB left
- *   half of 512 KiB idle per class on average (bench/efficiency 1000..10000
- *   B: 0.96 points beyond the classes, now 0.6). A span sits at a multiple
+ *   span is exact: len, a multiple of lcm(size, 4 KiB), so that its chunks
+ *   fill whole pages with no tail -- the largest within 64 KiB where that
+ *   holds 32 chunks (chunks up to 2 KiB: 36-64 KiB), else the smallest
+ *   that holds 64 KiB and 32 chunks (or the most that 2 MiB holds); it is
+ *   taken as the power of two at or above len (its block, cls_span) with
+ *   the pages past len given back at once, as for exact large blocks (rule
+ *   13; a 112 B span: 56 KiB of a 64 KiB block). So a small area holds at
+ *   most 64 KiB per small class it uses, not 2 MiB, and no span loses a
+ *   tail: before, a power-of-two span per class lost up to 1/64 of
+ *   itself, and its 64 chunks of 4-8 KiB left half of 512 KiB idle per
+ *   class on average (bench/efficiency 1000..10000 B: 0.96 points beyond
+ *   the classes; 0.6 now). The smallest spans (36 KiB) bound an area of
+ *   them to 2^17 x 36 KiB = 4.5 GiB (the registry; 8 GiB with 64 KiB
+ *   ones before). A span sits at a multiple
  *   of its block's size from data_off (the buddy allocator's blocks are
  *   aligned to their size, and data_off to 2 MiB), or at the start of its
  *   OS segment (of len bytes). A chunk's index
@@ -56,7 +60,7 @@
  *             record pages (16 KiB pool blocks of 7 records, 256 records
  *             in all), each linked by one CAS when every record before it
  *             is held and freed by the final destroy: a new area's control
- *             block is 16 KiB, not 256 records' 384 KiB. Walkers of the
+ *             block is 16 KiB, not 256 records' 544 KiB. Walkers of the
  *             records visit the pages that exist, each link validated first.
  *   registry  4 KiB pages of 32-byte span entries {state, block, segment,
  *             info}; entry e is page e/128, slot e%128.
@@ -82,7 +86,8 @@
  *      no read-modify-write, no lock, no system call.
  *   2. Refill (the list and the range are empty): steal the whole returned
  *      stack of a span of this class (one CAS), else take a fresh span: a
- *      block of the class's span size from the pool (or an OS segment),
+ *      block of the class's span size from the pool, trimmed to its len
+ *      when the span is exact (or an OS segment of len bytes),
  *      recorded in a registry entry and the directory, and set the bump
  *      range to all its chunks.
  *   3. Drain (the list holds more than two batches): push one batch back on
@@ -167,12 +172,17 @@
  *  13. Accounting (dsmpool_area_stats). held = in_use + cached when quiet:
  *      cached is the chunks of spans' stacks and of every cache record's
  *      list (count) and bump range, and each span's tail that no chunk
- *      fits (none in this geometry: every span's chunks fill it; an exact
- *      span's entry records its frames as an exact block's does, and
- *      everything below that believes an exact word holds for it); in_use
+ *      fits (none unless an exact span's trim stopped early -- palloc.c
+ *      rule 7 -- and it holds more of its block: stats count a span by its
+ *      block word's bytes, as held does; an exact span's entry records its
+ *      frames as an exact block's does, and everything below that believes
+ *      an exact word holds for it); in_use
  *      the spans' other chunks plus the large blocks (their
  *      exact bytes; the reservation of the power of two, judged against
- *      the limit by the exact bytes, is lowered once the tail went back,
+ *      the limit by the exact bytes, is lowered once the tail went back --
+ *      exact spans alike; so for a moment a thread near the limit can be
+ *      refused for another's reservation, and a trim cut short leaves held
+ *      above the limit by what it kept --,
  *      and a death in between leaves held high until the lost sweep sets
  *      it to the entries' sum). An exact block's entry keeps its own record
  *      of the block's frames (seg, unused by pool blocks otherwise), written
@@ -209,8 +219,9 @@
  *      to 2 MiB, a power of two) and a chunk of class c
  *      sits at a multiple of its size from its span's start, so a chunk is
  *      aligned to the largest power of two dividing its size: at least
- *      8 B (the 24, 40 and 56 B classes; no object type of those sizes
- *      needs more, C17 7.22.3), 16 B for every other class, and n for a
+ *      8 B (the 24, 40 and 56 B classes: PostgreSQL's MAXALIGN, as dsa.c;
+ *      less than malloc's 16, as the header says), 16 B for every other
+ *      class, and n for a
  *      power-of-two n (every power of two from 16 B to 256 KiB is a class);
  *      a large block to its power of two (at most 2 MiB used). An aligned
  *      allocation takes the first class at or above max(size, align) whose
@@ -528,7 +539,7 @@ static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
  * offset of every class). Entries AR_NCLS..127 are zero: no chunks, so a
  * damaged class number fails every chunk test. */
 typedef struct ar_class {
-    uint32_t size, chunks; /* chunk bytes; chunks per span (the span's tail beyond is unused) */
+    uint32_t size, chunks; /* chunk bytes; chunks per span (they fill its len bytes) */
     uint64_t mul;
     uint32_t span;         /* the class's span block: a power of two, 64 KiB .. 2 MiB */
     uint32_t len;          /* the bytes a span holds: span, or less for an exact span (the
@@ -558,7 +569,12 @@ typedef struct ar_class {
 #define AR_MAX(x, y) ((x) > (y) ? (x) : (y))
 #define AR_XLEN1(s)                                                                                \
     ((AR_MAX((uint64_t)AR_SPAN_MIN, (uint64_t)(s) * AR_SPAN_EXACT_CHUNKS) + AR_LCM(s) - 1) / AR_LCM(s) * AR_LCM(s))
-#define AR_XLEN(s) (AR_XLEN1(s) <= AR_SPAN ? AR_XLEN1(s) : AR_SPAN / AR_LCM(s) * AR_LCM(s))
+/* at most 64 KiB where that holds AR_SPAN_EXACT_CHUNKS chunks (chunks up to 2 KiB) */
+#define AR_XLEN0(s) ((uint64_t)AR_SPAN_MIN / AR_LCM(s) * AR_LCM(s))
+#define AR_XLEN(s)                                                                                 \
+    (AR_XLEN0(s) >= (uint64_t)(s) * AR_SPAN_EXACT_CHUNKS ? AR_XLEN0(s)                             \
+     : AR_XLEN1(s) <= AR_SPAN                            ? AR_XLEN1(s)                             \
+                                                         : AR_SPAN / AR_LCM(s) * AR_LCM(s))
 #define AR_EXACT(s) (AR_LOWBIT(s) != (uint64_t)(s) && AR_LCM(s) <= AR_SPAN)
 /* the span's chunk bytes rounded to the page: what a span holds */
 #define AR_LEN(s) (AR_EXACT(s) ? AR_XLEN(s) : AR_SPANB(s))
@@ -1331,8 +1347,17 @@ static ar_cache *tc_find(struct dsmpool_area *a) {
 
 /* ---- acquiring spans and blocks (rule 2) -------------------------------- */
 
+#ifdef DP_INJECTION
+/* test-only: keep a new exact span's or block's whole power of two, as a
+ * trim that stops at its first piece does (palloc.c rule 7) */
+static _Atomic bool ar_test_untrimmed;
+#define AR_TEST_UNTRIMMED atomic_load_explicit(&ar_test_untrimmed, memory_order_relaxed)
+#else
+#define AR_TEST_UNTRIMMED false
+#endif
+
 /* Add bytes to held if held + need stays within the limit. need < bytes
- * for an exact large block: its power of two is reserved (what an INIT
+ * for an exact span or large block: its power of two is reserved (what an INIT
  * entry gives back, rule 13) and lowered to the exact bytes once the tail
  * went back, but the limit is judged on what it will hold. */
 static int held_reserve_for(ar_ctl *ctl, uint64_t bytes, uint64_t need) {
@@ -1424,7 +1449,7 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
         r = dp_seg_block_short(p, order, place, &blk);
     }
     if (r == 0) {
-        if (keep) blk = dp_pool_trim(p, blk, keep); /* rule 13: exact large blocks */
+        if (keep && !AR_TEST_UNTRIMMED) blk = dp_pool_trim(p, blk, keep); /* rule 13: exact blocks and spans */
         /* the entry's record first: a death before the block word leaves a
          * block owned by nothing (the sweep's), never a word it disagrees with */
         if (blk & DP_BLOCK_EXACT) dp_store_relaxed(&sp->seg, dp_block_frames(blk));
@@ -2785,11 +2810,13 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
             out->spans++;
             unsigned c = (unsigned)(info & 0xff);
             if (c < AR_NCLS && SPW_COUNT(w) <= cls_chunks(c)) { /* rule 13: its free chunks */
-                /* the span's tail that no chunk fits counts as cached: held
-                 * but given to no allocation */
-                span_chunks += cls_len(c);
-                out->bytes_cached += (uint64_t)SPW_COUNT(w) * cls_size(c) + cls_len(c) -
-                                     (uint64_t)cls_chunks(c) * cls_size(c);
+                /* what the span holds is its block's bytes, as held counts
+                 * them: cls_len, or more when its trim stopped early
+                 * (palloc.c rule 7); the part no chunk fits counts as
+                 * cached, held but given to no allocation */
+                uint64_t fill = (uint64_t)cls_chunks(c) * cls_size(c), sb = bytes >= fill ? bytes : cls_len(c);
+                span_chunks += sb;
+                out->bytes_cached += (uint64_t)SPW_COUNT(w) * cls_size(c) + sb - fill;
             }
         } else if (st == SP_LARGE) {
             out->large_blocks++;
@@ -3432,6 +3459,9 @@ dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpo
     if (!strcmp(what, "bump")) return &tc->rec->bump[cls];
     return NULL;
 }
+
+void dp_area_test_untrimmed(bool on);
+void dp_area_test_untrimmed(bool on) { atomic_store_explicit(&ar_test_untrimmed, on, memory_order_relaxed); }
 
 void dp_area_test_force_shared(bool on);
 void dp_area_test_force_shared(bool on) { tc_force_shared = on; }
