@@ -520,9 +520,12 @@ struct dsmpool_area {
 
 static pthread_mutex_t ar_reg_lock = PTHREAD_MUTEX_INITIALIZER; /* areas of this process, tcs */
 static struct dsmpool_area *ar_reg;
-/* initial-exec: one load from the thread pointer, not a __tls_get_addr call
- * per operation (the library is position-independent code) */
-static _Thread_local ar_tc *tc_last __attribute__((tls_model("initial-exec")));
+/* Thread-local variables are TLS descriptors (meson.build: -mtls-dialect=
+ * gnu2), not initial-exec: linked into an executable, one load from the
+ * thread pointer; in libdsmpool.so loaded at start-up, one indirect call
+ * that returns a constant, about 1 ns an operation; and a dlopen()ed
+ * libdsmpool.so loads (tests/dlopen), which initial-exec prevented. */
+static _Thread_local ar_tc *tc_last;
 static _Thread_local ar_tc *tc_head;
 static pthread_key_t tc_key;
 static pthread_once_t tc_once = PTHREAD_ONCE_INIT;

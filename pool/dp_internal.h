@@ -512,7 +512,7 @@ typedef struct dp_fb_note {
     struct dsmpool *pool;
     uint64_t bytes;
 } dp_fb_note;
-extern _Thread_local dp_fb_note dp_fb_pending __attribute__((tls_model("initial-exec")));
+extern _Thread_local dp_fb_note dp_fb_pending;
 void dp_fallback_fire_slow(int r);
 static inline void dp_fallback_fire(int r) {
     if (__builtin_expect(dp_fb_pending.bytes != 0, 0)) dp_fallback_fire_slow(r);

@@ -523,12 +523,11 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
  * run into, and the allocator (sub-pool, this process) they belong to.
  * Thread-private memory, so plain loads and stores; a value is only where
  * to look, the CAS validates (a stale leaf, or one of a sub-pool detached
- * since, costs a probe at most). initial-exec: no __tls_get_addr call on
- * the free path. */
+ * since, costs a probe at most). A TLS descriptor (area.c, tc_last). */
 static _Thread_local struct {
     const dp_pa *pa;
     uint32_t leaf[5]; /* per run size 0..4: leaf index + 1, 0 = none */
-} pa_freed __attribute__((tls_model("initial-exec")));
+} pa_freed;
 
 /* This CPU's hint for level t and run size rs (rule 5). */
 static inline dp_a32 *pa_hint(struct dp_pa_hint *h, unsigned t, unsigned rs) {

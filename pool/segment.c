@@ -120,7 +120,7 @@ int dp_seg_block_short(dsmpool *p, unsigned order, unsigned place, uint64_t *blk
 
 /* ---- rule 10: spilling is visible -------------------------------------- */
 
-_Thread_local dp_fb_note dp_fb_pending __attribute__((tls_model("initial-exec")));
+_Thread_local dp_fb_note dp_fb_pending;
 
 /* Bytes in OS segments now: a walk of the descriptors (exact when quiet). */
 uint64_t dp_seg_fallback_bytes(dsmpool *p) {

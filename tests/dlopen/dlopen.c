@@ -1,0 +1,112 @@
+/*
+ * dlopen -- libdsmpool.so loaded with dlopen(), as a database extension
+ * (a PostgreSQL module, a plugin) would load it: the load succeeds, and
+ * two threads use a pool and an area through it, each with its own error
+ * message and cache. Before the library's thread-local variables moved
+ * to TLS descriptors, the initial-exec model put its whole TLS block in
+ * glibc's static TLS surplus, which it did not fit: dlopen() failed with
+ * "cannot allocate memory in static TLS block".
+ *
+ * Usage: dlopen PATH-TO-libdsmpool.so; exit 0 and "dlopen: ok" on success.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <dsmpool.h>
+
+static struct {
+    void (*config_init_sized)(dsmpool_config *, size_t);
+    int (*create)(const dsmpool_config *, dsmpool **);
+    void (*detach)(dsmpool *);
+    int (*area_create)(dsmpool *, unsigned, dsmpool_area **);
+    int (*area_destroy)(dsmpool_area *);
+    int (*area_alloc)(dsmpool_area *, size_t, unsigned, dsmpool_ptr *);
+    int (*area_free)(dsmpool_area *, dsmpool_ptr);
+    void *(*area_addr)(dsmpool_area *, dsmpool_ptr);
+    const char *(*last_error)(void);
+} F;
+
+static dsmpool_area *area;
+
+static void *worker(void *arg) {
+    long id = (long)arg;
+    static const size_t sizes[] = {24, 100, 700, 5000, 32768, 300000};
+    dsmpool_ptr v[600];
+    for (int i = 0; i < 600; i++) {
+        size_t n = sizes[i % 6];
+        if (F.area_alloc(area, n, 0, &v[i]) != 0) {
+            fprintf(stderr, "thread %ld: alloc %zu: %s\n", id, n, F.last_error());
+            return (void *)1;
+        }
+        memset(F.area_addr(area, v[i]), (int)(id + i), n);
+    }
+    for (int i = 0; i < 600; i++) {
+        unsigned char *m = F.area_addr(area, v[i]);
+        if (m[0] != (unsigned char)(id + i) || m[sizes[i % 6] - 1] != (unsigned char)(id + i)) {
+            fprintf(stderr, "thread %ld: allocation %d overwritten\n", id, i);
+            return (void *)1;
+        }
+        if (F.area_free(area, v[i]) != 0) return (void *)1;
+    }
+    /* this thread's own message */
+    dsmpool_ptr x;
+    if (F.area_alloc(area, 0, 0, &x) != -EINVAL || !strstr(F.last_error(), "size 0")) {
+        fprintf(stderr, "thread %ld: size 0 said %s\n", id, F.last_error());
+        return (void *)1;
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: dlopen PATH-TO-libdsmpool.so\n");
+        return 2;
+    }
+    void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "dlopen: %s\n", dlerror());
+        return 1;
+    }
+#define SYM(field, name)                                                                           \
+    if (!(*(void **)&F.field = dlsym(h, name))) {                                                  \
+        fprintf(stderr, "dlsym %s: %s\n", name, dlerror());                                         \
+        return 1;                                                                                  \
+    }
+    SYM(config_init_sized, "dsmpool_config_init_sized") /* what dsmpool_config_init() calls */
+    SYM(create, "dsmpool_create")
+    SYM(detach, "dsmpool_detach")
+    SYM(area_create, "dsmpool_area_create")
+    SYM(area_destroy, "dsmpool_area_destroy")
+    SYM(area_alloc, "dsmpool_area_alloc")
+    SYM(area_free, "dsmpool_area_free")
+    SYM(area_addr, "dsmpool_area_addr")
+    SYM(last_error, "dsmpool_last_error")
+    dsmpool_config cfg;
+    F.config_init_sized(&cfg, sizeof cfg);
+    cfg.size = 64u << 20;
+    cfg.backing = DSMPOOL_BACKING_ANON;
+    dsmpool *p;
+    if (F.create(&cfg, &p) != 0 || F.area_create(p, 0, &area) != 0) {
+        fprintf(stderr, "create: %s\n", F.last_error());
+        return 1;
+    }
+    pthread_t t[2];
+    void *r[2];
+    for (long i = 0; i < 2; i++)
+        if (pthread_create(&t[i], NULL, worker, (void *)i) != 0) return 1;
+    for (int i = 0; i < 2; i++) pthread_join(t[i], &r[i]);
+    if (r[0] || r[1]) return 1;
+    if (F.area_destroy(area) != 0) {
+        fprintf(stderr, "destroy: %s\n", F.last_error());
+        return 1;
+    }
+    F.detach(p);
+    /* no dlclose(): a loaded extension stays (PostgreSQL never unloads
+     * one), and the library's process-wide tables stay reachable for the
+     * leak checker */
+    printf("dlopen: ok\n");
+    return 0;
+}
