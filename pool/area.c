@@ -38,7 +38,7 @@
  *   tail: before, a power-of-two span per class lost up to 1/64 of
  *   itself, and its 64 chunks of 4-8 KiB left half of 512 KiB idle per
  *   class on average (bench/efficiency 1000..10000 B: 0.96 points beyond
- *   the classes; 0.6 now). The smallest spans (36 KiB) bound an area of
+ *   the classes; 0.6-0.7 now). The smallest spans (36 KiB) bound an area of
  *   them to 2^17 x 36 KiB = 4.5 GiB (the registry; 8 GiB with 64 KiB
  *   ones before). A span sits at a multiple
  *   of its block's size from data_off (the buddy allocator's blocks are
