@@ -325,13 +325,13 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * relocatable pointers that every attached process converts to its own
  * address. Size classes from 16 B to 256 KiB (8 B steps to 64 B, 16 B
  * steps to 128 B, eight per doubling to 8 KiB, then four per doubling),
- * carved from spans of 36-64 KiB for chunks up to 2 KiB, growing with the
+ * carved from spans of 36-64 KiB for chunks below 2 KiB, growing with the
  * class above (32 chunks or more, or as many as 2 MiB holds; 64 of a power
  * of two, up to 2 MiB -- one huge page, one allocator node -- from 32 KiB
  * chunks up); a span's chunks fill whole pages, no tail. A small area
- * costs little (a new area with a few allocations of one small size holds
- * under 128 KiB of the pool, its control block included; each further
- * small size in use adds at most 64 KiB); larger requests, and mid sizes where whole
+ * costs little (a new area with a few allocations of one size up to 1 KiB
+ * holds under 128 KiB of the pool, its control block included; each
+ * further such size in use adds at most 64 KiB); larger requests, and mid sizes where whole
  * pages cost no more than the class (see Sizes below), get a dedicated
  * block exact to the page (its power of two, the rest given back at once).
  * Every thread keeps, per class, a private

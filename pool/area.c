@@ -29,7 +29,7 @@
  *   ... 1 MiB for 16 KiB -- its chunks filling it. Every other class's
  *   span is exact: len, a multiple of lcm(size, 4 KiB), so that its chunks
  *   fill whole pages with no tail -- the largest within 64 KiB where that
- *   holds 32 chunks (chunks up to 2 KiB: 36-64 KiB), else the smallest
+ *   holds 32 chunks (chunks below 2 KiB: 36-64 KiB), else the smallest
  *   that holds 64 KiB and 32 chunks (or the most that 2 MiB holds); it is
  *   taken as the power of two at or above len (its block, cls_span) with
  *   the pages past len given back at once, as for exact large blocks (rule
@@ -520,11 +520,11 @@ struct dsmpool_area {
 
 static pthread_mutex_t ar_reg_lock = PTHREAD_MUTEX_INITIALIZER; /* areas of this process, tcs */
 static struct dsmpool_area *ar_reg;
-/* Thread-local variables are TLS descriptors (meson.build: -mtls-dialect=
- * gnu2), not initial-exec: linked into an executable, one load from the
- * thread pointer; in libdsmpool.so loaded at start-up, one indirect call
- * that returns a constant, about 1 ns an operation; and a dlopen()ed
- * libdsmpool.so loads (tests/dlopen), which initial-exec prevented. */
+/* Thread-local variables are global-dynamic (meson.build), not
+ * initial-exec: linked into an executable, one load from the thread
+ * pointer; in libdsmpool.so a __tls_get_addr call, about 2 ns an
+ * alloc+free pair; and a dlopen()ed libdsmpool.so loads (tests/dlopen),
+ * which initial-exec prevented. */
 static _Thread_local ar_tc *tc_last;
 static _Thread_local ar_tc *tc_head;
 static pthread_key_t tc_key;
@@ -572,7 +572,7 @@ typedef struct ar_class {
 #define AR_MAX(x, y) ((x) > (y) ? (x) : (y))
 #define AR_XLEN1(s)                                                                                \
     ((AR_MAX((uint64_t)AR_SPAN_MIN, (uint64_t)(s) * AR_SPAN_EXACT_CHUNKS) + AR_LCM(s) - 1) / AR_LCM(s) * AR_LCM(s))
-/* at most 64 KiB where that holds AR_SPAN_EXACT_CHUNKS chunks (chunks up to 2 KiB) */
+/* at most 64 KiB where that holds AR_SPAN_EXACT_CHUNKS chunks (chunks below 2 KiB) */
 #define AR_XLEN0(s) ((uint64_t)AR_SPAN_MIN / AR_LCM(s) * AR_LCM(s))
 #define AR_XLEN(s)                                                                                 \
     (AR_XLEN0(s) >= (uint64_t)(s) * AR_SPAN_EXACT_CHUNKS ? AR_XLEN0(s)                             \
@@ -1352,7 +1352,8 @@ static ar_cache *tc_find(struct dsmpool_area *a) {
 
 #ifdef DP_INJECTION
 /* test-only: keep a new exact span's or block's whole power of two, as a
- * trim that stops at its first piece does (palloc.c rule 7) */
+ * trim that stops at its first piece does (palloc.c rule 7): an exact word
+ * that gave nothing back */
 static _Atomic bool ar_test_untrimmed;
 #define AR_TEST_UNTRIMMED atomic_load_explicit(&ar_test_untrimmed, memory_order_relaxed)
 #else
@@ -1452,7 +1453,8 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
         r = dp_seg_block_short(p, order, place, &blk);
     }
     if (r == 0) {
-        if (keep && !AR_TEST_UNTRIMMED) blk = dp_pool_trim(p, blk, keep); /* rule 13: exact blocks and spans */
+        if (keep) /* rule 13: exact blocks and spans */
+            blk = AR_TEST_UNTRIMMED ? dp_block_mk_trimmed(DP_BLOCK_OFF(blk), order, 0) : dp_pool_trim(p, blk, keep);
         /* the entry's record first: a death before the block word leaves a
          * block owned by nothing (the sweep's), never a word it disagrees with */
         if (blk & DP_BLOCK_EXACT) dp_store_relaxed(&sp->seg, dp_block_frames(blk));
@@ -2817,7 +2819,8 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
                  * them: cls_len, or more when its trim stopped early
                  * (palloc.c rule 7); the part no chunk fits counts as
                  * cached, held but given to no allocation */
-                uint64_t fill = (uint64_t)cls_chunks(c) * cls_size(c), sb = bytes >= fill ? bytes : cls_len(c);
+                uint64_t fill = (uint64_t)cls_chunks(c) * cls_size(c);
+                uint64_t sb = bytes >= fill && bytes <= cls_span(c) ? bytes : cls_len(c); /* else damaged */
                 span_chunks += sb;
                 out->bytes_cached += (uint64_t)SPW_COUNT(w) * cls_size(c) + sb - fill;
             }

@@ -523,7 +523,7 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
  * run into, and the allocator (sub-pool, this process) they belong to.
  * Thread-private memory, so plain loads and stores; a value is only where
  * to look, the CAS validates (a stale leaf, or one of a sub-pool detached
- * since, costs a probe at most). A TLS descriptor (area.c, tc_last). */
+ * since, costs a probe at most). Global-dynamic TLS (area.c, tc_last). */
 static _Thread_local struct {
     const dp_pa *pa;
     uint32_t leaf[5]; /* per run size 0..4: leaf index + 1, 0 = none */

@@ -207,7 +207,7 @@ Test(area, bad_input) {
  * the whole pages its chunks fill, no tail: 112 B chunks, 512 in 56 KiB
  * (two runs of 28 KiB = 256 chunks), taken from a 64 KiB block whose
  * other 8 KiB are the pool's at once. Every chunk is written whole and
- * stays intact, the next span costs the pool 84 KiB again, and giving the
+ * stays intact, the next span costs the pool 56 KiB again, and giving the
  * chunks back retires both spans to the byte. */
 Test(area, exact_spans_hold_their_pages_only) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);

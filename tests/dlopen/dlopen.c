@@ -1,9 +1,12 @@
 /*
  * dlopen -- libdsmpool.so loaded with dlopen(), as a database extension
  * (a PostgreSQL module, a plugin) would load it: the load succeeds, and
- * two threads use a pool and an area through it, each with its own error
- * message and cache. Before the library's thread-local variables moved
- * to TLS descriptors, the initial-exec model put its whole TLS block in
+ * two threads use a pool and an area through it, each with its own cache
+ * and its own error message (both fail at once, then each reads its
+ * own). Then the area and pool go, dlclose() is called while the threads
+ * still live, and they exit afterwards (their cache destructors run): the
+ * library stays mapped (-z nodelete). Before the library's thread-local
+ * variables left the initial-exec model, its whole TLS block went in
  * glibc's static TLS surplus, which it did not fit: dlopen() failed with
  * "cannot allocate memory in static TLS block".
  *
@@ -12,6 +15,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,16 +34,17 @@ static struct {
 } F;
 
 static dsmpool_area *area;
+static pthread_barrier_t failed, checked, gone;
 
-static void *worker(void *arg) {
-    long id = (long)arg;
+/* Allocate, write, verify and free 600 chunks and blocks; true if all held. */
+static bool use_area(long id) {
     static const size_t sizes[] = {24, 100, 700, 5000, 32768, 300000};
     dsmpool_ptr v[600];
     for (int i = 0; i < 600; i++) {
         size_t n = sizes[i % 6];
         if (F.area_alloc(area, n, 0, &v[i]) != 0) {
             fprintf(stderr, "thread %ld: alloc %zu: %s\n", id, n, F.last_error());
-            return (void *)1;
+            return false;
         }
         memset(F.area_addr(area, v[i]), (int)(id + i), n);
     }
@@ -47,17 +52,28 @@ static void *worker(void *arg) {
         unsigned char *m = F.area_addr(area, v[i]);
         if (m[0] != (unsigned char)(id + i) || m[sizes[i % 6] - 1] != (unsigned char)(id + i)) {
             fprintf(stderr, "thread %ld: allocation %d overwritten\n", id, i);
-            return (void *)1;
+            return false;
         }
-        if (F.area_free(area, v[i]) != 0) return (void *)1;
+        if (F.area_free(area, v[i]) != 0) return false;
     }
-    /* this thread's own message */
+    return true;
+}
+
+static void *worker(void *arg) {
+    long id = (long)arg;
+    bool ok = use_area(id);
+    /* this thread's own message: both fail, differently, before either reads */
     dsmpool_ptr x;
-    if (F.area_alloc(area, 0, 0, &x) != -EINVAL || !strstr(F.last_error(), "size 0")) {
-        fprintf(stderr, "thread %ld: size 0 said %s\n", id, F.last_error());
-        return (void *)1;
+    int r = id ? F.area_alloc(area, 0, 0, &x) : F.area_alloc(area, 64, 1u << 30, &x);
+    pthread_barrier_wait(&failed);
+    const char *want = id ? "size 0" : "unknown flags";
+    if (r != -EINVAL || !strstr(F.last_error(), want)) {
+        fprintf(stderr, "thread %ld: %d, message %s (want %s)\n", id, r, F.last_error(), want);
+        ok = false;
     }
-    return NULL;
+    pthread_barrier_wait(&checked);
+    pthread_barrier_wait(&gone); /* the library was closed: exit now, its destructors run */
+    return ok ? NULL : (void *)1;
 }
 
 int main(int argc, char **argv) {
@@ -95,18 +111,28 @@ int main(int argc, char **argv) {
     }
     pthread_t t[2];
     void *r[2];
+    pthread_barrier_init(&failed, NULL, 2);
+    pthread_barrier_init(&checked, NULL, 3);
+    pthread_barrier_init(&gone, NULL, 3);
     for (long i = 0; i < 2; i++)
         if (pthread_create(&t[i], NULL, worker, (void *)i) != 0) return 1;
-    for (int i = 0; i < 2; i++) pthread_join(t[i], &r[i]);
-    if (r[0] || r[1]) return 1;
+    pthread_barrier_wait(&checked); /* both threads hold caches of the area */
     if (F.area_destroy(area) != 0) {
         fprintf(stderr, "destroy: %s\n", F.last_error());
         return 1;
     }
     F.detach(p);
-    /* no dlclose(): a loaded extension stays (PostgreSQL never unloads
-     * one), and the library's process-wide tables stay reachable for the
-     * leak checker */
+    if (dlclose(h) != 0) {
+        fprintf(stderr, "dlclose: %s\n", dlerror());
+        return 1;
+    }
+    if (!dlopen(argv[1], RTLD_NOW | RTLD_NOLOAD)) {
+        fprintf(stderr, "dlclose unmapped the library (no -z nodelete)\n");
+        return 1;
+    }
+    pthread_barrier_wait(&gone);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], &r[i]);
+    if (r[0] || r[1]) return 1;
     printf("dlopen: ok\n");
     return 0;
 }
