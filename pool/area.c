@@ -12,8 +12,8 @@
  *   per doubling to 8 KiB, 2^k {9 .. 16} / 8 for 2^k = 128 B .. 4 KiB
  *   (c = 11..58, 144 B .. 8 KiB), and four above, 2^k {5, 6, 7, 8} / 4 for
  *   2^k = 8 KiB .. 512 KiB (c = 59..86, 10 KiB .. 1 MiB): a size wastes
- *   under 8 B (16 B to 16 B and to 128 B), an eighth of itself (to 8 KiB)
- *   or a quarter, to its class -- below jemalloc's four per doubling on
+ *   under 8 B (under 16 B up to 16 B and from 65 to 128 B), under an
+ *   eighth of itself (to 8 KiB) or under a quarter, to its class -- below jemalloc's four per doubling on
  *   every size distribution of bench/efficiency, for 24 B of cache record
  *   per class and a partly used span per class in use. Sizes above AR_LARGE_FROM (256 KiB) take exact
  *   blocks instead (rule 13: 3.4% over the sizes asked for 100 KB..2 MB
@@ -215,8 +215,8 @@
  *      life), and says it is an estimate.
  *  14. Sizes and addresses. Every pool pointer is an offset from a mapping
  *      aligned to at least 2 MiB in every process, OS segments are mapped
- *      at 2 MiB boundaries, a span starts a block aligned to its size (64 KiB
- *      to 2 MiB, a power of two) and a chunk of class c
+ *      at 2 MiB boundaries, a span starts its block, which is aligned to
+ *      its size (64 KiB to 2 MiB, a power of two), and a chunk of class c
  *      sits at a multiple of its size from its span's start, so a chunk is
  *      aligned to the largest power of two dividing its size: at least
  *      8 B (the 24, 40 and 56 B classes: PostgreSQL's MAXALIGN, as dsa.c;
@@ -329,7 +329,7 @@
 #define AR_VERSION 7u /* 4: 60 classes (cache records, span word); 5: the shared path (rule 15);
                         6: spans per class from 64 KiB, cache records in pages;
                         7: 87 classes (8 B steps to 64 B, eight per doubling to 8 KiB),
-                        the directory's class field 7 bits */
+                        the directory's class field 7 bits, exact spans */
 #define AR_NCLS 87u
 #define AR_CLS_MASK 127u /* the directory's class field: 7 bits */
 #define AR_MIN_CHUNK 16u
@@ -560,10 +560,12 @@ typedef struct ar_class {
     (AR_SPANB1(s, 16) ? 1u << 16 : AR_SPANB1(s, 17) ? 1u << 17 : AR_SPANB1(s, 18) ? 1u << 18     \
      : AR_SPANB1(s, 19) ? 1u << 19 : AR_SPANB1(s, 20) ? 1u << 20 : 1u << 21)
 /* Exact spans (every class but the powers of two, whose chunks fill a
- * power of two): the smallest multiple of lcm(s, 4 KiB) -- its chunks fill
- * whole pages -- that holds AR_SPAN_MIN bytes and AR_SPAN_EXACT_CHUNKS
- * chunks, or the largest within 2 MiB, taken from the power of two at or
- * above it with the rest given back at once (rule 13's trim). */
+ * power of two): a multiple of lcm(s, 4 KiB) -- its chunks fill whole
+ * pages -- the largest within AR_SPAN_MIN (64 KiB) if that holds
+ * AR_SPAN_EXACT_CHUNKS chunks, else the smallest that holds AR_SPAN_MIN
+ * bytes and AR_SPAN_EXACT_CHUNKS chunks, or the largest within 2 MiB;
+ * taken from the power of two at or above it with the rest given back at
+ * once (rule 13's trim). */
 #ifndef AR_SPAN_EXACT_CHUNKS
 #define AR_SPAN_EXACT_CHUNKS 32u
 #endif
@@ -1454,7 +1456,8 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
     }
     if (r == 0) {
         if (keep) /* rule 13: exact blocks and spans */
-            blk = AR_TEST_UNTRIMMED ? dp_block_mk_trimmed(DP_BLOCK_OFF(blk), order, 0) : dp_pool_trim(p, blk, keep);
+            blk = AR_TEST_UNTRIMMED ? dp_block_mk_trimmed(DP_BLOCK_OFF(blk), order, 0)
+                                    : dp_pool_trim(p, blk, keep);
         /* the entry's record first: a death before the block word leaves a
          * block owned by nothing (the sweep's), never a word it disagrees with */
         if (blk & DP_BLOCK_EXACT) dp_store_relaxed(&sp->seg, dp_block_frames(blk));
