@@ -12,8 +12,10 @@
  * (Wild pointers that are chunk starts never handed out are given only to
  * checked areas: an unchecked area cannot tell them, as dsmpool.h says.)
  *
- * No memory handed out twice: a shared map has a byte per 8 bytes (the
- * smallest alignment: the 24, 40 and 56 B classes) of the data; each process marks what it is given (an
+ * No memory handed out twice: a shared map has a bit per 8 bytes (the
+ * smallest alignment: the 24, 40 and 56 B classes) of the data, set 64 at
+ * a time by one atomic OR, and a byte at each holding's first 8 bytes that
+ * names its holder for the message; each process marks what it is given (an
  * allocation, a segment it created) and clears it before giving it back; a
  * byte already marked is memory handed to two owners. Every CHECK_EVERY calls both processes
  * meet, and one runs dsmpool_check(), which must say 0.
@@ -53,7 +55,10 @@ typedef struct fz_shared {
     _Atomic int fail;
     char why[512];
     _Atomic uint64_t calls[NPROC], checks;
-    _Atomic uint8_t owner[]; /* per 16 bytes of the data: 0 free, else (process + 1) | kind << 4 */
+    /* the shadow: FZ_WORDS(data) words of a bit per FZ_GRAN bytes of the data
+     * (set: held), then a byte per FZ_GRAN bytes, set at a holding's first
+     * granule only: (process + 1) | kind << 4 */
+    _Atomic uint64_t held[];
 } fz_shared;
 
 typedef struct fz {
@@ -104,23 +109,50 @@ static void expect(fz *f, const char *call, int r, const int *allowed) {
 /* ---- the shadow: a byte per FZ_GRAN bytes of the data -------------------- */
 
 #define FZ_GRAN 8u /* every allocation starts at a multiple of 8 (16 from 64 B) */
+#define FZ_WORDS(data_size) (((data_size) / FZ_GRAN + 63) / 64)
 
 static const char *kinds[] = {"?", "a segment", "an allocation"};
+
+/* The holder whose holding starts at or before granule g (at most 4 MiB
+ * before), for the message: 0 if none is found. */
+static uint8_t shadow_holder(fz *f, uint64_t g) {
+    _Atomic uint8_t *first = (_Atomic uint8_t *)&f->sh->held[FZ_WORDS(f->data_size)];
+    for (uint64_t k = g + 1, stop = g > (4u << 20) / FZ_GRAN ? g - (4u << 20) / FZ_GRAN : 0; k-- > stop;) {
+        uint8_t o = atomic_load(&first[k]);
+        if (o) return o;
+    }
+    return 0;
+}
 
 static void shadow(fz *f, const void *addr, size_t n, bool take, const char *what) {
     const char *a = addr;
     if (!a || a < f->data || a >= f->data + f->data_size) return; /* OS fallback memory */
     uint8_t me = (uint8_t)((f->id + 1) | (strstr(what, "segment") ? 1 : 2) << 4);
+    uint64_t nb = f->data_size / FZ_GRAN;
     uint64_t lo = (uint64_t)(a - f->data) / FZ_GRAN, hi = ((uint64_t)(a - f->data) + n + FZ_GRAN - 1) / FZ_GRAN;
-    for (uint64_t b = lo; b < hi && b < f->data_size / FZ_GRAN; b++) {
-        uint8_t old = take ? atomic_exchange(&f->sh->owner[b], me) : atomic_exchange(&f->sh->owner[b], 0);
-        if (take && old) {
-            fz_fail(f, "%s at data offset %llu (+%llu of %zu): memory handed out twice; process %d "
-                    "holds it as %s", what, (unsigned long long)(lo * FZ_GRAN), (unsigned long long)((b - lo) * FZ_GRAN),
-                    n, (old & 15) - 1, kinds[(old >> 4) % 3]);
-            return;
+    if (hi > nb) hi = nb;
+    if (lo >= hi) return;
+    _Atomic uint8_t *first = (_Atomic uint8_t *)&f->sh->held[FZ_WORDS(f->data_size)];
+    if (!take) atomic_store(&first[lo], 0);
+    for (uint64_t b = lo; b < hi;) {
+        uint64_t w = b / 64, e = (w + 1) * 64 < hi ? (w + 1) * 64 : hi, cnt = e - b;
+        uint64_t mask = (cnt == 64 ? ~0ull : (1ull << cnt) - 1) << (b % 64);
+        if (take) {
+            uint64_t old = atomic_fetch_or(&f->sh->held[w], mask);
+            if (old & mask) {
+                uint64_t c = w * 64 + (uint64_t)__builtin_ctzll(old & mask);
+                uint8_t o = shadow_holder(f, c);
+                fz_fail(f, "%s at data offset %llu (+%llu of %zu): memory handed out twice; process %d "
+                        "holds it as %s", what, (unsigned long long)(lo * FZ_GRAN),
+                        (unsigned long long)((c - lo) * FZ_GRAN), n, (o & 15) - 1, kinds[(o >> 4) % 3]);
+                return;
+            }
+        } else {
+            atomic_fetch_and(&f->sh->held[w], ~mask);
         }
+        b = e;
     }
+    if (take) atomic_store(&first[lo], me);
 }
 
 /* ---- calls ----------------------------------------------------------------- */
@@ -438,7 +470,7 @@ Test(fuzz, whole_api_two_processes, .timeout = 1800) {
     size_t free0 = test_pool_free(p);
     dsmpool_stats st;
     dsmpool_get_stats(p, &st);
-    size_t bytes = sizeof(fz_shared) + st.data_size / FZ_GRAN;
+    size_t bytes = sizeof(fz_shared) + FZ_WORDS(st.data_size) * 8 + st.data_size / FZ_GRAN;
     fz_shared *sh = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(sh, MAP_FAILED);
     pthread_barrierattr_t ba;

@@ -331,6 +331,9 @@ Test(inspect, list_says_dead_for_a_pool_whose_processes_were_killed, .timeout = 
     prctl(PR_SET_CHILD_SUBREAPER, 1); /* the grandchild is ours to reap */
     pid_t c = fork();
     if (c == 0) { /* creates, and forks a grandchild that attaches; both wait to be killed */
+        /* or die with their parent: a failed assertion ends the test
+         * before its kill, and they would pause for ever, holding the pool */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         dsmpool_config cfg;
         dsmpool_config_init(&cfg);
         cfg.size = 8 * MIB;
@@ -342,6 +345,7 @@ Test(inspect, list_says_dead_for_a_pool_whose_processes_were_killed, .timeout = 
         if (dsmpool_create(&cfg, &p) != 0 || dsmpool_seg_create(p, 64 * KIB, 0, &s) != 0) _exit(3);
         pid_t g = fork();
         if (g == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
             dsmpool_seg *t;
             if (dsmpool_seg_attach(p, dsmpool_seg_handle(s), &t) != 0) _exit(3);
             atomic_fetch_add(&sh->ready, 1);
