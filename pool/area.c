@@ -553,12 +553,15 @@ typedef struct ar_class {
     ((c) < 7 ? 8u * ((c) + 2u) : (c) < 11 ? 16u * ((c) - 2u)                                       \
      : (c) < 59 ? (16u << (((c) - 11u) / 8u)) * (9u + ((c) - 11u) % 8u)                           \
                 : (2048u << (((c) - 59u) / 4u)) * (5u + ((c) - 59u) % 4u))
-/* Span bytes of a class of chunk size s: the smallest power of two from
- * 64 KiB up to 2 MiB that holds AR_SPAN_MIN_CHUNKS chunks (2 MiB if none). */
-#define AR_SPANB1(s, k) ((uint64_t)(s) * AR_SPAN_MIN_CHUNKS <= (1ull << (k)))
-#define AR_SPANB(s)                                                                                \
-    (AR_SPANB1(s, 16) ? 1u << 16 : AR_SPANB1(s, 17) ? 1u << 17 : AR_SPANB1(s, 18) ? 1u << 18     \
-     : AR_SPANB1(s, 19) ? 1u << 19 : AR_SPANB1(s, 20) ? 1u << 20 : 1u << 21)
+/* The smallest power of two from 64 KiB up to 2 MiB that holds n bytes
+ * (2 MiB if none). */
+#define AR_P2B(n, k) ((uint64_t)(n) <= (1ull << (k)))
+#define AR_P2(n)                                                                                   \
+    (AR_P2B(n, 16) ? 1u << 16 : AR_P2B(n, 17) ? 1u << 17 : AR_P2B(n, 18) ? 1u << 18               \
+     : AR_P2B(n, 19) ? 1u << 19 : AR_P2B(n, 20) ? 1u << 20 : 1u << 21)
+/* Span bytes of a power-of-two class of chunk size s: the smallest such
+ * power of two that holds AR_SPAN_MIN_CHUNKS chunks. */
+#define AR_SPANB(s) AR_P2((uint64_t)(s) * AR_SPAN_MIN_CHUNKS)
 /* Exact spans (every class but the powers of two, whose chunks fill a
  * power of two): a multiple of lcm(s, 4 KiB) -- its chunks fill whole
  * pages -- the largest within AR_SPAN_MIN (64 KiB) if that holds
@@ -583,11 +586,7 @@ typedef struct ar_class {
 #define AR_EXACT(s) (AR_LOWBIT(s) != (uint64_t)(s) && AR_LCM(s) <= AR_SPAN)
 /* the span's chunk bytes rounded to the page: what a span holds */
 #define AR_LEN(s) (AR_EXACT(s) ? AR_XLEN(s) : AR_SPANB(s))
-/* its block: the power of two at or above AR_LEN (64 KiB .. 2 MiB) */
-#define AR_P2B(n, k) ((uint64_t)(n) <= (1ull << (k)))
-#define AR_P2(n)                                                                                   \
-    (AR_P2B(n, 16) ? 1u << 16 : AR_P2B(n, 17) ? 1u << 17 : AR_P2B(n, 18) ? 1u << 18               \
-     : AR_P2B(n, 19) ? 1u << 19 : AR_P2B(n, 20) ? 1u << 20 : 1u << 21)
+/* its block (cls_span): the power of two at or above AR_LEN, AR_P2 */
 #define AR_C1(c)                                                                                   \
     {AR_CSIZE(c), (uint32_t)(AR_LEN(AR_CSIZE(c)) / AR_CSIZE(c)), (1ull << AR_DIV_SHIFT) / AR_CSIZE(c) + 1, \
      AR_P2(AR_LEN(AR_CSIZE(c))), (uint32_t)AR_LEN(AR_CSIZE(c))}

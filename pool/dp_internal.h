@@ -44,8 +44,9 @@
  * magic, format, header size, and the version number of the library that
  * made it (DSMPOOL_VERSION_NUMBER), so that a library can say which one
  * made a region it cannot read. Format 9 widened the area directory
- * word's class to 7 bits (87 size classes; its entry to 24). Format 8 made the area directory a word
- * per 4 KiB (page-exact area blocks above 4 KiB, which share 64 KiB).
+ * word's class to 7 bits (87 size classes; its entry to 24). Format 8
+ * made the area directory a word per 4 KiB (page-exact area blocks above
+ * 4 KiB, which share 64 KiB).
  * Format 7 put the frames a block gave
  * back into its block word (exact segments and large blocks; an older
  * library would read such a word's offset wrong). Format 6 made the area directory a word

@@ -49,11 +49,12 @@ typedef struct dp_pa {
     struct dp_pa_hint *hints;
 } dp_pa;
 
+/* A word's RESV bit (palloc.c rule 5: some CPU's current node; advisory). */
+#define DP_PA_RESV (1ull << 54)
+
 /* The word of node idx at level L. One word per cache line: CPUs that
  * reserve neighbouring nodes must not fight over a line (false sharing cost
  * 4x in the 2-thread benchmark). */
-/* A word's RESV bit (palloc.c rule 5: some CPU's current node; advisory). */
-#define DP_PA_RESV (1ull << 54)
 #define DP_PA_STRIDE 8u
 static inline dp_a64 *dp_pa_word(dp_pa *pa, unsigned L, uint64_t idx) {
     return &pa->level[L][idx * DP_PA_STRIDE];
