@@ -10,6 +10,7 @@
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -485,6 +486,113 @@ Test(palloc, the_second_chance_takes_no_reserved_leaf) {
     for (unsigned i = 0; i < 8; i++)
         if (i != 1) cr_assert_eq(dp_pa_free(&t.pa, a[i], 3), 0);
     wk = walk(&t);
+    cr_expect_eq(wk.used_frames, 0);
+    tpa_fini(&t);
+}
+
+/* palloc.c rule 5's take-back: the runs a thread freed into leaves nobody
+ * reserved come back to it newest first, each exactly, before its CPU's
+ * reservation is used and without moving it. A run freed into the
+ * reservation is left to the reservation; a run that someone else took
+ * meanwhile is passed over; another thread on the same CPU does not take
+ * this thread's runs. Before the take-back the reservation served first,
+ * and a dry one took the first run of the leaf last freed into. */
+static void *alloc_order3_cpu0(void *arg) {
+    tpa *t = arg;
+    uint64_t f;
+    if (dp_pa_alloc(&t->pa, 3, 1, 0, &f) != 0) return (void *)UINTPTR_MAX;
+    return (void *)(uintptr_t)f;
+}
+
+Test(palloc, freed_runs_come_back_newest_first) {
+    tpa t;
+    tpa_init(&t, 4 * 512, 1);
+    uint64_t a[16], f;
+    for (unsigned i = 0; i < 16; i++) cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &a[i]), 0);
+    for (unsigned i = 0; i < 16; i++) {
+        cr_assert_eq(a[i] >> 5, a[i & ~3u] >> 5, "four order-3 blocks a leaf");
+        cr_assert_eq(a[i] >> 9, a[0] >> 9, "one 2 MiB node");
+    }
+    cr_assert(a[0] >> 5 != a[4] >> 5 && a[4] >> 5 != a[8] >> 5 && a[8] >> 5 != a[12] >> 5);
+    /* a[12..15]'s leaf is the reservation; the three before it are nobody's */
+    cr_assert_eq(dp_pa_free(&t.pa, a[13], 3), 0);
+    cr_assert_eq(dp_pa_free(&t.pa, a[1], 3), 0);
+    cr_assert_eq(dp_pa_free(&t.pa, a[5], 3), 0);
+    cr_assert_eq(dp_pa_free(&t.pa, a[9], 3), 0);
+    /* another thread, same CPU: the reservation's run, not this thread's */
+    pthread_t th;
+    void *res;
+    cr_assert_eq(pthread_create(&th, NULL, alloc_order3_cpu0, &t), 0);
+    pthread_join(th, &res);
+    cr_expect_eq((uint64_t)(uintptr_t)res, a[13], "the other thread got frame %llu, not the reservation's %llu",
+                 (unsigned long long)(uintptr_t)res, (unsigned long long)a[13]);
+    a[13] = (uint64_t)(uintptr_t)res;
+    uint64_t want[3] = {a[9], a[5], a[1]};
+    for (unsigned k = 0; k < 3; k++) {
+        cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &f), 0);
+        cr_expect_eq(f, want[k], "take-back %u: frame %llu, not the run freed %s (%llu)", k,
+                     (unsigned long long)f, k == 0 ? "last" : "before", (unsigned long long)want[k]);
+    }
+    /* the reservation did not move: its run freed now is the next block */
+    cr_assert_eq(dp_pa_free(&t.pa, a[14], 3), 0);
+    cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &f), 0);
+    cr_expect_eq(f, a[14], "the reservation moved: frame %llu, not %llu", (unsigned long long)f,
+                 (unsigned long long)a[14]);
+    /* a remembered run that someone else took meanwhile is passed over */
+    cr_assert_eq(dp_pa_free(&t.pa, a[2], 3), 0);
+    dp_a64 *w = dp_pa_word(&t.pa, 0, a[2] >> 5);
+    uint64_t bits = 0xffull << (a[2] & 31);
+    cr_assert_eq(atomic_fetch_or(w, bits) & bits, 0, "a[2]'s run is free");
+    cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &f), 0);
+    cr_expect_neq(f >> 5, a[2] >> 5, "a full leaf gave frame %llu", (unsigned long long)f);
+    cr_assert_eq(dp_pa_free(&t.pa, f, 3), 0);
+    atomic_fetch_and(w, ~bits); /* a[2]'s run is free again */
+    for (unsigned i = 0; i < 16; i++)
+        if (i != 2) cr_assert_eq(dp_pa_free(&t.pa, a[i], 3), 0);
+    dp_pa_walk wk = walk(&t);
+    cr_expect_eq(wk.used_frames, 0);
+    tpa_fini(&t);
+}
+
+/* The take-back remembers the newest DP_PA_BACK runs of a size: one more
+ * freed forgets the oldest. Order 0, three full leaves (the third is the
+ * reservation); of DP_PA_BACK + 4 blocks freed from the first two, the
+ * newest DP_PA_BACK come back newest first, and the four oldest are left
+ * to the second chance and the search. */
+Test(palloc, the_take_back_remembers_the_newest_runs_only) {
+    enum { N = 96, FREED = DP_PA_BACK + 4 };
+    tpa t;
+    tpa_init(&t, 4 * 512, 1);
+    uint64_t a[N], f;
+    for (unsigned i = 0; i < N; i++) cr_assert_eq(dp_pa_alloc(&t.pa, 0, 1, 0, &a[i]), 0);
+    cr_assert_eq(a[0] >> 5, a[31] >> 5);
+    cr_assert_eq(a[64] >> 5, a[95] >> 5);
+    cr_assert_neq(a[31] >> 5, a[32] >> 5);
+    unsigned idx[FREED];
+    for (unsigned k = 0; k < FREED; k++) {
+        idx[k] = (k & 1) ? 32 + k : k; /* alternately from the first two leaves */
+        cr_assert_eq(dp_pa_free(&t.pa, a[idx[k]], 0), 0);
+    }
+    for (unsigned k = 0; k < DP_PA_BACK; k++) {
+        unsigned want = idx[FREED - 1 - k];
+        cr_assert_eq(dp_pa_alloc(&t.pa, 0, 1, 0, &f), 0);
+        cr_expect_eq(f, a[want], "take-back %u: frame %llu, not %llu", k, (unsigned long long)f,
+                     (unsigned long long)a[want]);
+        a[want] = f;
+    }
+    /* the four oldest are forgotten: a ring of more would give idx[3]'s
+     * run now; the second chance gives the first run of the leaf last
+     * freed into (the second leaf: idx[1]'s) */
+    cr_assert_eq(dp_pa_alloc(&t.pa, 0, 1, 0, &f), 0);
+    cr_expect_eq(f, a[idx[1]], "frame %llu, not the second chance's %llu (idx[3]'s: %llu)",
+                 (unsigned long long)f, (unsigned long long)a[idx[1]], (unsigned long long)a[idx[3]]);
+    cr_assert_eq(dp_pa_free(&t.pa, f, 0), 0);
+    for (unsigned i = 0; i < N; i++) {
+        bool gone = false;
+        for (unsigned k = 0; k < 4; k++) gone |= i == idx[k];
+        if (!gone) cr_assert_eq(dp_pa_free(&t.pa, a[i], 0), 0);
+    }
+    dp_pa_walk wk = walk(&t);
     cr_expect_eq(wk.used_frames, 0);
     tpa_fini(&t);
 }
