@@ -83,7 +83,9 @@ void dp_pa_format(dp_pa *pa);
  * -EUCLEAN (the geometry is damaged). */
 int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_t *frame);
 
-/* Free a block; order must be the one it was allocated with. -EINVAL when
+/* Free a block; order must be the one it was allocated with. A block of
+ * order 0..4 freed into a leaf with no RESV bit is remembered by the
+ * calling thread, which takes it back first (rule 5's take-back). -EINVAL when
  * the frames are not allocated at that level (a double free, or frames that
  * were never handed out). It cannot tell one block from adjacent smaller
  * blocks of the same span: callers keep the order (segments and areas do). */
@@ -95,8 +97,9 @@ int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order);
 void dp_pa_hint_freed(dp_pa *pa, uint64_t frame, unsigned order, unsigned cpu);
 
 /* Rule 5's take-back: how many runs per run size (orders 0..4) a thread
- * remembers having freed into leaves nobody reserved, to take them back
- * before its CPU's reservation (thread-private; a power of two). With 8,
+ * remembers having freed as whole blocks into leaves with no RESV bit, to
+ * take them back before its CPU's reservation (thread-private; a power of
+ * two). With 8,
  * random orders 0..3 over 64 blocks searched the tree for 0.8% of order-3
  * allocations; with 16, 0.04% (12% before the take-back). */
 #define DP_PA_BACK 16u

@@ -60,12 +60,15 @@
  *      left (dp_pa_hint_freed), so blocks of a few pages that come and go
  *      at random places do not search the tree each time. Take-back:
  *      before its reservation, an allocation of order 0..4 tries the runs
- *      of its size that its thread freed into leaves with no RESV bit
- *      (dp_pa_free remembers the newest DP_PA_BACK, thread-private), newest
- *      first, each once: one CAS sets exactly that run's bits, and the
- *      reservation stays where it is. Only where the second chance (next)
- *      may take: in the 2 MiB node of the CPU's reservation of the order,
- *      in none of its leaf reservations, in no leaf with RESV. A bounded
+ *      of its size that its thread freed as whole blocks (dp_pa_free: not
+ *      a trim's tail nor an exact block's pieces) into leaves with no RESV
+ *      bit (the newest DP_PA_BACK, thread-private), newest first, each
+ *      once: one CAS sets exactly that run's bits, and the reservation
+ *      stays where it is. Only where the second chance (next) may take:
+ *      in the 2 MiB node of the CPU's reservation of the order, in none of
+ *      its leaf reservations, in no leaf with RESV (a leaf another CPU's
+ *      dp_pa_hint_freed made its reservation has none, and may be taken
+ *      from, as the second chance may). A bounded
  *      working set of blocks of a few orders fills its leaves exactly, so
  *      the one free run an allocation needs is the one just freed, in a
  *      random leaf, rarely the reservation: 64 order-0 blocks in two full
@@ -73,7 +76,7 @@
  *      ns a step instead of 14-17 with 32 blocks); random orders 0..3
  *      searched the tree for 12% of their order-3 allocations and now for
  *      0.04% (poolbench --mixed raw: 27.4 ns a step -> 23.4, median of 10).
- *      A run freed into a reserved leaf is not remembered: the
+ *      A run freed into a leaf with RESV is not remembered: the
  *      reservation's CPU allocates from it anyway, and another CPU's line
  *      is not one to touch twice. Second chance:
  *      before the search, the leaf this thread last freed a run of the
@@ -150,7 +153,8 @@
  *   - hint loads/stores are relaxed: a hint is only where to look first; the
  *     CAS that follows validates. The take-back's runs and the second
  *     chance's record are thread-private (plain accesses) and process-local,
- *     validated as a hint is; the take-back's CAS is an alloc CAS (acquire). RESV rides on the alloc CAS (rule 5) or is cleared by a
+ *     validated as a hint is; the take-back's CAS is an alloc CAS
+ *     (acquire). RESV rides on the alloc CAS (rule 5) or is cleared by a
  *     relaxed CAS: it orders nothing, it only steers searches.
  *
  * Failure bound
@@ -561,21 +565,24 @@ static inline dp_a32 *pa_hint(struct dp_pa_hint *h, unsigned t, unsigned rs) {
 }
 
 /* Rule 5: may a CPU whose reservation for this order is leaf hv - 1 take a
- * run this thread freed into leaf lf - 1 (w: its word)? Only in the 2 MiB
- * node of that reservation (a CPU that followed a moved thread's frees
- * into another CPU's node stayed there and shared its lines), in none of
- * the CPU's leaf reservations (dp_pa_hint_freed sets no RESV: another
- * order's run is kept for it) and in no leaf with RESV (another CPU's, or
- * this CPU's other levels'). */
-static inline bool pa_may_take(struct dp_pa_hint *h, uint64_t lf, uint64_t hv, uint64_t w) {
-    if ((w & W_RESV) || (lf - 1) >> 4 != (hv - 1) >> 4) return false;
+ * run in leaf lf - 1 (p: its word)? Only in the 2 MiB node of that
+ * reservation (a CPU that followed a moved thread's frees into another
+ * CPU's node stayed there and shared its lines), in none of the CPU's leaf
+ * reservations (dp_pa_hint_freed sets no RESV: another order's run is kept
+ * for it) and in no leaf with RESV (another CPU's, or this CPU's other
+ * levels'). The word is loaded last, so a leaf refused for where it lies
+ * costs no line. Sets *w to the word loaded. */
+static inline bool pa_may_take(struct dp_pa_hint *h, uint64_t lf, uint64_t hv, dp_a64 *p,
+                               uint64_t *w) {
+    if ((lf - 1) >> 4 != (hv - 1) >> 4) return false;
     for (unsigned k = 0; k <= 4; k++) /* relaxed: hints, on the line the caller loaded */
         if (dp_load_relaxed_uint32_t(pa_hint(h, 0, k)) == lf) return false;
-    return true;
+    *w = dp_load_relaxed(p); /* relaxed: steers only; the CAS that follows validates */
+    return !(*w & W_RESV);
 }
 
 /* Rule 5's take-back: the newest run of size rs this thread freed into a
- * leaf nobody reserved, if it is still free and this CPU may take it; one
+ * leaf with no RESV bit, if it is still free and this CPU may take it; one
  * CAS sets exactly its bits (no RESV: the reservation stays where it is).
  * Each run is tried once and forgotten, so a call costs at most PA_BACK
  * probes. Caller: t == 0, hv != 0, pa_freed.pa == pa. */
@@ -583,14 +590,13 @@ static bool pa_take_back(dp_pa *pa, struct dp_pa_hint *h, unsigned rs, uint64_t 
                          uint64_t *frame) {
     while (pa_freed.n[rs]) {
         unsigned top = pa_freed.top[rs];
-        uint64_t f = pa_freed.back[rs][top], lf = (f >> node_shift(0)) + 1;
+        uint64_t f = pa_freed.back[rs][top], lf = (f >> node_shift(0)) + 1, w;
         pa_freed.n[rs]--;
         pa_freed.top[rs] = (uint8_t)((top - 1) & (PA_BACK - 1));
         if (lf - 1 >= pa->count[0]) continue;
         dp_a64 *p = pa_node(pa, 0, lf - 1);
-        uint64_t w = dp_load_relaxed(p); /* relaxed: the CAS below validates it */
+        if (!pa_may_take(h, lf, hv, p, &w)) continue;
         uint64_t m = run_mask(0, (unsigned)f & 31, rs);
-        if (!pa_may_take(h, lf, hv, w)) continue;
         while (w_phase(w) == PH_OPEN && !(w & m) && !(w & W_RESV))
             /* acquire: pairs with the release CAS in dp_pa_free that freed the run */
             if (dp_cas_acquire(p, &w, w | m)) {
@@ -647,6 +653,10 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
     uint64_t hv = dp_load_relaxed_uint32_t(pa_hint(h, t, rs)); /* relaxed: a hint, validated by CAS */
     uint64_t start;
     bool stuck = false, got = false;
+    /* Rule 5's take-back, before the reservation: tried after it, every
+     * allocation once the reservation ran dry paid a failed probe first
+     * (poolbench --mixed raw: 34-36 ns a step, against 23-28). Costs the
+     * shared library a __tls_get_addr call per allocation of order 0..4. */
     if (t == 0 && hv && pa_freed.n[rs] && pa_freed.pa == pa && pa_take_back(pa, h, rs, hv, frame))
         return 0; /* a run from a leaf in the sub-pool: no end check needed */
     if (hv && hv - 1 < pa->count[t]) {
@@ -660,9 +670,8 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
      * into, if this CPU may take from it (pa_may_take). No stuck report:
      * the search below decides between -EBUSY and -ENOMEM. */
     if (!got && t == 0 && hv && pa_freed.pa == pa) {
-        uint64_t lf = pa_freed.leaf[rs];
-        if (lf && lf - 1 < pa->count[0] &&
-            pa_may_take(h, lf, hv, dp_load_relaxed(pa_node(pa, 0, lf - 1))) && /* relaxed: steers only */
+        uint64_t lf = pa_freed.leaf[rs], w;
+        if (lf && lf - 1 < pa->count[0] && pa_may_take(h, lf, hv, pa_node(pa, 0, lf - 1), &w) &&
             pa_try_node(pa, 0, lf - 1, rs, W_RESV, 1, frame, NULL)) {
             pa_adopt(pa, h, 0, rs, lf - 1);
             got = true;
@@ -695,7 +704,11 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
     return 0;
 }
 
-int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order) {
+/* Rule 2's free; remember: a whole block at its own order, which rule 5's
+ * take-back may take back (not a piece of an exact block, a trimmed tail
+ * or a grow given up: those runs are not of the size their holder asked
+ * for, and a trimmed tail is what a grow in place wants back). */
+static int pa_free(dp_pa *pa, uint64_t frame, unsigned order, bool remember) {
     unsigned t, rs;
     if (!pa_target(pa, order, &t, &rs)) return -EINVAL;
     uint64_t n = 1ull << order;
@@ -717,7 +730,7 @@ int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order) {
                     pa_freed.pa = pa;
                 }
                 pa_freed.leaf[rs] = (uint32_t)idx + 1;
-                if (!(w & W_RESV)) { /* a reserved leaf's runs are its CPU's to take */
+                if (remember && !(w & W_RESV)) { /* a reserved leaf's runs are its CPU's */
                     unsigned top = (pa_freed.top[rs] + 1u) & (PA_BACK - 1);
                     pa_freed.top[rs] = (uint8_t)top;
                     pa_freed.back[rs][top] = frame;
@@ -727,6 +740,10 @@ int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order) {
             return 0;
         }
     }
+}
+
+int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order) {
+    return pa_free(pa, frame, order, true);
 }
 
 /* ---- rule 7: exact blocks (split a FULL child, give back a tail) ------ */
@@ -812,14 +829,14 @@ static int pa_split_down(dp_pa *pa, uint64_t frame, unsigned t, uint32_t owner) 
  * towards the end, so a coarser FULL child would have held the whole of a
  * larger kept piece. */
 static int pa_free_piece(dp_pa *pa, uint64_t frame, unsigned j, uint32_t owner) {
-    int r = dp_pa_free(pa, frame, j);
+    int r = pa_free(pa, frame, j, false);
     unsigned t, rs;
     if (r == 0 || !pa_target(pa, j, &t, &rs)) return r;
     uint64_t w = dp_load_relaxed(pa_node(pa, t, frame >> node_shift(t))); /* relaxed: a hint */
     if (w_phase(w) == PH_IDLE) {
         if (!owner) return r;
         if ((r = pa_split_down(pa, frame, t, owner)) != 0) return r;
-        return dp_pa_free(pa, frame, j);
+        return pa_free(pa, frame, j, false);
     }
     if (w_phase(w) != PH_OPEN || t == 0) return r; /* leaf bits have no finer form */
     /* Finer only if every child of the run is FULL or PART (none FREE). */
@@ -926,7 +943,7 @@ int dp_pa_grow(dp_pa *pa, uint64_t frame, unsigned order, uint64_t from, uint64_
     /* give back what was taken, as the same pieces of [from, pos) */
     for (uint64_t q = from, s; q < pos; q += s) {
         s = piece_up(q, pos);
-        dp_pa_free(pa, frame + q, (unsigned)__builtin_ctzll(s));
+        pa_free(pa, frame + q, (unsigned)__builtin_ctzll(s), false);
     }
     return r;
 }

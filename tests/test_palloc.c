@@ -524,14 +524,16 @@ Test(palloc, freed_runs_come_back_newest_first) {
     void *res;
     cr_assert_eq(pthread_create(&th, NULL, alloc_order3_cpu0, &t), 0);
     pthread_join(th, &res);
-    cr_expect_eq((uint64_t)(uintptr_t)res, a[13], "the other thread got frame %llu, not the reservation's %llu",
+    cr_expect_eq((uint64_t)(uintptr_t)res, a[13],
+                 "the other thread got frame %llu, not the reservation's %llu",
                  (unsigned long long)(uintptr_t)res, (unsigned long long)a[13]);
     a[13] = (uint64_t)(uintptr_t)res;
     uint64_t want[3] = {a[9], a[5], a[1]};
     for (unsigned k = 0; k < 3; k++) {
         cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &f), 0);
         cr_expect_eq(f, want[k], "take-back %u: frame %llu, not the run freed %s (%llu)", k,
-                     (unsigned long long)f, k == 0 ? "last" : "before", (unsigned long long)want[k]);
+                     (unsigned long long)f, k == 0 ? "last" : "before",
+                     (unsigned long long)want[k]);
     }
     /* the reservation did not move: its run freed now is the next block */
     cr_assert_eq(dp_pa_free(&t.pa, a[14], 3), 0);
@@ -585,13 +587,43 @@ Test(palloc, the_take_back_remembers_the_newest_runs_only) {
      * freed into (the second leaf: idx[1]'s) */
     cr_assert_eq(dp_pa_alloc(&t.pa, 0, 1, 0, &f), 0);
     cr_expect_eq(f, a[idx[1]], "frame %llu, not the second chance's %llu (idx[3]'s: %llu)",
-                 (unsigned long long)f, (unsigned long long)a[idx[1]], (unsigned long long)a[idx[3]]);
+                 (unsigned long long)f, (unsigned long long)a[idx[1]],
+                 (unsigned long long)a[idx[3]]);
     cr_assert_eq(dp_pa_free(&t.pa, f, 0), 0);
     for (unsigned i = 0; i < N; i++) {
         bool gone = false;
         for (unsigned k = 0; k < 4; k++) gone |= i == idx[k];
         if (!gone) cr_assert_eq(dp_pa_free(&t.pa, a[i], 0), 0);
     }
+    dp_pa_walk wk = walk(&t);
+    cr_expect_eq(wk.used_frames, 0);
+    tpa_fini(&t);
+}
+
+/* The take-back remembers whole blocks freed at their own order only: the
+ * tail a trim gave back (pieces of 1, 2 and 4 frames) stays where it is,
+ * so the next order-0 block comes from the order-0 reservation, and the
+ * block can grow back in place. Remembering the pieces would hand the
+ * 1-frame piece to that order-0 allocation and make the grow fail. */
+Test(palloc, trimmed_tails_are_not_taken_back) {
+    tpa t;
+    tpa_init(&t, 4 * 512, 1);
+    uint64_t a[5], z, f;
+    for (unsigned i = 0; i < 5; i++) cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &a[i]), 0);
+    cr_assert_eq(a[0] >> 5, a[3] >> 5, "four order-3 blocks fill a leaf");
+    cr_assert_neq(a[3] >> 5, a[4] >> 5, "the reservation moved on: a[0..3]'s leaf has no RESV");
+    cr_assert_eq(dp_pa_alloc(&t.pa, 0, 1, 0, &z), 0); /* this CPU's order-0 reservation */
+    cr_assert_neq(z >> 5, a[2] >> 5);
+    cr_assert_eq(dp_pa_trim(&t.pa, a[2], 3, 1, 1), 1, "a[2] keeps 1 of its 8 frames");
+    cr_assert_eq(dp_pa_alloc(&t.pa, 0, 1, 0, &f), 0);
+    cr_expect_eq(f >> 5, z >> 5, "order 0 took frame %llu of a trimmed tail (a[2] = %llu)",
+                 (unsigned long long)f, (unsigned long long)a[2]);
+    cr_expect_eq(dp_pa_grow(&t.pa, a[2], 3, 1, 8, 1), 0, "the tail could not grow back");
+    cr_assert_eq(dp_pa_free_run(&t.pa, a[2], 3, 8), 0);
+    cr_assert_eq(dp_pa_free(&t.pa, f, 0), 0);
+    cr_assert_eq(dp_pa_free(&t.pa, z, 0), 0);
+    for (unsigned i = 0; i < 5; i++)
+        if (i != 2) cr_assert_eq(dp_pa_free(&t.pa, a[i], 3), 0);
     dp_pa_walk wk = walk(&t);
     cr_expect_eq(wk.used_frames, 0);
     tpa_fini(&t);
