@@ -254,15 +254,19 @@ DSMPOOL_EXPORT int dsmpool_destroy(dsmpool *pool);
  * creator died half-way, or it was left closed). -EBUSY if a process holds
  * it or is attaching it, unless force (then processes still attached keep
  * their mappings, as with dsmpool_destroy). -ENOENT: no such pool; -EPROTO:
- * the name is not a dsmpool pool. */
+ * the name is not a dsmpool pool, or is one of another region format (an
+ * older or newer library's: the message names it), whose liveness this
+ * library cannot judge -- force removes it anyway. */
 DSMPOOL_EXPORT int dsmpool_remove(const char *name, bool force);
 
 /* Remove what pools that no live process holds left behind, on this machine
  * (this /dev/shm, hugetlbfs mounts, System V segments): OS fallback
  * segments, anchors, and the regions of pools whose processes all died
  * (a named pool whose last process left cleanly stays). Never touches a
- * pool with a live process. Safe from any process at any time; *removed
- * (may be NULL) says how many objects went. */
+ * pool with a live process, nor a pool of another region format (nor its
+ * anchor or fallback segments): that is its own library's sweep's. Safe
+ * from any process at any time; *removed (may be NULL) says how many
+ * objects went. */
 DSMPOOL_EXPORT int dsmpool_sweep(size_t *removed);
 
 /* Release what dead processes held: their segment references, half-done

@@ -43,7 +43,10 @@
 /* The region's format. Its first 24 bytes never move, whatever the format:
  * magic, format, header size, and the version number of the library that
  * made it (DSMPOOL_VERSION_NUMBER), so that a library can say which one
- * made a region it cannot read. Format 9 widened the area directory
+ * made a region it cannot read. Nor, from format 3 on, do the 16 after
+ * them: the region's size and its pool id, so that the sweep and the list
+ * can tell which anchor and fallback objects a region of another format
+ * owns (life.c rule 7). Format 9 widened the area directory
  * word's class to 7 bits (87 size classes; its entry to 24). Format 8
  * made the area directory a word per 4 KiB (page-exact area blocks above
  * 4 KiB, which share 64 KiB).
@@ -247,8 +250,9 @@ typedef struct dp_header {
     dp_a64 fallback_peak;           /* relaxed: high-water mark of bytes in OS segments (segment.c rule 10) */
 } dp_header;
 _Static_assert(offsetof(dp_header, version) == 8 && offsetof(dp_header, header_size) == 12 &&
-                   offsetof(dp_header, lib_version) == 16,
-               "the header's first 24 bytes never move (DP_FORMAT_VERSION)");
+                   offsetof(dp_header, lib_version) == 16 && offsetof(dp_header, region_size) == 24 &&
+                   offsetof(dp_header, pool_id) == 32,
+               "the header's first 40 bytes never move (DP_FORMAT_VERSION)");
 
 /* ---- process-local ------------------------------------------------------- */
 
@@ -699,7 +703,8 @@ int dp_inspect_names(dp_insp *in, dp_insp_name **out, size_t *n); /* *out: free(
  * sweep finds them (life.c rule 5) and judged by the same locks, without
  * taking any. */
 enum { DP_LIST_FILE = 1, DP_LIST_SYSV = 2, DP_LIST_NO_REGION = 3 };
-enum { DP_LIST_LIVE = 1, DP_LIST_DEAD, DP_LIST_CLOSED, DP_LIST_CREATING, DP_LIST_HALF };
+enum { DP_LIST_LIVE = 1, DP_LIST_DEAD, DP_LIST_CLOSED, DP_LIST_CREATING, DP_LIST_HALF,
+       DP_LIST_OTHER_FORMAT /* a region of another format: its own library judges it */ };
 typedef struct dp_list_entry {
     uint64_t id;            /* pool id (0: a System V segment without a header yet) */
     int kind;               /* DP_LIST_*: a file (POSIX shm, hugetlbfs), System V, or only an
@@ -712,6 +717,7 @@ typedef struct dp_list_entry {
     bool anchor, present;   /* its anchor exists; a process holds presence on it */
     bool slots_held;        /* a slot's (or the creation) lock is held */
     uint64_t fallback_objects; /* its OS fallback segments in /dev/shm */
+    uint32_t format, lib_version; /* DP_LIST_OTHER_FORMAT: its format, its library (0: unknown) */
 } dp_list_entry;
 int dp_life_list(dp_list_entry **out, size_t *n); /* *out: free() */
 /* ==== end of inspection ================================================== */

@@ -57,6 +57,15 @@
  *      with a live process is never touched.
  *   6. dsmpool_remove (and create's replace_stale) removes one named pool
  *      the same way, refusing one with a present process unless forced.
+ *   7. A region of another format (a dsmpool magic, a format or header
+ *      size not ours: an older or newer library's pool, after an upgrade)
+ *      is not judged by this library's locks: its liveness is its own
+ *      library's business. The sweep leaves it, its anchor and its fallback
+ *      objects alone (found by the pool id the header keeps from format 3
+ *      on: dp_internal.h); dsmpool_remove refuses it (-EPROTO, naming the
+ *      format and the library that made it) unless forced, and then removes
+ *      it, its fallback objects and its anchor; the list shows it as of
+ *      that format, without reading its locks.
  *
  * Bounds: a process of an anonymous or memfd pool in a mount namespace
  * without a /dev/shm is not present; it cannot see any fallback object
@@ -317,6 +326,7 @@ typedef struct region_ref {
     int shmid;
     int32_t key;
     uint64_t magic, closed, nprocs;
+    uint32_t format, lib; /* another format's number and its library's version; 0: ours */
 } region_ref;
 
 typedef struct found {
@@ -355,12 +365,29 @@ static void add_region(found *f, const region_ref *r) {
         f->cap = nc;
     }
     f->regions[f->nregions++] = *r;
-    add_id(f, r->id);
+    if (r->id) add_id(f, r->id);
 }
 
 static bool header_of(const dp_header *h) {
     return (h->magic == DP_MAGIC || h->magic == DP_MAGIC_CREATING) && h->version == DP_FORMAT_VERSION &&
            h->header_size == sizeof(dp_header);
+}
+
+/* Rule 7: a region of another format (a dsmpool magic, a format or header
+ * size not ours) as a region_ref: its pool id and its library's version
+ * are where they have been since format 3 (dp_internal.h); before that,
+ * nothing says whose anchor is whose (id 0). A zero format or size is no
+ * format: a System V creator writing its provisional header field by field
+ * (region.c rule 2), read half-way. */
+static bool other_format(const dp_header *h, region_ref *r) {
+    if ((h->magic != DP_MAGIC && h->magic != DP_MAGIC_CREATING) || !h->version || !h->header_size ||
+        header_of(h))
+        return false;
+    r->id = h->version >= 3 ? h->pool_id : 0;
+    r->magic = h->magic;
+    r->format = h->version;
+    r->lib = h->version >= 3 ? h->lib_version : 0;
+    return true;
 }
 
 static bool scan_file(const char *name, void *arg) {
@@ -376,8 +403,14 @@ static bool scan_file(const char *name, void *arg) {
     int fd = dp_os_file_open_ro(path);
     if (fd < 0) return true;
     dp_header *h = malloc(sizeof *h);
-    if (h && dp_region_peek_fd(fd, h) == 0 && header_of(h)) {
-        region_ref r = {h->pool_id, 1, "", -1, 0, h->magic, dp_load_relaxed(&h->closed), h->proc_cap};
+    region_ref r = {0, 1, "", -1, 0, 0, 0, 0, 0, 0};
+    if (h && dp_region_peek_fd(fd, h) == 0 && (header_of(h) || other_format(h, &r))) {
+        if (!r.format) {
+            r.id = h->pool_id;
+            r.magic = h->magic;
+            r.closed = dp_load_relaxed(&h->closed);
+            r.nprocs = h->proc_cap;
+        }
         snprintf(r.path, sizeof r.path, "%s", path);
         add_region(f, &r);
     }
@@ -400,11 +433,17 @@ static bool scan_sysv(int shmid, int32_t key, size_t size, uint64_t nattch, void
     if (size < sizeof(dp_header)) return true;
     dp_header *h = malloc(sizeof *h);
     if (h && dp_region_peek_sysv(shmid, h) == 0) {
+        region_ref r = {0, 2, "", shmid, key, 0, 0, 0, 0, 0};
         if (header_of(h)) {
-            region_ref r = {h->pool_id, 2, "", shmid, key, h->magic, dp_load_relaxed(&h->closed), h->proc_cap};
+            r.id = h->pool_id;
+            r.magic = h->magic;
+            r.closed = dp_load_relaxed(&h->closed);
+            r.nprocs = h->proc_cap;
+            add_region(f, &r);
+        } else if (other_format(h, &r)) {
             add_region(f, &r);
         } else if (h->magic == 0 && sysv_half_built(key, nattch)) {
-            region_ref r = {0, 3, "", shmid, key, 0, 0, 0}; /* no pool id yet */
+            r.kind = 3; /* no pool id yet */
             add_region(f, &r);
         }
     }
@@ -507,7 +546,9 @@ static long remove_pool(uint64_t id, const region_ref *scanned, bool force, bool
             return -EBUSY;
         }
     }
-    if (region && !region_refresh(region)) region = NULL; /* gone, or not this pool's any more */
+    /* gone, or not this pool's any more; another format's (rule 7, forced
+     * only) is removed by the name it was found under */
+    if (region && !region->format && !region_refresh(region)) region = NULL;
     /* a published region without an anchor (created where none could be
      * made): whether it closed cleanly is unknown, so a sweep keeps it */
     if (fd < 0 && sweeping && region && region->magic == DP_MAGIC) return 0;
@@ -534,6 +575,7 @@ int dsmpool_sweep(size_t *removed) {
         const region_ref *reg = NULL;
         for (size_t k = 0; k < f.nregions; k++)
             if (f.regions[k].id == f.ids[i]) reg = &f.regions[k];
+        if (reg && reg->format) continue; /* rule 7: another format's pool is not ours to judge */
         long r = remove_pool(f.ids[i], reg, false, true);
         if (r > 0) n += (size_t)r;
     }
@@ -554,11 +596,16 @@ int dp_life_remove(const char *name, bool force, int backing) {
     bool files = (backing < 0 || backing == DSMPOOL_BACKING_POSIX) && name[0] == '/';
     bool sysv = (backing < 0 || backing == DSMPOOL_BACKING_SYSV) && name[0] != '/';
     int matched = 0, busy = 0;
+    region_ref other = {0};
     for (size_t k = 0; k < f.nregions; k++) { /* a POSIX name (/dev/shm or hugetlbfs), a System V key */
         const region_ref *r = &f.regions[k];
         const char *base = strrchr(r->path, '/');
         if (!((files && r->kind == 1 && base && !strcmp(base, name)) || (sysv && r->kind == 2 && r->key == key)))
             continue;
+        if (r->format && !force) { /* rule 7: whether it is held, only its own library can say */
+            other = *r;
+            continue;
+        }
         matched++;
         busy += remove_pool(r->id, r, force, false) < 0;
     }
@@ -573,6 +620,15 @@ int dp_life_remove(const char *name, bool force, int backing) {
         return dp_fail(-EBUSY, "pool %s is held by a live process (or one is creating or attaching it); it is "
                        "not removed%s", name, force ? "" : " (force removes it anyway)");
     if (matched) return 0;
+    if (other.format) {
+        char by[48] = "a dsmpool library before 0.1.0";
+        if (other.lib)
+            snprintf(by, sizeof by, "dsmpool %u.%u.%u", other.lib / 10000, other.lib / 100 % 100, other.lib % 100);
+        return dp_fail(-EPROTO, "pool %s was made by %s in region format %u; this library reads format %u and "
+                       "cannot tell whether a process of it lives: remove it with that version's "
+                       "dsmpool-inspect --destroy, or force the removal once no process uses it",
+                       name, by, other.format, DP_FORMAT_VERSION);
+    }
     bool exists = false;
     if (files) {
         int fd = dp_os_shm_open(name, false, 0);
@@ -650,10 +706,26 @@ static void region_name(const region_ref *r, char *buf, size_t n) {
     free(h);
 }
 
+static void list_where(dp_list_entry *e, const region_ref *reg) {
+    e->kind = reg->kind == 1 ? DP_LIST_FILE : DP_LIST_SYSV;
+    snprintf(e->path, sizeof e->path, "%s", reg->kind == 1 ? reg->path : "");
+    e->key = reg->key;
+    e->shmid = reg->kind == 2 ? reg->shmid : -1;
+}
+
+/* Rule 7: a region of another format, as its header's stable part says. */
+static void list_other(dp_list_entry *e, const region_ref *reg) {
+    e->id = reg->id;
+    list_where(e, reg);
+    e->state = DP_LIST_OTHER_FORMAT;
+    e->format = reg->format;
+    e->lib_version = reg->lib;
+}
+
 int dp_life_list(dp_list_entry **out, size_t *n) {
     found f = {0};
     scan_all(&f);
-    list_ctx c = {calloc(f.nids + f.nhalf + 1, sizeof(dp_list_entry)), 0};
+    list_ctx c = {calloc(f.nids + f.nhalf + f.nregions + 1, sizeof(dp_list_entry)), 0};
     if (!c.e) {
         free(f.regions);
         free(f.ids);
@@ -666,22 +738,25 @@ int dp_life_list(dp_list_entry **out, size_t *n) {
             if (f.regions[k].id == f.ids[i]) reg = &f.regions[k];
         e->id = f.ids[i];
         e->shmid = -1;
+        if (reg && reg->format) { /* rule 7: no lock of its format is read as if it were ours */
+            list_other(e, reg);
+            continue;
+        }
         e->present = anchor_present(e->id);
         if (!reg) { /* an anonymous or memfd pool (or what one left behind) */
             e->kind = DP_LIST_NO_REGION;
             e->state = e->present ? DP_LIST_LIVE : DP_LIST_DEAD;
             continue;
         }
-        e->kind = reg->kind == 1 ? DP_LIST_FILE : DP_LIST_SYSV;
-        snprintf(e->path, sizeof e->path, "%s", reg->kind == 1 ? reg->path : "");
-        e->key = reg->key;
-        e->shmid = reg->kind == 2 ? reg->shmid : -1;
+        list_where(e, reg);
         region_name(reg, e->name, sizeof e->name);
         e->slots_held = region_held(reg);
         if (reg->magic == DP_MAGIC_CREATING) e->state = creation_held(reg) ? DP_LIST_CREATING : DP_LIST_HALF;
         else if (e->present || e->slots_held) e->state = DP_LIST_LIVE;
         else e->state = reg->closed == 1 ? DP_LIST_CLOSED : DP_LIST_DEAD;
     }
+    for (size_t k = 0; k < f.nregions; k++) /* another format's before format 3: no pool id */
+        if (f.regions[k].format && !f.regions[k].id) list_other(&c.e[c.n++], &f.regions[k]);
     for (size_t i = 0; i < f.nhalf; i++) { /* System V segments of creators that died before the header */
         dp_list_entry *e = &c.e[c.n++];
         e->kind = DP_LIST_SYSV;

@@ -938,6 +938,84 @@ Test(lifecycle, inspect_destroys_a_dead_pool_and_refuses_a_live_one, .timeout = 
     cr_expect_eq(inspect("--bogus", out, sizeof out), 2);
 }
 
+/* life.c rule 7: a pool of another region format (an older or newer
+ * library's, after an upgrade) is its own library's to judge. Before, the
+ * sweep took its anchor for what a dead anonymous pool left and removed
+ * it, and the list showed only that anchor ("dead anonymous-or-memfd").
+ * A closed POSIX pool whose header now says format ours + 1, made by
+ * 2.3.4: the sweep keeps its region and anchor, the list names its format
+ * and library, dsmpool_remove refuses it naming both, a forced remove
+ * takes region and anchor. */
+Test(lifecycle, a_pool_of_another_format_is_left_to_its_library, .timeout = 60) {
+    char name[64], out[16384];
+    test_name(name, sizeof name, "otherformat");
+    dsmpool *p = mkpool(DSMPOOL_BACKING_POSIX, name, 8 * MIB, false);
+    uint64_t id = p->geo.pool_id;
+    cr_assert_eq(dsmpool_detach(p), 0);
+    bool anchor;
+    cr_assert_eq(pool_objects(id, &anchor), 0);
+    cr_assert(anchor, "a closed named pool keeps its anchor");
+    int fd = shm_open(name, O_RDWR, 0);
+    cr_assert_geq(fd, 0);
+    uint32_t *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    cr_assert_neq(w, MAP_FAILED);
+    uint64_t at32;
+    memcpy(&at32, w + 8, sizeof at32);
+    cr_assert_eq(at32, id, "the pool id at byte 32");
+    w[2] = DP_FORMAT_VERSION + 1;
+    w[4] = 20304; /* made by 2.3.4 */
+
+    size_t n;
+    cr_assert_eq(dsmpool_sweep(&n), 0);
+    pool_objects(id, &anchor);
+    cr_expect(anchor, "the sweep removed the anchor of a pool of another format");
+    cr_expect(shm_exists(name), "the sweep removed a pool of another format");
+
+    dp_list_entry *v = NULL;
+    size_t nv = 0, found = 0;
+    cr_assert_eq(dp_life_list(&v, &nv), 0);
+    char path[128];
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    for (size_t i = 0; i < nv; i++) {
+        if (v[i].id != id) continue;
+        found++;
+        cr_expect_eq(v[i].state, DP_LIST_OTHER_FORMAT, "listed as state %d", v[i].state);
+        cr_expect_eq(v[i].kind, DP_LIST_FILE);
+        cr_expect_str_eq(v[i].path, path);
+        cr_expect_eq(v[i].format, DP_FORMAT_VERSION + 1);
+        cr_expect_eq(v[i].lib_version, 20304);
+        cr_expect(v[i].anchor);
+    }
+    free(v);
+    cr_expect_eq(found, 1, "pool %016llx listed %zu times", (unsigned long long)id, found);
+    if (getenv("DSMPOOL_INSPECT")) {
+        cr_expect_eq(inspect("--list", out, sizeof out), 0, "%s", out);
+        char want[96];
+        snprintf(want, sizeof want, "region format %u, made by dsmpool 2.3.4", DP_FORMAT_VERSION + 1);
+        cr_expect(strstr(out, "other-format") && strstr(out, want), "%s", out);
+    }
+
+    cr_expect_eq(dsmpool_remove(name, false), -EPROTO);
+    const char *m = dsmpool_last_error();
+    char want[96];
+    snprintf(want, sizeof want, "made by dsmpool 2.3.4 in region format %u", DP_FORMAT_VERSION + 1);
+    cr_expect(strstr(m, want) && strstr(m, "force"), "%s", m);
+    pool_objects(id, &anchor);
+    cr_expect(anchor && shm_exists(name), "a refused remove removed something");
+
+    cr_expect_eq(dsmpool_remove(name, true), 0, "%s", dsmpool_last_error());
+    cr_expect_not(shm_exists(name), "a forced remove left the region");
+    cr_expect_eq(pool_objects(id, &anchor), 0);
+    cr_expect_not(anchor, "a forced remove left the anchor");
+    if (shm_exists(name)) { /* leave nothing behind whatever failed */
+        w[2] = DP_FORMAT_VERSION;
+        w[4] = DSMPOOL_VERSION_NUMBER;
+        dsmpool_remove(name, true);
+    }
+    munmap(w, 4096);
+}
+
 /* ---- what an adversarial review found -------------------------------------------- */
 
 extern void (*volatile dp_inject_fn)(const char *point);

@@ -119,6 +119,7 @@ static const char *list_state(int s) {
     case DP_LIST_CLOSED: return "closed";
     case DP_LIST_CREATING: return "creating";
     case DP_LIST_HALF: return "half-created";
+    case DP_LIST_OTHER_FORMAT: return "other-format";
     }
     return "?";
 }
@@ -464,6 +465,16 @@ static int cmd_list(out *o) {
                 snprintf(where, sizeof where, "%s", e->state == DP_LIST_LIVE ? "(see it with --pid PID of a process of it)"
                                                     : "(what it left: --sweep removes it)");
             else snprintf(where, sizeof where, "%s", e->path);
+            if (e->state == DP_LIST_OTHER_FORMAT) {
+                char by[48] = "a library before 0.1.0";
+                if (e->lib_version)
+                    snprintf(by, sizeof by, "dsmpool %u.%u.%u", e->lib_version / 10000,
+                             e->lib_version / 100 % 100, e->lib_version % 100);
+                size_t l = strlen(where);
+                snprintf(where + l, sizeof where - l,
+                         " (region format %u, made by %s: see and remove it with that version's "
+                         "dsmpool-inspect)", e->format, by);
+            }
             printf("%-12s %-18s %016llx %-18s %s%s", list_state(e->state), list_kind(e), (unsigned long long)e->id,
                    e->name[0] ? e->name : "-", where, e->anchor ? "" : ", no anchor");
             if (e->fallback_objects) printf(", %llu OS segment objects", (unsigned long long)e->fallback_objects);
@@ -482,6 +493,10 @@ static int cmd_list(out *o) {
         j_b(o, "present", e->present);
         j_b(o, "slots_held", e->slots_held);
         j_u(o, "fallback_objects", e->fallback_objects);
+        if (e->state == DP_LIST_OTHER_FORMAT) {
+            j_u(o, "format", e->format);
+            j_u(o, "lib_version", e->lib_version);
+        }
         j_close(o, '}');
     }
     if (o->json) {
@@ -583,7 +598,7 @@ static int usage(const char *me, FILE *f, int rc) {
             "  --pid PID     every pool that process maps (the way to an anonymous or memfd pool;\n"
             "                an anonymous one needs root: /proc/PID/map_files)\n"
             "  --list        the pools on this machine (/dev/shm, hugetlbfs, System V) and their\n"
-            "                state: live, dead, closed, creating, half-created\n"
+            "                state: live, dead, closed, creating, half-created, other-format\n"
             "  --check       attach, prove the pool consistent (dsmpool_check), then show it\n"
             "  --recover     attach, release what dead processes held (dsmpool_recover) first\n"
             "  --sweep       remove what pools no live process holds left behind (dsmpool_sweep)\n"
