@@ -263,8 +263,9 @@ DSMPOOL_EXPORT int dsmpool_remove(const char *name, bool force);
  * (this /dev/shm, hugetlbfs mounts, System V segments): OS fallback
  * segments, anchors, and the regions of pools whose processes all died
  * (a named pool whose last process left cleanly stays). Never touches a
- * pool with a live process, nor a pool of another region format (nor its
- * anchor or fallback segments): that is its own library's sweep's. Safe
+ * pool with a live process, nor a pool of another region format (an older
+ * or newer library's; from region format 3 on, nor its anchor or fallback
+ * segments): that is its own library's sweep's. Safe
  * from any process at any time; *removed (may be NULL) says how many
  * objects went. */
 DSMPOOL_EXPORT int dsmpool_sweep(size_t *removed);

@@ -717,7 +717,8 @@ typedef struct dp_list_entry {
     bool anchor, present;   /* its anchor exists; a process holds presence on it */
     bool slots_held;        /* a slot's (or the creation) lock is held */
     uint64_t fallback_objects; /* its OS fallback segments in /dev/shm */
-    uint32_t format, lib_version; /* DP_LIST_OTHER_FORMAT: its format, its library (0: unknown) */
+    uint32_t format, lib_version, header_size; /* DP_LIST_OTHER_FORMAT: its format, library (0: unknown)
+                                                  and header size; id 0 unless its claim holds */
 } dp_list_entry;
 int dp_life_list(dp_list_entry **out, size_t *n); /* *out: free() */
 /* ==== end of inspection ================================================== */

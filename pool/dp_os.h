@@ -131,6 +131,10 @@ int dp_os_sysv_each(bool (*fn)(int shmid, int32_t key, size_t size, uint64_t nat
 int dp_os_sysv_peek(int shmid, void *buf, size_t len);
 /* The first len bytes of a file (a hugetlbfs file is mapped: it has no read). */
 int dp_os_file_peek(int fd, void *buf, size_t len);
+/* The user that owns a file (not following a symbolic link) or a System V
+ * segment. */
+int dp_os_path_owner(const char *path, uint32_t *uid);
+int dp_os_sysv_owner(int shmid, uint32_t *uid);
 
 /* What the calling process's cgroups (and their ancestors) still let it
  * charge: memory (v2 memory.max - memory.current, or v1 limit_in_bytes -

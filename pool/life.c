@@ -60,12 +60,21 @@
  *   7. A region of another format (a dsmpool magic, a format or header
  *      size not ours: an older or newer library's pool, after an upgrade)
  *      is not judged by this library's locks: its liveness is its own
- *      library's business. The sweep leaves it, its anchor and its fallback
- *      objects alone (found by the pool id the header keeps from format 3
- *      on: dp_internal.h); dsmpool_remove refuses it (-EPROTO, naming the
- *      format and the library that made it) unless forced, and then removes
- *      it, its fallback objects and its anchor; the list shows it as of
- *      that format, without reading its locks.
+ *      library's business. Its header's pool id (where it has been since
+ *      format 3: dp_internal.h) is believed -- its claim holds -- only if
+ *      no region of ours has that id and the id's anchor exists and has
+ *      the region's owner (a file anyone can write must not shield another
+ *      user's dead pool from the sweep, nor hand its anchor to a forced
+ *      remove). The sweep leaves the region alone, and the anchor and
+ *      fallback objects of an id whose claim holds. dsmpool_remove refuses
+ *      it (-EPROTO, naming the format, header size and library that made
+ *      it) unless forced; forced, it removes the region if it is still
+ *      the one judged (read again), then the anchor and fallback objects
+ *      of a claim that holds as a sweep would (nobody present: presence is
+ *      the same anchor byte in every format). The list shows it as of that
+ *      format, without reading its locks, with the pool id only where the
+ *      claim holds. Before format 3 no id is known: such a pool's anchor
+ *      looks like what a dead anonymous pool left.
  *
  * Bounds: a process of an anonymous or memfd pool in a mount namespace
  * without a /dev/shm is not present; it cannot see any fallback object
@@ -326,7 +335,8 @@ typedef struct region_ref {
     int shmid;
     int32_t key;
     uint64_t magic, closed, nprocs;
-    uint32_t format, lib; /* another format's number and its library's version; 0: ours */
+    uint32_t format, lib, hsize; /* another format's number, library version, header size; 0: ours */
+    bool claims;          /* another format's: its claim on the pool id holds (rule 7) */
 } region_ref;
 
 typedef struct found {
@@ -365,7 +375,7 @@ static void add_region(found *f, const region_ref *r) {
         f->cap = nc;
     }
     f->regions[f->nregions++] = *r;
-    if (r->id) add_id(f, r->id);
+    if (!r->format) add_id(f, r->id); /* another format's id: only through its claim (rule 7) */
 }
 
 static bool header_of(const dp_header *h) {
@@ -387,7 +397,21 @@ static bool other_format(const dp_header *h, region_ref *r) {
     r->magic = h->magic;
     r->format = h->version;
     r->lib = h->version >= 3 ? h->lib_version : 0;
+    r->hsize = h->header_size;
     return true;
+}
+
+/* Who made a region of another format, for messages. */
+static void other_by(const region_ref *r, char *buf, size_t n) {
+    if (!r->lib)
+        snprintf(buf, n, "a dsmpool library of region format %u (no version is recorded before format 3)",
+                 r->format);
+    else if (r->lib == DSMPOOL_VERSION_NUMBER)
+        snprintf(buf, n, "another build of dsmpool %s (region format %u, header %u bytes)",
+                 DSMPOOL_VERSION_STRING, r->format, r->hsize);
+    else
+        snprintf(buf, n, "dsmpool %u.%u.%u (region format %u, header %u bytes)", r->lib / 10000,
+                 r->lib / 100 % 100, r->lib % 100, r->format, r->hsize);
 }
 
 static bool scan_file(const char *name, void *arg) {
@@ -403,7 +427,7 @@ static bool scan_file(const char *name, void *arg) {
     int fd = dp_os_file_open_ro(path);
     if (fd < 0) return true;
     dp_header *h = malloc(sizeof *h);
-    region_ref r = {0, 1, "", -1, 0, 0, 0, 0, 0, 0};
+    region_ref r = {.kind = 1, .shmid = -1};
     if (h && dp_region_peek_fd(fd, h) == 0 && (header_of(h) || other_format(h, &r))) {
         if (!r.format) {
             r.id = h->pool_id;
@@ -433,7 +457,7 @@ static bool scan_sysv(int shmid, int32_t key, size_t size, uint64_t nattch, void
     if (size < sizeof(dp_header)) return true;
     dp_header *h = malloc(sizeof *h);
     if (h && dp_region_peek_sysv(shmid, h) == 0) {
-        region_ref r = {0, 2, "", shmid, key, 0, 0, 0, 0, 0};
+        region_ref r = {.kind = 2, .shmid = shmid, .key = key};
         if (header_of(h)) {
             r.id = h->pool_id;
             r.magic = h->magic;
@@ -451,6 +475,41 @@ static bool scan_sysv(int shmid, int32_t key, size_t size, uint64_t nattch, void
     return true;
 }
 
+static int region_owner(const region_ref *r, uint32_t *uid) {
+    return r->kind == 1 ? dp_os_path_owner(r->path, uid) : dp_os_sysv_owner(r->shmid, uid);
+}
+
+/* Rule 7: a region of another format speaks for its pool id only where no
+ * region of ours has that id and the id's anchor exists and has the
+ * region's owner: a file anyone may write must not make the sweep keep
+ * another user's dead pool, nor a forced remove take its anchor. (Without
+ * an anchor the id's fallback objects belong to no pool: rule 1.) */
+static void judge_claims(found *f) {
+    for (size_t k = 0; k < f->nregions; k++) {
+        region_ref *r = &f->regions[k];
+        if (!r->format || !r->id) continue;
+        bool ours = false;
+        for (size_t i = 0; i < f->nregions && !ours; i++) ours = !f->regions[i].format && f->regions[i].id == r->id;
+        char path[96];
+        snprintf(path, sizeof path, "/dev/shm/dsmpool.%016llx", (unsigned long long)r->id);
+        uint32_t ru, au;
+        int a = region_owner(r, &ru), b = dp_os_path_owner(path, &au);
+        r->claims = !ours && a == 0 && b == 0 && au == ru;
+    }
+}
+
+/* The region that speaks for pool id: ours, else another format's whose
+ * claim holds (rule 7), else none. */
+static const region_ref *region_of(const found *f, uint64_t id) {
+    const region_ref *other = NULL;
+    for (size_t k = 0; k < f->nregions; k++) {
+        if (f->regions[k].id != id) continue;
+        if (!f->regions[k].format) return &f->regions[k];
+        if (f->regions[k].claims) other = &f->regions[k];
+    }
+    return other;
+}
+
 static void scan_all(found *f) {
     f->dir = "/dev/shm";
     dp_os_dir_each("/dev/shm", scan_file, f);
@@ -462,6 +521,7 @@ static void scan_all(found *f) {
         dp_os_dir_each(dir, scan_file, f);
     }
     dp_os_sysv_each(scan_sysv, f);
+    judge_claims(f);
 }
 
 /* Does any process hold a slot or the creation of this region? (A question
@@ -546,9 +606,7 @@ static long remove_pool(uint64_t id, const region_ref *scanned, bool force, bool
             return -EBUSY;
         }
     }
-    /* gone, or not this pool's any more; another format's (rule 7, forced
-     * only) is removed by the name it was found under */
-    if (region && !region->format && !region_refresh(region)) region = NULL;
+    if (region && !region_refresh(region)) region = NULL; /* gone, or not this pool's any more */
     /* a published region without an anchor (created where none could be
      * made): whether it closed cleanly is unknown, so a sweep keeps it */
     if (fd < 0 && sweeping && region && region->magic == DP_MAGIC) return 0;
@@ -572,9 +630,7 @@ int dsmpool_sweep(size_t *removed) {
     DP_INJECT("life.sweep.scanned");
     size_t n = 0;
     for (size_t i = 0; i < f.nids; i++) {
-        const region_ref *reg = NULL;
-        for (size_t k = 0; k < f.nregions; k++)
-            if (f.regions[k].id == f.ids[i]) reg = &f.regions[k];
+        const region_ref *reg = region_of(&f, f.ids[i]);
         if (reg && reg->format) continue; /* rule 7: another format's pool is not ours to judge */
         long r = remove_pool(f.ids[i], reg, false, true);
         if (r > 0) n += (size_t)r;
@@ -585,6 +641,27 @@ int dsmpool_sweep(size_t *removed) {
     free(f.ids);
     if (removed) *removed = n;
     return 0;
+}
+
+/* Rule 7, forced: the region, by the name it was found under, if it is
+ * still that region (the same format and pool id, read again: a name is
+ * trusted only once it still leads to what was judged); its fallback
+ * objects and anchor only if its claim on the pool id holds, and then as a
+ * sweep judges them (presence is the same anchor byte in every format). */
+static long remove_other(const region_ref *r) {
+    dp_header *h = malloc(sizeof *h);
+    if (!h) return -ENOMEM;
+    region_ref again = {0};
+    bool same = region_peek(r, h) == 0 && other_format(h, &again) && again.format == r->format &&
+                again.id == r->id;
+    free(h);
+    if (!same) return -EBUSY;
+    long n = (long)remove_region(r);
+    if (r->claims) {
+        long m = remove_pool(r->id, NULL, false, true);
+        if (m > 0) n += m;
+    }
+    return n;
 }
 
 int dp_life_remove(const char *name, bool force, int backing) {
@@ -607,7 +684,7 @@ int dp_life_remove(const char *name, bool force, int backing) {
             continue;
         }
         matched++;
-        busy += remove_pool(r->id, r, force, false) < 0;
+        busy += (r->format ? remove_other(r) : remove_pool(r->id, r, force, false)) < 0;
     }
     for (size_t k = 0; k < f.nhalf && sysv; k++)
         if (f.half[k].key == key) {
@@ -621,13 +698,13 @@ int dp_life_remove(const char *name, bool force, int backing) {
                        "not removed%s", name, force ? "" : " (force removes it anyway)");
     if (matched) return 0;
     if (other.format) {
-        char by[48] = "a dsmpool library before 0.1.0";
-        if (other.lib)
-            snprintf(by, sizeof by, "dsmpool %u.%u.%u", other.lib / 10000, other.lib / 100 % 100, other.lib % 100);
-        return dp_fail(-EPROTO, "pool %s was made by %s in region format %u; this library reads format %u and "
-                       "cannot tell whether a process of it lives: remove it with that version's "
-                       "dsmpool-inspect --destroy, or force the removal once no process uses it",
-                       name, by, other.format, DP_FORMAT_VERSION);
+        char by[160];
+        other_by(&other, by, sizeof by);
+        return dp_fail(-EPROTO, "pool %s was made by %s; this library, dsmpool %s, reads region format %u "
+                       "(header %zu bytes) and cannot tell whether a process of it lives: remove it with "
+                       "the library or tool that made it, or with force (dsmpool-inspect --destroy %s "
+                       "--force) once no process of it runs",
+                       name, by, DSMPOOL_VERSION_STRING, DP_FORMAT_VERSION, sizeof(dp_header), name);
     }
     bool exists = false;
     if (files) {
@@ -713,13 +790,15 @@ static void list_where(dp_list_entry *e, const region_ref *reg) {
     e->shmid = reg->kind == 2 ? reg->shmid : -1;
 }
 
-/* Rule 7: a region of another format, as its header's stable part says. */
+/* Rule 7: a region of another format, as its header's stable part says;
+ * its pool id only where its claim holds. */
 static void list_other(dp_list_entry *e, const region_ref *reg) {
-    e->id = reg->id;
+    e->id = reg->claims ? reg->id : 0;
     list_where(e, reg);
     e->state = DP_LIST_OTHER_FORMAT;
     e->format = reg->format;
     e->lib_version = reg->lib;
+    e->header_size = reg->hsize;
 }
 
 int dp_life_list(dp_list_entry **out, size_t *n) {
@@ -732,16 +811,11 @@ int dp_life_list(dp_list_entry **out, size_t *n) {
         return dp_fail(-ENOMEM, "out of memory listing pools");
     }
     for (size_t i = 0; i < f.nids; i++) {
+        const region_ref *reg = region_of(&f, f.ids[i]);
+        if (reg && reg->format) continue; /* rule 7: listed with its region, below */
         dp_list_entry *e = &c.e[c.n++];
-        const region_ref *reg = NULL;
-        for (size_t k = 0; k < f.nregions; k++)
-            if (f.regions[k].id == f.ids[i]) reg = &f.regions[k];
         e->id = f.ids[i];
         e->shmid = -1;
-        if (reg && reg->format) { /* rule 7: no lock of its format is read as if it were ours */
-            list_other(e, reg);
-            continue;
-        }
         e->present = anchor_present(e->id);
         if (!reg) { /* an anonymous or memfd pool (or what one left behind) */
             e->kind = DP_LIST_NO_REGION;
@@ -755,8 +829,8 @@ int dp_life_list(dp_list_entry **out, size_t *n) {
         else if (e->present || e->slots_held) e->state = DP_LIST_LIVE;
         else e->state = reg->closed == 1 ? DP_LIST_CLOSED : DP_LIST_DEAD;
     }
-    for (size_t k = 0; k < f.nregions; k++) /* another format's before format 3: no pool id */
-        if (f.regions[k].format && !f.regions[k].id) list_other(&c.e[c.n++], &f.regions[k]);
+    for (size_t k = 0; k < f.nregions; k++) /* rule 7: no lock of its format is read as if ours */
+        if (f.regions[k].format) list_other(&c.e[c.n++], &f.regions[k]);
     for (size_t i = 0; i < f.nhalf; i++) { /* System V segments of creators that died before the header */
         dp_list_entry *e = &c.e[c.n++];
         e->kind = DP_LIST_SYSV;

@@ -337,6 +337,22 @@ int dp_os_sysv_size(int shmid, size_t *len) {
     OS_RET(0);
 }
 
+int dp_os_sysv_owner(int shmid, uint32_t *uid) {
+    OS_SAVE;
+    struct shmid_ds ds;
+    if (shmctl(shmid, IPC_STAT, &ds) != 0) OS_RET(-errno);
+    *uid = (uint32_t)ds.shm_perm.uid;
+    OS_RET(0);
+}
+
+int dp_os_path_owner(const char *path, uint32_t *uid) {
+    OS_SAVE;
+    struct stat st;
+    if (lstat(path, &st) != 0) OS_RET(-errno);
+    *uid = (uint32_t)st.st_uid;
+    OS_RET(0);
+}
+
 int dp_os_sysv_attach(int shmid, void *addr) {
     OS_SAVE;
     void *p = shmat(shmid, addr, SHM_REMAP);

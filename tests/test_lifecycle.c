@@ -943,41 +943,43 @@ Test(lifecycle, inspect_destroys_a_dead_pool_and_refuses_a_live_one, .timeout = 
  * sweep took its anchor for what a dead anonymous pool left and removed
  * it, and the list showed only that anchor ("dead anonymous-or-memfd").
  * A closed POSIX pool whose header now says format ours + 1, made by
- * 2.3.4: the sweep keeps its region and anchor, the list names its format
- * and library, dsmpool_remove refuses it naming both, a forced remove
- * takes region and anchor. */
+ * 2.3.4: the sweep keeps its region and anchor, the list names its format,
+ * header size and library, dsmpool_remove refuses it naming them, a forced
+ * remove takes region and anchor. Nothing is left whatever fails: the
+ * header is put back and the pool removed at the end. */
 Test(lifecycle, a_pool_of_another_format_is_left_to_its_library, .timeout = 60) {
     char name[64], out[16384];
     test_name(name, sizeof name, "otherformat");
     dsmpool *p = mkpool(DSMPOOL_BACKING_POSIX, name, 8 * MIB, false);
     uint64_t id = p->geo.pool_id;
     cr_assert_eq(dsmpool_detach(p), 0);
-    bool anchor;
-    cr_assert_eq(pool_objects(id, &anchor), 0);
-    cr_assert(anchor, "a closed named pool keeps its anchor");
     int fd = shm_open(name, O_RDWR, 0);
-    cr_assert_geq(fd, 0);
-    uint32_t *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
+    uint32_t *w = fd >= 0 ? mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (fd >= 0) close(fd);
+    if (w == MAP_FAILED) dsmpool_remove(name, true);
     cr_assert_neq(w, MAP_FAILED);
     uint64_t at32;
     memcpy(&at32, w + 8, sizeof at32);
-    cr_assert_eq(at32, id, "the pool id at byte 32");
+    cr_expect_eq(at32, id, "the pool id at byte 32");
+    uint32_t hsize = w[3];
     w[2] = DP_FORMAT_VERSION + 1;
     w[4] = 20304; /* made by 2.3.4 */
 
+    /* from here on: expectations only, then the clean-up below */
     size_t n;
-    cr_assert_eq(dsmpool_sweep(&n), 0);
-    pool_objects(id, &anchor);
-    cr_expect(anchor, "the sweep removed the anchor of a pool of another format");
+    bool anchor = false;
+    cr_expect_eq(dsmpool_sweep(&n), 0);
+    char apath[96];
+    snprintf(apath, sizeof apath, "/dev/shm/dsmpool.%016llx", (unsigned long long)id);
+    cr_expect_eq(access(apath, F_OK), 0, "the sweep removed the anchor of a pool of another format");
     cr_expect(shm_exists(name), "the sweep removed a pool of another format");
 
     dp_list_entry *v = NULL;
     size_t nv = 0, found = 0;
-    cr_assert_eq(dp_life_list(&v, &nv), 0);
+    cr_expect_eq(dp_life_list(&v, &nv), 0);
     char path[128];
     snprintf(path, sizeof path, "/dev/shm%s", name);
-    for (size_t i = 0; i < nv; i++) {
+    for (size_t i = 0; v && i < nv; i++) {
         if (v[i].id != id) continue;
         found++;
         cr_expect_eq(v[i].state, DP_LIST_OTHER_FORMAT, "listed as state %d", v[i].state);
@@ -985,24 +987,26 @@ Test(lifecycle, a_pool_of_another_format_is_left_to_its_library, .timeout = 60) 
         cr_expect_str_eq(v[i].path, path);
         cr_expect_eq(v[i].format, DP_FORMAT_VERSION + 1);
         cr_expect_eq(v[i].lib_version, 20304);
+        cr_expect_eq(v[i].header_size, hsize);
         cr_expect(v[i].anchor);
     }
     free(v);
     cr_expect_eq(found, 1, "pool %016llx listed %zu times", (unsigned long long)id, found);
     if (getenv("DSMPOOL_INSPECT")) {
         cr_expect_eq(inspect("--list", out, sizeof out), 0, "%s", out);
-        char want[96];
-        snprintf(want, sizeof want, "region format %u, made by dsmpool 2.3.4", DP_FORMAT_VERSION + 1);
+        char want[160];
+        snprintf(want, sizeof want, "region format %u, header %u bytes, made by dsmpool 2.3.4",
+                 DP_FORMAT_VERSION + 1, hsize);
         cr_expect(strstr(out, "other-format") && strstr(out, want), "%s", out);
     }
 
     cr_expect_eq(dsmpool_remove(name, false), -EPROTO);
     const char *m = dsmpool_last_error();
-    char want[96];
-    snprintf(want, sizeof want, "made by dsmpool 2.3.4 in region format %u", DP_FORMAT_VERSION + 1);
-    cr_expect(strstr(m, want) && strstr(m, "force"), "%s", m);
-    pool_objects(id, &anchor);
-    cr_expect(anchor && shm_exists(name), "a refused remove removed something");
+    char want[160];
+    snprintf(want, sizeof want, "made by dsmpool 2.3.4 (region format %u, header %u bytes)",
+             DP_FORMAT_VERSION + 1, hsize);
+    cr_expect(strstr(m, want) && strstr(m, "--force"), "%s", m);
+    cr_expect(access(apath, F_OK) == 0 && shm_exists(name), "a refused remove removed something");
 
     cr_expect_eq(dsmpool_remove(name, true), 0, "%s", dsmpool_last_error());
     cr_expect_not(shm_exists(name), "a forced remove left the region");
@@ -1013,7 +1017,98 @@ Test(lifecycle, a_pool_of_another_format_is_left_to_its_library, .timeout = 60) 
         w[4] = DSMPOOL_VERSION_NUMBER;
         dsmpool_remove(name, true);
     }
+    unlink(apath);
     munmap(w, 4096);
+}
+
+/* A region of another format in /dev/shm: a header that says so, naming
+ * pool id, in a file owned by uid. */
+static void forge_other(const char *name, uint64_t id, uid_t uid) {
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0644);
+    cr_assert_geq(fd, 0);
+    uint8_t h[64] = {0};
+    uint64_t magic = DP_MAGIC, size = 1 * MIB;
+    uint32_t v[4] = {DP_FORMAT_VERSION + 1, 4096, 20304, 0};
+    memcpy(h, &magic, 8);
+    memcpy(h + 8, v, sizeof v);
+    memcpy(h + 24, &size, 8);
+    memcpy(h + 32, &id, 8);
+    bool ok = ftruncate(fd, (off_t)size) == 0 && pwrite(fd, h, sizeof h, 0) == (ssize_t)sizeof h &&
+              fchown(fd, uid, (gid_t)-1) == 0;
+    close(fd);
+    if (!ok) shm_unlink(name);
+    cr_assert(ok, "forging %s", name);
+}
+
+/* Rule 7's claim: a region of another format speaks for its pool id only
+ * where the id's anchor has the region's owner, and a forced remove of it
+ * takes that anchor only as a sweep would. A forged header naming the id
+ * of a live MEMFD pool (same owner): a forced remove takes the forged
+ * region only -- the live pool keeps its anchor and its OS segment; it
+ * took both before the fix. A forged header, owned by another user,
+ * naming a dead ANON pool: the sweep still removes that pool's anchor and
+ * OS segment; it kept them before. */
+Test(lifecycle, a_forged_region_of_another_format_protects_or_removes_nothing, .timeout = 60) {
+    char forged[64];
+    test_name(forged, sizeof forged, "forged");
+    dsmpool *live = mkpool(DSMPOOL_BACKING_MEMFD, NULL, 8 * MIB, false);
+    dsmpool_seg *s = fallback_seg(live, 16 * MIB, 7);
+    cr_assert_not_null(s, "%s", dsmpool_last_error());
+    uint64_t lid = live->geo.pool_id;
+    bool anchor;
+    cr_assert_eq(pool_objects(lid, &anchor), 1);
+    cr_assert(anchor);
+    forge_other(forged, lid, getuid());
+    cr_expect_eq(dsmpool_remove(forged, true), 0, "%s", dsmpool_last_error());
+    cr_expect_not(shm_exists(forged));
+    cr_expect_eq(pool_objects(lid, &anchor), 1, "a forced remove of a forged region took a live pool's OS segment");
+    cr_expect(anchor, "a forced remove of a forged region took a live pool's anchor");
+    shm_unlink(forged);
+    cr_expect_eq(((unsigned char *)dsmpool_seg_address(s))[12345], 7);
+    cr_expect_eq(dsmpool_seg_detach(s), 0);
+    test_check_ok(live);
+    cr_assert_eq(dsmpool_detach(live), 0);
+    cr_expect_eq(pool_objects(lid, &anchor) + anchor, 0);
+
+    /* a dead ANON pool with an OS segment, and a forged claim by another user */
+    shared *sh = shared_page();
+    pid_t c = fork();
+    if (c == 0) {
+        dsmpool_config cfg;
+        dsmpool_config_init(&cfg);
+        cfg.size = 8 * MIB;
+        cfg.backing = DSMPOOL_BACKING_ANON;
+        dsmpool *p;
+        if (dsmpool_create(&cfg, &p) != 0 || !fallback_seg(p, 16 * MIB, 1)) _exit(3);
+        atomic_store(&sh->id[0], p->geo.pool_id);
+        raise(SIGKILL);
+    }
+    cr_assert_eq(test_wait(c), 128 + SIGKILL);
+    uint64_t did = atomic_load(&sh->id[0]);
+    cr_assert_neq(did, 0);
+    cr_assert_eq(pool_objects(did, &anchor), 1);
+    cr_assert(anchor);
+    forge_other(forged, did, 65534);
+    size_t n;
+    cr_expect_eq(dsmpool_sweep(&n), 0);
+    cr_expect_eq(pool_objects(did, &anchor), 0, "another user's forged region kept a dead pool's OS segment");
+    cr_expect_not(anchor, "another user's forged region kept a dead pool's anchor");
+    cr_expect(shm_exists(forged), "the sweep removed a region of another format");
+    dp_list_entry *v = NULL;
+    size_t nv = 0;
+    bool listed = false;
+    cr_expect_eq(dp_life_list(&v, &nv), 0);
+    for (size_t i = 0; v && i < nv; i++)
+        if (v[i].state == DP_LIST_OTHER_FORMAT && strstr(v[i].path, forged + 1)) {
+            listed = true;
+            cr_expect_eq(v[i].id, 0, "a claim that does not hold is listed with pool id %016llx",
+                         (unsigned long long)v[i].id);
+        }
+    free(v);
+    cr_expect(listed, "the forged region is not listed");
+    shm_unlink(forged);
+    dsmpool_sweep(&n); /* whatever the failures above left */
+    munmap(sh, sizeof *sh);
 }
 
 /* ---- what an adversarial review found -------------------------------------------- */

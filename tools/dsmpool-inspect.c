@@ -466,14 +466,16 @@ static int cmd_list(out *o) {
                                                     : "(what it left: --sweep removes it)");
             else snprintf(where, sizeof where, "%s", e->path);
             if (e->state == DP_LIST_OTHER_FORMAT) {
-                char by[48] = "a library before 0.1.0";
-                if (e->lib_version)
+                char by[64] = "a library that recorded no version";
+                if (e->lib_version == DSMPOOL_VERSION_NUMBER)
+                    snprintf(by, sizeof by, "another build of dsmpool %s", DSMPOOL_VERSION_STRING);
+                else if (e->lib_version)
                     snprintf(by, sizeof by, "dsmpool %u.%u.%u", e->lib_version / 10000,
                              e->lib_version / 100 % 100, e->lib_version % 100);
                 size_t l = strlen(where);
                 snprintf(where + l, sizeof where - l,
-                         " (region format %u, made by %s: see and remove it with that version's "
-                         "dsmpool-inspect)", e->format, by);
+                         " (region format %u, header %u bytes, made by %s: its own tool judges it; "
+                         "--destroy NAME --force removes it)", e->format, e->header_size, by);
             }
             printf("%-12s %-18s %016llx %-18s %s%s", list_state(e->state), list_kind(e), (unsigned long long)e->id,
                    e->name[0] ? e->name : "-", where, e->anchor ? "" : ", no anchor");
@@ -490,12 +492,18 @@ static int cmd_list(out *o) {
         j_s(o, "key", key[0] ? key : NULL);
         j_i(o, "shmid", e->shmid);
         j_b(o, "anchor", e->anchor);
-        j_b(o, "present", e->present);
-        j_b(o, "slots_held", e->slots_held);
+        if (e->state == DP_LIST_OTHER_FORMAT) { /* its locks are not read: unknown */
+            j_s(o, "present", NULL);
+            j_s(o, "slots_held", NULL);
+        } else {
+            j_b(o, "present", e->present);
+            j_b(o, "slots_held", e->slots_held);
+        }
         j_u(o, "fallback_objects", e->fallback_objects);
         if (e->state == DP_LIST_OTHER_FORMAT) {
             j_u(o, "format", e->format);
             j_u(o, "lib_version", e->lib_version);
+            j_u(o, "header_size", e->header_size);
         }
         j_close(o, '}');
     }
