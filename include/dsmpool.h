@@ -256,7 +256,9 @@ DSMPOOL_EXPORT int dsmpool_destroy(dsmpool *pool);
  * their mappings, as with dsmpool_destroy). -ENOENT: no such pool; -EPROTO:
  * the name is not a dsmpool pool, or is one of another region format (an
  * older or newer library's: the message names it), whose liveness this
- * library cannot judge -- force removes it anyway. */
+ * library cannot judge -- force removes it anyway, and its anchor and
+ * fallback segments only if no process is present on the anchor. -EAGAIN:
+ * the pool changed (was removed or replaced) while it was being removed. */
 DSMPOOL_EXPORT int dsmpool_remove(const char *name, bool force);
 
 /* Remove what pools that no live process holds left behind, on this machine
@@ -264,8 +266,8 @@ DSMPOOL_EXPORT int dsmpool_remove(const char *name, bool force);
  * segments, anchors, and the regions of pools whose processes all died
  * (a named pool whose last process left cleanly stays). Never touches a
  * pool with a live process, nor a pool of another region format (an older
- * or newer library's; from region format 3 on, nor its anchor or fallback
- * segments): that is its own library's sweep's. Safe
+ * or newer library's; nor its anchor and fallback segments, where the
+ * anchor has the region's owner): that is its own library's sweep's. Safe
  * from any process at any time; *removed (may be NULL) says how many
  * objects went. */
 DSMPOOL_EXPORT int dsmpool_sweep(size_t *removed);

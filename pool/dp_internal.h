@@ -46,7 +46,7 @@
  * made a region it cannot read. Nor, from format 3 on, do the 16 after
  * them: the region's size and its pool id, so that the sweep and the list
  * can tell which anchor and fallback objects a region of another format
- * owns (life.c rule 7). Format 9 widened the area directory
+ * owns (life.c rule 7; format 2 had the pool id at byte 24). Format 9 widened the area directory
  * word's class to 7 bits (87 size classes; its entry to 24). Format 8
  * made the area directory a word per 4 KiB (page-exact area blocks above
  * 4 KiB, which share 64 KiB).

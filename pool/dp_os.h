@@ -131,9 +131,11 @@ int dp_os_sysv_each(bool (*fn)(int shmid, int32_t key, size_t size, uint64_t nat
 int dp_os_sysv_peek(int shmid, void *buf, size_t len);
 /* The first len bytes of a file (a hugetlbfs file is mapped: it has no read). */
 int dp_os_file_peek(int fd, void *buf, size_t len);
-/* The user that owns a file (not following a symbolic link) or a System V
- * segment. */
+/* The user that owns a file (by path, not following a symbolic link; by
+ * descriptor), or that created a System V segment (its creator: the owner
+ * it records can be set to any user by that owner). */
 int dp_os_path_owner(const char *path, uint32_t *uid);
+int dp_os_fd_owner(int fd, uint32_t *uid);
 int dp_os_sysv_owner(int shmid, uint32_t *uid);
 
 /* What the calling process's cgroups (and their ancestors) still let it

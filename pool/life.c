@@ -60,12 +60,14 @@
  *   7. A region of another format (a dsmpool magic, a format or header
  *      size not ours: an older or newer library's pool, after an upgrade)
  *      is not judged by this library's locks: its liveness is its own
- *      library's business. Its header's pool id (where it has been since
- *      format 3: dp_internal.h) is believed -- its claim holds -- only if
- *      no region of ours has that id and the id's anchor exists and has
- *      the region's owner (a file anyone can write must not shield another
- *      user's dead pool from the sweep, nor hand its anchor to a forced
- *      remove). The sweep leaves the region alone, and the anchor and
+ *      library's business. Its header's pool id (byte 32 since format 3:
+ *      dp_internal.h; byte 24 in format 2; format 1 made no anchors) is
+ *      believed -- its claim holds -- only if no region of ours has that
+ *      id and the id's anchor exists and has the region's owner (a file's
+ *      owner, read through the descriptor its header was read through; a
+ *      System V segment's creator, which its owner cannot change): a file
+ *      anyone can write must not shield another user's dead pool from the
+ *      sweep, nor hand its anchor to a forced remove. The sweep leaves the region alone, and the anchor and
  *      fallback objects of an id whose claim holds. dsmpool_remove refuses
  *      it (-EPROTO, naming the format, header size and library that made
  *      it) unless forced; forced, it removes the region if it is still
@@ -73,8 +75,9 @@
  *      of a claim that holds as a sweep would (nobody present: presence is
  *      the same anchor byte in every format). The list shows it as of that
  *      format, without reading its locks, with the pool id only where the
- *      claim holds. Before format 3 no id is known: such a pool's anchor
- *      looks like what a dead anonymous pool left.
+ *      claim holds. A region of ours is believed as before, whoever owns
+ *      it (a forged one could sway a sweep before rule 7 too; live pools
+ *      stay safe by presence).
  *
  * Bounds: a process of an anonymous or memfd pool in a mount namespace
  * without a /dev/shm is not present; it cannot see any fallback object
@@ -337,6 +340,9 @@ typedef struct region_ref {
     uint64_t magic, closed, nprocs;
     uint32_t format, lib, hsize; /* another format's number, library version, header size; 0: ours */
     bool claims;          /* another format's: its claim on the pool id holds (rule 7) */
+    bool owned;           /* uid is known: the file's owner (read by the descriptor the header was
+                             read through) or the System V segment's creator */
+    uint32_t uid;
 } region_ref;
 
 typedef struct found {
@@ -385,15 +391,18 @@ static bool header_of(const dp_header *h) {
 
 /* Rule 7: a region of another format (a dsmpool magic, a format or header
  * size not ours) as a region_ref: its pool id and its library's version
- * are where they have been since format 3 (dp_internal.h); before that,
- * nothing says whose anchor is whose (id 0). A zero format or size is no
- * format: a System V creator writing its provisional header field by field
- * (region.c rule 2), read half-way. */
+ * are where they have been since format 3 (dp_internal.h); format 2 kept
+ * its pool id at byte 24 (no library version), format 1 made no anchors
+ * (id 0: nothing is its). A zero format or size is no format: a System V
+ * creator writing its provisional header field by field (region.c rule 2),
+ * read half-way. */
 static bool other_format(const dp_header *h, region_ref *r) {
     if ((h->magic != DP_MAGIC && h->magic != DP_MAGIC_CREATING) || !h->version || !h->header_size ||
         header_of(h))
         return false;
-    r->id = h->version >= 3 ? h->pool_id : 0;
+    uint64_t id2;
+    memcpy(&id2, (const char *)h + 24, sizeof id2); /* format 2's pool id */
+    r->id = h->version >= 3 ? h->pool_id : h->version == 2 ? id2 : 0;
     r->magic = h->magic;
     r->format = h->version;
     r->lib = h->version >= 3 ? h->lib_version : 0;
@@ -404,8 +413,8 @@ static bool other_format(const dp_header *h, region_ref *r) {
 /* Who made a region of another format, for messages. */
 static void other_by(const region_ref *r, char *buf, size_t n) {
     if (!r->lib)
-        snprintf(buf, n, "a dsmpool library of region format %u (no version is recorded before format 3)",
-                 r->format);
+        snprintf(buf, n, "a dsmpool library of region format %u (no version is recorded before format 3; "
+                 "header %u bytes)", r->format, r->hsize);
     else if (r->lib == DSMPOOL_VERSION_NUMBER)
         snprintf(buf, n, "another build of dsmpool %s (region format %u, header %u bytes)",
                  DSMPOOL_VERSION_STRING, r->format, r->hsize);
@@ -436,6 +445,7 @@ static bool scan_file(const char *name, void *arg) {
             r.nprocs = h->proc_cap;
         }
         snprintf(r.path, sizeof r.path, "%s", path);
+        r.owned = dp_os_fd_owner(fd, &r.uid) == 0; /* the file whose header was read */
         add_region(f, &r);
     }
     free(h);
@@ -465,6 +475,7 @@ static bool scan_sysv(int shmid, int32_t key, size_t size, uint64_t nattch, void
             r.nprocs = h->proc_cap;
             add_region(f, &r);
         } else if (other_format(h, &r)) {
+            r.owned = dp_os_sysv_owner(shmid, &r.uid) == 0;
             add_region(f, &r);
         } else if (h->magic == 0 && sysv_half_built(key, nattch)) {
             r.kind = 3; /* no pool id yet */
@@ -475,13 +486,10 @@ static bool scan_sysv(int shmid, int32_t key, size_t size, uint64_t nattch, void
     return true;
 }
 
-static int region_owner(const region_ref *r, uint32_t *uid) {
-    return r->kind == 1 ? dp_os_path_owner(r->path, uid) : dp_os_sysv_owner(r->shmid, uid);
-}
-
 /* Rule 7: a region of another format speaks for its pool id only where no
  * region of ours has that id and the id's anchor exists and has the
- * region's owner: a file anyone may write must not make the sweep keep
+ * region's owner (a System V segment's creator: its recorded owner can be
+ * set to anyone): a file anyone may write must not make the sweep keep
  * another user's dead pool, nor a forced remove take its anchor. (Without
  * an anchor the id's fallback objects belong to no pool: rule 1.) */
 static void judge_claims(found *f) {
@@ -492,9 +500,8 @@ static void judge_claims(found *f) {
         for (size_t i = 0; i < f->nregions && !ours; i++) ours = !f->regions[i].format && f->regions[i].id == r->id;
         char path[96];
         snprintf(path, sizeof path, "/dev/shm/dsmpool.%016llx", (unsigned long long)r->id);
-        uint32_t ru, au;
-        int a = region_owner(r, &ru), b = dp_os_path_owner(path, &au);
-        r->claims = !ours && a == 0 && b == 0 && au == ru;
+        uint32_t au;
+        r->claims = !ours && r->owned && dp_os_path_owner(path, &au) == 0 && au == r->uid;
     }
 }
 
@@ -655,7 +662,7 @@ static long remove_other(const region_ref *r) {
     bool same = region_peek(r, h) == 0 && other_format(h, &again) && again.format == r->format &&
                 again.id == r->id;
     free(h);
-    if (!same) return -EBUSY;
+    if (!same) return -ESTALE; /* removed or replaced since the scan */
     long n = (long)remove_region(r);
     if (r->claims) {
         long m = remove_pool(r->id, NULL, false, true);
@@ -672,7 +679,7 @@ int dp_life_remove(const char *name, bool force, int backing) {
     /* a POSIX name begins with '/', a System V one does not (region.c check_name) */
     bool files = (backing < 0 || backing == DSMPOOL_BACKING_POSIX) && name[0] == '/';
     bool sysv = (backing < 0 || backing == DSMPOOL_BACKING_SYSV) && name[0] != '/';
-    int matched = 0, busy = 0;
+    int matched = 0, busy = 0, changed = 0;
     region_ref other = {0};
     for (size_t k = 0; k < f.nregions; k++) { /* a POSIX name (/dev/shm or hugetlbfs), a System V key */
         const region_ref *r = &f.regions[k];
@@ -684,7 +691,9 @@ int dp_life_remove(const char *name, bool force, int backing) {
             continue;
         }
         matched++;
-        busy += (r->format ? remove_other(r) : remove_pool(r->id, r, force, false)) < 0;
+        long rr = r->format ? remove_other(r) : remove_pool(r->id, r, force, false);
+        changed += rr == -ESTALE;
+        busy += rr < 0 && rr != -ESTALE;
     }
     for (size_t k = 0; k < f.nhalf && sysv; k++)
         if (f.half[k].key == key) {
@@ -693,6 +702,9 @@ int dp_life_remove(const char *name, bool force, int backing) {
         }
     free(f.regions);
     free(f.ids);
+    if (changed && !busy)
+        return dp_fail(-EAGAIN, "pool %s changed while it was being removed (another process removed or "
+                       "replaced it): look again", name);
     if (busy)
         return dp_fail(-EBUSY, "pool %s is held by a live process (or one is creating or attaching it); it is "
                        "not removed%s", name, force ? "" : " (force removes it anyway)");

@@ -341,7 +341,15 @@ int dp_os_sysv_owner(int shmid, uint32_t *uid) {
     OS_SAVE;
     struct shmid_ds ds;
     if (shmctl(shmid, IPC_STAT, &ds) != 0) OS_RET(-errno);
-    *uid = (uint32_t)ds.shm_perm.uid;
+    *uid = (uint32_t)ds.shm_perm.cuid; /* not .uid: IPC_SET lets the owner name anyone */
+    OS_RET(0);
+}
+
+int dp_os_fd_owner(int fd, uint32_t *uid) {
+    OS_SAVE;
+    struct stat st;
+    if (fstat(fd, &st) != 0) OS_RET(-errno);
+    *uid = (uint32_t)st.st_uid;
     OS_RET(0);
 }
 

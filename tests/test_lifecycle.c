@@ -1040,14 +1040,55 @@ static void forge_other(const char *name, uint64_t id, uid_t uid) {
     cr_assert(ok, "forging %s", name);
 }
 
+/* A System V segment with such a header naming pool id, made by uid (a
+ * child that becomes uid), its recorded owner then set to root, as the
+ * anchor's owner: only the creator says who made it. Its shmid, or -1. */
+static int forge_sysv_other(uint64_t id, uid_t uid) {
+    int pp[2];
+    cr_assert_eq(pipe(pp), 0);
+    pid_t c = fork();
+    if (c == 0) {
+        close(pp[0]);
+        int shmid = -1;
+        if (setuid(uid) == 0 && (shmid = shmget(IPC_PRIVATE, 1 * MIB, IPC_CREAT | 0644)) >= 0) {
+            uint8_t *m = shmat(shmid, NULL, 0);
+            uint64_t magic = DP_MAGIC, size = 1 * MIB;
+            uint32_t v[4] = {DP_FORMAT_VERSION + 1, 4096, 20304, 0};
+            struct shmid_ds ds;
+            if (m == (void *)-1 || shmctl(shmid, IPC_STAT, &ds) != 0) _exit(3);
+            memcpy(m, &magic, 8);
+            memcpy(m + 8, v, sizeof v);
+            memcpy(m + 24, &size, 8);
+            memcpy(m + 32, &id, 8);
+            shmdt(m);
+            ds.shm_perm.uid = 0;
+            if (shmctl(shmid, IPC_SET, &ds) != 0) {
+                shmctl(shmid, IPC_RMID, NULL);
+                shmid = -1;
+            }
+        }
+        if (write(pp[1], &shmid, sizeof shmid) != sizeof shmid) _exit(4);
+        _exit(0);
+    }
+    close(pp[1]);
+    int shmid = -1;
+    if (read(pp[0], &shmid, sizeof shmid) != sizeof shmid) shmid = -1;
+    close(pp[0]);
+    test_wait(c);
+    if (shmid < 0) cr_log_warn("NOTE could not forge a System V segment as uid %d", (int)uid);
+    return shmid;
+}
+
 /* Rule 7's claim: a region of another format speaks for its pool id only
  * where the id's anchor has the region's owner, and a forced remove of it
  * takes that anchor only as a sweep would. A forged header naming the id
  * of a live MEMFD pool (same owner): a forced remove takes the forged
  * region only -- the live pool keeps its anchor and its OS segment; it
- * took both before the fix. A forged header, owned by another user,
- * naming a dead ANON pool: the sweep still removes that pool's anchor and
- * OS segments; it kept them before. */
+ * took both before the fix. Forged headers naming a dead ANON pool, in a
+ * file owned by another user and in a System V segment another user made
+ * (its recorded owner set to the pool's): the sweep still removes that
+ * pool's anchor and OS segments; it kept them before. (The second part
+ * needs root.) */
 Test(lifecycle, a_forged_region_of_another_format_protects_or_removes_nothing, .timeout = 60) {
     char forged[64];
     test_name(forged, sizeof forged, "forged");
@@ -1070,31 +1111,36 @@ Test(lifecycle, a_forged_region_of_another_format_protects_or_removes_nothing, .
     cr_assert_eq(dsmpool_detach(live), 0);
     cr_expect_eq(pool_objects(lid, &anchor) + anchor, 0);
 
-    /* a dead ANON pool with two OS segments, and a forged claim by another user */
+    /* a dead ANON pool with two OS segments, and forged claims by another
+     * user: a file, and a System V segment whose recorded owner its
+     * creator set to the pool's owner (the creator cannot be changed) */
+    if (geteuid() != 0) cr_skip_test("another user's forgeries need root (chown, setuid)");
     shared *sh = shared_page();
     cr_assert(dead_pool(sh, 0, DSMPOOL_BACKING_ANON, NULL));
     uint64_t did = atomic_load(&sh->id[0]);
     cr_assert_eq(pool_objects(did, &anchor), 2);
     cr_assert(anchor);
     forge_other(forged, did, 65534);
+    int shmid = forge_sysv_other(did, 65534);
     size_t n;
     cr_expect_eq(dsmpool_sweep(&n), 0);
     cr_expect_eq(pool_objects(did, &anchor), 0, "another user's forged region kept a dead pool's OS segments");
     cr_expect_not(anchor, "another user's forged region kept a dead pool's anchor");
     cr_expect(shm_exists(forged), "the sweep removed a region of another format");
     dp_list_entry *v = NULL;
-    size_t nv = 0;
-    bool listed = false;
+    size_t nv = 0, listed = 0;
     cr_expect_eq(dp_life_list(&v, &nv), 0);
     for (size_t i = 0; v && i < nv; i++)
-        if (v[i].state == DP_LIST_OTHER_FORMAT && strstr(v[i].path, forged + 1)) {
-            listed = true;
+        if (v[i].state == DP_LIST_OTHER_FORMAT &&
+            (strstr(v[i].path, forged + 1) || (shmid >= 0 && v[i].shmid == shmid))) {
+            listed++;
             cr_expect_eq(v[i].id, 0, "a claim that does not hold is listed with pool id %016llx",
                          (unsigned long long)v[i].id);
         }
     free(v);
-    cr_expect(listed, "the forged region is not listed");
+    cr_expect_eq(listed, shmid >= 0 ? 2 : 1, "the forged regions are not listed");
     shm_unlink(forged);
+    if (shmid >= 0) shmctl(shmid, IPC_RMID, NULL);
     dsmpool_sweep(&n); /* whatever the failures above left */
     munmap(sh, sizeof *sh);
 }

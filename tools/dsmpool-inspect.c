@@ -477,8 +477,11 @@ static int cmd_list(out *o) {
                          " (region format %u, header %u bytes, made by %s: its own tool judges it; "
                          "--destroy NAME --force removes it)", e->format, e->header_size, by);
             }
-            printf("%-12s %-18s %016llx %-18s %s%s", list_state(e->state), list_kind(e), (unsigned long long)e->id,
-                   e->name[0] ? e->name : "-", where, e->anchor ? "" : ", no anchor");
+            char id[24] = "-"; /* another format's pool whose claim on an id does not hold: none */
+            bool unclaimed = e->state == DP_LIST_OTHER_FORMAT && !e->id;
+            if (!unclaimed) snprintf(id, sizeof id, "%016llx", (unsigned long long)e->id);
+            printf("%-12s %-18s %-16s %-18s %s%s", list_state(e->state), list_kind(e), id,
+                   e->name[0] ? e->name : "-", where, e->anchor || unclaimed ? "" : ", no anchor");
             if (e->fallback_objects) printf(", %llu OS segment objects", (unsigned long long)e->fallback_objects);
             printf("\n");
             continue;
