@@ -10,14 +10,19 @@
  *      traffic with exact-size tails). Printed next to the order-0 pair of
  *      the same run, with their ratio, through the library (dp_pool_alloc:
  *      CPU, node, sub-pool choice) and on the raw allocator of the same
- *      sub-pool (dp_pa_alloc), so the library's own cost is visible.
+ *      sub-pool (dp_pa_alloc), so the library's own cost is visible. The
+ *      four are measured in turn --reps times (default 5) and the medians
+ *      printed, with the range of the ratio over the rounds: on a shared
+ *      machine one round's order-0 pair can be a third slower than the
+ *      next's.
  *   3. Creating a 1 GiB pool: base pages without and with prefault, and
  *      2 MiB hugetlb pages (when the machine has them reserved).
  *
  * Prints a table and one machine-readable line per row ("csv,...").
  * Options: --seconds S (per measurement, default 0.5), --threads N (default
  * online CPUs), --size MiB of the creation test (default 1024), --mixed
- * (only the mixed-order table: for profiles and repeated runs).
+ * (only the mixed-order table: for profiles and repeated runs), --reps R
+ * (rounds of the mixed-order table, default 5).
  */
 #include <dsmpool.h>
 #include <pthread.h>
@@ -195,17 +200,22 @@ int main(int argc, char **argv) {
     unsigned threads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
     size_t create_mib = 1024;
     bool only_mixed = false;
+    unsigned reps = 5;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seconds") && i + 1 < argc) secs = atof(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = (unsigned)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc) create_mib = (size_t)atol(argv[++i]);
         else if (!strcmp(argv[i], "--mixed")) only_mixed = true;
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = (unsigned)atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--seconds S] [--threads N] [--size MiB] [--mixed]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--seconds S] [--threads N] [--size MiB] [--mixed] [--reps R]\n",
+                    argv[0]);
             return 2;
         }
     }
     if (threads < 1) threads = 1;
+    if (reps < 1) reps = 1;
+    if (reps > 64) reps = 64;
     if (threads > 256) threads = 256;
     dsmpool_config c;
     dsmpool_config_init(&c);
@@ -235,16 +245,27 @@ int main(int argc, char **argv) {
     /* The raw allocator: the sub-pool this thread's node allocates from. */
     int rs = pool->node_sub[dp_numa_current_node() & 0xff];
     dp_pa *raw = &pool->pa[rs >= 0 ? rs : 0];
-    printf("\nmixed orders 0..3 (working set 64 per thread) vs order-0 pair, ns per alloc+free\n");
-    printf("%7s %10s %10s %9s %10s %10s %9s\n", "threads", "o0 pair", "o0 raw", "lib cost",
-           "mixed", "mixed raw", "mixed/o0");
+    printf("\nmixed orders 0..3 (working set 64 per thread) vs order-0 pair, ns per alloc+free,\n"
+           "medians of %u rounds (each round measures the four in turn)\n", reps);
+    printf("%7s %10s %10s %9s %10s %10s %9s %13s\n", "threads", "o0 pair", "o0 raw", "lib cost",
+           "mixed", "mixed raw", "mixed/o0", "rounds' range");
     for (int t = 0; t < (threads > 1 ? 2 : 1); t++) {
-        double o0 = measure_ex(pool, NULL, 0, false, false, tl[t], secs);
-        double o0r = measure_ex(pool, raw, 0, false, false, tl[t], secs);
-        double mx = measure_ex(pool, NULL, 0, false, true, tl[t], secs);
-        double mxr = measure_ex(pool, raw, 0, false, true, tl[t], secs);
-        printf("%7u %10.1f %10.1f %9.1f %10.1f %10.1f %8.2fx\n", tl[t], o0, o0r, o0 - o0r, mx, mxr,
-               mx / o0);
+        double v[4][64], ratio[64];
+        for (unsigned r = 0; r < reps; r++) {
+            v[0][r] = measure_ex(pool, NULL, 0, false, false, tl[t], secs);
+            v[1][r] = measure_ex(pool, raw, 0, false, false, tl[t], secs);
+            v[2][r] = measure_ex(pool, NULL, 0, false, true, tl[t], secs);
+            v[3][r] = measure_ex(pool, raw, 0, false, true, tl[t], secs);
+            ratio[r] = v[2][r] / v[0][r];
+        }
+        double o0 = median(v[0], (int)reps), o0r = median(v[1], (int)reps), mx = median(v[2], (int)reps),
+               mxr = median(v[3], (int)reps), lo = ratio[0], hi = ratio[0];
+        for (unsigned r = 1; r < reps; r++) {
+            lo = ratio[r] < lo ? ratio[r] : lo;
+            hi = ratio[r] > hi ? ratio[r] : hi;
+        }
+        printf("%7u %10.1f %10.1f %9.1f %10.1f %10.1f %8.2fx %6.2f-%.2fx\n", tl[t], o0, o0r, o0 - o0r, mx,
+               mxr, mx / o0, lo, hi);
         printf("csv,mixed,%u,%.1f,%.1f,%.1f,%.1f,%.2f\n", tl[t], o0, o0r, mx, mxr, mx / o0);
     }
     if (dsmpool_check(pool) != 0) {
