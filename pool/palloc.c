@@ -39,61 +39,59 @@
  *        CAS c OPEN/empty -> CLOSING(me); CAS P's state for c PART -> FREE;
  *        store c := IDLE.
  *   5. Per-CPU reservation (after LLFree): each CPU keeps, per level, the
- *      node it allocates from, and at level 0 one leaf per order 0..4 (a
- *      hint line in shared memory, and the RESV bit on that node so that
- *      other CPUs look elsewhere first). Separate leaves per order keep
- *      small blocks from using up the runs that larger ones need: with one
- *      leaf for all, random orders 0..3 found no aligned run in 37% of
- *      allocations. An allocation tries its node with one CAS; when that
- *      has no run, the search walks up the tree from it (nearby first),
- *      preferring partly used nodes to free ones, and nodes no other CPU
- *      reserved; in that first pass a leaf is taken for orders 0..3 only if
- *      it keeps another run after this one, so that the new reservation
- *      does not miss again at once (a leaf with a single run is left to the
- *      second pass, or to a CPU that frees into it). The CAS that allocates
- *      in the node found also sets its RESV bit (no CAS of its own); the
- *      old reservation's bit is cleared unless another order of the CPU
- *      still uses that node. RESV is advisory in every way: a stale or
- *      missing bit only changes where searches look first. A free of an
- *      exact block (proc.c rule 9) makes the freed run's leaf the CPU's
- *      reservation for the block's order when the reservation has no run
- *      left (dp_pa_hint_freed), so blocks of a few pages that come and go
- *      at random places do not search the tree each time. Take-back:
- *      before its reservation, an allocation of order 0..4 tries the runs
- *      of its size that its thread freed as whole blocks (dp_pa_free: not
- *      a trim's tail nor an exact block's pieces) into leaves with no RESV
- *      bit (the newest DP_PA_BACK, thread-private), newest first, each
- *      once: one CAS sets exactly that run's bits, and the reservation
- *      stays where it is. Only where the second chance (next) may take:
- *      in the 2 MiB node of the CPU's reservation of the order, in none of
- *      its leaf reservations, in no leaf with RESV (a leaf another CPU's
- *      dp_pa_hint_freed made its reservation has none, and may be taken
- *      from, as the second chance may). A bounded
- *      working set of blocks of a few orders fills its leaves exactly, so
- *      the one free run an allocation needs is the one just freed, in a
- *      random leaf, rarely the reservation: 64 order-0 blocks in two full
- *      leaves missed the reservation in half of their allocations (24-37
- *      ns a step instead of 14-17 with 32 blocks); random orders 0..3
- *      searched the tree for 12% of their order-3 allocations and now for
- *      0.04% (poolbench --mixed raw: 27.4 ns a step -> 23.4, median of 10).
- *      A run freed into a leaf with RESV is not remembered: the
- *      reservation's CPU allocates from it anyway, and another CPU's line
- *      is not one to touch twice. Second chance:
- *      before the search, the leaf this thread last freed a run of the
- *      order into (dp_pa_free records it, thread-private) is tried, if it
- *      lies in the 2 MiB node of the CPU's reservation, is none of the
- *      CPU's leaf reservations (a dp_pa_hint_freed one has no RESV bit)
- *      and has no RESV bit; if it has the run it becomes the reservation.
- *      Before the take-back, random orders 0..3 missed their reservation
- *      in a third of their order-3 allocations, and this served about two
- *      thirds of those without a search (poolbench --mixed: 29.7 ns a step
- *      instead of 33.2); now it serves what the take-back forgot. Only in the
- *      reservation's node, and only for a CPU that has a reservation of the
- *      order: a thread that moved to another CPU frees into its old CPU's
- *      leaves, and a CPU that followed them stayed in the other CPU's node
- *      (seen in the hint lines); two threads were then at 36-50 ns a step
- *      instead of 30 in about a quarter of the runs, most likely from
- *      reading each other's leaf words (no counters here to confirm it).
+ *      node it allocates from, and at level 0 one leaf per order 0..4 (a hint
+ *      line in shared memory, and the RESV bit on that node so that other
+ *      CPUs look elsewhere first). Separate leaves per order keep small
+ *      blocks from using up the runs that larger ones need: with one leaf for
+ *      all, random orders 0..3 found no aligned run in 37% of allocations. An
+ *      allocation tries its node with one CAS; when that has no run, the
+ *      search walks up the tree from it (nearby first), preferring partly
+ *      used nodes to free ones, and nodes no other CPU reserved; in that
+ *      first pass a leaf is taken for orders 0..3 only if it keeps another
+ *      run after this one, so that the new reservation does not miss again at
+ *      once (a leaf with a single run is left to the second pass, or to a CPU
+ *      that frees into it). The CAS that allocates in the node found also
+ *      sets its RESV bit (no CAS of its own); the old reservation's bit is
+ *      cleared unless another order of the CPU still uses that node. RESV is
+ *      advisory in every way: a stale or missing bit only changes where
+ *      searches look first. A free of an exact block (proc.c rule 9) makes
+ *      the freed run's leaf the CPU's reservation for the block's order when
+ *      the reservation has no run left (dp_pa_hint_freed), so blocks of a few
+ *      pages that come and go at random places do not search the tree each
+ *      time. Take-back: before its reservation, an allocation of order 0..4
+ *      tries the runs of its size that its thread freed as whole blocks
+ *      (dp_pa_free: not a trim's tail nor an exact block's pieces) into
+ *      leaves with no RESV bit (the newest DP_PA_BACK, thread-private),
+ *      newest first, each once: one CAS sets exactly that run's bits, and the
+ *      reservation stays where it is. Only where the second chance (next) may
+ *      take: in the 2 MiB node of the CPU's reservation of the order, in none
+ *      of its leaf reservations, in no leaf with RESV (a leaf another CPU's
+ *      dp_pa_hint_freed made its reservation has none, and may be taken from,
+ *      as the second chance may). A bounded working set of blocks of a few
+ *      orders fills its leaves exactly, so the one free run an allocation
+ *      needs is the one just freed, in a random leaf, rarely the reservation:
+ *      64 order-0 blocks in two full leaves missed the reservation in half of
+ *      their allocations (24-37 ns a step instead of 14-17 with 32 blocks);
+ *      random orders 0..3 searched the tree for 12% of their order-3
+ *      allocations and now for 0.04% (poolbench --mixed raw: 27.4 ns a step
+ *      -> 23.4, median of 10). A run freed into a leaf with RESV is not
+ *      remembered: the reservation's CPU allocates from it anyway, and
+ *      another CPU's line is not one to touch twice. Second chance: before
+ *      the search, the leaf this thread last freed a run of the order into
+ *      (dp_pa_free records it, thread-private) is tried, if it lies in the 2
+ *      MiB node of the CPU's reservation, is none of the CPU's leaf
+ *      reservations (a dp_pa_hint_freed one has no RESV bit) and has no RESV
+ *      bit; if it has the run it becomes the reservation. Before the
+ *      take-back, random orders 0..3 missed their reservation in a third of
+ *      their order-3 allocations, and this served about two thirds of those
+ *      without a search (poolbench --mixed: 29.7 ns a step instead of 33.2);
+ *      now it serves what the take-back forgot. Only in the reservation's
+ *      node, and only for a CPU that has a reservation of the order: a thread
+ *      that moved to another CPU frees into its old CPU's leaves, and a CPU
+ *      that followed them stayed in the other CPU's node (seen in the hint
+ *      lines); two threads were then at 36-50 ns a step instead of 30 in
+ *      about a quarter of the runs, most likely from reading each other's
+ *      leaf words (no counters here to confirm it).
  *   6. Recovery: a word in OPENING/CLOSING whose owner is dead: if P's state
  *      for it is PART it becomes FREE; the word becomes IDLE. Both steps are
  *      safe because such a node holds nothing: an opener allocates in c only
@@ -542,9 +540,10 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
 }
 
 /* Rule 5's take-back and second chance: per thread, per run size, the
- * runs it freed into leaves nobody reserved (newest last, a ring of
- * PA_BACK: an older one is forgotten) and the leaf it last freed a run
- * into; and the allocator (sub-pool, this process) they belong to.
+ * runs it freed as whole blocks into leaves with no RESV bit (newest
+ * last, a ring of PA_BACK: an older one is forgotten) and the leaf it
+ * last freed a run into; and the allocator (sub-pool, this process) they
+ * belong to.
  * Thread-private memory, so plain loads and stores; a value is only where
  * to look, the CAS validates (a stale run, or one of a sub-pool detached
  * since, costs a probe at most: any free run is a correct allocation).
