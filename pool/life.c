@@ -57,27 +57,27 @@
  *      with a live process is never touched.
  *   6. dsmpool_remove (and create's replace_stale) removes one named pool
  *      the same way, refusing one with a present process unless forced.
- *   7. A region of another format (a dsmpool magic, a format or header
- *      size not ours: an older or newer library's pool, after an upgrade)
- *      is not judged by this library's locks: its liveness is its own
- *      library's business. Its header's pool id (byte 32 since format 3:
- *      dp_internal.h; byte 24 in format 2; format 1 made no anchors) is
- *      believed -- its claim holds -- only if no region of ours has that
- *      id and the id's anchor exists and has the region's owner (a file's
- *      owner, read through the descriptor its header was read through; a
- *      System V segment's creator, which its owner cannot change): a file
- *      anyone can write must not shield another user's dead pool from the
- *      sweep, nor hand its anchor to a forced remove. The sweep leaves the region alone, and the anchor and
- *      fallback objects of an id whose claim holds. dsmpool_remove refuses
- *      it (-EPROTO, naming the format, header size and library that made
- *      it) unless forced; forced, it removes the region if it is still
- *      the one judged (read again), then the anchor and fallback objects
- *      of a claim that holds as a sweep would (nobody present: presence is
- *      the same anchor byte in every format). The list shows it as of that
+ *   7. A region of another format (a dsmpool magic, a format or header size
+ *      not ours: an older or newer library's pool, after an upgrade) is not
+ *      judged by this library's locks: its liveness is its own library's
+ *      business. Its header's pool id (byte 32 since format 3: dp_internal.h;
+ *      byte 24 in format 2; format 1 made no anchors) is believed -- its
+ *      claim holds -- only if no region of ours has that id and the id's
+ *      anchor exists and has the region's owner (a file's owner, read through
+ *      the descriptor its header was read through; a System V segment's
+ *      creator, which its owner cannot change): a file anyone can write must
+ *      not shield another user's dead pool from the sweep, nor hand its
+ *      anchor to a forced remove. The sweep leaves the region alone, and the
+ *      anchor and fallback objects of an id whose claim holds. dsmpool_remove
+ *      refuses it (-EPROTO, naming the format, header size and library that
+ *      made it) unless forced; forced, it removes the region if it is still
+ *      the one judged (read again), then the anchor and fallback objects of a
+ *      claim that holds as a sweep would (nobody present: presence is the
+ *      same anchor byte in every format). The list shows it as of that
  *      format, without reading its locks, with the pool id only where the
- *      claim holds. A region of ours is believed as before, whoever owns
- *      it (a forged one could sway a sweep before rule 7 too; live pools
- *      stay safe by presence).
+ *      claim holds. A region of ours is believed as before, whoever owns it
+ *      (a forged one could sway a sweep before rule 7 too; live pools stay
+ *      safe by presence).
  *
  * Bounds: a process of an anonymous or memfd pool in a mount namespace
  * without a /dev/shm is not present; it cannot see any fallback object
@@ -340,8 +340,9 @@ typedef struct region_ref {
     uint64_t magic, closed, nprocs;
     uint32_t format, lib, hsize; /* another format's number, library version, header size; 0: ours */
     bool claims;          /* another format's: its claim on the pool id holds (rule 7) */
-    bool owned;           /* uid is known: the file's owner (read by the descriptor the header was
-                             read through) or the System V segment's creator */
+    bool owned;           /* another format's: uid is known -- the file's owner (read by the
+                             descriptor the header was read through) or the System V
+                             segment's creator */
     uint32_t uid;
 } region_ref;
 
@@ -445,7 +446,7 @@ static bool scan_file(const char *name, void *arg) {
             r.nprocs = h->proc_cap;
         }
         snprintf(r.path, sizeof r.path, "%s", path);
-        r.owned = dp_os_fd_owner(fd, &r.uid) == 0; /* the file whose header was read */
+        if (r.format) r.owned = dp_os_fd_owner(fd, &r.uid) == 0; /* the file whose header was read */
         add_region(f, &r);
     }
     free(h);

@@ -541,21 +541,21 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
 
 /* Rule 5's take-back and second chance: per thread, per run size, the
  * runs it freed as whole blocks into leaves with no RESV bit (newest
- * last, a ring of PA_BACK: an older one is forgotten) and the leaf it
+ * last, a ring of DP_PA_BACK: an older one is forgotten) and the leaf it
  * last freed a run into; and the allocator (sub-pool, this process) they
  * belong to.
  * Thread-private memory, so plain loads and stores; a value is only where
  * to look, the CAS validates (a stale run, or one of a sub-pool detached
  * since, costs a probe at most: any free run is a correct allocation).
  * Global-dynamic TLS (area.c, tc_last). */
-#define PA_BACK DP_PA_BACK
-_Static_assert((PA_BACK & (PA_BACK - 1)) == 0 && PA_BACK <= 128, "a ring indexed by uint8_t");
+_Static_assert((DP_PA_BACK & (DP_PA_BACK - 1)) == 0 && DP_PA_BACK <= 128,
+               "a ring indexed by uint8_t");
 static _Thread_local struct {
     const dp_pa *pa;
     uint32_t leaf[5];          /* per run size 0..4: leaf index + 1, 0 = none */
     uint8_t n[5];              /* runs in back[rs] */
     uint8_t top[5];            /* back[rs][top] is the newest */
-    uint64_t back[5][PA_BACK]; /* frames of runs freed and not yet taken back */
+    uint64_t back[5][DP_PA_BACK]; /* frames of runs freed and not yet taken back */
 } pa_freed;
 
 /* This CPU's hint for level t and run size rs (rule 5). */
@@ -583,7 +583,7 @@ static inline bool pa_may_take(struct dp_pa_hint *h, uint64_t lf, uint64_t hv, d
 /* Rule 5's take-back: the newest run of size rs this thread freed into a
  * leaf with no RESV bit, if it is still free and this CPU may take it; one
  * CAS sets exactly its bits (no RESV: the reservation stays where it is).
- * Each run is tried once and forgotten, so a call costs at most PA_BACK
+ * Each run is tried once and forgotten, so a call costs at most DP_PA_BACK
  * probes. Caller: t == 0, hv != 0, pa_freed.pa == pa. */
 static bool pa_take_back(dp_pa *pa, struct dp_pa_hint *h, unsigned rs, uint64_t hv,
                          uint64_t *frame) {
@@ -591,7 +591,7 @@ static bool pa_take_back(dp_pa *pa, struct dp_pa_hint *h, unsigned rs, uint64_t 
         unsigned top = pa_freed.top[rs];
         uint64_t f = pa_freed.back[rs][top], lf = (f >> node_shift(0)) + 1, w;
         pa_freed.n[rs]--;
-        pa_freed.top[rs] = (uint8_t)((top - 1) & (PA_BACK - 1));
+        pa_freed.top[rs] = (uint8_t)((top - 1) & (DP_PA_BACK - 1));
         if (lf - 1 >= pa->count[0]) continue;
         dp_a64 *p = pa_node(pa, 0, lf - 1);
         if (!pa_may_take(h, lf, hv, p, &w)) continue;
@@ -730,10 +730,10 @@ static int pa_free(dp_pa *pa, uint64_t frame, unsigned order, bool remember) {
                 }
                 pa_freed.leaf[rs] = (uint32_t)idx + 1;
                 if (remember && !(w & W_RESV)) { /* a reserved leaf's runs are its CPU's */
-                    unsigned top = (pa_freed.top[rs] + 1u) & (PA_BACK - 1);
+                    unsigned top = (pa_freed.top[rs] + 1u) & (DP_PA_BACK - 1);
                     pa_freed.top[rs] = (uint8_t)top;
                     pa_freed.back[rs][top] = frame;
-                    if (pa_freed.n[rs] < PA_BACK) pa_freed.n[rs]++;
+                    if (pa_freed.n[rs] < DP_PA_BACK) pa_freed.n[rs]++;
                 }
             }
             return 0;
