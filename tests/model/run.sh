@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Model-check the protocols a crash can interrupt (palloc.m, area.m) with
-# rumur, and check that each model still catches the bug it was written
-# against (the same model with LIVE_RECOVERY / BUGGY set must fail).
-# Usage: run.sh WORKDIR. Prints Criterion's synthesis line, so that
-# tools/testcount.py counts the four checks like any suite.
+# Model-check the protocols a crash can interrupt (palloc.m, area.m,
+# presence.m) with rumur, and check that each model still catches the bug it
+# was written against (the same model with LIVE_RECOVERY / BUGGY / OTHER_NS
+# set must fail). Usage: run.sh WORKDIR. Prints Criterion's synthesis line,
+# so that tools/testcount.py counts the six checks like any suite.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 work=${1:-/tmp/dsmpool-model}
@@ -44,5 +44,7 @@ check palloc_holds "$here/palloc.m" "" ok
 check palloc_live_recovery_breaks_it "$here/palloc.m" LIVE_RECOVERY error
 check area_holds "$here/area.m" "" ok
 check area_old_destroy_breaks_it "$here/area.m" BUGGY error
+check presence_holds "$here/presence.m" "" ok
+check presence_other_ns_breaks_it "$here/presence.m" OTHER_NS error
 echo "[====] Synthesis: Tested: $((pass + fail)) | Passing: $pass | Failing: $fail | Crashing: 0"
 [ "$fail" -eq 0 ]
