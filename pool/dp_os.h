@@ -51,6 +51,13 @@ int dp_os_memfd(const char *tag, size_t huge_sz);              /* returns fd */
 int dp_os_shm_open(const char *name, bool create, unsigned mode); /* returns fd */
 int dp_os_shm_unlink(const char *name);
 int dp_os_shm_open_any(const char *name, unsigned mode); /* create if missing; returns fd */
+/* The pool's /dev/shm as a directory descriptor (O_PATH, close-on-exec) and
+ * its identity (st_dev, st_ino: another tmpfs mounted there is another
+ * directory); objects in it by shm name ("/x"), relative to that
+ * descriptor, so a fork()ed child in another mount namespace reaches them. */
+int dp_os_shm_dir(int *fd, uint64_t *dev, uint64_t *ino);
+int dp_os_shm_openat(int dir, const char *name, bool create, unsigned mode); /* returns fd */
+int dp_os_shm_unlinkat(int dir, const char *name);
 int dp_os_file_open_ro(const char *path);                /* read-only, regular files only; returns fd */
 int dp_os_file_open(const char *path, bool create, unsigned mode); /* returns fd */
 int dp_os_file_unlink(const char *path);
@@ -110,6 +117,14 @@ int dp_os_sem_trylock(int semid, unsigned n);                     /* 0, -EAGAIN 
 int dp_os_sem_unlock(int semid, unsigned n);
 int dp_os_sem_test(int semid, unsigned n);                        /* 1 held, 0 free */
 int dp_os_sem_any_held(int semid);                                /* 1 some held, 0 none */
+/* Semaphores as shared locks (live.c): raise adds 1 with SEM_UNDO (a count
+ * of holders, each lowering its own with dp_os_sem_unlock); tryshare raises
+ * s if x is 0, tryexcl raises x if s and x are 0, each atomically and
+ * without waiting (-EAGAIN). value: the semaphore's value. */
+int dp_os_sem_raise(int semid, unsigned n);
+int dp_os_sem_tryshare(int semid, unsigned s, unsigned x);
+int dp_os_sem_tryexcl(int semid, unsigned s, unsigned x);
+int dp_os_sem_value(int semid, unsigned n);
 int dp_os_sem_remove(int semid);
 
 /* Every running thread of every process executes a full memory barrier
@@ -125,6 +140,7 @@ pid_t dp_os_getpid(void);
 
 /* Every entry of a directory but "." and ".." (fn returns false to stop). */
 int dp_os_dir_each(const char *dir, bool (*fn)(const char *name, void *arg), void *arg);
+int dp_os_dir_each_at(int dir, bool (*fn)(const char *name, void *arg), void *arg); /* dir: a descriptor */
 /* Every System V shared memory segment this process may see. */
 int dp_os_sysv_each(bool (*fn)(int shmid, int32_t key, size_t size, uint64_t nattch, void *arg), void *arg);
 /* The first len bytes of a SysV segment, read-only (attach, copy, detach). */

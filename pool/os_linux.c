@@ -247,6 +247,76 @@ int dp_os_shm_unlink(const char *name) {
     OS_RET(shm_unlink(name) == 0 ? 0 : -errno);
 }
 
+/* ---- /dev/shm through a directory descriptor ------------------------------
+ * A pool's objects in /dev/shm (its anchor, its OS fallback segments) are
+ * opened relative to a descriptor of the directory the pool was made in, so
+ * that a fork()ed child that moved to another mount namespace still reaches
+ * them (life.c rule 1). Names are shm_open's ("/x"): the slash is dropped. */
+
+static const char *shm_rel(const char *name) {
+    while (*name == '/') name++;
+    return name;
+}
+
+int dp_os_shm_dir(int *fd, uint64_t *dev, uint64_t *ino) {
+    OS_SAVE;
+    int d;
+    do
+        d = open("/dev/shm", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    while (d < 0 && errno == EINTR);
+    if (d < 0) OS_RET(-errno);
+    struct stat st;
+    if (fstat(d, &st) != 0) {
+        int e = -errno;
+        close(d);
+        OS_RET(e);
+    }
+    *fd = d;
+    *dev = (uint64_t)st.st_dev;
+    *ino = (uint64_t)st.st_ino;
+    OS_RET(0);
+}
+
+int dp_os_shm_openat(int dir, const char *name, bool create, unsigned mode) {
+    OS_SAVE;
+    const char *rel = shm_rel(name);
+    if (dir < 0 || !*rel || strchr(rel, '/')) OS_RET(-EINVAL);
+    int fd;
+    do
+        fd = openat(dir, rel, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT | O_EXCL : 0), (mode_t)mode);
+    while (fd < 0 && errno == EINTR);
+    if (fd >= 0 && create) (void)fchmod(fd, (mode_t)mode); /* umask must not narrow it */
+    OS_RET(fd < 0 ? -errno : fd);
+}
+
+int dp_os_shm_unlinkat(int dir, const char *name) {
+    OS_SAVE;
+    const char *rel = shm_rel(name);
+    if (dir < 0 || !*rel || strchr(rel, '/')) OS_RET(-EINVAL);
+    OS_RET(unlinkat(dir, rel, 0) == 0 ? 0 : -errno);
+}
+
+int dp_os_dir_each_at(int dir, bool (*fn)(const char *name, void *arg), void *arg) {
+    OS_SAVE;
+    int d;
+    do
+        d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    while (d < 0 && errno == EINTR);
+    if (d < 0) OS_RET(-errno);
+    DIR *dd = fdopendir(d);
+    if (!dd) {
+        int e = -errno;
+        close(d);
+        OS_RET(e);
+    }
+    for (struct dirent *e; (e = readdir(dd));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!fn(e->d_name, arg)) break;
+    }
+    closedir(dd);
+    OS_RET(0);
+}
+
 int dp_os_file_open(const char *path, bool create, unsigned mode) {
     OS_SAVE;
     int fd;
@@ -566,6 +636,35 @@ int dp_os_sem_unlock(int semid, unsigned n) {
     OS_SAVE;
     struct sembuf op = {(unsigned short)n, -1, SEM_UNDO | IPC_NOWAIT};
     OS_RET(sem_op(semid, &op, 1));
+}
+
+int dp_os_sem_raise(int semid, unsigned n) {
+    OS_SAVE;
+    struct sembuf op = {(unsigned short)n, 1, SEM_UNDO | IPC_NOWAIT};
+    OS_RET(sem_op(semid, &op, 1));
+}
+
+int dp_os_sem_tryshare(int semid, unsigned s, unsigned x) {
+    OS_SAVE;
+    /* atomically: the exclusive one is 0 (without waiting), the shared count + 1 */
+    struct sembuf ops[2] = {{(unsigned short)x, 0, IPC_NOWAIT},
+                            {(unsigned short)s, 1, SEM_UNDO | IPC_NOWAIT}};
+    OS_RET(sem_op(semid, ops, 2));
+}
+
+int dp_os_sem_tryexcl(int semid, unsigned s, unsigned x) {
+    OS_SAVE;
+    /* atomically: no shared holder, no exclusive one, then the exclusive one to 1 */
+    struct sembuf ops[3] = {{(unsigned short)s, 0, IPC_NOWAIT},
+                            {(unsigned short)x, 0, IPC_NOWAIT},
+                            {(unsigned short)x, 1, SEM_UNDO | IPC_NOWAIT}};
+    OS_RET(sem_op(semid, ops, 3));
+}
+
+int dp_os_sem_value(int semid, unsigned n) {
+    OS_SAVE;
+    int v = semctl(semid, (int)n, GETVAL);
+    OS_RET(v < 0 ? -errno : v);
 }
 
 int dp_os_sem_any_held(int semid) {
