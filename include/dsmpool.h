@@ -41,6 +41,14 @@
  *               that died (dsmpool_remove() it, or create with replace_stale)
  *     -EPROTO   the region is not a compatible dsmpool (bad magic, version,
  *               layout, or a size that does not match the mapping)
+ *     -ENOLCK   attach (or a fork()ed child's first call): this process
+ *               cannot hold the pool's locks of its own -- the ones that say
+ *               it is alive and present (below) -- so it is not let in: a
+ *               memfd or anonymous pool where /proc/self/fd is missing, a
+ *               System V pool's child in another IPC namespace
+ *     -EXDEV    a segment (or area memory) that lives in an OS fallback
+ *               segment, asked for by a process that sees another /dev/shm
+ *               than the pool's (below)
  *     -ENOSPC   a fixed table is full (segment descriptors, process slots,
  *               names); creating a pool, no room
  *               for its files
@@ -65,14 +73,28 @@
  *   A process may die at any instruction. Its memory goes back when any
  *   process calls dsmpool_recover() (or when the library itself runs out of
  *   slots, caches or blocks); nothing of a live process is ever released.
- *   Whether a process lives is decided by a lock the kernel drops at its
- *   death (an OFD lock on the pool's file, or a SEM_UNDO semaphore for System
- *   V pools), so processes in other pid or mount namespaces, or hidden from
- *   /proc, are judged right. A process that cannot open the pool's file for
- *   itself (a memfd pool attached where /proc/self/fd is missing) is never
- *   recovered (stats: procs_unguarded). A fork()ed child that has not called
- *   the library yet keeps its parent's lock: the parent is then recovered
- *   late, never early.
+ *   Whether a process lives, and whether any process is still in the pool
+ *   (so that the last one out cleans up), is decided by locks the kernel
+ *   drops at death, on the pool's own file or semaphores: an OFD lock on
+ *   the region's file (a memfd made with it for an anonymous pool), or a
+ *   SEM_UNDO semaphore of the pool's set for System V pools. Every process
+ *   of the pool reaches them whatever its namespaces, so processes in
+ *   other pid or mount namespaces, or hidden from /proc, are judged right;
+ *   one that cannot hold them of its own gets -ENOLCK and is not let in
+ *   (never counted out). A fork()ed child that has not called the library
+ *   yet keeps its parent's lock: the parent is then recovered late, never
+ *   early.
+ *
+ * OS fallback segments and /dev/shm
+ *   A pool's OS objects (its anchor, fallback segments) live in the /dev/shm
+ *   its creator saw, and the library reaches them through a descriptor of
+ *   that directory: a fork()ed child keeps them wherever its mount
+ *   namespace has moved it. A process that attaches from a namespace with
+ *   another /dev/shm (another tmpfs there) takes part in the pool but
+ *   makes and maps no OS fallback segment: -ENOMEM where the pool cannot
+ *   serve, -EXDEV for one that exists; its attach says so in
+ *   dsmpool_last_error(). If such a process is the last one out, the OS
+ *   objects wait in the pool's /dev/shm for a dsmpool_sweep() there.
  */
 #ifndef DSMPOOL_H
 #define DSMPOOL_H
@@ -610,9 +632,8 @@ typedef struct dsmpool_stats {
     unsigned procs_attached;
     unsigned procs_capacity;
     uint64_t procs_recovered;  /* dead processes released by recovery */
-    unsigned procs_unguarded;  /* attached without a liveness lock of their own (a memfd pool
-                                  attached where /proc/self/fd cannot be opened): never
-                                  recovered if they die without detaching */
+    unsigned procs_unguarded;  /* always 0 since region format 10: a process without a
+                                  liveness lock of its own is refused (-ENOLCK) */
     unsigned procs_recovering; /* dead processes whose recovery waits for a live one (it is
                                   attaching or detaching a segment they used); the next
                                   dsmpool_recover() goes on */

@@ -46,7 +46,9 @@
  * made a region it cannot read. Nor, from format 3 on, do the 16 after
  * them: the region's size and its pool id, so that the sweep and the list
  * can tell which anchor and fallback objects a region of another format
- * owns (life.c rule 7; format 2 had the pool id at byte 24). Format 9 widened the area directory
+ * owns (life.c rule 7; format 2 had the pool id at byte 24). Format 10
+ * moved presence and LIFE from the anchor in /dev/shm to the region's own
+ * lock file (live.c rule 6), and records the anchor's /dev/shm. Format 9 widened the area directory
  * word's class to 7 bits (87 size classes; its entry to 24). Format 8
  * made the area directory a word per 4 KiB (page-exact area blocks above
  * 4 KiB, which share 64 KiB).
@@ -56,7 +58,7 @@
  * per 64 KiB (spans from 64 KiB); 5 changed the area directory word (a
  * 6-bit class for 60 size classes); 3 added the last; 2 had region_size
  * there. */
-#define DP_FORMAT_VERSION 9u
+#define DP_FORMAT_VERSION 10u
 #define DP_DIR_SHIFT 12u /* the span directory's granule: 4 KiB of data (a frame) a word */
 #define DP_NAME_MAX 240
 
@@ -84,6 +86,9 @@ enum { DP_SLOT_FREE = 0, DP_SLOT_LIVE = 1, DP_SLOT_RECOVERING = 2, DP_SLOT_LEAVI
 #define DP_LOCK_CREATE 0u   /* held by a creator until the region is published */
 #define DP_LOCK_SWEEP 1u    /* held by the one process running the leak sweep */
 #define DP_LOCK_NAMES 2u    /* held while the name table is searched or claimed (names.c) */
+#define DP_LOCK_LIFE 3u     /* shared by joiners, exclusive by a last-out decision or a sweeper (life.c) */
+#define DP_LOCK_PRESENT 4u  /* shared by every attached process (life.c rule 2) */
+#define DP_LOCK_LIFE_X 5u   /* System V only: LIFE's exclusive holder (LIFE counts the shared ones) */
 #define DP_LOCK_SLOT0 64u   /* slot i: DP_LOCK_SLOT0 + i */
 
 /* Attachment record: [gen:32][rstate:2][index+1:30]; 0 = empty. */
@@ -239,6 +244,7 @@ typedef struct dp_header {
     dp_a64 destroyed;               /* release/acquire: the name is gone */
     dp_a64 closed;                  /* release/acquire: the last process left cleanly (life.c) */
     uint64_t no_anchor;             /* [imm] created without an anchor: no OS fallback segments */
+    uint64_t shm_dev, shm_ino;      /* [imm] the /dev/shm the anchor was made in (life.c rule 1) */
     dp_a64 sweep_needed;            /* release/acquire: a process died inside an ownership change */
     dp_a64 recover_deferred;        /* relaxed counter: recoveries left unfinished for later */
     dp_a64 lost_reclaimed;          /* relaxed counter: chunks the lost sweep gave back (area.c rule 11) */
@@ -295,6 +301,9 @@ struct dsmpool {
     dp_live live;            /* our liveness lock (ledger) */
     char note[2100];         /* create: what the pool did not get (dsmpool_create's note) */
     int anchor;              /* our description of the pool's anchor (life.c), or -1 */
+    int shmdir;              /* the pool's /dev/shm directory (life.c rule 1), or -1: this
+                                process sees another one and makes no OS fallback objects */
+    bool present;            /* we hold DP_LOCK_PRESENT on live (life.c rule 2) */
     uint64_t pool_id;        /* the id a new region gets (creation), then geo.pool_id */
     dp_proc *procs;
     uint32_t nprocs;
@@ -398,7 +407,11 @@ static inline unsigned dp_epoch(void) {
 
 /* Hooks: how a lower layer reaches what a higher one does (STYLE 13). */
 void dp_ledger_set_reclaim(int (*fn)(struct dsmpool *pool)); /* recovery layer */
-void dp_ledger_set_adopt(int (*fn)(struct dsmpool *pool));   /* segment and life layers; run top first */
+void dp_ledger_set_adopt(int (*fn)(struct dsmpool *pool));   /* segment layer; run top first */
+/* life layer: a fork()ed child joins (life.c J3..J6) before it claims its
+ * slot, and is joined (J8) after; leave undoes a join whose adoption failed */
+void dp_ledger_set_join(int (*join)(struct dsmpool *pool), void (*joined)(struct dsmpool *pool),
+                        void (*leave)(struct dsmpool *pool));
 void dp_ledger_on_fork(void (*fn)(void));                    /* process-local locks to reset */
 int dp_reclaim(struct dsmpool *pool); /* recover dead processes now; returns slots recovered */
 
@@ -412,13 +425,27 @@ static inline uint32_t dp_owner(const struct dsmpool *pool) { return pool->slot 
 /* The liveness oracle (live.c). */
 int dp_live_created(struct dsmpool *pool);  /* the creator opens/creates the lock */
 int dp_live_attached(struct dsmpool *pool); /* an attacher gets a description of its own */
-void dp_live_child(struct dsmpool *pool);   /* a fork()ed child: the same, drop the parent's */
+int dp_live_child(struct dsmpool *pool);    /* a fork()ed child: the same, drop the parent's */
 void dp_live_close(struct dsmpool *pool);
 bool dp_live_guarded(const struct dsmpool *pool);
 int dp_live_take(struct dsmpool *pool, uint64_t lock);  /* 0, -EAGAIN (held elsewhere) */
 void dp_live_give(struct dsmpool *pool, uint64_t lock);
 int dp_live_held(struct dsmpool *pool, uint64_t lock);  /* 1 held elsewhere, 0 free */
 void dp_live_destroy(struct dsmpool *pool); /* remove the SysV semaphore set */
+/* Presence and LIFE (live.c rule 6) on a lock file description or set: the
+ * pool's own (&pool->live), or one a sweeper opened for a region it found
+ * (by path: a file; by key: System V). Waits poll for at most ms. */
+int dp_live_of_path(const char *path, dp_live *l);
+int dp_live_of_key(int32_t key, dp_live *l);
+void dp_live_drop(dp_live *l); /* a sweeper's: LIFE let go, description closed */
+int dp_live_life_share(dp_live *l, unsigned ms); /* 0, -EAGAIN (held exclusive for ms) */
+void dp_live_life_unshare(dp_live *l);
+int dp_live_life_excl(dp_live *l, unsigned ms);  /* 0, -EAGAIN (held for ms) */
+void dp_live_life_release(dp_live *l);
+int dp_live_present(dp_live *l);
+void dp_live_absent(dp_live *l);
+int dp_live_anyone_present(dp_live *l); /* by one that holds none: 1 yes (or cannot tell), 0 nobody */
+int dp_live_life_held(dp_live *l);      /* 1 shared or exclusive by anyone (or cannot tell) */
 
 /* Is slot's process alive? For judging only: true when it cannot be told
  * (unguarded slots, a process without a lock of its own), false for FREE. */
@@ -581,9 +608,11 @@ void dp_area_drop_os(struct dsmpool *pool);
 
 #define DP_ANCHOR_LIFE 0u     /* shared by joiners, exclusive for cleaners */
 #define DP_ANCHOR_PRESENCE 1u /* shared by every attached process */
-int dp_life_anchor_create(uint64_t pool_id, unsigned mode); /* the fd (present, LIFE shared), or -errno */
-void dp_life_anchor_remove(uint64_t pool_id);
-int dp_life_join(struct dsmpool *pool, bool creator); /* presence, LIFE shared */
+/* The anchor in this process's /dev/shm (present, its LIFE shared), and that
+ * directory's descriptor and identity for the header: the fd, or -errno. */
+int dp_life_anchor_create(uint64_t pool_id, unsigned mode, int *shmdir, uint64_t *dev, uint64_t *ino);
+void dp_life_anchor_remove(int shmdir, uint64_t pool_id);
+int dp_life_join(struct dsmpool *pool, bool creator); /* presence, LIFE shared; the anchor if home */
 void dp_life_joined(struct dsmpool *pool);     /* LIFE released */
 void dp_life_leave(struct dsmpool *pool);      /* after the slot is released */
 void dp_life_layer_init(void);

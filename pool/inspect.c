@@ -61,7 +61,7 @@ static dp_insp *insp_new(int backing, const char *name) {
         free(p);
         return NULL;
     }
-    p->fd = p->shmid = p->anchor = -1;
+    p->fd = p->shmid = p->anchor = p->shmdir = -1;
     p->live.fd = p->live.semid = -1;
     p->backing = (dsmpool_backing)backing;
     if (name) snprintf(p->name, sizeof p->name, "%s", name);

@@ -1,38 +1,60 @@
 /*
- * life.c -- a pool's lifecycle: its anchor, the last process out, the sweep.
+ * life.c -- a pool's lifecycle: who is in it, the last process out, the
+ * sweep.
  *
  * Layer: the top, with recovery (it runs recovery before it cleans up) and
- * pool.c (join and leave call it). Nothing below knows about it.
+ * pool.c (join and leave call it). Nothing below knows about it; presence
+ * and LIFE are locks of the liveness oracle (live.c rule 6), which it asks.
  *
  * Rules
- *   1. Every pool has an anchor: an empty file /dev/shm/dsmpool.<pool id>,
- *      made before any other object of the pool (region name, OS fallback
- *      segments /dsmpool.<id>.<index>.<gen>) and removed after the last one.
- *      So every OS object a pool makes can be traced to its pool by name,
- *      and a fallback object without an anchor belongs to no pool. A pool
- *      made where no anchor can be made (no /dev/shm) gets no fallback
- *      segments (their objects would live in /dev/shm too).
- *   2. Presence: every attached process holds a shared OFD lock on the
- *      anchor's byte DP_ANCHOR_PRESENCE, on a description it opened itself
- *      (a fork()ed child takes its own when it adopts the pool, before it
- *      lets the inherited copy go; if it cannot, the adoption fails and its
- *      next call tries again: a child holds a slot only while present);
- *      the kernel drops it when the process dies. A pool no process is present in is
- *      dead (every process died) or closed (the last one left cleanly).
- *   3. DP_ANCHOR_LIFE: a joiner (and a creator) holds it shared from before
- *      its presence until its slot is claimed; whoever cleans up or removes
- *      a pool holds it exclusive, and checks presence only then. A leaver
- *      takes it while it is still present, and only then drops its presence
- *      and looks: so no cleaner ever sees a pool empty that a process is
- *      leaving cleanly, no pool is cleaned while a process joins it, and
- *      nobody joins one being removed (a joiner waits, at most 10 s, then
- *      says -EAGAIN). A name found by open is trusted only once it is locked
- *      and still leads to the same file (a cleaner may have unlinked it).
- *      Locks are let go by an explicit unlock, never by close alone: a
- *      descriptor a fork()ed child copied keeps its description's locks.
- *      A leaver that cannot get LIFE within 10 s (a stopped cleaner) does
- *      not clean up, and marks a named pool closed (no sweep takes it for
- *      dead; a joiner clears the mark).
+ *   1. Every pool has an anchor: an empty file dsmpool.<pool id> in the
+ *      /dev/shm its creator saw (the pool's home, recorded in the header by
+ *      its device and inode), made before any other object of the pool
+ *      (region name, OS fallback segments dsmpool.<id>.<index>.<gen>) and
+ *      removed after the last one. So every OS object a pool makes can be
+ *      traced to its pool by name, and a fallback object without an anchor
+ *      belongs to no pool. A process reaches home through a descriptor of
+ *      that directory (p->shmdir): the creator's, one an attacher opens
+ *      when its /dev/shm is home, or the one a fork()ed child inherits --
+ *      wherever the child's mount namespace has moved it. A process without
+ *      one (it sees another /dev/shm) makes and maps no OS fallback object
+ *      and unlinks none: it takes part in the pool otherwise (rule 2), and
+ *      its attach says so in dsmpool_last_error(). A pool made where no
+ *      anchor can be made (no /dev/shm) gets no fallback segments.
+ *   2. Presence: every attached process holds the region's DP_LOCK_PRESENT
+ *      shared (live.c rule 6: an OFD lock on a description of the region's
+ *      own file that it opened itself, the lock memfd of an anonymous
+ *      pool, or a System V semaphore with SEM_UNDO), from before its slot
+ *      is claimed (J4) until after its slot is freed; the kernel drops it
+ *      when the process dies. These are shared by every process of the
+ *      pool, whatever namespaces it is in; a process that cannot hold them
+ *      is refused at attach (-ENOLCK), never counted out. A pool no process
+ *      is present in is dead (every process died) or closed (the last one
+ *      left cleanly). Home processes also hold the anchor's
+ *      DP_ANCHOR_PRESENCE: it says only "present in this /dev/shm", for a
+ *      sweep that cannot reach an anonymous or memfd pool's region.
+ *   3. LIFE (the region's DP_LOCK_LIFE): a joiner holds it shared from
+ *      before its presence until its slot is claimed (J3..J8); a leaver
+ *      takes it exclusive while still present, and only then drops its
+ *      presence and looks (L3..L6); a sweeper or remover holds it exclusive
+ *      across its look at presence and its removals (S2..S5). So no cleaner
+ *      ever sees a pool empty that a process is leaving cleanly, no pool is
+ *      cleaned while a process joins it, and nobody joins one being removed
+ *      (a joiner waits, at most 10 s, then says -EAGAIN). A joiner of a
+ *      named pool checks, under LIFE and present, that the name still leads
+ *      to its region (J5) before it touches the anchor, so an attach that
+ *      raced dsmpool_remove fails having made nothing. The anchor's own
+ *      DP_ANCHOR_LIFE plays the same part for the anchor alone (a home
+ *      process takes the anchor with it shared, a sweep of an anchor whose
+ *      region it cannot reach holds it exclusive), inside the region's
+ *      LIFE where both are taken: lock order region LIFE, then anchor LIFE.
+ *      A name found by open is trusted only once it is locked and still
+ *      leads to the same file (a cleaner may have unlinked it). Locks are
+ *      let go by an explicit unlock, never by close alone: a descriptor a
+ *      fork()ed child copied keeps its description's locks. A leaver that
+ *      cannot get LIFE within 10 s (a stopped cleaner or joiner) does not
+ *      clean up, and marks a named pool closed (no sweep takes it for dead;
+ *      a joiner clears the mark).
  *   4. The last process out (its presence dropped, LIFE exclusive, nobody
  *      present): recovers what dead processes left, drops area entries that
  *      live in OS segments, then unlinks every OS fallback segment of the
@@ -40,19 +62,23 @@
  *      them), and any stray object named after the pool. An anonymous or
  *      memfd pool goes with its last process, and a destroyed one with its
  *      name: their anchor (and System V semaphores) go too. A named pool
- *      that persists is marked closed (hdr->closed).
+ *      that persists is marked closed (hdr->closed). A last process that
+ *      is not home frees the descriptors but cannot reach the objects: they
+ *      stay in the home /dev/shm until a sweep there (its anchor has nobody
+ *      present: rule 5) -- a bounded leak, never a loss.
  *   5. The sweep (dsmpool_sweep, safe from any process at any time): for
  *      every pool id it finds in /dev/shm (anchors, fallback objects) or in
  *      a region header (POSIX names in /dev/shm and hugetlbfs mounts,
- *      System V segments): if the anchor's LIFE can be taken exclusive and
- *      nobody is present -- and, for a region it can reach (its header read
- *      again under LIFE, and still this pool's), no slot or creation lock
- *      is held -- the pool is dead: its fallback objects, its region (unless
- *      it was closed cleanly) and its anchor are removed. Fallback objects
- *      whose pool has no anchor are removed; an unnamed region (.new) only
- *      if its creation lock is free; a published region without an anchor
- *      never (nothing says whether it closed cleanly: dsmpool_remove it).
- *      A question the kernel does not answer (an anchor or a region that
+ *      System V segments): a region it can reach is judged by the region's
+ *      locks (rule 3: LIFE exclusive, nobody present, no slot or creation
+ *      lock held, its header read again under LIFE and still this pool's);
+ *      an anchor whose region it cannot reach (anonymous, memfd) by the
+ *      anchor's. A dead pool's fallback objects, its region (unless it was
+ *      closed cleanly) and its anchor are removed. Fallback objects whose
+ *      pool has no anchor are removed; an unnamed region (.new) only if its
+ *      creation lock is free; a published region without an anchor never
+ *      (nothing says whether it closed cleanly: dsmpool_remove it). A
+ *      question the kernel does not answer (an anchor or a region that
  *      cannot be opened, but exists) counts as "held". An object of a pool
  *      with a live process is never touched.
  *   6. dsmpool_remove (and create's replace_stale) removes one named pool
@@ -72,27 +98,31 @@
  *      refuses it (-EPROTO, naming the format, header size and library that
  *      made it) unless forced; forced, it removes the region if it is still
  *      the one judged (read again), then the anchor and fallback objects of a
- *      claim that holds as a sweep would (nobody present: presence is the
- *      same anchor byte in every format). The list shows it as of that
- *      format, without reading its locks, with the pool id only where the
- *      claim holds. A region of ours is believed as before, whoever owns it
- *      (a forged one could sway a sweep before rule 7 too; live pools stay
- *      safe by presence).
+ *      claim that holds as a sweep would, by the anchor's presence (where
+ *      formats 3 to 9 kept presence; from format 10 every home process holds
+ *      it too). The list shows it as of that format, without reading its
+ *      locks, with the pool id only where the claim holds. A region of ours
+ *      is believed as before, whoever owns it (a forged one could sway a
+ *      sweep before rule 7 too; live pools stay safe by presence).
  *
- * Bounds: a process of an anonymous or memfd pool in a mount namespace
- * without a /dev/shm is not present; it cannot see any fallback object
- * either. Any other failure to take presence fails the join (attach, or the
- * first call of a fork()ed child). A fork()ed child that never calls the
- * library (and never execs: the descriptions are close-on-exec) keeps its
+ * Bounds: a process outside the pool's /dev/shm has no OS fallback (rule
+ * 1). Any failure to take presence fails the join (attach, or the first
+ * call of a fork()ed child). A fork()ed child that never calls the library
+ * (and never execs: the descriptions are close-on-exec) keeps a dead
  * parent's presence -- and, forked by another thread during a create or a
  * join, LIFE or the creation lock -- until it exits: a pool whose other
  * processes died is then cleaned late (attach may say -EAGAIN meanwhile),
  * never early. Do not unlink the anchor of a live pool by hand: its
  * fallback objects would then look orphaned to a sweep.
  *
+ * Ordering: none in memory but hdr->closed (release here, acquire in the
+ * sweep's header read); the kernel orders the locks (live.c).
+ *
  * Injection points (tests): "life.sweep.scanned" (the sweep has its list of
  * pools, before it locks and removes any); "life.remove.locked" (a remover
- * holds a pool's LIFE exclusive, before it looks at presence).
+ * holds a pool's LIFE exclusive, before it looks at presence);
+ * "life.join.locked" (a joiner holds LIFE shared and presence, before it
+ * checks that the name still leads to its region: J4-J5).
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -110,10 +140,11 @@ static void anchor_name(uint64_t id, char *buf, size_t n) {
     snprintf(buf, n, "/dsmpool.%016llx", (unsigned long long)id);
 }
 
-/* Does the anchor's name still lead to fd? A cleaner may have unlinked it
- * between our open and our lock (it unlinks only holding LIFE exclusive). */
-static bool anchor_named(const char *nm, int fd) {
-    int cur = dp_os_shm_open(nm, false, 0);
+/* Does the anchor's name in dir still lead to fd? A cleaner may have
+ * unlinked it between our open and our lock (it unlinks only holding LIFE
+ * exclusive). */
+static bool anchor_named(int dir, const char *nm, int fd) {
+    int cur = dp_os_shm_openat(dir, nm, false, 0);
     if (cur < 0) return false;
     bool same = dp_os_same_file(cur, fd) == 1;
     dp_os_close(cur);
@@ -128,16 +159,17 @@ static void anchor_drop(int fd) {
     dp_os_close(fd);
 }
 
-/* Open (or, create: make) the anchor and take LIFE shared (waiting up to
- * wait_ms for a cleaner) and PRESENCE shared, on a name that still leads to
- * it. Returns the fd, or -errno. */
-static int anchor_take(uint64_t id, bool create, unsigned mode, unsigned wait_ms) {
+/* Open the anchor in dir (making it if it is missing and make is set),
+ * take its LIFE shared (waiting up to wait_ms for a cleaner) and its
+ * PRESENCE shared, on a name that still leads to it; LIFE is let go again
+ * unless keep_life. Returns the fd, or -errno. */
+static int anchor_take(int dir, uint64_t id, bool make, unsigned mode, unsigned wait_ms, bool keep_life) {
     char nm[64];
     anchor_name(id, nm, sizeof nm);
     for (int tries = 0; tries < 100; tries++) {
-        int fd = create ? dp_os_shm_open(nm, true, mode) : dp_os_shm_open(nm, false, 0);
-        if (fd == -ENOENT && !create) /* the last process took it with an anonymous pool: again */
-            fd = dp_os_shm_open_any(nm, mode);
+        int fd = dp_os_shm_openat(dir, nm, false, 0);
+        if (fd == -ENOENT && make) fd = dp_os_shm_openat(dir, nm, true, mode);
+        if (fd == -EEXIST) continue; /* made by another meanwhile: open it */
         if (fd < 0) return fd;
         int r = wait_ms ? dp_os_ofd_waitread(fd, DP_ANCHOR_LIFE, wait_ms) : dp_os_ofd_tryread(fd, DP_ANCHOR_LIFE);
         if (r == 0 && (r = dp_os_ofd_tryread(fd, DP_ANCHOR_PRESENCE)) != 0) dp_os_ofd_unlock(fd, DP_ANCHOR_LIFE);
@@ -145,22 +177,35 @@ static int anchor_take(uint64_t id, bool create, unsigned mode, unsigned wait_ms
             dp_os_close(fd);
             return r;
         }
-        if (anchor_named(nm, fd)) return fd;
+        if (anchor_named(dir, nm, fd)) {
+            if (!keep_life) dp_os_ofd_unlock(fd, DP_ANCHOR_LIFE);
+            return fd;
+        }
         anchor_drop(fd); /* a cleaner unlinked it before we locked it: a fresh one */
     }
     return -EAGAIN;
 }
 
-int dp_life_anchor_create(uint64_t id, unsigned mode) {
+int dp_life_anchor_create(uint64_t id, unsigned mode, int *shmdir, uint64_t *dev, uint64_t *ino) {
+    *shmdir = -1;
+    *dev = *ino = 0;
+    int dir, r = dp_os_shm_dir(&dir, dev, ino);
+    if (r) return r;
     /* rule 3: LIFE shared until published (a sweeper may hold it a moment:
-     * wait); rule 2: present */
-    return anchor_take(id, true, mode, JOIN_WAIT_MS);
+     * wait); rule 2: present in this /dev/shm */
+    int fd = anchor_take(dir, id, true, mode, JOIN_WAIT_MS, true);
+    if (fd < 0) {
+        dp_os_close(dir);
+        return fd;
+    }
+    *shmdir = dir;
+    return fd;
 }
 
-void dp_life_anchor_remove(uint64_t id) {
+void dp_life_anchor_remove(int shmdir, uint64_t id) {
     char nm[64];
     anchor_name(id, nm, sizeof nm);
-    dp_os_shm_unlink(nm);
+    if (shmdir >= 0) dp_os_shm_unlinkat(shmdir, nm);
 }
 
 /* Does the name still lead to the region we mapped? (A remover may have
@@ -177,63 +222,110 @@ static bool region_still_named(dsmpool *p) {
     return true;
 }
 
-int dp_life_join(dsmpool *p, bool creator) {
-    if (creator || p->geo.no_anchor) {
-        dp_store_release(&p->hdr->closed, 0); /* release: pairs with the sweep's acquire */
-        return 0;
-    }
-    char nm[64];
-    anchor_name(p->geo.pool_id, nm, sizeof nm);
-    int fd = anchor_take(p->geo.pool_id, false, p->geo.mode ? p->geo.mode : 0600, JOIN_WAIT_MS);
-    if (fd == -ENOENT && (p->backing == DSMPOOL_BACKING_MEMFD || p->backing == DSMPOOL_BACKING_ANON))
-        return 0; /* no /dev/shm here (a mount namespace without one): no fallback object is seen either */
-    if (fd == -EAGAIN)
+/* Rule 1: the directory of the pool's home /dev/shm for this process: a
+ * fork()ed child's inherited one (whatever its mount namespace), or, for
+ * an attacher, its own /dev/shm if that is the one the header names;
+ * else -1. */
+static int home_dir(dsmpool *p, bool adopting) {
+    if (p->geo.no_anchor) return -1;
+    if (adopting) return p->shmdir;
+    int dir;
+    uint64_t dev, ino;
+    if (dp_os_shm_dir(&dir, &dev, &ino) != 0) return -1;
+    if (dev == p->geo.shm_dev && ino == p->geo.shm_ino) return dir;
+    dp_os_close(dir);
+    return -1;
+}
+
+/* Undo life_enter's J3..J6 (a join that failed before J8). */
+static void life_unenter(dsmpool *p, int dir, int anchor, bool adopting) {
+    if (anchor >= 0) anchor_drop(anchor);
+    if (p->present) dp_live_absent(&p->live);
+    p->present = false;
+    dp_live_life_unshare(&p->live);
+    if (dir >= 0 && !adopting) dp_os_close(dir);
+}
+
+/* J3..J6 for an attacher (named: J5 checks the name) or a fork()ed child
+ * (the ledger calls it before it claims the child's slot: proc.c adopt).
+ * Both LIFE locks are held shared until dp_life_joined (J8). A home
+ * process takes the anchor that exists before its presence (so that a
+ * sweep of the anchor, rule 5, sees it from J3 on) and makes a missing
+ * one only after J5 (an attach racing dsmpool_remove makes nothing). */
+static int life_enter(dsmpool *p, bool named, bool adopting) {
+    const char *nm = p->name[0] ? p->name : "(unnamed)";
+    int r = dp_live_life_share(&p->live, JOIN_WAIT_MS); /* J3 */
+    if (r == -EAGAIN)
         return dp_fail(-EAGAIN, "pool %s is being cleaned up or removed by another process (it held it "
-                       "for %u s); retry", p->name[0] ? p->name : nm, JOIN_WAIT_MS / 1000);
-    if (fd < 0)
-        return dp_fail(fd, "cannot open the pool's anchor /dev/shm%s: %s (every process of a pool must be "
-                       "able to open it: same user, or a mode that lets it)", nm, strerror(-fd));
-    if (!region_still_named(p)) {
-        anchor_drop(fd);
-        return dp_fail(-ENOENT, "pool %s was removed while this process attached", p->name);
+                       "for %u s); retry", nm, JOIN_WAIT_MS / 1000);
+    if (r) return dp_fail(r, "cannot take the pool's LIFE lock: %s", strerror(-r));
+    int dir = home_dir(p, adopting), anchor = -1;
+    unsigned mode = p->geo.mode ? p->geo.mode : 0600;
+    if (dir >= 0 && (anchor = anchor_take(dir, p->geo.pool_id, false, mode, JOIN_WAIT_MS, true)) < 0 &&
+        anchor != -ENOENT) {
+        r = anchor;
+        life_unenter(p, dir, -1, adopting);
+        char an[64];
+        anchor_name(p->geo.pool_id, an, sizeof an);
+        return r == -EAGAIN ? dp_fail(-EAGAIN, "pool %s's anchor is held by a process cleaning it up (for %u "
+                                      "s); retry", nm, JOIN_WAIT_MS / 1000)
+                            : dp_fail(r, "cannot open the pool's anchor /dev/shm%s: %s (every process of a "
+                                      "pool must be able to open it: same user, or a mode that lets it)",
+                                      an, strerror(-r));
     }
-    p->anchor = fd;
+    if ((r = dp_live_present(&p->live)) != 0) { /* J4 */
+        life_unenter(p, dir, anchor, adopting);
+        return dp_fail(r, "cannot take presence on the pool's lock file: %s", strerror(-r));
+    }
+    p->present = true;
+    DP_INJECT("life.join.locked");
+    if (named && !region_still_named(p)) { /* J5: removed while we attached; nothing made */
+        life_unenter(p, dir, anchor, adopting);
+        return dp_fail(-ENOENT, "pool %s was removed while this process attached", nm);
+    }
+    if (dir >= 0 && anchor < 0) /* J6: made again where a sweep or an anonymous pool's last process took it */
+        anchor = anchor_take(dir, p->geo.pool_id, true, mode, JOIN_WAIT_MS, true);
+    if (adopting && p->anchor >= 0) dp_os_close(p->anchor); /* the parent's description: not ours to unlock */
+    if (dir >= 0 && anchor < 0) { /* cannot be present there: no fallback objects (rule 1) */
+        dp_os_close(dir);
+        dir = -1;
+    }
+    p->shmdir = dir;
+    p->anchor = anchor;
+    dp_store_release(&p->hdr->closed, 0); /* release: pairs with the sweep's acquire */
+    return 0;
+}
+
+int dp_life_join(dsmpool *p, bool creator) {
+    if (!creator) return life_enter(p, true, false);
+    /* J4 alone: nobody can join or sweep a region before it is published
+     * (region.c rule 2); the anchor was made with LIFE shared and present */
+    int r = dp_live_present(&p->live);
+    if (r) return dp_fail(r, "cannot take presence on the pool's lock file: %s", strerror(-r));
+    p->present = true;
     dp_store_release(&p->hdr->closed, 0); /* release: pairs with the sweep's acquire */
     return 0;
 }
 
 void dp_life_joined(dsmpool *p) {
+    dp_live_life_unshare(&p->live); /* J8 (a creator holds none: a no-op) */
     if (p->anchor >= 0) dp_os_ofd_unlock(p->anchor, DP_ANCHOR_LIFE);
 }
 
-/* A fork()ed child adopting the pool: a description and presence of its
- * own, taken before the inherited copy of the parent's is let go (so the
- * pool is never without either); if it cannot be taken, the adoption fails
- * and the next call tries again (p->anchor is still the inherited one). */
-static int life_adopt(dsmpool *p) {
-    if (p->geo.no_anchor) return 0;
-    int fd = anchor_take(p->geo.pool_id, false, p->geo.mode ? p->geo.mode : 0600, JOIN_WAIT_MS);
-    if (fd == -ENOENT && (p->backing == DSMPOOL_BACKING_MEMFD || p->backing == DSMPOOL_BACKING_ANON)) {
-        fd = -1; /* no /dev/shm here, as in dp_life_join */
-    } else if (fd < 0) { /* a child that is not present must not hold a slot: others would clean up under it */
-        return dp_fail(fd == -EAGAIN ? -EAGAIN : fd, "this fork()ed child cannot take its own presence on "
-                       "the pool's anchor: %s", strerror(-fd));
-    } else {
-        dp_os_ofd_unlock(fd, DP_ANCHOR_LIFE);
-    }
-    if (p->anchor >= 0) dp_os_close(p->anchor); /* the parent's description: not ours to unlock */
-    p->anchor = fd;
-    return 0;
-}
+/* A fork()ed child adopting the pool: the ledger calls these around its
+ * slot claim (proc.c adopt), so the child is present before it holds a
+ * slot, as an attacher is. */
+static int life_adopt_enter(dsmpool *p) { return life_enter(p, false, true); }
 
-void dp_life_layer_init(void) { dp_ledger_set_adopt(life_adopt); }
+void dp_life_layer_init(void) { dp_ledger_set_join(life_adopt_enter, dp_life_joined, dp_life_leave); }
 
 /* ---- removing a pool's objects --------------------------------------------- */
 
 typedef struct by_id {
     uint64_t id;
     size_t removed;
-    const char *dir;
+    const char *dir; /* a path, or NULL: dirfd */
+    int dirfd;
 } by_id;
 
 static bool parse_id(const char *name, uint64_t *id, bool *is_anchor) {
@@ -252,10 +344,21 @@ static bool unlink_objects_of(const char *name, void *arg) {
     uint64_t id;
     bool anchor;
     if (!parse_id(name, &id, &anchor) || anchor || id != b->id) return true;
+    size_t l = strlen(name);
+    bool unnamed = l > 4 && !strcmp(name + l - 4, ".new"); /* a region not yet named: its creator may live */
+    if (!b->dir) { /* the pool's home, by descriptor */
+        if (unnamed) {
+            int fd = dp_os_shm_openat(b->dirfd, name, false, 0);
+            bool held = fd < 0 ? fd != -ENOENT : dp_os_ofd_test(fd, DP_LOCK_CREATE) != 0;
+            if (fd >= 0) dp_os_close(fd);
+            if (held) return true;
+        }
+        if (dp_os_shm_unlinkat(b->dirfd, name) == 0) b->removed++;
+        return true;
+    }
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", b->dir, name);
-    size_t l = strlen(name);
-    if (l > 4 && !strcmp(name + l - 4, ".new")) { /* a region not yet named: its creator may live */
+    if (unnamed) {
         int fd = dp_os_file_open_ro(path);
         bool held = fd < 0 ? fd != -ENOENT : dp_os_ofd_test(fd, DP_LOCK_CREATE) != 0;
         if (fd >= 0) dp_os_close(fd);
@@ -266,11 +369,13 @@ static bool unlink_objects_of(const char *name, void *arg) {
 }
 
 /* The pool's objects other than its anchor and its region: OS fallback
- * segments (/dev/shm) and a region not yet named (dsmpool.<id>.new, in
- * /dev/shm or a hugetlbfs mount). */
-static size_t remove_objects(uint64_t id) {
-    by_id b = {id, 0, "/dev/shm"};
-    dp_os_dir_each(b.dir, unlink_objects_of, &b);
+ * segments (/dev/shm: the home directory shmdir when >= 0, else this
+ * process's /dev/shm by path, as a sweep sees it) and a region not yet
+ * named (dsmpool.<id>.new, in /dev/shm or a hugetlbfs mount). */
+static size_t remove_objects(uint64_t id, int shmdir) {
+    by_id b = {id, 0, shmdir >= 0 ? NULL : "/dev/shm", shmdir};
+    if (shmdir >= 0) dp_os_dir_each_at(shmdir, unlink_objects_of, &b);
+    else dp_os_dir_each(b.dir, unlink_objects_of, &b);
     size_t sizes[2] = {2u << 20, 1u << 30};
     char dir[4096];
     for (int i = 0; i < 2; i++) {
@@ -281,7 +386,7 @@ static size_t remove_objects(uint64_t id) {
     return b.removed;
 }
 
-/* Rule 4, with LIFE held exclusive and nobody present. */
+/* Rule 4 (L5), with LIFE held exclusive and nobody present. */
 static void last_out(dsmpool *p) {
     dp_recover_all(p); /* what dead processes held goes first (their segments with it) */
     dp_area_drop_os(p); /* area entries in OS segments: their segments go now */
@@ -291,17 +396,17 @@ static void last_out(dsmpool *p) {
         if (DP_SEG_ST(w) == DP_SEG_FREE || dp_load_relaxed(&d->block) != DP_BLOCK_FALLBACK) continue;
         char nm[96];
         dp_fallback_name(p, i, DP_SEG_GEN(w), nm, sizeof nm);
-        dp_os_shm_unlink(nm);
+        if (p->shmdir >= 0) dp_os_shm_unlinkat(p->shmdir, nm); /* (not home: a sweep there: rule 4) */
         dp_store_relaxed(&d->block, 0);
         dp_store_relaxed(&d->size, 0);
         /* release: pairs with a later claimer's acq_rel (nobody holds it: nobody is present) */
         dp_store_release(&d->state, DP_SEG_WORD(DP_SEG_GEN(w), 0, 0, DP_SEG_FREE));
     }
-    remove_objects(p->geo.pool_id); /* strays: a creator that died between name and record */
+    if (p->shmdir >= 0) remove_objects(p->geo.pool_id, p->shmdir); /* strays: a creator that died between name and record */
     bool gone = p->backing == DSMPOOL_BACKING_ANON || p->backing == DSMPOOL_BACKING_MEMFD ||
                 dp_load_acquire(&p->hdr->destroyed); /* acquire: dsmpool_destroy's release */
     if (gone) {
-        dp_life_anchor_remove(p->geo.pool_id);
+        dp_life_anchor_remove(p->shmdir, p->geo.pool_id);
         dp_live_destroy(p); /* System V: the semaphore set */
     } else {
         dp_store_release(&p->hdr->closed, 1); /* release: pairs with the sweep's acquire */
@@ -309,23 +414,30 @@ static void last_out(dsmpool *p) {
 }
 
 void dp_life_leave(dsmpool *p) {
-    if (p->anchor < 0) return;
-    int fd = p->anchor;
-    p->anchor = -1;
-    /* rule 3: LIFE exclusive while still present -- a sweeper that holds it
-     * sees us and lets go, a joiner finishes its join -- and only then is
-     * presence dropped and looked at: nobody can take our being gone for a
-     * pool that died */
-    if (dp_os_ofd_waitlock(fd, DP_ANCHOR_LIFE, JOIN_WAIT_MS) == 0) {
-        dp_os_ofd_unlock(fd, DP_ANCHOR_PRESENCE);
-        if (dp_os_ofd_test(fd, DP_ANCHOR_PRESENCE) == 0) last_out(p);
-    } else if (p->backing == DSMPOOL_BACKING_POSIX || p->backing == DSMPOOL_BACKING_SYSV) {
-        /* held for 10 s by another (a stopped cleaner, or a child forked
-         * while one held it): not ours to clean up; a named pool is marked
-         * closed so that no sweep takes it for dead (a joiner clears it) */
+    if (p->anchor >= 0) { /* L2: present in this /dev/shm no longer */
+        anchor_drop(p->anchor);
+        p->anchor = -1;
+    }
+    if (!p->present) return;
+    p->present = false;
+    /* L3..L6 (rule 3): LIFE exclusive while still present -- a sweeper that
+     * holds it sees us and lets go, a joiner finishes its join -- and only
+     * then is presence dropped and looked at: nobody can take our being
+     * gone for a pool that died */
+    if (dp_live_life_excl(&p->live, JOIN_WAIT_MS) == 0) {
+        dp_live_absent(&p->live);
+        if (dp_live_anyone_present(&p->live) == 0) last_out(p);
+        dp_live_life_release(&p->live);
+        return;
+    }
+    if (p->backing == DSMPOOL_BACKING_POSIX || p->backing == DSMPOOL_BACKING_SYSV) {
+        /* held for 10 s by another (a stopped cleaner or joiner, or a child
+         * forked while one held it): not ours to clean up; a named pool is
+         * marked closed -- before our presence goes, so that no sweep takes
+         * it for dead meanwhile (a joiner clears it) */
         dp_store_release(&p->hdr->closed, 1); /* release: pairs with the sweep's acquire */
     }
-    anchor_drop(fd);
+    dp_live_absent(&p->live);
 }
 
 /* ---- the sweep and dsmpool_remove ------------------------------------------ */
@@ -545,8 +657,9 @@ static bool region_held(const region_ref *r) {
     }
     int sem = dp_os_sem_get(r->key);
     if (sem < 0) return sem != -ENOENT;
-    for (uint64_t i = 0; i < DP_LOCK_SLOT0 + n; i++)
-        if (dp_os_sem_test(sem, (unsigned)i) != 0) return true;
+    for (uint64_t i = 0; i < DP_LOCK_SLOT0 + n; i++) /* (LIFE and presence: the caller's question) */
+        if (i != DP_LOCK_LIFE && i != DP_LOCK_LIFE_X && i != DP_LOCK_PRESENT && dp_os_sem_test(sem, (unsigned)i) != 0)
+            return true;
     return false;
 }
 
@@ -590,6 +703,27 @@ static size_t remove_region(const region_ref *r) {
     return n;
 }
 
+/* anchor_named for a sweep: by this process's /dev/shm, as it scanned it. */
+static bool anchor_named_path(const char *nm, int fd) {
+    int cur = dp_os_shm_open(nm, false, 0);
+    if (cur < 0) return false;
+    bool same = dp_os_same_file(cur, fd) == 1;
+    dp_os_close(cur);
+    return same;
+}
+
+static bool anchor_exists(const char *nm) {
+    int fd = dp_os_shm_open(nm, false, 0);
+    if (fd >= 0) dp_os_close(fd);
+    return fd >= 0 || fd == -EACCES;
+}
+
+/* Rule 5's judge for a region it reaches: the region's own lock file (a
+ * description of its file opened by path, or its System V set by key). */
+static int region_live(const region_ref *r, dp_live *l) {
+    return r->kind == 1 ? dp_live_of_path(r->path, l) : dp_live_of_key(r->key, l);
+}
+
 /* Rules 5 and 6 for one pool id: remove it if nobody holds it (or forced).
  * region: its region if known. Returns objects removed, or -EBUSY. */
 static long remove_pool(uint64_t id, const region_ref *scanned, bool force, bool sweeping) {
@@ -600,34 +734,61 @@ static long remove_pool(uint64_t id, const region_ref *scanned, bool force, bool
     }
     char nm[64];
     anchor_name(id, nm, sizeof nm);
-    int fd = dp_os_shm_open(nm, false, 0);
-    if (fd < 0 && fd != -ENOENT && !force) return -EBUSY; /* cannot tell: never guess "nobody" */
-    if (fd >= 0) {
-        if (dp_os_ofd_trylock(fd, DP_ANCHOR_LIFE) != 0) { /* someone joins or cleans it now */
-            dp_os_close(fd);
-            return -EBUSY;
-        }
-        DP_INJECT("life.remove.locked");
-        /* (rule 3: the name must still lead to what we locked) */
-        if (!anchor_named(nm, fd) || (!force && dp_os_ofd_test(fd, DP_ANCHOR_PRESENCE) != 0)) {
-            anchor_drop(fd);
-            return -EBUSY;
+    dp_live l = {DP_LIVE_NONE, -1, -1};
+    int fd = -1;
+    if (region) { /* S1..S3 on the region's locks: every process of the pool holds them */
+        int r = region_live(region, &l);
+        if (r < 0 && r != -ENOENT && !force) return -EBUSY; /* cannot tell: never guess "nobody" */
+        if (r == 0) {
+            if (dp_live_life_excl(&l, 0) != 0) { /* someone joins, leaves or cleans it now */
+                dp_live_drop(&l);
+                return -EBUSY;
+            }
+            DP_INJECT("life.remove.locked");
+            if (!force && dp_live_anyone_present(&l) != 0) {
+                dp_live_life_release(&l);
+                dp_live_drop(&l);
+                return -EBUSY;
+            }
+        } else if (region->kind == 1) {
+            region = NULL; /* gone since the scan */
+        } /* (System V without its set: nobody can be present; the anchor says the rest) */
+    }
+    if (l.kind == DP_LIVE_NONE) { /* no region to ask: the anchor's own locks (rule 5) */
+        fd = dp_os_shm_open(nm, false, 0);
+        if (fd < 0 && fd != -ENOENT && !force) return -EBUSY; /* cannot tell: never guess "nobody" */
+        if (fd >= 0) {
+            if (dp_os_ofd_trylock(fd, DP_ANCHOR_LIFE) != 0) { /* someone joins or cleans it now */
+                dp_os_close(fd);
+                return -EBUSY;
+            }
+            DP_INJECT("life.remove.locked");
+            /* (rule 3: the name must still lead to what we locked) */
+            if (!anchor_named_path(nm, fd) || (!force && dp_os_ofd_test(fd, DP_ANCHOR_PRESENCE) != 0)) {
+                anchor_drop(fd);
+                return -EBUSY;
+            }
         }
     }
+    long n = -EBUSY;
+    bool anchored = l.kind != DP_LIVE_NONE ? anchor_exists(nm) : fd >= 0;
     if (region && !region_refresh(region)) region = NULL; /* gone, or not this pool's any more */
     /* a published region without an anchor (created where none could be
      * made): whether it closed cleanly is unknown, so a sweep keeps it */
-    if (fd < 0 && sweeping && region && region->magic == DP_MAGIC) return 0;
-    if (!force && region && region_held(region)) { /* belt and braces: slots and creation */
-        if (fd >= 0) anchor_drop(fd);
-        return -EBUSY;
+    if (!anchored && sweeping && region && region->magic == DP_MAGIC) {
+        n = 0;
+    } else if (force || !region || !region_held(region)) { /* belt and braces: slots and creation */
+        n = (long)remove_objects(id, -1);
+        /* a sweep keeps a pool whose last process left cleanly: it persists */
+        bool keep = sweeping && region && region->magic == DP_MAGIC && region->closed == 1;
+        if (region && !keep) n += (long)remove_region(region);
+        if (!keep && anchored && dp_os_shm_unlink(nm) == 0) n++;
     }
-    long n = (long)remove_objects(id);
-    /* a sweep keeps a pool whose last process left cleanly: it persists */
-    bool keep = sweeping && region && region->magic == DP_MAGIC && region->closed == 1;
-    if (region && !keep) n += (long)remove_region(region);
-    if (!keep && fd >= 0 && dp_os_shm_unlink(nm) == 0) n++;
     if (fd >= 0) anchor_drop(fd);
+    if (l.kind != DP_LIVE_NONE) {
+        dp_live_life_release(&l);
+        dp_live_drop(&l);
+    }
     return n;
 }
 
@@ -771,6 +932,23 @@ static bool anchor_present(uint64_t id) {
     return held;
 }
 
+/* Is anyone present in the region (rule 2), tested, not taken? (A question
+ * that cannot be asked is answered yes.) */
+static bool region_present(const region_ref *r) {
+    dp_live l = {DP_LIVE_NONE, -1, -1};
+    if (r->kind == 1) {
+        int fd = dp_os_file_open_ro(r->path);
+        if (fd < 0) return fd != -ENOENT;
+        l.kind = DP_LIVE_OFD;
+        l.fd = fd;
+    } else if (dp_live_of_key(r->key, &l) != 0) {
+        return false; /* no set: nobody can be present */
+    }
+    bool present = dp_live_anyone_present(&l) != 0;
+    if (l.fd >= 0) dp_os_close(l.fd);
+    return present;
+}
+
 static bool creation_held(const region_ref *r) {
     if (r->kind == 1) {
         int fd = dp_os_file_open_ro(r->path);
@@ -829,7 +1007,7 @@ int dp_life_list(dp_list_entry **out, size_t *n) {
         dp_list_entry *e = &c.e[c.n++];
         e->id = f.ids[i];
         e->shmid = -1;
-        e->present = anchor_present(e->id);
+        e->present = anchor_present(e->id) || (reg && !reg->format && region_present(reg));
         if (!reg) { /* an anonymous or memfd pool (or what one left behind) */
             e->kind = DP_LIST_NO_REGION;
             e->state = e->present ? DP_LIST_LIVE : DP_LIST_DEAD;

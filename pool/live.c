@@ -26,8 +26,9 @@
  *      never shows (dsmpool_fd() is another one): the creator's open, a
  *      second open by name (POSIX, same inode checked), or /proc/self/fd/N.
  *      A fork()ed child makes one at adoption and closes its copy of the
- *      parent's. A process that cannot make one holds its slot UNGUARDED:
- *      nobody ever recovers that slot, and it never judges others.
+ *      parent's. A process that cannot make one is refused (-ENOLCK, rule
+ *      6): before format 10 it held its slot UNGUARDED (never recovered,
+ *      judging nobody) and was not counted present.
  *   4. A slot is dead iff its lock can be taken. A recoverer takes it and
  *      keeps it while it works and until it has freed the slot; so no two
  *      recoverers work on one slot and no new owner can claim it meanwhile.
@@ -37,12 +38,31 @@
  *      threads of the process, whose test of that lock cannot see their own
  *      description's locks, judge those slots alive.
  *   5. Other locks: DP_LOCK_CREATE, held by a creator until the region is
- *      published; DP_LOCK_SWEEP, held by the one process sweeping leaks.
+ *      published; DP_LOCK_SWEEP, held by the one process sweeping leaks;
+ *      DP_LOCK_NAMES (names.c).
+ *   6. Presence and LIFE (life.c rules 2-3) live on the same lock file, so
+ *      every process of the pool shares them whatever its mount namespace:
+ *      DP_LOCK_PRESENT is held shared by every attached process (an OFD
+ *      read lock on its own description; System V: a semaphore raised by 1
+ *      with SEM_UNDO, a count of holders), DP_LOCK_LIFE shared by joiners
+ *      and exclusive by a leaver deciding whether it is the last, or by a
+ *      sweeper (OFD: read/write locks of one byte; System V: LIFE counts
+ *      the shared holders and DP_LOCK_LIFE_X is the exclusive one, each
+ *      changed together with a test of the other in one semop). A process
+ *      that cannot hold them -- no description of its own, a System V set
+ *      it cannot reach -- cannot be attached: it would be counted out.
+ *      A sweeper that is not attached opens a description of the region's
+ *      file by its path (or the set by key) and asks the same questions
+ *      (dp_live_of_path, dp_live_of_key).
  *
  * Why this is right in every namespace: locks belong to the inode (the IPC
  * object), not to a pid, and the kernel drops them when the last descriptor
  * of the description closes -- at death, and at exec (O_CLOEXEC), when the
  * mapping is gone too.
+ *
+ * Ordering: none in memory; the kernel orders the locks. A test says what
+ * held when it ran; only a lock held across the decision makes it stay true
+ * (life.c holds LIFE exclusive across "nobody present" and the clean-up).
  *
  * Bound: a child that inherited its parent's lock description and has not
  * yet called the library keeps the parent's lock alive until it calls, execs
@@ -69,6 +89,15 @@ static int own_description(dsmpool *p, int fd) {
         }
     }
     return dp_os_reopen(fd);
+}
+
+/* Rule 6: without a description of its own a process could be neither
+ * judged nor counted present, so it is not let in. */
+static int no_description(int r) {
+    return dp_fail(-ENOLCK, "this process cannot open a description of the pool's file of its own (%s: "
+                   "/proc/self/fd is needed for a memfd or anonymous pool), so it could not hold the "
+                   "locks that say it is alive and present; attach where /proc is mounted",
+                   strerror(-r));
 }
 
 static void live_none(dsmpool *p) {
@@ -110,25 +139,35 @@ int dp_live_attached(dsmpool *p) {
         p->live.semid = r;
         return 0;
     }
-    if (p->fd < 0) return 0; /* cannot happen: every other backing attaches through a file */
+    if (p->fd < 0) return dp_fail(-EPROTO, "the pool has no file to lock"); /* every other backing has one */
     int r = own_description(p, p->fd);
-    if (r >= 0) {
-        p->live.kind = DP_LIVE_OFD;
-        p->live.fd = r;
-    }
-    return 0; /* without a description of our own: unguarded (rule 3) */
+    if (r < 0) return no_description(r);
+    p->live.kind = DP_LIVE_OFD;
+    p->live.fd = r;
+    return 0;
 }
 
-void dp_live_child(dsmpool *p) {
-    if (p->live.kind != DP_LIVE_OFD) return; /* semaphores: undo values are not inherited */
-    int inherited = p->live.fd;
-    int r = p->backing == DSMPOOL_BACKING_ANON ? dp_os_reopen(inherited) : own_description(p, inherited);
-    dp_os_close(inherited); /* the parent's: it must not outlive the parent here */
-    if (r >= 0) {
-        p->live.fd = r;
-    } else {
-        live_none(p);
+int dp_live_child(dsmpool *p) {
+    if (p->live.kind == DP_LIVE_SEM) {
+        /* undo values are not inherited: nothing of the parent's to drop. The
+         * set must still be this pool's: a child that moved to another IPC
+         * namespace would lock something else under the same id */
+        int r = dp_os_sem_get(p->sysv_key);
+        if (r != p->live.semid)
+            return dp_fail(-ENOLCK, "this fork()ed child cannot reach the pool's System V semaphore set "
+                           "(key 0x%x: %s); it may be in another IPC namespace, where it could not be "
+                           "told alive or present", (unsigned)p->sysv_key,
+                           r < 0 ? strerror(-r) : "another set has that key here");
+        return 0;
     }
+    if (p->live.kind != DP_LIVE_OFD) return dp_fail(-ENOLCK, "the pool's lock file was not opened");
+    int inherited = p->live.fd;
+    if (inherited < 0) return no_description(-EBADF); /* a child's earlier try failed */
+    int r = p->backing == DSMPOOL_BACKING_ANON ? dp_os_reopen(inherited) : own_description(p, inherited);
+    if (r < 0) return no_description(r); /* the inherited copy stays: the next call tries again */
+    dp_os_close(inherited); /* the parent's: it must not outlive the parent here (never unlocked) */
+    p->live.fd = r;
+    return 0;
 }
 
 void dp_live_close(dsmpool *p) {
@@ -163,4 +202,97 @@ int dp_live_held(dsmpool *p, uint64_t lock) {
                                                 : -EINVAL;
     }
     return -ENOLCK;
+}
+
+/* ---- rule 6: presence and LIFE ----------------------------------------- */
+
+int dp_live_of_path(const char *path, dp_live *l) {
+    int fd = dp_os_file_open(path, false, 0);
+    if (fd < 0) return fd;
+    l->kind = DP_LIVE_OFD;
+    l->fd = fd;
+    l->semid = -1;
+    return 0;
+}
+
+int dp_live_of_key(int32_t key, dp_live *l) {
+    int r = dp_os_sem_get(key);
+    if (r < 0) return r;
+    l->kind = DP_LIVE_SEM;
+    l->fd = -1;
+    l->semid = r;
+    return 0;
+}
+
+void dp_live_drop(dp_live *l) {
+    if (l->kind == DP_LIVE_OFD && l->fd >= 0) {
+        dp_os_ofd_unlock(l->fd, DP_LOCK_LIFE); /* explicitly: a fork()ed copy must not keep it */
+        dp_os_close(l->fd);
+    }
+    l->kind = DP_LIVE_NONE;
+    l->fd = l->semid = -1;
+}
+
+#define LIVE_POLL_NS 1000000ull
+
+/* Poll try until it stops saying -EAGAIN or ms pass: a stopped holder must
+ * not stop us for ever. */
+static int live_wait(dp_live *l, unsigned ms, int (*try)(dp_live *)) {
+    uint64_t end = dp_os_now_ns() + (uint64_t)ms * 1000000ull;
+    int r;
+    while ((r = try(l)) == -EAGAIN && dp_os_now_ns() < end) dp_os_sleep_ns(LIVE_POLL_NS);
+    return r;
+}
+
+static int life_tryshare(dp_live *l) {
+    if (l->kind == DP_LIVE_OFD) return dp_os_ofd_tryread(l->fd, DP_LOCK_LIFE);
+    if (l->kind == DP_LIVE_SEM) return dp_os_sem_tryshare(l->semid, DP_LOCK_LIFE, DP_LOCK_LIFE_X);
+    return -ENOLCK;
+}
+
+static int life_tryexcl(dp_live *l) {
+    if (l->kind == DP_LIVE_OFD) return dp_os_ofd_trylock(l->fd, DP_LOCK_LIFE);
+    if (l->kind == DP_LIVE_SEM) return dp_os_sem_tryexcl(l->semid, DP_LOCK_LIFE, DP_LOCK_LIFE_X);
+    return -ENOLCK;
+}
+
+int dp_live_life_share(dp_live *l, unsigned ms) { return ms ? live_wait(l, ms, life_tryshare) : life_tryshare(l); }
+int dp_live_life_excl(dp_live *l, unsigned ms) { return ms ? live_wait(l, ms, life_tryexcl) : life_tryexcl(l); }
+
+void dp_live_life_unshare(dp_live *l) {
+    if (l->kind == DP_LIVE_OFD) dp_os_ofd_unlock(l->fd, DP_LOCK_LIFE);
+    else if (l->kind == DP_LIVE_SEM) dp_os_sem_unlock(l->semid, DP_LOCK_LIFE);
+}
+
+void dp_live_life_release(dp_live *l) {
+    if (l->kind == DP_LIVE_OFD) dp_os_ofd_unlock(l->fd, DP_LOCK_LIFE);
+    else if (l->kind == DP_LIVE_SEM) dp_os_sem_unlock(l->semid, DP_LOCK_LIFE_X);
+}
+
+int dp_live_present(dp_live *l) {
+    if (l->kind == DP_LIVE_OFD) return dp_os_ofd_tryread(l->fd, DP_LOCK_PRESENT);
+    if (l->kind == DP_LIVE_SEM) return dp_os_sem_raise(l->semid, DP_LOCK_PRESENT);
+    return -ENOLCK;
+}
+
+void dp_live_absent(dp_live *l) {
+    if (l->kind == DP_LIVE_OFD) dp_os_ofd_unlock(l->fd, DP_LOCK_PRESENT);
+    else if (l->kind == DP_LIVE_SEM) dp_os_sem_unlock(l->semid, DP_LOCK_PRESENT);
+}
+
+/* Called by a process that holds no presence (it dropped its own, or never
+ * had one): 1 someone is present, 0 nobody; an error counts as present. */
+int dp_live_anyone_present(dp_live *l) {
+    int r = l->kind == DP_LIVE_OFD ? dp_os_ofd_test(l->fd, DP_LOCK_PRESENT)
+            : l->kind == DP_LIVE_SEM ? dp_os_sem_value(l->semid, DP_LOCK_PRESENT)
+                                     : -ENOLCK;
+    return r == 0 ? 0 : 1;
+}
+
+/* Is LIFE held by anyone, shared or exclusive (for --list; a test only)? */
+int dp_live_life_held(dp_live *l) {
+    if (l->kind == DP_LIVE_OFD) return dp_os_ofd_test(l->fd, DP_LOCK_LIFE) != 0;
+    if (l->kind == DP_LIVE_SEM)
+        return dp_os_sem_value(l->semid, DP_LOCK_LIFE) != 0 || dp_os_sem_value(l->semid, DP_LOCK_LIFE_X) != 0;
+    return 1;
 }

@@ -1,11 +1,12 @@
 /*
  * pool.c -- a process joins and leaves a pool: the top of the layers.
  *
- *   create  anchor -> region (mapped, formatted) -> liveness lock -> slot
- *           -> publish
- *   attach  region (validated) -> liveness lock -> presence -> slot
+ *   create  anchor -> region (mapped, formatted) -> lock file -> presence
+ *           -> slot -> publish
+ *   attach  region (validated) -> lock file -> LIFE shared, presence, the
+ *           name still leads here, anchor if home -> slot -> LIFE let go
  *   detach  areas -> segments -> slot -> presence (the last process out
- *           cleans up: life.c) -> liveness lock -> region
+ *           cleans up: life.c) -> lock file -> region
  *   destroy the names (region, OS fallback segments), then detach
  *
  * Every layer is initialised once per process before the first pool: the
@@ -77,8 +78,9 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
     if (r) return r;
     cfg = &full;
     /* life.c rule 1: the anchor before any named object of the pool */
-    uint64_t id = dp_os_random64();
-    int anchor = dp_life_anchor_create(id, cfg->mode ? cfg->mode : 0600);
+    uint64_t id = dp_os_random64(), shm_dev = 0, shm_ino = 0;
+    int shmdir = -1;
+    int anchor = dp_life_anchor_create(id, cfg->mode ? cfg->mode : 0600, &shmdir, &shm_dev, &shm_ino);
     dsmpool *p;
     r = dp_region_create(cfg, id, &p);
     if (r == -EEXIST && cfg->replace_stale && cfg->name) {
@@ -96,24 +98,30 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
     if (r) {
         if (anchor >= 0) {
             dp_os_close(anchor);
-            dp_life_anchor_remove(id);
+            dp_life_anchor_remove(shmdir, id);
+            dp_os_close(shmdir);
         }
         return r;
     }
     p->anchor = anchor;
-    p->hdr->no_anchor = p->geo.no_anchor = anchor < 0; /* [imm]: before the magic */
-    if ((r = dp_live_created(p)) != 0 || (r = join(p)) != 0) {
+    p->shmdir = shmdir;
+    /* [imm]: before the magic */
+    p->hdr->no_anchor = p->geo.no_anchor = anchor < 0;
+    p->hdr->shm_dev = p->geo.shm_dev = shm_dev;
+    p->hdr->shm_ino = p->geo.shm_ino = shm_ino;
+    if ((r = dp_live_created(p)) != 0 || (r = dp_life_join(p, true)) != 0 || (r = join(p)) != 0) {
+        if (p->present) dp_live_absent(&p->live);
         dp_live_destroy(p);
         dp_live_close(p);
         dp_ledger_close(p);
         if (anchor >= 0) {
             dp_os_close(anchor);
-            dp_life_anchor_remove(id);
+            dp_life_anchor_remove(shmdir, id);
+            dp_os_close(shmdir);
         }
         dp_region_abandon(p);
         return r;
     }
-    dp_life_join(p, true);
     dp_region_publish(p);
     dp_life_joined(p);
     *out = p;
@@ -126,15 +134,26 @@ static int attached(dsmpool *p, dsmpool **out) {
     if (r == 0 && (r = dp_life_join(p, false)) == 0) {
         r = join(p);
         dp_life_joined(p);
-        if (r) dp_life_leave(p);
+        if (r) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", dsmpool_last_error());
+            dp_life_leave(p);
+            dp_fail(r, "%s", why);
+        }
     }
     if (r) {
+        if (p->shmdir >= 0) dp_os_close(p->shmdir);
         dp_live_close(p);
         dp_ledger_close(p);
         dp_region_free(p);
         return r;
     }
     *out = p;
+    if (p->shmdir < 0 && !p->geo.no_anchor) /* life.c rule 1: attached, and told what it lacks */
+        dp_fail(0, "this process sees another /dev/shm than the pool's creator did (another mount "
+                "namespace, or another tmpfs mounted there): it takes part in the pool, but cannot make "
+                "or map the pool's OS fallback segments, so a segment or area allocation that the pool "
+                "cannot serve gets -ENOMEM here, and one that lives in an OS segment -EXDEV");
     return 0;
 }
 
@@ -158,30 +177,19 @@ int dsmpool_attach_fd(int fd, dsmpool **out) {
     return r ? r : attached(p, out);
 }
 
-/* Is any slot but ours in use? (The System V semaphore set goes with the
- * last process of a destroyed pool.) */
-static bool others_attached(dsmpool *p) {
-    for (uint32_t i = 0; i < p->nprocs; i++)
-        if ((!p->has_slot || i != p->slot) &&
-            DP_SLOT_STATE(dp_load_acquire(&p->procs[i].state)) != DP_SLOT_FREE) /* acquire: claim CAS */
-            return true;
-    return false;
-}
-
 static int pool_leave(dsmpool *p) {
     /* Detach segments and release the slot (the child of a fork that never
      * used the pool holds neither: it only unmaps). */
     bool mine = atomic_load_explicit(&p->fork_epoch, memory_order_relaxed) == dp_epoch() && p->has_slot;
     dp_area_detach_pool(p); /* areas first: their caches go back while the pool is mapped */
     dp_seg_unmap_all(p, mine);
-    bool last = mine && !others_attached(p);
     if (mine) dp_slot_release(p);
-    if (mine && p->anchor >= 0) {
+    if (mine) {
         dp_life_leave(p); /* the last process out cleans up (life.c rule 4) */
-    } else {
-        if (last && dp_load_acquire(&p->hdr->destroyed)) dp_live_destroy(p); /* acquire: destroy's release */
-        if (p->anchor >= 0) dp_os_close(p->anchor); /* a child's copy of its parent's */
+    } else if (p->anchor >= 0) {
+        dp_os_close(p->anchor); /* a child's copy of its parent's: not ours to unlock */
     }
+    if (p->shmdir >= 0) dp_os_close(p->shmdir);
     dp_live_close(p);
     dp_ledger_close(p);
     dp_region_free(p);

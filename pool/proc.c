@@ -6,7 +6,9 @@
  * segments, areas, recovery and the checker, which reach it by name. What it
  * needs from above it gets through hooks registered at start-up (STYLE 13):
  * reclaim (run recovery: the recovery layer), adopt (take over inherited
- * attachments: the segment layer), fork resets (process-local locks).
+ * attachments: the segment layer), join (a fork()ed child's presence
+ * around its slot claim: the life layer), fork resets (process-local
+ * locks).
  *
  * Rules
  *   1. Every process attached to a pool holds one slot. It takes the slot's
@@ -31,8 +33,10 @@
  *      kernel zeroes in the child; the pthread_atfork child handler does the
  *      same where the kernel has no such advice). The first call on the pool
  *      in the child sees the epoch differ (one load), opens its own liveness
- *      lock, takes a new slot and a reference on every inherited segment, in
- *      its own name. After a fork that skipped atfork handlers, the child
+ *      lock, joins the pool (presence, life.c J3..J6, through the join
+ *      hook), takes a new slot and a reference on every inherited segment, in
+ *      its own name. A child that cannot hold a lock of its own (live.c rule
+ *      6) is refused: every call fails, and it holds nothing. After a fork that skipped atfork handlers, the child
  *      resets the library's process-local locks first (a thread that held one
  *      in the parent does not exist in the child).
  *   5. Process-local state: a registry of attached pools (so a second
@@ -121,7 +125,15 @@ static unsigned nadopt_hooks;
 static void (*fork_hooks[FORK_HOOKS])(void);
 static unsigned nfork_hooks;
 
+static int (*join_hook)(dsmpool *);
+static void (*joined_hook)(dsmpool *), (*leave_hook)(dsmpool *);
+
 void dp_ledger_set_reclaim(int (*fn)(dsmpool *)) { reclaim_hook = fn; }
+void dp_ledger_set_join(int (*join)(dsmpool *), void (*joined)(dsmpool *), void (*leave)(dsmpool *)) {
+    join_hook = join;
+    joined_hook = joined;
+    leave_hook = leave;
+}
 void dp_ledger_set_adopt(int (*fn)(dsmpool *)) {
     for (unsigned i = 0; i < nadopt_hooks; i++)
         if (adopt_hooks[i] == fn) return;
@@ -581,22 +593,27 @@ void dp_quiet_close(dp_quiet *q) {
 
 /* ---- rule 4: the first call in a fork()ed child ----------------------------- */
 
+/* A child is present before it holds a slot, as an attacher is (life.c
+ * rules 2-3, J3..J8, through the life layer's join hooks): LIFE shared and
+ * presence on a description of its own, then the slot, then LIFE let go;
+ * so a parent that leaves meanwhile either cleaned up before the child
+ * came in or sees it present. */
 static int adopt(dsmpool *p) { /* caller holds pool->lock */
     p->has_slot = false; /* the inherited slot is the parent's */
-    dp_live_child(p);
+    p->present = false;  /* and so is the presence */
     if (p->held) /* the parent's recoveries are not ours: we hold none of its locks */
         memset(p->held, 0, ((size_t)p->nprocs + 63) / 64 * sizeof *p->held);
-    int r = dp_slot_claim(p);
+    int r = dp_live_child(p);
+    if (r || (join_hook && (r = join_hook(p)) != 0)) return r;
+    r = dp_slot_claim(p);
     if (r == -ENOSPC && dp_reclaim(p) > 0) r = dp_slot_claim(p);
-    if (r) return r;
-    /* the top layer first: one that cannot take the child in (life.c: no
-     * presence of its own) refuses it before a lower one took references */
-    for (unsigned i = nadopt_hooks; i-- > 0;)
-        if ((r = adopt_hooks[i](p)) != 0) {
-            dp_slot_release(p);
-            return r;
-        }
-    return 0;
+    /* the top layer first: one that cannot take the child in refuses it
+     * before a lower one took references */
+    for (unsigned i = nadopt_hooks; r == 0 && i-- > 0;)
+        if ((r = adopt_hooks[i](p)) != 0) dp_slot_release(p);
+    if (joined_hook) joined_hook(p);
+    if (r && leave_hook) leave_hook(p); /* present without a slot: leave again */
+    return r;
 }
 
 int dp_self(dsmpool *pool) {

@@ -1099,7 +1099,7 @@ static dsmpool *pool_new(void) {
     p->fd = p->shmid = -1;
     p->live.kind = DP_LIVE_NONE;
     p->live.fd = p->live.semid = -1;
-    p->anchor = -1;
+    p->anchor = p->shmdir = -1;
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->recover_lock, NULL);
     pthread_mutex_init(&p->lost_lock, NULL);

@@ -224,7 +224,9 @@ static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t owner) 
         /* 0: a creator died before recording; its OS object may exist */
         char nm[96];
         dp_fallback_name(p, idx, gen, nm, sizeof nm);
-        dp_os_shm_unlink(nm);
+        /* in the pool's /dev/shm (life.c rule 1); a process that does not
+         * see it leaves the object to the last one out there, or a sweep */
+        if (p->shmdir >= 0) dp_os_shm_unlinkat(p->shmdir, nm);
     } else if (pool_blk) {
         dp_pool_free(p, blk);
     }
@@ -309,9 +311,10 @@ static void seg_unref(dsmpool *p, struct dsmpool_seg *s) {
 static int fallback_map(dsmpool *p, uint64_t idx, uint32_t gen, size_t size, bool create,
                         void **addr) {
     if (create && p->geo.no_anchor) return -ENOMEDIUM; /* life.c rule 1: nothing could remove it */
+    if (p->shmdir < 0) return -EXDEV; /* life.c rule 1: this process sees another /dev/shm */
     char nm[96];
     dp_fallback_name(p, idx, gen, nm, sizeof nm);
-    int fd = dp_os_shm_open(nm, create, p->geo.mode ? p->geo.mode : 0600);
+    int fd = dp_os_shm_openat(p->shmdir, nm, create, p->geo.mode ? p->geo.mode : 0600);
     if (fd < 0) return fd;
     int r = 0;
     size_t have = 0;
@@ -326,7 +329,7 @@ static int fallback_map(dsmpool *p, uint64_t idx, uint32_t gen, size_t size, boo
         dp_os_unmap(va, size);
     dp_os_close(fd);
     if (r) {
-        if (create) dp_os_shm_unlink(nm);
+        if (create) dp_os_shm_unlinkat(p->shmdir, nm);
         return r;
     }
     *addr = va;
@@ -343,6 +346,11 @@ static int seg_map(dsmpool *p, uint64_t idx, uint32_t gen, struct dsmpool_seg *s
         if (size == 0 || size > (1ull << 46))
             return dp_fail(-EPROTO, "corrupt segment descriptor %llu", (unsigned long long)idx);
         int r = fallback_map(p, idx, gen, size, false, &s->addr);
+        if (r == -EXDEV)
+            return dp_fail(r, "segment %016llx is an OS fallback segment in the pool's /dev/shm, which this "
+                           "process does not see (another mount namespace): attach it from a process that "
+                           "does, or give the pool room so that segments stay in it",
+                           (unsigned long long)s->handle);
         if (r)
             return dp_fail(r == -ENOENT ? -ESTALE : r,
                            "OS segment of %016llx cannot be mapped: %s (pool destroyed?)",
@@ -479,6 +487,11 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
             return r == -ENOMEDIUM
                        ? dp_fail(-ENOMEM, "the pool cannot serve %zu bytes, and it has no OS fallback "
                                  "(it was created where /dev/shm could not hold its anchor)", size)
+                   : r == -EXDEV
+                       ? dp_fail(-ENOMEM, "the pool cannot serve %zu bytes, and this process has no OS "
+                                 "fallback: it sees another /dev/shm than the pool's (another mount "
+                                 "namespace); give the pool room, or allocate from a process that sees it",
+                                 size)
                        : dp_fail(-ENOMEM, "the pool cannot serve %zu bytes and the OS fallback "
                                  "failed: %s", size, r == -ENOSPC ? "/dev/shm is full" : strerror(-r));
         }

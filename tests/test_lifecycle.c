@@ -1364,10 +1364,12 @@ Test(lifecycle_review, a_pool_without_an_anchor_is_kept_by_the_sweep, .timeout =
 
 /* ---- what a second review found -------------------------------------------------- */
 
-/* A process that holds pool id's LIFE exclusive -- a stand-in for a cleaner
- * that takes long; no other process inherits its descriptor -- until a
- * byte is written to *release. */
-static pid_t hold_life(uint64_t id, int *release) {
+/* A process that holds the pool's LIFE exclusive (life.c rule 3: on the
+ * pool's lock file, here an anonymous pool's lock memfd, reached through a
+ * description of its own) -- a stand-in for a cleaner that takes long; no
+ * other process inherits its descriptor -- until a byte is written to
+ * *release. */
+static pid_t hold_life(dsmpool *p, int *release) {
     int ready[2], rel[2];
     cr_assert_eq(pipe(ready), 0);
     cr_assert_eq(pipe(rel), 0);
@@ -1376,9 +1378,9 @@ static pid_t hold_life(uint64_t id, int *release) {
         close(ready[0]);
         close(rel[1]);
         char nm[64];
-        snprintf(nm, sizeof nm, "/dsmpool.%016llx", (unsigned long long)id);
-        int fd = shm_open(nm, O_RDWR, 0);
-        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+        snprintf(nm, sizeof nm, "/proc/self/fd/%d", p->live.fd);
+        int fd = open(nm, O_RDWR | O_CLOEXEC);
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = DP_LOCK_LIFE, .l_len = 1};
         if (fd < 0 || fcntl(fd, F_OFD_SETLK, &fl) != 0) _exit(3);
         char ch = 'x';
         if (write(ready[1], &ch, 1) != 1 || read(rel[0], &ch, 1) < 0) _exit(4);
@@ -1401,7 +1403,7 @@ Test(lifecycle_review2, a_child_whose_adoption_failed_takes_its_presence_on_the_
     dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 8 * MIB, false);
     uint64_t id = p->geo.pool_id;
     int release;
-    pid_t holder = hold_life(id, &release);
+    pid_t holder = hold_life(p, &release);
     int go[2];
     cr_assert_eq(pipe(go), 0);
     pid_t c = fork();

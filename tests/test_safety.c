@@ -10,6 +10,7 @@
  * and a shared page.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <dsmpool.h>
 #include <pthread.h>
 #include <sched.h>
@@ -742,8 +743,50 @@ static int stress_allocator(dsmpool *p, dsmpool_handle stable, shared *sh, uint6
     return 0;
 }
 
-Test(safety_soak, allocators_destroyer_and_checker, .timeout = 600) {
-    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
+/* A mount namespace of this process's own with a fresh tmpfs on /dev/shm
+ * (and, with ipc, an IPC namespace of its own). */
+static int own_dev_shm(bool ipc) {
+    if (unshare(CLONE_NEWNS | (ipc ? CLONE_NEWIPC : 0)) != 0) return -errno;
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return -errno;
+    if (mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=512m") != 0) return -errno;
+    return 0;
+}
+
+static int dsmpool_objects_in_dev_shm(void) {
+    DIR *d = opendir("/dev/shm");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += strncmp(e->d_name, "dsmpool", 7) == 0;
+    closedir(d);
+    return n;
+}
+
+/* Allocator k of the stress; with namespaces, allocator 0 runs in a mount
+ * namespace with a /dev/shm of its own (and finds nothing of the pool's
+ * there at the end), allocator 1 in a pid namespace of its own (pid 1
+ * there). */
+static int stress_kid(dsmpool *p, dsmpool_handle stable, shared *sh, int k, bool namespaces) {
+    uint64_t seed = test_seed() + 31 * (uint64_t)k;
+    if (namespaces && k == 0) {
+        if (own_dev_shm(false) != 0) return 77;
+        int r = stress_allocator(p, stable, sh, seed);
+        return r ? r : dsmpool_objects_in_dev_shm() == 0 ? 0 : 12;
+    }
+    if (namespaces && k == 1) {
+        if (unshare(CLONE_NEWPID) != 0) return 77;
+        pid_t g = fork();
+        if (g == 0) _exit(getpid() == 1 ? stress_allocator(p, stable, sh, seed) : 13);
+        return g < 0 ? 14 : test_wait(g);
+    }
+    return stress_allocator(p, stable, sh, seed);
+}
+
+static void stress_case(size_t pool_size, bool namespaces) {
+    if (namespaces) {
+        int r = own_dev_shm(true);
+        if (r) cr_skip_test("needs mount, IPC and pid namespaces (root): %s", strerror(-r));
+    }
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, pool_size);
     size_t free0 = test_pool_free(p);
     dsmpool_area *stable = mkarea(p);
     shared *sh = shared_page();
@@ -751,8 +794,7 @@ Test(safety_soak, allocators_destroyer_and_checker, .timeout = 600) {
     msg = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     pid_t kids[5];
     for (int k = 0; k < 3; k++)
-        if ((kids[k] = fork()) == 0)
-            _exit(stress_allocator(p, dsmpool_area_handle(stable), sh, test_seed() + 31 * (uint64_t)k));
+        if ((kids[k] = fork()) == 0) _exit(stress_kid(p, dsmpool_area_handle(stable), sh, k, namespaces));
     if ((kids[3] = fork()) == 0) { /* the destroyer */
         uint64_t seed = test_seed() ^ 0xd;
         while (!atomic_load(&sh->go)) {
@@ -777,20 +819,41 @@ Test(safety_soak, allocators_destroyer_and_checker, .timeout = 600) {
     }
     usleep((useconds_t)(test_seconds(5.0) * 1e6));
     atomic_store(&sh->go, 1);
-    for (int k = 0; k < 5; k++)
-        cr_expect_eq(test_wait(kids[k]), 0, "process %d: %s", k,
-                     k < 3 ? "an allocation was overwritten (9, 10) or a call failed" : "failed");
+    for (int k = 0; k < 5; k++) {
+        int st = test_wait(kids[k]);
+        cr_expect_eq(st, 0, "process %d: %d (%s)", k, st,
+                     k < 3 ? "9, 10 an allocation was overwritten; 8, 11 a call failed; 12 objects in its "
+                             "own /dev/shm; 77 no namespace"
+                           : "failed");
+    }
     uint64_t ok = atomic_load(&sh->val[1]), busy = atomic_load(&sh->val[2]), bad = atomic_load(&sh->val[3]);
-    fprintf(stderr, "[NOTE] stress: %llu areas destroyed under 3 allocators; check: %llu conclusive, "
-            "%llu busy, %llu alarms\n", (unsigned long long)atomic_load(&sh->val[5]), (unsigned long long)ok,
-            (unsigned long long)busy, (unsigned long long)bad);
+    dsmpool_stats st;
+    cr_assert_eq(dsmpool_get_stats(p, &st), 0);
+    fprintf(stderr, "[NOTE] stress%s: %llu areas destroyed under 3 allocators; check: %llu conclusive, "
+            "%llu busy, %llu alarms; %llu OS fallback segments made\n",
+            namespaces ? " (an allocator in its own mount namespace, one in its own pid namespace)" : "",
+            (unsigned long long)atomic_load(&sh->val[5]), (unsigned long long)ok, (unsigned long long)busy,
+            (unsigned long long)bad, (unsigned long long)st.fallback_segments_created);
     cr_expect_eq(bad, 0, "the checker raised an alarm: %s", msg);
     cr_expect_gt(atomic_load(&sh->val[5]), 10, "the destroyer did little");
+    if (namespaces) cr_expect_gt(st.fallback_segments_created, 0, "nothing fell back to the OS: /dev/shm untested");
     cr_assert_eq(dsmpool_recover(p), 0);
     test_check_ok(p);
     dsmpool_area_destroy(stable);
     cr_expect_eq(test_pool_free(p), free0, "every frame back");
     dsmpool_detach(p);
+    if (namespaces) cr_expect_eq(dsmpool_objects_in_dev_shm(), 0, "the last detach left objects in /dev/shm");
+}
+
+Test(safety_soak, allocators_destroyer_and_checker, .timeout = 600) { stress_case(256 * MIB, false); }
+
+/* Issue 24: the same with one allocator in a mount namespace with a
+ * /dev/shm of its own and one in a pid namespace of its own, in a pool
+ * small enough that blocks fall back to OS segments (they live in the
+ * pool's /dev/shm, which the first one reaches through its inherited
+ * directory descriptor); nothing is left in either /dev/shm. */
+Test(safety_soak, allocators_in_other_namespaces_destroyer_and_checker, .timeout = 600) {
+    stress_case(48 * MIB, true);
 }
 
 /* ---- regressions from the adversarial review ------------------------------ */
