@@ -1,16 +1,16 @@
 -- presence.m -- the presence protocol (format 10): who is attached to a pool,
 -- and who may clean it up, under crashes, fork() and bounded waits
--- (the spec: /work/notes/presence-protocol.md). The rules are named by the
--- spec's labels J1..J8 (join), L1..L6 (leave), S1..S5 (sweep); the C
--- comments use the same labels, so a rule here and a step there can be
--- matched by name. Steps and the C they stand for (the C is being
--- rewritten to the spec at the same time):
+-- (pool/life.c rules 1-5, live.c rule 6). The rules are named by the
+-- labels J1..J8 (join), L1..L6 (leave), S1..S5 (sweep) that the C comments
+-- use too, so a rule here and a step there can be matched by name. Steps
+-- and the C they stand for:
 --   J1..J8  pool/life.c dp_life_join (and dp_life_joined, J8), called by
 --           attach (pool/pool.c); J7 is pool/proc.c's slot claim, with the
 --           slot lock of pool/live.c;
 --   adopt   pool/proc.c adopt (dp_self, the first call of a fork()ed
---           child) with life.c's adopt hook: J2..J8 on its own
---           description, then the inherited copy closed;
+--           child) with life.c's join hooks (life_enter, dp_life_joined)
+--           around its slot claim: J2..J8 on its own description, then the
+--           inherited copy closed;
 --   L1..L6  pool/life.c dp_life_leave (L1: proc.c's slot release), L5's
 --           clean-up is last_out;
 --   S1..S5  pool/life.c remove_pool (dsmpool_sweep, dp_life_remove);
@@ -89,29 +89,30 @@
 -- 1 leaving, seeing nobody present and running last_out while process 2
 -- joins or holds a slot (P1) -- the bug the old code had.
 --
--- Further constants (not run by run.sh):
+-- Further constants:
 --   ADOPT_SLOT_FIRST := true: the child claims its slot before it takes
 --     LIFE/PRESENT (pool/proc.c adopt as it was: dp_slot_claim, then the
 --     life hook): a child becomes attached while a sweep removes the pool
 --     (P2), or, without the sweeper, while its parent runs last_out (P1):
 --     the parent's explicit unlock of PRESENT is its inherited copy's too.
 --   FD_POOL := true: an ANON/MEMFD pool (joined by fd, no name: J5 checks
---     nothing; the anchor sweeper; all processes home). With the spec's
---     order (J4 L.PRESENT before J6's anchor) P2 fails: a joiner between J4
+--     nothing; the anchor sweeper; all processes home). run.sh checks it
+--     as the C does it: J3 also takes A.LIFE shared (held until J8; the C
+--     takes the anchor's A.PRESENT there too, and makes a missing anchor
+--     only at J6), so a joiner is seen by the anchor sweep from before J4.
+--   ANCHOR_AFTER_PRESENCE := true (with FD_POOL): the first draft's order
+--     (J4 L.PRESENT before J6's anchor): P2 fails -- a joiner between J4
 --     and J6 holds nothing on the anchor, so the anchor sweep, once the
 --     last other home process has passed L2, removes the pool's /dev/shm
---     objects (pinned fallback segments too) under it -- also when the
---     pool was never without an attached process.
---   ANCHOR_LIFE_AT_J3 := true (with FD_POOL): J3 also takes A.LIFE shared
---     (held until J8), so a joiner is seen by the anchor sweep from before
---     J4: the checks pass.
+--     objects (pinned fallback segments too) under it, also when the pool
+--     was never without an attached process. run.sh checks that it fails.
 
 const
   NP : 3;                     -- processes; NP is the fork()ed child of 1
   OTHER_NS : false;
   ADOPT_SLOT_FIRST : false;
   FD_POOL : false;
-  ANCHOR_LIFE_AT_J3 : false;
+  ANCHOR_AFTER_PRESENCE : false;
 
 type
   proc : 1..NP;
@@ -261,15 +262,15 @@ ruleset p : proc do
 
   -- J3 L.LIFE shared (waits while someone holds it exclusive)
   rule "J3: L.LIFE shared"
-    pc[p] = J3 & !l_ex_other(p) & !(FD_POOL & ANCHOR_LIFE_AT_J3 & a_ex_other(p))
+    pc[p] = J3 & !l_ex_other(p) & !(FD_POOL & !ANCHOR_AFTER_PRESENCE & a_ex_other(p))
   ==>
     life[p] := SH;
-    if FD_POOL & ANCHOR_LIFE_AT_J3 then alife[p] := SH; end;
+    if FD_POOL & !ANCHOR_AFTER_PRESENCE then alife[p] := SH; end;
     pc[p] := J4;
   end;
 
   rule "J3: the wait times out (-EAGAIN)"
-    pc[p] = J3 & (l_ex_other(p) | (FD_POOL & ANCHOR_LIFE_AT_J3 & a_ex_other(p)))
+    pc[p] = J3 & (l_ex_other(p) | (FD_POOL & !ANCHOR_AFTER_PRESENCE & a_ex_other(p)))
   ==>
     let_go(p);
   end;
@@ -286,7 +287,7 @@ ruleset p : proc do
   -- is what the anchor sweep judges by -- A.LIFE shared (waits while the
   -- anchor sweeper holds it), A.PRESENT
   rule "J5+J6: the name still leads to the region; the anchor"
-    pc[p] = J5 & !(FD_POOL & !ANCHOR_LIFE_AT_J3 & a_ex_other(p))
+    pc[p] = J5 & !(FD_POOL & ANCHOR_AFTER_PRESENCE & a_ex_other(p))
   ==>
     if !FD_POOL & removed then
       let_go(p);                        -- the pool was removed: fail
@@ -297,7 +298,7 @@ ruleset p : proc do
   end;
 
   rule "J6: the wait for the anchor's A.LIFE times out (-EAGAIN)"
-    pc[p] = J5 & FD_POOL & !ANCHOR_LIFE_AT_J3 & a_ex_other(p)
+    pc[p] = J5 & FD_POOL & ANCHOR_AFTER_PRESENCE & a_ex_other(p)
   ==>
     let_go(p);
   end;
