@@ -440,6 +440,22 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * pointer then frees the new block, as with malloc). With
  * DSMPOOL_AREA_CHECKED also never-allocated pointers of small chunks (one
  * atomic operation on a shared bitmap per alloc and per free).
+ *
+ * Stale pointers into OS segments: a pointer into an OS fallback segment
+ * names its area, the area's registry entry that holds the segment, and
+ * carries a check drawn from that segment (its handle, keyed by the
+ * area's random key) in the offset bits the segment does not need. Once
+ * the segment is given back (its span or block freed) and the entry holds
+ * a new OS segment, the old pointer is refused as another area's is --
+ * NULL from dsmpool_area_addr, -EINVAL from dsmpool_area_free, 0 from
+ * dsmpool_area_usable_size, and nothing changes -- except with probability
+ * 2^-(32 - n) for a new segment of at most 2^n bytes, n at least 16:
+ * 2^-16 up to 64 KiB (the spans of chunks below 2 KiB), 2^-11 up to 2 MiB
+ * (every span), 1/2 above 1 GiB; a segment above 2 GiB leaves no bits for
+ * a check, and such a pointer is not detected. Pointers of another live
+ * area are always refused (the area tags are exact). The check names the
+ * segment, not the allocation: within a span still held, a freed chunk is
+ * told by its free tag, as in the pool.
  */
 typedef struct dsmpool_area dsmpool_area; /* a process's attachment to an area */
 typedef uint64_t dsmpool_ptr;             /* relocatable pointer; 0 is the null value */
@@ -506,7 +522,8 @@ DSMPOOL_EXPORT dsmpool_ptr dsmpool_area_ptr_of(dsmpool_area *area, const void *a
 /* For hot loops (a hash probe converts a pointer per tuple): the pool's base
  * in this process, constant while it is attached, and an inline conversion.
  * A pointer into the pool is the offset from that base (bit 63 clear); one
- * into an OS fallback segment has bit 63 set and takes the function call. */
+ * into an OS fallback segment has bit 63 set and takes the function call
+ * (which checks it: see "Stale pointers into OS segments" above). */
 #define DSMPOOL_PTR_OS_BIT (1ull << 63)
 DSMPOOL_EXPORT char *dsmpool_area_base(const dsmpool_area *area);
 static inline void *dsmpool_area_addr_inline(dsmpool_area *area, char *base, dsmpool_ptr p) {

@@ -79,6 +79,49 @@
  *             [left:19]); 87 classes x 24 B + one line, padded to a
  *             line: 2176 B a record, 7 to a 16 KiB record page.
  *
+ * Fallback pointers (into OS segments; a pool pointer is a region offset,
+ * bit 63 clear): [1][tag:14][entry:17][check:32-n][offset:n] for an OS
+ * segment of L bytes (at most 4 GiB), n = max(16, ceil(log2 L)) (fb_bits).
+ *   - tag: the area's, exact (unique among the pool's live areas, so a
+ *     pointer of another live area is always refused); entry: the registry
+ *     entry that holds the segment; offset: the byte in it.
+ *   - check: the top 32 - n bits of mix(key ^ handle) (fb_check), handle the
+ *     OS segment's (sp->seg: index and 32-bit generation, new whenever the
+ *     entry takes a new segment: segment.c rule 2), key the area's random
+ *     key (rule 9). Not the span word's generation: that counts the stack's
+ *     pushes and pops, not what the entry holds. seg is stored before the
+ *     entry's publishing CAS (release), and read after an acquire load of
+ *     the state (ar_locate, fb_map) or checked against a mapping record
+ *     that was (fb_lookup).
+ *   - Every pointer built for an entry's segment carries the check (span
+ *     and block bases, ptr_of, recovery, the lost sweep, verification);
+ *     every one read (addr, free, usable_size, ptr_of, the walks) must
+ *     match the entry's current segment, else it is refused as another
+ *     area's is: NULL, -EINVAL, 0, nothing changed. The mapping records
+ *     (fb) stay keyed by entry and name their segment; they keep its n and
+ *     check, so a conversion pays one compare.
+ *   - Detection: a pointer kept after its segment went back (freed, or
+ *     dropped with the pool's OS segments) and used once the entry holds a
+ *     new segment of L bytes passes with probability 2^-(32 - n) over the
+ *     key, for any two handles: 2^-16 for L up to 64 KiB (spans of 64 KiB
+ *     blocks), 2^-13 up to 512 KiB, 2^-11 up to 2 MiB (the largest spans),
+ *     then twice that per doubling of L (1/2 above 1 GiB); a new segment
+ *     above 2 GiB (n = 32) leaves no bits, and such a pointer passes. An
+ *     entry that holds no segment, or a pool block, refuses it always. The
+ *     check names the segment, not the allocation: a freed chunk of a span
+ *     still held is told by its free tag, as in the pool.
+ *   - Arithmetic: L <= 2^n, so p + k for k below an allocation's usable
+ *     size never carries into the check, and ptr_of(addr(p) + k) == p + k.
+ *     A span's n is its block's (2^n = cls_span: the power of two from 64
+ *     KiB at or above its len; tests/test_area.c checks every class), so
+ *     span_rel() reads a chunk's offset out of either kind of pointer.
+ *   Why these bits: the tag and entry fields are full (16383 tags, 2^17
+ *   entries), and a reuse counter per entry (exact for 2^b - 1 reuses)
+ *   would need a word that a 32-byte entry does not have; the offset bits
+ *   a segment does not need are free. n from L rather than 21 for every
+ *   span gives the small classes' spans 16 bits instead of 11, at no cost.
+ *   The pool's pointers, and the hot path, are unchanged.
+ *
  * Rules
  *   1. Hot path (alloc): pop the thread's free list, else take the next
  *      chunk of its bump range. Free: push on the thread's free list. Only
@@ -232,8 +275,9 @@
  *      checked, its bit is clear -- a chunk never handed out is told apart
  *      only in checked mode, as for free. Local addresses in OS segments go
  *      back to pointers through this process's mapping records (fb), which
- *      only name the entry's current segment. A large block is exact to
- *      the page: the power-of-two block is taken and its tail given back at
+ *      only name the entry's current segment (and carry its check). A
+ *      large block is exact to the page: the power-of-two block is taken
+ *      and its tail given back at
  *      once (proc.c rule 9; an OS segment is made that size), so its usable
  *      size is the size rounded up to 4 KiB. The directory has a word per
  *      page, so the pages given back can hold anyone's blocks (another
@@ -326,10 +370,12 @@
 #include "dp_os.h"
 
 #define AR_MAGIC 0x31414552415044ull /* "DPAREA1" */
-#define AR_VERSION 7u /* 4: 60 classes (cache records, span word); 5: the shared path (rule 15);
+#define AR_VERSION 8u /* 4: 60 classes (cache records, span word); 5: the shared path (rule 15);
                         6: spans per class from 64 KiB, cache records in pages;
                         7: 87 classes (8 B steps to 64 B, eight per doubling to 8 KiB),
-                        the directory's class field 7 bits, exact spans */
+                        the directory's class field 7 bits, exact spans;
+                        8: fallback pointers carry their segment's check (in cache
+                        records' lists, chunk links and free tags) */
 #define AR_NCLS 87u
 #define AR_CLS_MASK 127u /* the directory's class field: 7 bits */
 #define AR_MIN_CHUNK 16u
@@ -388,12 +434,15 @@ enum { SP_FREE = 0, SP_INIT = 1, SP_SPAN = 2, SP_LARGE = 3, SP_RETIRED = 4 };
 #define DIRW_ENTRY(w) ((uint64_t)(((w) >> 7) & 0xffffff) - 1)
 #define DIRW_CLS(w) ((unsigned)((w) & AR_CLS_MASK))
 
-/* fallback pointer: [1][tag:14][entry:17][offset:32] */
+/* fallback pointer: [1][tag:14][entry:17][check:32-n][offset:n] for an OS
+ * segment of L <= 4 GiB bytes, n = fb_bits(L) (Fallback pointers); FB_OFF
+ * is the check and the offset together, the 32 bits below the entry */
 #define FB_BIT DSMPOOL_PTR_OS_BIT
 #define FB_PTR(tag, e, off) (FB_BIT | ((uint64_t)(tag) << 49) | ((uint64_t)(e) << 32) | (off))
 #define FB_TAG(p) ((uint32_t)(((p) >> 49) & 0x3fff))
 #define FB_ENTRY(p) ((uint64_t)(((p) >> 32) & 0x1ffff))
 #define FB_OFF(p) ((uint64_t)((p) & 0xffffffffull))
+#define FB_MAX_SEG (1ull << 32) /* an area's OS segments are at most 4 GiB (acquire_bracketed) */
 
 /* bump word: [entry + 1:26][next index:19][left:19] */
 #define BUMP(e1, idx, left) (((uint64_t)(e1) << 38) | ((uint64_t)(idx) << 19) | (left))
@@ -480,8 +529,10 @@ enum { AR_LIVE = 1, AR_DESTROYED = 2 };
 
 typedef struct ar_fb { /* this process's mapping of one fallback entry's OS segment */
     char *base;
-    uint64_t len;
+    uint64_t len;          /* the segment's bytes, at most FB_MAX_SEG */
     dsmpool_handle seg;    /* which segment (entries are reused) */
+    unsigned nb;           /* fb_bits(len): the pointers' offset bits */
+    uint32_t chk;          /* fb_check(seg, nb): their check */
     struct ar_fb *retired; /* replaced records: unmapped at detach, never under a reader */
 } ar_fb;
 
@@ -823,6 +874,43 @@ static void entry_abandon(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_
 
 /* ---- pointers ----------------------------------------------------------- */
 
+/* Fallback pointers: the offset bits of an OS segment of len bytes,
+ * ceil(log2 len) and at least 16 -- a span's are its block's (cls_span:
+ * 2^n is the power of two from 64 KiB at or above its len), so span_rel()
+ * takes a chunk's offset out of a fallback pointer as out of a pool one.
+ * len <= FB_MAX_SEG gives n <= 32. */
+static inline unsigned fb_bits(uint64_t len) {
+    return len <= AR_SPAN_MIN ? 16u : 64u - (unsigned)__builtin_clzll(len - 1);
+}
+
+/* The check of pointers into OS segment h (n offset bits): the top 32 - n
+ * bits of a mix (splitmix64's finalizer) of h keyed by the area's random
+ * key; none when n is 32. */
+static inline uint32_t fb_check(const struct dsmpool_area *a, dsmpool_handle h, unsigned n) {
+    uint64_t x = a->key ^ h;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return n >= 32 ? 0 : (uint32_t)(x >> (32 + n));
+}
+
+/* The base pointer of entry e's OS segment h of len bytes: offset 0, the
+ * segment's check above it. */
+static inline dsmpool_ptr fb_base(const struct dsmpool_area *a, uint64_t e, dsmpool_handle h, uint64_t len) {
+    unsigned n = fb_bits(len);
+    return FB_PTR(a->tag, e, (uint64_t)fb_check(a, h, n) << n);
+}
+
+/* The base pointer of entry e (block word blk, read by the caller): a pool
+ * offset, or the fallback pointer of its OS segment -- a span's of class c
+ * is cls_len(c) bytes (acquire_bracketed), a large block's (c ==
+ * AR_LARGE_CLS) is what its descriptor says. */
+static dsmpool_ptr entry_base(struct dsmpool_area *a, uint64_t e, ar_span *sp, uint64_t blk, unsigned c) {
+    if (blk != DP_BLOCK_FALLBACK) return DP_BLOCK_OFF(blk);
+    dsmpool_handle h = dp_load_relaxed(&sp->seg); /* [imm while live] */
+    return fb_base(a, e, h, c == AR_LARGE_CLS ? dp_seg_os_size(a->pool, h) : cls_len(c));
+}
+
 /* This process's mapping of fallback entry e, if it maps the entry's
  * current OS segment (an entry can be reused for another segment). Records
  * are published whole by pointer and never freed under a reader. */
@@ -852,7 +940,7 @@ static ar_fb *fb_remember(struct dsmpool_area *a, uint64_t e, char *base, uint64
         goto out;
     }
     if (!(r = malloc(sizeof *r))) goto out;
-    *r = (ar_fb){base, len, seg, NULL};
+    *r = (ar_fb){base, len, seg, fb_bits(len), fb_check(a, seg, fb_bits(len)), NULL};
     if (cur) { /* an earlier segment of this entry: unmapped at detach */
         cur->retired = a->fb_retired;
         a->fb_retired = cur;
@@ -879,11 +967,16 @@ static ar_fb *fb_map(struct dsmpool_area *a, uint64_t e) {
     size_t l;
     dsmpool_handle h = dp_load_relaxed(&sp->seg);
     if (dp_seg_os_map(a->pool, h, &m, &l) != 0) return NULL;
+    if (l > FB_MAX_SEG) { /* no area makes one: a damaged handle or descriptor */
+        dp_os_unmap(m, l);
+        return NULL;
+    }
     return fb_remember(a, e, m, l, h);
 }
 
 /* The local address of p, with room for need bytes there, or NULL. Pool
- * pointers must lie in the data; fallback ones in their segment. */
+ * pointers must lie in the data; fallback ones in their entry's current
+ * segment, with its check. */
 static inline char *ar_addr_n(struct dsmpool_area *a, dsmpool_ptr p, uint64_t need) {
     if (!(p & FB_BIT))
         return p >= a->data_off && p - a->data_off < a->data_size &&
@@ -892,7 +985,9 @@ static inline char *ar_addr_n(struct dsmpool_area *a, dsmpool_ptr p, uint64_t ne
                    : NULL;
     if (FB_TAG(p) != a->tag || !a->tag) return NULL; /* another area's */
     ar_fb *r = fb_map(a, FB_ENTRY(p));
-    return r && FB_OFF(p) < r->len && need <= r->len - FB_OFF(p) ? r->base + FB_OFF(p) : NULL;
+    if (!r || FB_OFF(p) >> r->nb != r->chk) return NULL; /* another segment's: stale */
+    uint64_t off = FB_OFF(p) & ((1ull << r->nb) - 1);
+    return off < r->len && need <= r->len - off ? r->base + off : NULL;
 }
 
 static inline char *ar_addr(struct dsmpool_area *a, dsmpool_ptr p) { return ar_addr_n(a, p, 1); }
@@ -936,7 +1031,7 @@ static int ar_locate(struct dsmpool_area *a, dsmpool_ptr p, ar_loc *l) {
         l->off = p - l->span;
         return 0;
     }
-    if (FB_TAG(p) != a->tag) return -EINVAL;
+    if (FB_TAG(p) != a->tag || !a->tag) return -EINVAL;
     l->e = FB_ENTRY(p);
     l->sp = ar_entry(pool, a->ctl, l->e);
     if (!l->sp) return -EINVAL;
@@ -946,8 +1041,14 @@ static int ar_locate(struct dsmpool_area *a, dsmpool_ptr p, ar_loc *l) {
     else if (SPW_ST(w) == SP_SPAN) l->cls = (unsigned)(dp_load_relaxed(&l->sp->info) & 0xff);
     else return -EINVAL;
     if (l->cls >= AR_NCLS && l->cls != AR_LARGE_CLS) return -EINVAL; /* a corrupt entry */
-    l->span = FB_PTR(a->tag, l->e, 0);
-    l->off = FB_OFF(p);
+    /* the segment the entry holds now (seg was stored before the
+     * publication our acquire saw); a pointer into an earlier one is stale */
+    dsmpool_handle h = dp_load_relaxed(&l->sp->seg); /* [imm while live] */
+    uint64_t len = l->cls == AR_LARGE_CLS ? dp_seg_os_size(pool, h) : cls_len(l->cls);
+    unsigned n = fb_bits(len);
+    if (!len || len > FB_MAX_SEG || FB_OFF(p) >> n != fb_check(a, h, n)) return -EINVAL;
+    l->span = p & ~((1ull << n) - 1);
+    l->off = p & ((1ull << n) - 1);
     return 0;
 }
 
@@ -1171,8 +1272,7 @@ static void cache_drain_all(struct dsmpool_area *a, ar_cache *rec, uint32_t reti
             continue;
         }
         uint64_t blk = dp_load_relaxed(&sp->block);
-        dsmpool_ptr base = blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e1 - 1, 0) : DP_BLOCK_OFF(blk);
-        range_push(a, rec, c, e1 - 1, sp, base, idx, left, retire_slot);
+        range_push(a, rec, c, e1 - 1, sp, entry_base(a, e1 - 1, sp, blk, c), idx, left, retire_slot);
     }
 }
 
@@ -1487,7 +1587,7 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
         if (fbytes != bytes) /* as above */
             dp_fetch_add_relaxed(&ctl->held, fbytes - bytes); /* relaxed: a counter */
         fb_remember(a, (uint64_t)e, m, fbytes, h); /* without memory: mapped again on first use */
-        *base = FB_PTR(a->tag, (uint64_t)e, 0);
+        *base = fb_base(a, (uint64_t)e, h, fbytes);
     }
     /* rule 15: a shared-path span is published with every chunk but the
      * first on its stack, tagged and linked while the entry is still ours
@@ -1535,8 +1635,7 @@ static bool steal_class_holds(struct dsmpool_area *a, unsigned c, uint64_t e, ar
     dp_fetch_add_relaxed(&a->ctl->partial[c], 1); /* relaxed: the hints, set right */
     if (now < AR_NCLS) dp_fetch_add_relaxed(&a->ctl->partial[now], (uint64_t)-1);
     if (now < AR_NCLS)
-        chain_return(a, now, e, sp, blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e, 0) : DP_BLOCK_OFF(blk),
-                     SPW_HEAD(w), SPW_COUNT(w));
+        chain_return(a, now, e, sp, entry_base(a, e, sp, blk, now), SPW_HEAD(w), SPW_COUNT(w));
     else
         chain_lost(a);
     return false;
@@ -1565,8 +1664,7 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c, bool held_only)
                 if (!dp_cas_acquire(&sp->state, &w, SPW(SPW_GEN(w) + 1, 0, 0, SP_SPAN))) continue;
                 dp_fetch_add_relaxed(&ctl->partial[c], (uint64_t)-1);
                 if (!steal_class_holds(a, c, e, sp, w)) continue;
-                uint64_t blk = dp_load_relaxed(&sp->block);
-                dsmpool_ptr base = blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e, 0) : DP_BLOCK_OFF(blk);
+                dsmpool_ptr base = entry_base(a, e, sp, dp_load_relaxed(&sp->block), c);
                 uint32_t idx = SPW_HEAD(w), n = SPW_COUNT(w), got = 0;
                 dsmpool_ptr head = dp_load_relaxed(&rec->head[c]);
                 while (idx && got < n && idx <= cls_chunks(c)) {
@@ -1697,9 +1795,10 @@ static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, siz
         h = dp_load_relaxed(&rec->head[c]); /* relaxed: only this thread writes it (rule 1) */
         if (h) {
             /* a whole chunk, at a chunk start, or the list is damaged (pool
-             * spans start at multiples of their size: data_off is a 2 MiB one) */
+             * spans start at multiples of their size: data_off is a 2 MiB one;
+             * a fallback pointer's offset bits are its span's block's) */
             uint32_t ix;
-            m = chunk_at(c, h & FB_BIT ? FB_OFF(h) : span_rel(c, h), &ix) ? ar_addr_n(area, h, cls_size(c)) : NULL;
+            m = chunk_at(c, span_rel(c, h), &ix) ? ar_addr_n(area, h, cls_size(c)) : NULL;
             dsmpool_ptr next = 0;
             if (m) memcpy(&next, m, 8);
             /* a link a use-after-free overwrote must not become an address
@@ -1746,12 +1845,6 @@ static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, siz
 static void chain_lost(struct dsmpool_area *a) { /* (declared above) */
     dp_fetch_add_relaxed(&a->ctl->lost, 1); /* relaxed: ordered by the release below */
     atomic_fetch_add_explicit(&a->pool->hdr->lost_due, 1, memory_order_release); /* the sweep's acquire */
-}
-
-/* The span base pointer of entry e (a pool offset, or a fallback pointer). */
-static inline dsmpool_ptr span_base(const struct dsmpool_area *a, uint64_t e, ar_span *sp) {
-    uint64_t blk = dp_load_relaxed(&sp->block); /* [imm while live] */
-    return blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e, 0) : DP_BLOCK_OFF(blk);
 }
 
 /* Rule 15: put a chain we hold (head index + 1, count chunks, links
@@ -1820,7 +1913,8 @@ static bool span_take(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span *s
     if (!steal_class_holds(a, c, e, sp, w)) return false;
     DP_INJECT("area.take.stolen");
     uint32_t count = SPW_COUNT(w), next = 0;
-    dsmpool_ptr base = span_base(a, e, sp), cp = base + chunk_off(c, SPW_HEAD(w) - 1);
+    dsmpool_ptr base = entry_base(a, e, sp, dp_load_relaxed(&sp->block), c); /* [imm while live] */
+    dsmpool_ptr cp = base + chunk_off(c, SPW_HEAD(w) - 1);
     char *m = ar_addr_n(a, cp, 16);
     uint64_t tag = 0;
     if (m) {
@@ -2216,7 +2310,9 @@ static dsmpool_ptr fb_ptr_of(struct dsmpool_area *a, uintptr_t u) {
             if (!r || u < (uintptr_t)r->base || u - (uintptr_t)r->base >= r->len) continue;
             uint64_t e = (uint64_t)i * 512 + k;
             /* a record of a segment the entry no longer holds names nothing */
-            return fb_lookup(a, e) == r && r->len <= (1ull << 32) ? FB_PTR(a->tag, e, u - (uintptr_t)r->base) : 0;
+            return fb_lookup(a, e) == r && r->len <= FB_MAX_SEG
+                       ? FB_PTR(a->tag, e, ((uint64_t)r->chk << r->nb) | (u - (uintptr_t)r->base))
+                       : 0;
         }
     }
     return 0;
@@ -3172,8 +3268,7 @@ static void verify_area(vctx *v) {
             vfail(v, "span entry %llu of area %016llx names no class", e);
             break;
         }
-        uint64_t blk = dp_load_relaxed(&sp->block);
-        dsmpool_ptr base = blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e, 0) : DP_BLOCK_OFF(blk);
+        dsmpool_ptr base = entry_base(a, e, sp, dp_load_relaxed(&sp->block), c);
         uint32_t idx = SPW_HEAD(w), k = SPW_COUNT(w);
         for (; idx && k && !v->err; k--) {
             if (idx > cls_chunks(c)) {
@@ -3267,12 +3362,12 @@ static int span_walk_unheld(vctx *v, lost_list *whole,
         uint64_t w = dp_load_acquire(&sp->state); /* acquire: the entry's publication */
         unsigned st = SPW_ST(w), c = (unsigned)(dp_load_relaxed(&sp->info) & 0xff);
         uint64_t blk = dp_load_relaxed(&sp->block);
-        dsmpool_ptr base = blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, e, 0) : DP_BLOCK_OFF(blk);
         if (st == SP_LARGE && blk) {
-            if (!fn(arg, e, AR_LARGE_CLS, base, 0, false)) return -ENOMEM;
+            if (!fn(arg, e, AR_LARGE_CLS, entry_base(a, e, sp, blk, AR_LARGE_CLS), 0, false)) return -ENOMEM;
             continue;
         }
         if (st != SP_SPAN || c >= AR_NCLS || !blk) continue;
+        dsmpool_ptr base = entry_base(a, e, sp, blk, c);
         uint32_t n = cls_chunks(c);
         if (SPW_COUNT(w) == n) {
             if (whole && !lost_add(whole, e, UINT32_MAX, c)) return -ENOMEM;
@@ -3378,8 +3473,7 @@ static int lost_sweep_area(struct dsmpool_area *a, ar_cache *mine, dp_area_scrat
             lost_ref *l = &lost.v[i];
             ar_span *sp = ar_entry(p, a->ctl, l->e);
             uint64_t blk = sp ? dp_load_relaxed(&sp->block) : 0;
-            dsmpool_ptr cp = (blk == DP_BLOCK_FALLBACK ? FB_PTR(a->tag, l->e, 0) : DP_BLOCK_OFF(blk)) +
-                             chunk_off(l->cls, l->idx);
+            dsmpool_ptr cp = (sp ? entry_base(a, l->e, sp, blk, l->cls) : 0) + chunk_off(l->cls, l->idx);
             char *m = sp ? ar_addr_n(a, cp, 4) : NULL;
             if (m) span_push(p, a->ctl, a->aid, l->e, sp, l->cls, l->idx, m, p->slot);
         }
@@ -3482,6 +3576,9 @@ uint64_t dp_area_test_span(unsigned c);
 uint64_t dp_area_test_span(unsigned c) { return c <= AR_CLS_MASK ? cls_span(c) : 0; }
 uint64_t dp_area_test_span_len(unsigned c);
 uint64_t dp_area_test_span_len(unsigned c) { return c <= AR_CLS_MASK ? cls_len(c) : 0; }
+/* Test-only: the offset bits of a fallback pointer into an OS segment of len bytes. */
+unsigned dp_area_test_fb_bits(uint64_t len);
+unsigned dp_area_test_fb_bits(uint64_t len) { return fb_bits(len); }
 
 /* Test-only: class c's chunk size (0: no such class), and the chunk index
  * the reciprocal gives for span offset off, with whether off starts it. */

@@ -71,6 +71,7 @@ unsigned dp_area_test_class(size_t size);
 uint32_t dp_area_test_chunk(unsigned c, uint64_t off, uint32_t *idx, bool *start);
 uint64_t dp_area_test_span(unsigned c);
 uint64_t dp_area_test_span_len(unsigned c);
+unsigned dp_area_test_fb_bits(uint64_t len);
 
 /* The class of every small size: the smallest that holds it, its waste
  * under 8 B (to 64 B), 16 B (to 128 B), an eighth of the size (to 8 KiB)
@@ -81,7 +82,9 @@ uint64_t dp_area_test_span_len(unsigned c);
  * more, else the least of at least 64 KiB and 32 chunks (or as many as
  * 2 MiB holds), in the power of two at or above; and the
  * reciprocal that gives a chunk's index, against a divide for every offset
- * below 2 MiB in every class (chunk starts only inside the span's bytes). */
+ * below 2 MiB in every class (chunk starts only inside the span's bytes).
+ * A fallback pointer into a span's OS segment (len bytes) has the offset
+ * bits of its block, so that span_rel() reads its offset. */
 Test(area, class_table_and_exhaustive_reciprocal, .timeout = 120) {
     uint32_t idx;
     bool start;
@@ -128,6 +131,8 @@ Test(area, class_table_and_exhaustive_reciprocal, .timeout = 120) {
             cr_assert(span >= len && span / 2 < len && span >= 64 * KIB && span <= 2 * MIB && !(span & (span - 1)),
                       "class %u: block %llu for %llu bytes", c, (unsigned long long)span, (unsigned long long)len);
         }
+        cr_assert_eq(1ull << dp_area_test_fb_bits(len), span, "class %u: %llu bytes, block %llu", c,
+                     (unsigned long long)len, (unsigned long long)span);
         uint64_t chunks = len / sz;
         for (uint64_t off = 0; off < 2 * MIB; off++) {
             dp_area_test_chunk(c, off, &idx, &start);
@@ -914,6 +919,117 @@ Test(area_review, fallback_pointer_of_another_area_refused, .timeout = 60) {
     cr_expect_eq(dsmpool_area_free(a, pb), -EINVAL);
     cr_expect_null(dsmpool_area_addr(b, pa), "no address for a foreign pointer");
     cr_expect_eq(dsmpool_area_free(a, pa), 0);
+    dsmpool_area_destroy(a);
+    dsmpool_area_destroy(b);
+    dsmpool_detach(p);
+}
+
+/* Issue 24: a fallback pointer carries a check drawn from the OS segment
+ * its registry entry holds (area.c, Fallback pointers), so once the entry
+ * is given back and reused for a new segment the old pointer names nothing;
+ * before, it was bit for bit the new block's, and its free freed that. The
+ * new pointer equals the old one only when the two checks collide (2^-13
+ * for 512 KiB, 2^-16 for a 56 KiB span): then the test takes another
+ * segment, keeping the old pointer. */
+static dsmpool_ptr realloc_same_entry(dsmpool_area *a, size_t size, dsmpool_ptr old) {
+    dsmpool_ptr v = 0;
+    for (int i = 0;; i++) {
+        cr_assert_eq(dsmpool_area_alloc(a, size, 0, &v), 0, "%s", dsmpool_last_error());
+        cr_assert_eq(v >> 32, old >> 32, "%zu B: entry reused (the same tag and entry bits): %016llx, was %016llx",
+                     size, (unsigned long long)v, (unsigned long long)old);
+        if (v != old || i == 7) break;
+        cr_assert_eq(dsmpool_area_free(a, v), 0);
+        dsmpool_area_flush(a);
+    }
+    return v;
+}
+
+static void expect_stale_refused(dsmpool_area *a, dsmpool_ptr old, dsmpool_ptr v, size_t size) {
+    unsigned char *m = dsmpool_area_addr(a, v);
+    cr_assert_not_null(m);
+    memset(m, 0x5a, size);
+    unsigned char *o = dsmpool_area_addr(a, old);
+    cr_expect(o == NULL, "%zu B: the stale pointer %016llx converts to %p (the new block is at %p)", size,
+              (unsigned long long)old, (void *)o, (void *)m);
+    cr_expect_null(dsmpool_area_addr(a, old + 8), "%zu B: nor a byte inside it", size);
+    cr_expect_eq(dsmpool_area_usable_size(a, old), 0, "%zu B: usable size of the stale pointer", size);
+    cr_expect_eq(dsmpool_area_free(a, old), -EINVAL, "%zu B: free of the stale pointer", size);
+    cr_expect_eq(dsmpool_area_usable_size(a, v), size, "%zu B: the new block is still live", size);
+    cr_expect_eq(m[0], 0x5a);
+    cr_expect_eq(m[size - 1], 0x5a, "%zu B: the new block is intact", size);
+    cr_expect_eq(dsmpool_area_free(a, v), 0, "%zu B: the new block is still freeable: %s", size,
+                 dsmpool_last_error());
+}
+
+Test(area_review, stale_fallback_pointer_refused_after_entry_reuse, .timeout = 60) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool_area *a = mkarea(p, 0);
+    fill_pool(p);
+    /* a large block: its entry goes back with the free */
+    dsmpool_ptr old;
+    cr_assert_eq(dsmpool_area_alloc(a, 512 * KIB, 0, &old), 0, "%s", dsmpool_last_error());
+    cr_assert(old & DSMPOOL_PTR_OS_BIT);
+    cr_assert_eq(dsmpool_area_free(a, old), 0);
+    expect_stale_refused(a, old, realloc_same_entry(a, 512 * KIB, old), 512 * KIB);
+    /* a chunk of an OS span (112 B chunks, a 56 KiB span): the entry goes
+     * back when the flush makes the span whole */
+    cr_assert_eq(dsmpool_area_flush(a), 0);
+    cr_assert_eq(dsmpool_area_alloc(a, 112, 0, &old), 0, "%s", dsmpool_last_error());
+    cr_assert(old & DSMPOOL_PTR_OS_BIT);
+    cr_assert_eq(dsmpool_area_free(a, old), 0);
+    cr_assert_eq(dsmpool_area_flush(a), 0);
+    expect_stale_refused(a, old, realloc_same_entry(a, 112, old), 112);
+    cr_assert_eq(dsmpool_area_flush(a), 0);
+    test_check_ok(p);
+    dsmpool_area_destroy(a);
+    dsmpool_detach(p);
+}
+
+/* The check leaves pointer arithmetic alone: inside an OS allocation p + k
+ * names byte k both ways, for spans and blocks of every check width; a
+ * pointer of another area, or one whose check bits were changed, is
+ * refused. */
+Test(area_review, fallback_pointer_arithmetic_and_checks, .timeout = 60) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
+    dsmpool_area *a = mkarea(p, 0), *b = mkarea(p, 0);
+    fill_pool(p);
+    /* spans of 56 KiB, 64 KiB and 2 MiB; blocks of 300 KiB, 2, 3 and 4 MiB */
+    size_t sizes[] = {112, 1024, 32 * KIB, 300 * KIB, 2 * MIB, 3 * MIB, 4 * MIB};
+    enum { NS = sizeof sizes / sizeof sizes[0] };
+    dsmpool_ptr v[NS], w;
+    cr_assert_eq(dsmpool_area_alloc(b, 112, 0, &w), 0, "%s", dsmpool_last_error());
+    cr_assert(w & DSMPOOL_PTR_OS_BIT);
+    for (unsigned i = 0; i < NS; i++) {
+        cr_assert_eq(dsmpool_area_alloc(a, sizes[i], 0, &v[i]), 0, "%zu: %s", sizes[i], dsmpool_last_error());
+        cr_assert(v[i] & DSMPOOL_PTR_OS_BIT, "%zu B came from the pool", sizes[i]);
+        size_t n = dsmpool_area_usable_size(a, v[i]);
+        cr_assert_geq(n, sizes[i]);
+        char *m = dsmpool_area_addr(a, v[i]);
+        cr_assert_not_null(m);
+        memset(m, (int)i + 1, n);
+        size_t ks[] = {0, 1, 8, 4095, 4096, n / 2, n - 8, n - 1};
+        for (unsigned j = 0; j < sizeof ks / sizeof ks[0]; j++) {
+            size_t k = ks[j];
+            cr_assert_eq(dsmpool_area_addr(a, v[i] + k), m + k, "%zu B: addr(p + %zu)", sizes[i], k);
+            cr_assert_eq(dsmpool_area_ptr_of(a, m + k), v[i] + k, "%zu B: ptr_of(addr(p) + %zu)", sizes[i], k);
+        }
+        cr_expect_null(dsmpool_area_addr(b, v[i]), "%zu B: another area's pointer", sizes[i]);
+        cr_expect_eq(dsmpool_area_free(b, v[i]), -EINVAL);
+        cr_expect_eq(dsmpool_area_usable_size(b, v[i]), 0);
+        for (unsigned bit = 24; bit < 32; bit++) { /* the check's bits, or past every segment */
+            dsmpool_ptr x = v[i] ^ (1ull << bit);
+            cr_expect_null(dsmpool_area_addr(a, x), "%zu B: bit %u changed", sizes[i], bit);
+            cr_expect_eq(dsmpool_area_usable_size(a, x), 0, "%zu B: bit %u changed", sizes[i], bit);
+            cr_expect_eq(dsmpool_area_free(a, x), -EINVAL, "%zu B: bit %u changed", sizes[i], bit);
+        }
+        cr_expect_eq(m[0], (char)(i + 1));
+        cr_expect_eq(m[n - 1], (char)(i + 1), "%zu B: intact", sizes[i]);
+    }
+    cr_expect_null(dsmpool_area_addr(a, w), "b's OS chunk in a");
+    cr_expect_eq(dsmpool_area_free(a, w), -EINVAL);
+    for (unsigned i = 0; i < NS; i++) cr_assert_eq(dsmpool_area_free(a, v[i]), 0, "%s", dsmpool_last_error());
+    cr_assert_eq(dsmpool_area_free(b, w), 0);
+    test_check_ok(p);
     dsmpool_area_destroy(a);
     dsmpool_area_destroy(b);
     dsmpool_detach(p);
