@@ -48,7 +48,9 @@
  * can tell which anchor and fallback objects a region of another format
  * owns (life.c rule 7; format 2 had the pool id at byte 24). Format 10
  * moved presence and LIFE from the anchor in /dev/shm to the region's own
- * lock file (live.c rule 6), and records the anchor's /dev/shm. Format 9 widened the area directory
+ * lock file (live.c rule 6), records the anchor's /dev/shm, and gave OS
+ * fallback pointers a check in their offset's high bits (area.c, Fallback
+ * pointers). Format 9 widened the area directory
  * word's class to 7 bits (87 size classes; its entry to 24). Format 8
  * made the area directory a word per 4 KiB (page-exact area blocks above
  * 4 KiB, which share 64 KiB).
