@@ -667,6 +667,7 @@ static void seccomp_threads(int nt) {
     cr_skip_test("TSan's runtime maps memory for every thread it tracks: a seccomp filter on "
                  "mmap would catch the runtime, not dsmpool (the plain and ASan runs test this)");
 #endif
+    test_private_shm(); /* the process ends with the pool attached: its anchor goes with it */
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 512 * MIB);
     static sc_shared s;
     memset(&s, 0, sizeof s);
@@ -727,6 +728,7 @@ static void strict_threads(int nt) {
     cr_skip_test("TSan's runtime makes system calls of its own in every thread it tracks (the plain and "
                  "ASan runs test this)");
 #endif
+    test_private_shm(); /* the process ends with the pool attached: its anchor goes with it */
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 512 * MIB);
     strict = calloc(1, sizeof *strict);
     cr_assert_not_null(strict);
