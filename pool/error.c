@@ -39,7 +39,7 @@ const char *dsmpool_strerror(int err) {
     case -EEXIST: return "a pool of that name already exists";
     case -ESTALE: return "stale handle: the segment was destroyed";
     case -EPROTO: return "not a compatible dsmpool region (bad header, layout or size)";
-    case -ENOSPC: return "no space: neither the pool nor the OS could serve, or a table is full";
+    case -ENOSPC: return "no space: a fixed table is full, or no room for a pool's files";
     case -EBUSY: return "busy: an operation was in progress";
     case -EUCLEAN: return "inconsistent structure found";
     case -EALREADY: return "already done";

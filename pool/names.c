@@ -72,6 +72,17 @@
 
 #define NAMES_WAIT_NS (30ull * 1000000000ull)
 
+/* The flags each call knows: its kind's creation flags, as
+ * dsmpool_seg_create and dsmpool_area_create accept them (built from the
+ * public header: those layers' own masks are theirs), plus the named ones.
+ * Checked before the lookup: an existing name never reaches creation's
+ * check. */
+#define NAMED_SEG_FLAGS (DSMPOOL_SEG_NO_FALLBACK | DSMPOOL_SEG_LOCAL_ONLY | DSMPOOL_SEG_INTERLEAVE | \
+                         DSMPOOL_SEG_ON_NODE(0xff) | DSMPOOL_SEG_HUGE_ROUND | DSMPOOL_NAMED_NOWAIT)
+#define NAMED_SEG_NODE_BIT DSMPOOL_SEG_ON_NODE(0)
+#define NAMED_AREA_FLAGS (DSMPOOL_AREA_CHECKED | DSMPOOL_AREA_NO_FALLBACK | DSMPOOL_AREA_MID_CHUNKS | \
+                          DSMPOOL_NAMED_NOWAIT | DSMPOOL_NAMED_OPEN_ONLY)
+
 static int name_check(const char *name) {
     if (!name) return dp_fail(-EINVAL, "name is NULL");
     size_t n = strnlen(name, DSMPOOL_NAME_MAX + 1);
@@ -354,9 +365,15 @@ int dsmpool_seg_open_named(dsmpool *pool, const char *name, size_t size, unsigne
                            int (*init)(void *addr, size_t size, void *arg), void *arg,
                            dsmpool_seg **out, bool *created) {
     dp_clear_error();
+    if (created) *created = false;
     if (!out) return dp_fail(-EINVAL, "out must not be NULL");
     *out = NULL;
     if (flags & DSMPOOL_NAMED_OPEN_ONLY) return dp_fail(-EINVAL, "segments open only with size 0");
+    if (flags & ~NAMED_SEG_FLAGS)
+        return dp_fail(-EINVAL, "unknown flags 0x%x for a named segment (DSMPOOL_SEG_* and "
+                       "DSMPOOL_NAMED_NOWAIT only)", flags & ~NAMED_SEG_FLAGS);
+    if ((flags >> 8) & 0xff && !(flags & NAMED_SEG_NODE_BIT))
+        return dp_fail(-EINVAL, "node bits 0x%x without DSMPOOL_SEG_ON_NODE", flags & (0xffu << 8));
     opener o = {DP_NAME_SEG, size, size != 0, flags & ~DSMPOOL_NAMED_NOWAIT, init, arg, out};
     return open_named(pool, name, flags, &o, created);
 }
@@ -364,8 +381,12 @@ int dsmpool_seg_open_named(dsmpool *pool, const char *name, size_t size, unsigne
 int dsmpool_area_open_named(dsmpool *pool, const char *name, unsigned flags, dsmpool_area **out,
                             bool *created) {
     dp_clear_error();
+    if (created) *created = false;
     if (!out) return dp_fail(-EINVAL, "out must not be NULL");
     *out = NULL;
+    if (flags & ~NAMED_AREA_FLAGS)
+        return dp_fail(-EINVAL, "unknown flags 0x%x for a named area (DSMPOOL_AREA_*, "
+                       "DSMPOOL_NAMED_NOWAIT and DSMPOOL_NAMED_OPEN_ONLY only)", flags & ~NAMED_AREA_FLAGS);
     opener o = {DP_NAME_AREA, 0, !(flags & DSMPOOL_NAMED_OPEN_ONLY),
                 flags & ~(DSMPOOL_NAMED_NOWAIT | DSMPOOL_NAMED_OPEN_ONLY), NULL, NULL, out};
     return open_named(pool, name, flags, &o, created);

@@ -256,7 +256,9 @@ static int seg_ref_drop(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t slot) {
 static int seg_ref_bracketed(dsmpool *p, uint64_t idx, uint32_t gen, dp_a64 **recp) {
     dp_a64 *rec = dp_rec_add(p, DP_REC(gen, idx, DP_REC_PENDING));
     if (!rec)
-        return dp_fail(-ENOSPC, "no memory left in the pool for an attachment record");
+        return dp_fail(-ENOMEM, "no memory left in the pool for an attachment record (beyond %d, a "
+                       "process's attachments take a 4 KiB pool frame per %d): free pool memory or "
+                       "detach segments, or make the pool bigger", DP_REC_INLINE, (int)DP_REC_PER_BLOCK);
     DP_INJECT("segment.attach.recorded");
     dp_seg_desc *d = &p->segs[idx];
     uint64_t w = dp_load_relaxed(&d->state); /* relaxed: the CAS validates */
@@ -515,7 +517,9 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
         if (rec) dp_rec_clear(rec);
         if (s->fallback) dp_os_unmap(s->addr, bytes);
         seg_destroy(pool, idx, gen, pool->slot);
-        return dp_fail(-ENOSPC, "no memory left in the pool for an attachment record");
+        return dp_fail(-ENOMEM, "no memory left in the pool for an attachment record (beyond %d, a "
+                       "process's attachments take a 4 KiB pool frame per %d): free pool memory or "
+                       "detach segments, or make the pool bigger", DP_REC_INLINE, (int)DP_REC_PER_BLOCK);
     }
     dp_store_release(rec, DP_REC(gen, idx, DP_REC_ACTIVE)); /* release: for recovery */
     s->rec = rec;

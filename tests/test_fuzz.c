@@ -37,7 +37,7 @@
 #define CHECK_EVERY 2500
 /* documented results of each call (0 ends a list) */
 static const int R_SEG_CREATE[] = {EINVAL, ENOMEM, ENOSPC, EUCLEAN, 0};
-static const int R_SEG_ATTACH[] = {EINVAL, ENOENT, ESTALE, ENOSPC, EPROTO, 0};
+static const int R_SEG_ATTACH[] = {EINVAL, ENOENT, ESTALE, ENOSPC, ENOMEM, EPROTO, 0};
 static const int R_SEG_DETACH[] = {EINVAL, ESTALE, 0};
 static const int R_SEG_PIN[] = {EINVAL, ESTALE, EALREADY, 0};
 static const int R_AREA_CREATE[] = {EINVAL, ENOMEM, ENOSPC, 0};

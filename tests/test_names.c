@@ -181,6 +181,74 @@ Test(names, bad_names_and_a_full_table) {
     cr_assert_eq(dsmpool_detach(p), 0);
 }
 
+/* Unknown flag bits are refused before the name is looked up, whether the
+ * name exists or not (issue 24: an existing name let them pass, since only
+ * creation checked them): -EINVAL naming the bits, nothing created, nothing
+ * attached. With names_mutex held here, a call that looked the name up
+ * would get -EAGAIN (NOWAIT) instead. */
+Test(names, unknown_flags_refused_with_or_without_the_name) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
+    dsmpool_seg *s = (dsmpool_seg *)1, *seg;
+    dsmpool_area *a = (dsmpool_area *)1, *area;
+    bool created = true;
+    const unsigned seg_bad[] = {1u << 31, 1u << 20, 5u << 8 /* node bits without ON_NODE */};
+    const unsigned area_bad[] = {1u << 31, 1u << 20, DSMPOOL_SEG_HUGE_ROUND};
+    for (int present = 0; present < 2; present++) {
+        if (present) {
+            cr_assert_eq(dsmpool_seg_open_named(p, "seg", 4096, 0, NULL, NULL, &seg, &created), 0, "%s",
+                         dsmpool_last_error());
+            cr_assert_eq(dsmpool_area_open_named(p, "area", 0, &area, &created), 0, "%s", dsmpool_last_error());
+        }
+        size_t live = test_live_segments(p), free0 = test_pool_free(p);
+        for (unsigned i = 0; i < 3; i++) {
+            char bits[32];
+            snprintf(bits, sizeof bits, "0x%x", seg_bad[i]);
+            created = true;
+            cr_expect_eq(dsmpool_seg_open_named(p, "seg", 4096, seg_bad[i], NULL, NULL, &s, &created), -EINVAL,
+                         "segment, name %s, flags %s", present ? "present" : "absent", bits);
+            cr_expect_null(s);
+            cr_expect_not(created);
+            cr_expect_neq(strstr(dsmpool_last_error(), bits), NULL, "names the bits: %s", dsmpool_last_error());
+            snprintf(bits, sizeof bits, "0x%x", area_bad[i]);
+            created = true;
+            cr_expect_eq(dsmpool_area_open_named(p, "area", area_bad[i], &a, &created), -EINVAL,
+                         "area, name %s, flags %s", present ? "present" : "absent", bits);
+            cr_expect_null(a);
+            cr_expect_not(created);
+            cr_expect_neq(strstr(dsmpool_last_error(), bits), NULL, "names the bits: %s", dsmpool_last_error());
+        }
+        /* not looked up: the name lock is not even tried */
+        cr_assert_eq(pthread_mutex_lock(&p->names_mutex), 0);
+        int rs = dsmpool_seg_open_named(p, "seg", 4096, DSMPOOL_NAMED_NOWAIT | 1u << 31, NULL, NULL, &s, &created);
+        int ra = dsmpool_area_open_named(p, "area", DSMPOOL_NAMED_NOWAIT | 1u << 31, &a, &created);
+        cr_assert_eq(pthread_mutex_unlock(&p->names_mutex), 0);
+        cr_expect_eq(rs, -EINVAL, "segment, name %s: refused before the lookup", present ? "present" : "absent");
+        cr_expect_eq(ra, -EINVAL, "area, name %s: refused before the lookup", present ? "present" : "absent");
+        cr_expect_eq(test_live_segments(p), live, "nothing created or attached");
+        cr_expect_eq(test_pool_free(p), free0);
+        if (!present) {
+            cr_expect_eq(dsmpool_seg_open_named(p, "seg", 0, 0, NULL, NULL, &s, &created), -ENOENT);
+            cr_expect_eq(dsmpool_area_open_named(p, "area", DSMPOOL_NAMED_OPEN_ONLY, &a, &created), -ENOENT);
+        }
+    }
+    /* the known flags still open what exists */
+    cr_assert_eq(dsmpool_seg_open_named(p, "seg", 4096, DSMPOOL_SEG_NO_FALLBACK | DSMPOOL_SEG_HUGE_ROUND |
+                                        DSMPOOL_SEG_ON_NODE(0) | DSMPOOL_NAMED_NOWAIT, NULL, NULL, &s, &created),
+                 0, "%s", dsmpool_last_error());
+    cr_expect_not(created);
+    cr_assert_eq(dsmpool_area_open_named(p, "area", DSMPOOL_AREA_CHECKED | DSMPOOL_AREA_MID_CHUNKS |
+                                         DSMPOOL_NAMED_NOWAIT | DSMPOOL_NAMED_OPEN_ONLY, &a, &created),
+                 0, "%s", dsmpool_last_error());
+    cr_expect_not(created);
+    cr_expect_eq(dsmpool_seg_detach(s), 0);
+    cr_expect_eq(dsmpool_seg_detach(seg), 0, "one reference each: the refused calls took none");
+    cr_expect_eq(dsmpool_area_detach(a), 0);
+    cr_expect_eq(dsmpool_area_destroy(area), 0);
+    cr_expect_eq(test_live_segments(p), 0);
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_detach(p), 0);
+}
+
 /* 8 forked processes open one name at once, 20 times over: one creator,
  * one init, one handle; the others see init's bytes. Segments and areas. */
 Test(names, eight_processes_race_one_creator, .timeout = 120) {

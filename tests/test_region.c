@@ -165,6 +165,7 @@ static unsigned char *raw_map(const char *name, size_t len, int *fdp) {
 }
 
 Test(region, corrupt_or_truncated_regions_are_refused) {
+    test_private_shm(); /* ends with the truncated pool attached: its anchor goes with the process */
     char name[64];
     test_name(name, sizeof name, "corrupt");
     dsmpool_config c = cfg_of(DSMPOOL_BACKING_POSIX, name, 16 * MIB);

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "dp_internal.h"
 #include "testutil.h"
 
 Test(segments, create_attach_detach_refcount) {
@@ -151,6 +152,90 @@ Test(segments, fallback_to_os_and_no_fallback) {
     dsmpool_get_stats(p, &st);
     cr_expect_eq(st.fallback_segments_live, 0);
     dsmpool_detach(p);
+}
+
+/* Attachment records past a process's DP_REC_INLINE take a frame of pool
+ * memory; with every block taken, the attach (and a create, whose segment
+ * the OS fallback serves) fails with -ENOMEM -- the exhaustion code, not
+ * -ENOSPC, which is for full tables (issue 24) -- and changes nothing: the
+ * reference count and the records are as they were. */
+static unsigned recs_used(dsmpool *p) {
+    unsigned n = 0;
+    for (int i = 0; i < DP_REC_INLINE; i++) n += atomic_load(&p->procs[p->slot].rec[i]) != 0;
+    return n;
+}
+
+Test(segments, no_pool_memory_for_an_attachment_record_is_enomem) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 8 * MIB);
+    dsmpool_seg *x, *refs[DP_REC_INLINE + 1], *fill[DP_REC_INLINE], *s = (dsmpool_seg *)1;
+    unsigned nrefs = 0, nfill = 0;
+    cr_assert_eq(dsmpool_seg_create(p, 4096, DSMPOOL_SEG_NO_FALLBACK, &x), 0, "%s", dsmpool_last_error());
+    dsmpool_handle h = dsmpool_seg_handle(x);
+    /* every block of every sub-pool taken, one block per segment */
+    for (;;) {
+        dsmpool_stats st;
+        cr_assert_eq(dsmpool_get_stats(p, &st), 0);
+        unsigned best = 0;
+        for (unsigned i = 1; i < st.nsubpools; i++)
+            if (st.subpool[i].largest_free > st.subpool[best].largest_free) best = i;
+        size_t big = st.subpool[best].largest_free;
+        if (big == 0) break;
+        cr_assert_lt(nfill, DP_REC_INLINE - 2, "the pool's free space is in few blocks");
+        unsigned fl = DSMPOOL_SEG_NO_FALLBACK | DSMPOOL_SEG_LOCAL_ONLY |
+                      (st.subpool[best].node < 0 ? DSMPOOL_SEG_INTERLEAVE
+                                                 : DSMPOOL_SEG_ON_NODE(st.subpool[best].node));
+        cr_assert_eq(dsmpool_seg_create(p, big, fl, &fill[nfill]), 0, "%zu bytes: %s", big,
+                     dsmpool_last_error());
+        nfill++;
+    }
+    cr_assert_eq(test_pool_free(p), 0, "no pool memory left");
+    /* the inline records filled with references to x */
+    while (recs_used(p) < DP_REC_INLINE) {
+        cr_assert_eq(dsmpool_seg_attach(p, h, &refs[nrefs]), 0, "%s", dsmpool_last_error());
+        nrefs++;
+    }
+    cr_assert_eq(atomic_load(&p->procs[p->slot].overflow), 0, "no overflow block yet");
+    dp_seg_desc *d = &p->segs[DP_HANDLE_IDX(h)];
+    uint64_t w0 = atomic_load(&d->state);
+    size_t live = test_live_segments(p);
+
+    cr_expect_eq(dsmpool_seg_attach(p, h, &s), -ENOMEM, "an attach needing an overflow block: %s",
+                 dsmpool_last_error());
+    cr_expect_null(s);
+    cr_expect_neq(strstr(dsmpool_last_error(), "attachment record"), NULL, "%s", dsmpool_last_error());
+    cr_expect_eq(atomic_load(&d->state), w0, "the reference count is unchanged");
+    s = (dsmpool_seg *)1;
+    cr_expect_eq(dsmpool_seg_create(p, 4096, 0, &s), -ENOMEM, "a create (OS fallback) needing one: %s",
+                 dsmpool_last_error());
+    cr_expect_null(s);
+    cr_expect_neq(strstr(dsmpool_last_error(), "attachment record"), NULL, "%s", dsmpool_last_error());
+    dsmpool_stats st;
+    cr_assert_eq(dsmpool_get_stats(p, &st), 0);
+    cr_expect_eq(st.segments_live, live, "the created segment was given back");
+    cr_expect_eq(st.fallback_segments_live, 0);
+    cr_expect_eq(recs_used(p), DP_REC_INLINE, "no record left behind or taken");
+    cr_expect_eq(atomic_load(&p->procs[p->slot].overflow), 0);
+    test_check_ok(p);
+
+    /* memory again (a filler's record freed, and taken again by x): the
+     * next attach takes an overflow block */
+    cr_assert_eq(dsmpool_seg_detach(fill[--nfill]), 0);
+    cr_assert_eq(dsmpool_seg_attach(p, h, &refs[nrefs]), 0, "%s", dsmpool_last_error());
+    nrefs++;
+    cr_assert_eq(dsmpool_seg_attach(p, h, &s), 0, "%s", dsmpool_last_error());
+    cr_expect_neq(atomic_load(&p->procs[p->slot].overflow), 0);
+    test_check_ok(p);
+    /* x goes exactly with its last counted reference */
+    cr_assert_eq(dsmpool_seg_detach(s), 0);
+    for (unsigned i = 0; i < nrefs; i++) cr_assert_eq(dsmpool_seg_detach(refs[i]), 0);
+    cr_expect_eq(test_live_segments(p), live - 1, "x still held by its creator's reference");
+    cr_assert_eq(dsmpool_seg_detach(x), 0);
+    cr_expect_eq(test_live_segments(p), live - 2, "x destroyed by its last detach");
+    cr_expect_eq(dsmpool_seg_attach(p, h, &s), -ESTALE);
+    while (nfill) cr_assert_eq(dsmpool_seg_detach(fill[--nfill]), 0);
+    cr_expect_eq(test_live_segments(p), 0);
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_detach(p), 0);
 }
 
 Test(segments, bad_input) {

@@ -4,7 +4,9 @@
  * Seeds: every random test starts from test_seed(), which is
  * $DSMPOOL_TEST_SEED or 20261130; a failure message prints it, so a run
  * replays with DSMPOOL_TEST_SEED=<seed>. Durations: test_seconds(d) scales
- * d by $DSMPOOL_TEST_SCALE (the sanitizer runs use less).
+ * d by $DSMPOOL_TEST_SCALE (the sanitizer runs use less). A test that
+ * ends with a pool still attached calls test_private_shm() first, so that
+ * the pool's objects in /dev/shm go with the test process.
  */
 #ifndef DSMPOOL_TESTUTIL_H
 #define DSMPOOL_TESTUTIL_H
@@ -12,11 +14,13 @@
 #include <criterion/criterion.h>
 #include <dsmpool.h>
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -102,6 +106,30 @@ static inline double test_seconds(double d) {
 static inline const char *test_name(char *buf, size_t n, const char *tag) {
     snprintf(buf, n, "/dsmpool-test-%s-%d", tag, (int)getpid());
     return buf;
+}
+
+/* Give the rest of this process, and the children it makes, a /dev/shm of
+ * their own: a private mount namespace with a fresh tmpfs on /dev/shm,
+ * which goes when the last of them ends. For tests that end with a pool
+ * attached (seccomp'd workers that must not exit, a region truncated under
+ * its creator): every pool has an anchor there, /dev/shm/dsmpool.<id>, and
+ * OS segments are /dev/shm/dsmpool.<id>.<idx>.<gen>; on the real /dev/shm
+ * they would outlive the test. Criterion runs each test in a process of its
+ * own, so calling this at the start of the test is enough. Needs root
+ * (CAP_SYS_ADMIN): without it, says so and returns false, and the test
+ * runs as before on the real /dev/shm. */
+static inline bool test_private_shm(void) {
+    const char *step = "unshare(CLONE_NEWNS)";
+    if (unshare(CLONE_NEWNS) == 0) {
+        step = "making / private";
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0) {
+            step = "mounting a tmpfs on /dev/shm";
+            if (mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=256m") == 0) return true;
+        }
+    }
+    fprintf(stderr, "[NOTE] no private /dev/shm (%s: %s; not root?): this test's pool objects stay in "
+            "/dev/shm\n", step, strerror(errno));
+    return false;
 }
 
 /* Wait for a child; its exit status, or 128 + signal. */
