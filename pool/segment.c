@@ -512,14 +512,22 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
     s->handle = DP_HANDLE(gen, idx);
     dp_a64 *rec = dp_rec_add(pool, DP_REC(gen, idx, DP_REC_PENDING));
     uint64_t w = DP_SEG_WORD(gen, pool->slot + 1, 0, DP_SEG_INIT);
-    /* release: publishes block/size/flags to attachers (their acquire CAS) */
-    if (!rec || !dp_cas_release(&d->state, &w, DP_SEG_WORD(gen, 1, 0, DP_SEG_LIVE))) {
-        if (rec) dp_rec_clear(rec);
+    if (!rec) {
         if (s->fallback) dp_os_unmap(s->addr, bytes);
         seg_destroy(pool, idx, gen, pool->slot);
         return dp_fail(-ENOMEM, "no memory left in the pool for an attachment record (beyond %d, a "
                        "process's attachments take a 4 KiB pool frame per %d): free pool memory or "
                        "detach segments, or make the pool bigger", DP_REC_INLINE, (int)DP_REC_PER_BLOCK);
+    }
+    /* release: publishes block/size/flags to attachers (their acquire CAS) */
+    if (!dp_cas_release(&d->state, &w, DP_SEG_WORD(gen, 1, 0, DP_SEG_LIVE))) {
+        /* nobody else writes an INIT descriptor of a live owner (rule 1):
+         * the word was scribbled on. Not ours any more: touch nothing of it */
+        dp_rec_clear(rec);
+        if (s->fallback) dp_os_unmap(s->addr, bytes);
+        return dp_fail(-EUCLEAN, "segment descriptor %llu changed under its creator (the table is damaged: "
+                       "dsmpool_check() says where); what it holds is left to the check",
+                       (unsigned long long)idx);
     }
     dp_store_release(rec, DP_REC(gen, idx, DP_REC_ACTIVE)); /* release: for recovery */
     s->rec = rec;
