@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../numa/dp_numa.h"
+#include "dp_numa.h"
 #include "bench_util.h"
 #include "dp_internal.h"
 #include "dp_os.h"

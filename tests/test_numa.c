@@ -7,7 +7,7 @@
 #include <dsmpool.h>
 #include <sched.h>
 
-#include "../numa/dp_numa.h"
+#include "dp_numa.h"
 #include "testutil.h"
 
 static dsmpool *mk(dsmpool_config *c) {

@@ -33,8 +33,10 @@ if [ -z "$kernel" ]; then
 fi
 
 # A static test program (no -march=native: TCG's "max" CPU has no AVX-512).
-src=$(ls "$top"/pool/*.c "$top"/numa/*.c)
-gcc -std=c11 -O2 -D_GNU_SOURCE -DHAVE_LIBNUMA -static -I"$top/include" -I"$top/pool" -I"$top/numa" \
+src=$(ls "$top"/pool/*/*.c "$top"/numa/*.c)
+incs=$(for d in "$top"/pool "$top"/pool/*/ "$top"/numa; do printf ' -I%s' "$d"; done)
+# shellcheck disable=SC2086
+gcc -std=c11 -O2 -D_GNU_SOURCE -DHAVE_LIBNUMA -static -I"$top/include" $incs \
     -o "$cache/vmtest" "$here/vmtest.c" $src -l:libnuma.a -lpthread 2>"$cache/build.log" ||
     { cat "$cache/build.log" >&2; fail "vmtest does not build"; }
 

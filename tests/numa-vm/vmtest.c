@@ -35,8 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../numa/dp_numa.h"
-#include "../../pool/dp_internal.h"
+#include "dp_numa.h"
+#include "dp_internal.h"
 
 #define MIB (1ull << 20)
 #define GIB (1ull << 30)

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dp_internal.h"
+#include "dp_base.h"
 
 static _Thread_local char dp_msg[2048]; /* room for a message that lists several problems */
 

@@ -67,7 +67,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dp_internal.h"
+#include "dp_top.h"
 #include "dp_os.h"
 
 #define NAMES_WAIT_NS (30ull * 1000000000ull)

@@ -56,8 +56,8 @@
 
 #include <pthread.h>
 
-#include "../numa/dp_numa.h"
-#include "dp_internal.h"
+#include "dp_numa.h"
+#include "dp_region.h"
 #include "dp_os.h"
 
 #define MIB (1ull << 20)

@@ -37,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dp_internal.h"
+#include "dp_top.h"
 #include "dp_os.h"
 
 int dsmpool_get_stats_sized(dsmpool *pool, dsmpool_stats *out, size_t struct_size) {

@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dp_internal.h"
+#include "dp_top.h"
 #include "dp_os.h"
 
 #define MIB (1ull << 20)

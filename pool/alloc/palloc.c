@@ -184,11 +184,11 @@
  * NBBS (Marotta et al.) and SQLite mem5.c for the buddy tree over them.
  */
 #include "dp_palloc.h"
+#include "dp_inject.h"
 
 #include <errno.h>
 #include <stdbool.h>
 
-#include "dp_inject.h"
 #include <stdio.h>
 #include <string.h>
 

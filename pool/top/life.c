@@ -131,7 +131,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dp_internal.h"
+#include "dp_top.h"
 #include "dp_os.h"
 
 #define JOIN_WAIT_MS 10000u

@@ -72,7 +72,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dp_internal.h"
+#include "dp_ledger.h"
 #include "dp_os.h"
 
 bool dp_live_guarded(const dsmpool *p) { return p->live.kind != DP_LIVE_NONE; }

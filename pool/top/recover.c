@@ -47,7 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dp_internal.h"
+#include "dp_top.h"
 #include "dp_os.h"
 
 /* Rule 1, the layers from the top. false: a step must wait for a live

@@ -39,7 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dp_internal.h"
+#include "dp_base.h"
 
 #define DP_OBJ_KEEP 64
 

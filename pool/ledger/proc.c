@@ -103,8 +103,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../numa/dp_numa.h"
-#include "dp_internal.h"
+#include "dp_numa.h"
+#include "dp_ledger.h"
 #include "dp_os.h"
 
 #ifdef DP_INJECTION
@@ -352,10 +352,6 @@ int dp_slot_claim(dsmpool *p) {
     return dp_fail(-ENOSPC, "all %u process slots are held by live processes; raise max_procs", n);
 }
 
-bool dp_block_ok(const dsmpool *pool, uint64_t off, uint64_t len) {
-    return off % DP_FRAME_SIZE == 0 && len && off >= pool->geo.data_off &&
-           dp_range_ok(off - pool->geo.data_off, len, pool->geo.data_size);
-}
 
 void dp_slot_records(dsmpool *p, uint32_t slot, void (*fn)(dsmpool *, dp_a64 *, void *), void *arg) {
     if (slot >= p->nprocs) return;

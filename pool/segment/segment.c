@@ -75,8 +75,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../numa/dp_numa.h"
-#include "dp_internal.h"
+#include "dp_numa.h"
+#include "dp_segment.h"
 #include "dp_os.h"
 
 #define SEG_ON_NODE_BIT (1u << 3)

@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dp_internal.h"
+#include "dp_top.h"
 #include "dp_os.h"
 
 static pthread_once_t layers_once = PTHREAD_ONCE_INIT;

@@ -365,8 +365,8 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 
-#include "../numa/dp_numa.h"
-#include "dp_internal.h"
+#include "dp_numa.h"
+#include "dp_area.h"
 #include "dp_os.h"
 
 #define AR_MAGIC 0x31414552415044ull /* "DPAREA1" */

@@ -1,0 +1,139 @@
+/*
+ * dp_ledger.h -- the process ledger: fork detection, slots, the liveness
+ * oracle, attachment records, brackets, quiet windows, and pool blocks
+ * handed out in a process's name (proc.c, live.c).
+ *
+ * Layer: ledger (pool/ledger), above the region, the allocator, NUMA and
+ * the OS. What it must hear from above (reclaim, adopt, join, fork resets)
+ * it gets through the hooks registered here (STYLE 13).
+ */
+#ifndef DP_LEDGER_H
+#define DP_LEDGER_H
+
+#include "dp_region.h"
+
+
+/* Fork detection (proc.c rule 4): a value that changes in every child of a
+ * fork of any kind, fork(), _Fork(), syscall(SYS_fork) and clone() included
+ * (a MADV_WIPEONFORK page; the atfork handler where the kernel lacks it).
+ * One load on the fast path. */
+typedef struct dp_fork_page {
+    _Atomic unsigned epoch; /* 0: this process was forked since it was last read */
+} dp_fork_page;
+extern dp_fork_page *dp_forkp;
+unsigned dp_epoch_slow(void);
+static inline unsigned dp_epoch(void) {
+    unsigned e = dp_forkp ? atomic_load_explicit(&dp_forkp->epoch, memory_order_relaxed) : 0;
+    return __builtin_expect(e != 0, 1) ? e : dp_epoch_slow();
+}
+
+/* Hooks: how a lower layer reaches what a higher one does (STYLE 13). */
+void dp_ledger_set_reclaim(int (*fn)(struct dsmpool *pool)); /* recovery layer */
+void dp_ledger_set_adopt(int (*fn)(struct dsmpool *pool));   /* segment layer; run top first */
+/* life layer: a fork()ed child joins (life.c J3..J6) before it claims its
+ * slot, and is joined (J8) after; leave undoes a join whose adoption failed */
+void dp_ledger_set_join(int (*join)(struct dsmpool *pool), void (*joined)(struct dsmpool *pool),
+                        void (*leave)(struct dsmpool *pool));
+void dp_ledger_on_fork(void (*fn)(void));                    /* process-local locks to reset */
+int dp_reclaim(struct dsmpool *pool); /* recover dead processes now; returns slots recovered */
+
+void dp_registry_add(struct dsmpool *pool);
+bool dp_registry_take(struct dsmpool *pool); /* remove if registered; false if not */
+int dp_self(struct dsmpool *pool);    /* make sure this process holds a slot */
+int dp_slot_claim(struct dsmpool *pool);
+void dp_slot_release(struct dsmpool *pool);
+static inline uint32_t dp_owner(const struct dsmpool *pool) { return pool->slot + 1; }
+
+/* The liveness oracle (live.c). */
+int dp_live_created(struct dsmpool *pool);  /* the creator opens/creates the lock */
+int dp_live_attached(struct dsmpool *pool); /* an attacher gets a description of its own */
+int dp_live_child(struct dsmpool *pool);    /* a fork()ed child: the same, drop the parent's */
+void dp_live_close(struct dsmpool *pool);
+bool dp_live_guarded(const struct dsmpool *pool);
+int dp_live_take(struct dsmpool *pool, uint64_t lock);  /* 0, -EAGAIN (held elsewhere) */
+void dp_live_give(struct dsmpool *pool, uint64_t lock);
+int dp_live_held(struct dsmpool *pool, uint64_t lock);  /* 1 held elsewhere, 0 free */
+void dp_live_destroy(struct dsmpool *pool); /* remove the SysV semaphore set */
+/* Presence and LIFE (live.c rule 6) on a lock file description or set: the
+ * pool's own (&pool->live), or one a sweeper opened for a region it found
+ * (by path: a file; by key: System V). Waits poll for at most ms. */
+int dp_live_of_path(const char *path, dp_live *l);
+int dp_live_of_key(int32_t key, dp_live *l);
+void dp_live_drop(dp_live *l); /* a sweeper's: LIFE let go, description closed */
+int dp_live_life_share(dp_live *l, unsigned ms); /* 0, -EAGAIN (held exclusive for ms) */
+void dp_live_life_unshare(dp_live *l);
+int dp_live_life_excl(dp_live *l, unsigned ms);  /* 0, -EAGAIN (held for ms) */
+void dp_live_life_release(dp_live *l);
+int dp_live_present(dp_live *l);
+void dp_live_absent(dp_live *l);
+int dp_live_anyone_present(dp_live *l); /* by one that holds none: 1 yes (or cannot tell), 0 nobody */
+int dp_live_life_held(dp_live *l);      /* 1 shared or exclusive by anyone (or cannot tell) */
+
+/* Is slot's process alive? For judging only: true when it cannot be told
+ * (unguarded slots, a process without a lock of its own), false for FREE. */
+bool dp_slot_alive(struct dsmpool *pool, uint32_t slot);
+
+/* Take a dead slot's liveness lock for recovery (false: alive or free), and
+ * give it back. */
+bool dp_slot_take_dead(struct dsmpool *pool, uint32_t slot);
+void dp_slot_give_dead(struct dsmpool *pool, uint32_t slot);
+int dp_ledger_open(struct dsmpool *pool);  /* process-local ledger state of a new attachment */
+void dp_ledger_close(struct dsmpool *pool);
+
+dp_a64 *dp_rec_add(struct dsmpool *pool, uint64_t rec);
+/* The frame *link names, or, if none, a zeroed frame from the pool linked
+ * there by CAS (a racing linker's wins); 0 when the pool has no frame. */
+uint64_t dp_frame_link(struct dsmpool *pool, dp_a64 *link);
+/* The same for a zeroed block of 2^order frames (its user frees it as such). */
+uint64_t dp_block_link(struct dsmpool *pool, dp_a64 *link, unsigned order);
+void dp_rec_clear(dp_a64 *rec);
+void dp_slot_clear(struct dsmpool *pool, uint32_t slot, bool bracket); /* records and their blocks */
+void dp_slot_records(struct dsmpool *pool, uint32_t slot,
+                     void (*fn)(struct dsmpool *, dp_a64 *, void *), void *arg);
+
+/* Brackets (proc.c rule 6): every change of what the pool's structures say
+ * is inside one, or done by a RECOVERING recoverer, or inside an area cache
+ * operation (area.c); the checker and the leak sweep rely on it. */
+void dp_inflight_begin(struct dsmpool *pool);
+void dp_inflight_end(struct dsmpool *pool);
+bool dp_brackets_quiesce(struct dsmpool *pool, uint64_t deadline_ns);
+
+/* A quiet window (proc.c rule 7): a snapshot of every slot's state and
+ * bracket counters; open says -EBUSY when a live process is inside a
+ * bracket or a recovery runs, -EAGAIN when a dead process awaits recovery
+ * or a leak sweep is due; holds says whether nothing moved since. */
+typedef struct dp_quiet {
+    uint64_t *w; /* 3 words per slot */
+    uint32_t n;
+    uint32_t self; /* our slot, or UINT32_MAX: its brackets are ours */
+    uint64_t sweep; /* sweep_needed when it opened */
+} dp_quiet;
+int dp_quiet_open(struct dsmpool *pool, dp_quiet *q, bool sweeping); /* sweeping: the sweep's own */
+bool dp_quiet_holds(struct dsmpool *pool, const dp_quiet *q);
+void dp_quiet_close(dp_quiet *q);
+
+/* Pool blocks: placement over the sub-pools (proc.c rule 8). A block word is
+ * DP_BLOCK_MK(region offset, order); every block handed out is inside the
+ * data. On -ENOMEM after a search blocked by open/close steps, the steps of
+ * dead owners are finished first and the search runs again. */
+int dp_pool_alloc(struct dsmpool *pool, unsigned order, uint64_t *block); /* local, then nearest */
+int dp_pool_alloc_placed(struct dsmpool *pool, unsigned order, unsigned flags, uint64_t *block);
+int dp_pool_free(struct dsmpool *pool, uint64_t block);
+/* Proc.c rule 9: give back the tail of a block just allocated, keeping at
+ * least keep frames (rounded up to what a block word can say). Returns the
+ * block's new word (the old one when nothing went back). */
+uint64_t dp_pool_trim(struct dsmpool *pool, uint64_t block, uint64_t keep);
+/* Take back the tail of such a block up to want frames (rounded as above)
+ * if it is free: the new word, or 0 (nothing changed). */
+uint64_t dp_pool_grow(struct dsmpool *pool, uint64_t block, uint64_t want);
+/* Finish the allocator steps of owners that are dead: for recovery of one
+ * slot (whose lock the caller holds), or of every dead owner (slot == -1). */
+unsigned dp_pool_finish_steps(struct dsmpool *pool, int64_t slot);
+/* The allocator's view: a bit per allocated frame; strict: report broken
+ * invariants, unfinished steps of dead owners and steps in flight. */
+int dp_used_maps(struct dsmpool *pool, uint64_t **used, char *why, size_t n, bool strict);
+uint64_t **dp_maps_new(struct dsmpool *pool);
+void dp_maps_free(struct dsmpool *pool, uint64_t **maps);
+typedef void (*dp_mark_fn)(void *arg, uint64_t off, uint64_t len, const char *what);
+void dp_ledger_mark_owned(struct dsmpool *pool, dp_mark_fn mark, void *arg); /* record blocks */
+#endif /* DP_LEDGER_H */

@@ -1,0 +1,136 @@
+/*
+ * dp_region.h -- the region layer: a pool's process-local object (struct
+ * dsmpool), the layout, and the region's life: create, attach, publish,
+ * teardown (region.c).
+ *
+ * Layer: region (pool/region), above the allocator, the OS and NUMA; every
+ * layer above lives in the region and reaches it through this header.
+ * struct dsmpool carries each upper layer's per-process state too (each
+ * field says whose); only that layer writes it.
+ */
+#ifndef DP_REGION_H
+#define DP_REGION_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "dp_base.h"
+#include "dp_format.h"
+#include "dp_palloc.h"
+
+/* ---- process-local --------------------------------------------------------- */
+
+struct dsmpool_seg; /* the segment layer's (dp_segment.h) */
+
+/* This process's liveness lock (live.c): an open file description of the
+ * pool's lock file that this process opened itself, or a SysV semaphore set;
+ * NONE: this process holds its slot unguarded. */
+enum { DP_LIVE_NONE = 0, DP_LIVE_OFD = 1, DP_LIVE_SEM = 2 };
+typedef struct dp_live {
+    int kind;
+    int fd;    /* DP_LIVE_OFD: our own description, never shown to the caller */
+    int semid; /* DP_LIVE_SEM */
+} dp_live;
+
+struct dsmpool {
+    uint64_t magic;          /* DP_POOL_MAGIC while attached */
+    char *base;              /* the mapping in this process */
+    size_t size;             /* bytes mapped */
+    dp_header *hdr;          /* the shared header (counters only are read from it) */
+    dp_header geo;           /* validated private copy: the layout is read from here */
+    int fd;                  /* memfd / POSIX / hugetlbfs fd (dsmpool_fd), or -1 */
+    int shmid;               /* SysV id, or -1 */
+    int32_t sysv_key;        /* SysV key (the semaphore set has the same key) */
+    dsmpool_backing backing;
+    char name[DP_NAME_MAX + 1];
+    char path[4096];         /* hugetlbfs file path when used, else "" */
+    dp_live live;            /* our liveness lock (ledger) */
+    char note[2100];         /* create: what the pool did not get (dsmpool_create's note) */
+    int anchor;              /* our description of the pool's anchor (life.c), or -1 */
+    int shmdir;              /* the pool's /dev/shm directory (life.c rule 1), or -1: this
+                                process sees another one and makes no OS fallback objects */
+    bool present;            /* we hold DP_LOCK_PRESENT on live (life.c rule 2) */
+    uint64_t pool_id;        /* the id a new region gets (creation), then geo.pool_id */
+    dp_proc *procs;
+    uint32_t nprocs;
+    dp_seg_desc *segs;
+    uint64_t nsegs;
+    dp_a64 *dir;             /* span directory (area.c) */
+    dp_name *names;          /* the name table (names.c), geo.names_cap entries */
+    pthread_mutex_t names_mutex; /* one thread of this process at a time holds DP_LOCK_NAMES */
+    uint32_t nsub;
+    dp_pa pa[DSMPOOL_MAX_NODES];
+    int il_sub;              /* the interleaved sub-pool, or -1 */
+    bool one_sub;            /* one sub-pool, not interleaved: every allocation's first choice */
+    int8_t node_sub[256];    /* node id -> its sub-pool, -1 none */
+    uint8_t order[DSMPOOL_MAX_NODES][DSMPOOL_MAX_NODES]; /* per sub-pool: node sub-pools, nearest first */
+    /* this process's identity in the pool */
+    uint32_t slot;           /* index into procs */
+    uint64_t claim;          /* procs[slot].claims after our claim */
+    bool has_slot;           /* slot is ours (false in a fork()ed child until it adopts) */
+    pid_t pid;
+    dp_a32 fork_epoch;       /* dp_epoch() when the slot was taken (acquire/release) */
+    pthread_mutex_t lock;    /* guards the process-local seg list and slot changes */
+    pthread_mutex_t recover_lock; /* one recovery at a time in this process (live.c rule 4) */
+    pthread_mutex_t lost_lock;    /* one lost-chunk sweep at a time in this process (recover.c) */
+    dp_a64 *held;            /* a bit per slot whose liveness lock this process holds as a
+                                recoverer: its own description never conflicts with it, so
+                                dp_slot_alive must be told (live.c rule 4) */
+    struct dsmpool_seg *segs_head;
+    struct dsmpool *reg_next; /* registry of pools in this process */
+    void (*fb_hook)(void *, size_t); /* dsmpool_set_fallback_hook (lock) */
+    void *fb_arg;                    /* its argument (lock) */
+};
+#define DP_POOL_MAGIC 0x6c6f6f506d7364ull
+#define DP_POOL_DEAD 0x646165446c6f6full
+
+static inline void *dp_at(const struct dsmpool *pool, dp_off off) { return pool->base + off; }
+
+/* A block [off, off + len) that lies in the data, frame-aligned: every block
+ * the allocator hands out, and every offset a table names, is checked so. */
+static inline bool dp_block_ok(const struct dsmpool *pool, uint64_t off, uint64_t len) {
+    return off % DP_FRAME_SIZE == 0 && len && off >= pool->geo.data_off &&
+           dp_range_ok(off - pool->geo.data_off, len, pool->geo.data_size);
+}
+
+/* ---- layout (region.c) -------------------------------------------------- */
+
+typedef struct dp_layout_in {
+    uint64_t region_size;
+    uint64_t seg_cap;
+    uint32_t proc_cap;
+    uint32_t nsub;
+    uint32_t nhints;
+    uint64_t data_align;               /* where data starts: 2 MiB, or the huge page */
+    uint32_t nodes[DSMPOOL_MAX_NODES];
+    uint64_t units[DSMPOOL_MAX_NODES]; /* 2 MiB units of data per sub-pool */
+} dp_layout_in;
+
+int dp_layout(const dp_layout_in *in, dp_header *h);
+
+/* The region itself, below every layer that lives in it. A created region
+ * is mapped and formatted but not published (attachers see no magic) until
+ * dp_region_publish; dp_region_abandon removes a created one again. */
+int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, struct dsmpool **out);
+size_t dp_region_min_size(const dsmpool_config *cfg); /* 0 and a message: none fits */
+/* A caller's config (of its header's size: struct_size) as this library's,
+ * later fields defaulted; -EINVAL for one never initialised or newer. */
+int dp_config_take(const dsmpool_config *cfg, dsmpool_config *full);
+void dp_region_publish(struct dsmpool *pool);
+void dp_region_abandon(struct dsmpool *pool);
+int dp_region_attach(const char *name, struct dsmpool **out);
+int dp_region_attach_fd(int fd, struct dsmpool **out);
+int dp_region_unlink(struct dsmpool *pool);
+void dp_region_free(struct dsmpool *pool); /* unmap, close, free the object */
+/* A region's header as it is, from a file or a SysV segment, for tools and
+ * the sweep: 0, or -errno (-ENODATA: too small to be one). */
+int dp_region_peek_fd(int fd, dp_header *h);
+int dp_region_peek_sysv(int shmid, dp_header *h);
+
+/* Rule 1 for a mapped region (a read-only view for the inspector). */
+int dp_region_view(struct dsmpool *pool, size_t real_size);
+
+#endif /* DP_REGION_H */
