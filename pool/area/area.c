@@ -358,12 +358,9 @@
  * shared-path taker read a span's word, before its steal CAS),
  * "area.take.stolen" (it holds the stolen stack).
  */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <sys/syscall.h>
 
 #include "dp_numa.h"
 #include "dp_area.h"
@@ -1362,7 +1359,7 @@ static bool tc_take_record(struct dsmpool_area *a, ar_tc *tc, bool reclaim) {
     if (tc_force_shared) return false;
 #endif
     ar_ctl *ctl = a->ctl;
-    uint64_t me = (uint64_t)(a->pool->slot + 1) | ((uint64_t)(uint32_t)syscall(SYS_gettid) << 32);
+    uint64_t me = (uint64_t)(a->pool->slot + 1) | ((uint64_t)(uint32_t)dp_os_gettid() << 32);
     ar_cache *rec = cache_claim(a->pool, ctl, me);
     if (!rec && reclaim && dp_reclaim(a->pool) > 0) /* dead processes' caches may hold them all */
         rec = cache_claim(a->pool, ctl, me);
@@ -2514,7 +2511,7 @@ static bool caches_quiesce(dsmpool *p, ar_ctl *ctl, ar_cache *mine) {
             uint64_t s = dp_load_acquire(&rec->seq);    /* acquire: pairs with op_end's release */
             if (!o || !(s & 1) || !dp_slot_alive(p, (uint32_t)o - 1)) break;
             if (dp_os_now_ns() > deadline) return false;
-            if (spin > 64) sched_yield();
+            if (spin > 64) dp_os_yield();
             else dp_cpu_relax();
         }
     }
@@ -2623,7 +2620,8 @@ void dp_area_tag_free(dsmpool *p, uint32_t tag) {
 }
 
 /* fork() while another thread holds one of these locks must not leave the
- * child with it held: take them all around fork (registry, then areas). */
+ * child with it held: take them all around fork (registry, then areas;
+ * rank DP_RANK_AREAS of the ledger's table). */
 static void ar_prepare(void) {
     pthread_mutex_lock(&ar_reg_lock);
     for (struct dsmpool_area *a = ar_reg; a; a = a->reg_next) pthread_mutex_lock(&a->lock);
@@ -2639,6 +2637,8 @@ static void ar_reset(void) {
     pthread_mutex_init(&ar_reg_lock, NULL);
     for (struct dsmpool_area *a = ar_reg; a; a = a->reg_next) pthread_mutex_init(&a->lock, NULL);
 }
+
+static const dp_fork_ops ar_fork = {DP_RANK_AREAS, ar_prepare, ar_after, ar_after, ar_reset};
 
 /* Rule 12 for the segment layer (its trim hook): this thread's caches of
  * every area of pool p give back now -- but one that an operation of this
@@ -2665,10 +2665,9 @@ static void area_trim_thread(dsmpool *p) {
 }
 
 void dp_area_layer_init(void) {
-    pthread_atfork(ar_prepare, ar_after, ar_after);
     dp_seg_set_area_hook(area_final);
     dp_seg_set_trim_hook(area_trim_thread);
-    dp_ledger_on_fork(ar_reset);
+    dp_ledger_on_fork(&ar_fork);
 }
 
 static void area_register(struct dsmpool_area *a) {
@@ -3504,7 +3503,7 @@ bool dp_area_sweep_lost(dsmpool *p, dp_area_scratch *sc, size_t *got) {
     if (!p->has_slot) return false; /* a retirement needs a live owner: the next recovery with a slot */
     if (!scratch_ready(sc)) return false;
     static _Thread_local struct dsmpool_area tmp;
-    uint64_t me = (uint64_t)(p->slot + 1) | ((uint64_t)(uint32_t)syscall(SYS_gettid) << 32);
+    uint64_t me = (uint64_t)(p->slot + 1) | ((uint64_t)(uint32_t)dp_os_gettid() << 32);
     bool done = true;
     for (uint64_t idx = 0; idx < p->nsegs; idx++) {
         ar_ctl *ctl = ctl_of(p, idx);

@@ -34,7 +34,37 @@ void dp_ledger_set_adopt(int (*fn)(struct dsmpool *pool));   /* segment layer; r
  * slot, and is joined (J8) after; leave undoes a join whose adoption failed */
 void dp_ledger_set_join(int (*join)(struct dsmpool *pool), void (*joined)(struct dsmpool *pool),
                         void (*leave)(struct dsmpool *pool));
-void dp_ledger_on_fork(void (*fn)(void));                    /* process-local locks to reset */
+/* ---- fork handlers and the lock-rank table ----------------------------------
+ * Every process-local lock of the library, in the one order a thread may
+ * take them: lower rank first; a thread that holds one never waits for one
+ * of a lower rank. The ledger's single pthread_atfork registration runs
+ * every layer's handlers: prepare in rising rank (each takes its layer's
+ * locks), parent and child in falling rank (each gives them back, or makes
+ * them new); a fork that skipped the handlers (a raw clone, _Fork) runs
+ * every layer's reset in the child instead, at its first call.
+ *   rank  lock                                       layer      around fork
+ *   10    reg_lock, then each pool->lock (registry   ledger     taken
+ *         order)
+ *   20    ar_reg_lock, then each area->lock          areas      taken
+ *   30    set_lock (the attached segment objects)    segments   taken
+ *   40    objs.c's lock                              base       taken (a leaf)
+ *   --    pool->recover_lock, pool->lost_lock        recovery   new in the child
+ *   --    pool->names_mutex                          names      new in the child
+ * The unranked ones are never held while a ranked one is taken, and are not
+ * taken around fork (a recovery, or a wait for a name, may take seconds):
+ * the child makes them new, as it does everything a thread of its parent
+ * held. Each layer registers its handlers once, from its layer init. */
+enum { DP_RANK_POOLS = 10, DP_RANK_AREAS = 20, DP_RANK_SEGSET = 30, DP_RANK_OBJS = 40, DP_RANK_NONE = 100 };
+typedef struct dp_fork_ops {
+    unsigned rank;         /* DP_RANK_* */
+    void (*prepare)(void); /* take the layer's locks (NULL: none around fork) */
+    void (*parent)(void);  /* give them back */
+    void (*child)(void);   /* the child, after the handlers: give back, or make new */
+    void (*reset)(void);   /* the child of a fork that skipped the handlers: make new */
+} dp_fork_ops;
+void dp_ledger_on_fork(const dp_fork_ops *ops);
+void dp_ledger_each_pool(void (*fn)(struct dsmpool *pool)); /* in a fork handler: every attached pool */
+void dp_ledger_layer_init(void);                            /* first of the layer inits (pool.c) */
 int dp_reclaim(struct dsmpool *pool); /* recover dead processes now; returns slots recovered */
 
 void dp_registry_add(struct dsmpool *pool);
@@ -132,6 +162,9 @@ unsigned dp_pool_finish_steps(struct dsmpool *pool, int64_t slot);
 /* The allocator's view: a bit per allocated frame; strict: report broken
  * invariants, unfinished steps of dead owners and steps in flight. */
 int dp_used_maps(struct dsmpool *pool, uint64_t **used, char *why, size_t n, bool strict);
+/* Sub-pool s's free frames and its largest free block's order (-1: none),
+ * as a walk of its tree finds them now (for stats). */
+void dp_pool_free_frames(struct dsmpool *pool, uint32_t s, uint64_t *free_frames, int *largest_order);
 uint64_t **dp_maps_new(struct dsmpool *pool);
 void dp_maps_free(struct dsmpool *pool, uint64_t **maps);
 typedef void (*dp_mark_fn)(void *arg, uint64_t off, uint64_t len, const char *what);

@@ -97,11 +97,9 @@
  * Injection points (tests, DP_INJECTION builds): "proc.claim.locked" (a
  * claimer holds the lock of a FREE slot, before its CAS).
  */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dp_numa.h"
 #include "dp_ledger.h"
@@ -112,7 +110,6 @@ void (*volatile dp_inject_fn)(const char *point);
 #endif
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
 static dsmpool *reg_head;
 
 /* ---- hooks (STYLE 13) ---------------------------------------------------- */
@@ -121,10 +118,9 @@ static int (*reclaim_hook)(dsmpool *);
 #define ADOPT_HOOKS 4
 static int (*adopt_hooks[ADOPT_HOOKS])(dsmpool *);
 static unsigned nadopt_hooks;
-#define FORK_HOOKS 4
-static void (*fork_hooks[FORK_HOOKS])(void);
-static unsigned nfork_hooks;
-
+#define FORK_OPS 8
+static const dp_fork_ops *fork_ops[FORK_OPS]; /* by rank, rising */
+static unsigned nfork_ops;
 static int (*join_hook)(dsmpool *);
 static void (*joined_hook)(dsmpool *), (*leave_hook)(dsmpool *);
 
@@ -139,10 +135,24 @@ void dp_ledger_set_adopt(int (*fn)(dsmpool *)) {
         if (adopt_hooks[i] == fn) return;
     if (nadopt_hooks < ADOPT_HOOKS) adopt_hooks[nadopt_hooks++] = fn;
 }
-void dp_ledger_on_fork(void (*fn)(void)) {
-    for (unsigned i = 0; i < nfork_hooks; i++)
-        if (fork_hooks[i] == fn) return;
-    if (nfork_hooks < FORK_HOOKS) fork_hooks[nfork_hooks++] = fn;
+/* Registered once per layer, from its layer init (under pool.c's
+ * pthread_once, before any pool exists); kept sorted by rank. */
+static pthread_mutex_t fork_ops_lock = PTHREAD_MUTEX_INITIALIZER; /* the table; held around fork */
+
+void dp_ledger_on_fork(const dp_fork_ops *ops) {
+    pthread_mutex_lock(&fork_ops_lock);
+    bool known = false;
+    for (unsigned i = 0; i < nfork_ops; i++) known |= fork_ops[i] == ops;
+    if (!known && nfork_ops < FORK_OPS) { /* (always room: one per layer) */
+        unsigned i = nfork_ops++;
+        for (; i > 0 && fork_ops[i - 1]->rank > ops->rank; i--) fork_ops[i] = fork_ops[i - 1];
+        fork_ops[i] = ops;
+    }
+    pthread_mutex_unlock(&fork_ops_lock);
+}
+
+void dp_ledger_each_pool(void (*fn)(dsmpool *)) {
+    for (dsmpool *p = reg_head; p; p = p->reg_next) fn(p);
 }
 
 int dp_reclaim(dsmpool *p) { return reclaim_hook ? reclaim_hook(p) : 0; }
@@ -155,55 +165,75 @@ static _Atomic unsigned epoch_last; /* plain memory: a child continues its paren
 static bool atfork_ran;             /* the child handler ran in this child */
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-static void atfork_prepare(void) {
+/* The one pthread_atfork registration of the library: every layer's fork
+ * handlers run from here, prepare in rising rank (the lock-rank table,
+ * dp_ledger.h), parent and child in falling rank; the ledger's own locks
+ * (the registry, then each pool's, rank DP_RANK_POOLS) and objs.c's (a
+ * leaf, DP_RANK_OBJS, taken for the base layer) are two of them. */
+static void ledger_lock_pools(void) {
     pthread_mutex_lock(&reg_lock);
     for (dsmpool *p = reg_head; p; p = p->reg_next) pthread_mutex_lock(&p->lock);
-    pthread_mutex_lock(&set_lock);
-    dp_objs_fork_lock(); /* a leaf: last */
 }
 
-static void atfork_parent(void) {
-    dp_objs_fork_unlock();
-    pthread_mutex_unlock(&set_lock);
+static void ledger_unlock_pools(void) {
     for (dsmpool *p = reg_head; p; p = p->reg_next) pthread_mutex_unlock(&p->lock);
     pthread_mutex_unlock(&reg_lock);
 }
 
-static void atfork_child(void) {
+static void ledger_child(void) {
     /* single-threaded here: plain stores are enough */
     if (dp_forkp) atomic_store_explicit(&dp_forkp->epoch, 0, memory_order_relaxed);
     atfork_ran = true;
-    /* a recovery another thread of the parent was running is not ours: its
-     * locks (not taken around fork: a recovery may take a while) start free */
-    for (dsmpool *p = reg_head; p; p = p->reg_next) {
-        pthread_mutex_init(&p->recover_lock, NULL);
-        pthread_mutex_init(&p->lost_lock, NULL);
-        pthread_mutex_init(&p->names_mutex, NULL); /* (its holder may wait for seconds) */
-    }
-    atfork_parent();
+    ledger_unlock_pools();
+}
+
+static void ledger_reset(void) {
+    pthread_mutex_init(&reg_lock, NULL);
+    for (dsmpool *p = reg_head; p; p = p->reg_next) pthread_mutex_init(&p->lock, NULL);
+}
+
+static const dp_fork_ops ledger_fork = {DP_RANK_POOLS, ledger_lock_pools, ledger_unlock_pools, ledger_child,
+                                        ledger_reset};
+static const dp_fork_ops objs_fork = {DP_RANK_OBJS, dp_objs_fork_lock, dp_objs_fork_unlock,
+                                      dp_objs_fork_unlock, dp_objs_fork_reset};
+
+static void atfork_prepare(void) {
+    pthread_mutex_lock(&fork_ops_lock);
+    for (unsigned i = 0; i < nfork_ops; i++)
+        if (fork_ops[i]->prepare) fork_ops[i]->prepare();
+}
+
+static void atfork_parent(void) {
+    for (unsigned i = nfork_ops; i-- > 0;)
+        if (fork_ops[i]->parent) fork_ops[i]->parent();
+    pthread_mutex_unlock(&fork_ops_lock);
+}
+
+static void atfork_child(void) {
+    for (unsigned i = nfork_ops; i-- > 0;)
+        if (fork_ops[i]->child) fork_ops[i]->child();
+    pthread_mutex_unlock(&fork_ops_lock);
 }
 
 static void fork_init(void) {
     void *pg = NULL;
     bool wipes = false;
     dp_forkp = dp_os_fork_page(&pg, &wipes) == 0 ? pg : &fork_static;
+    dp_ledger_on_fork(&ledger_fork);
+    dp_ledger_on_fork(&objs_fork);
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 /* A fork that skipped the atfork handlers copied the library's locks as
- * they were: re-initialise them (only this thread exists here). */
+ * they were: every layer re-initialises its own (only this thread exists
+ * here). */
 static void reset_after_raw_fork(void) {
-    pthread_mutex_init(&reg_lock, NULL);
-    pthread_mutex_init(&set_lock, NULL);
-    dp_objs_fork_reset();
-    for (dsmpool *p = reg_head; p; p = p->reg_next) {
-        pthread_mutex_init(&p->lock, NULL);
-        pthread_mutex_init(&p->recover_lock, NULL);
-        pthread_mutex_init(&p->lost_lock, NULL);
-        pthread_mutex_init(&p->names_mutex, NULL);
-    }
-    for (unsigned i = 0; i < nfork_hooks; i++) fork_hooks[i]();
+    pthread_mutex_init(&fork_ops_lock, NULL);
+    for (unsigned i = nfork_ops; i-- > 0;)
+        if (fork_ops[i]->reset) fork_ops[i]->reset();
 }
+
+void dp_ledger_layer_init(void) { pthread_once(&fork_once, fork_init); }
 
 unsigned dp_epoch_slow(void) {
     pthread_once(&fork_once, fork_init);
@@ -246,73 +276,6 @@ bool dp_registry_take(dsmpool *pool) {
             break;
         }
     pthread_mutex_unlock(&reg_lock);
-    return found;
-}
-
-#define SET_TOMB ((uintptr_t)1)
-static uintptr_t *set_tab;
-static size_t set_cap, set_used;
-
-static size_t set_hash(uintptr_t v) { return (size_t)((v >> 4) * 0x9e3779b97f4a7c15ull); }
-
-static bool set_grow(void) {
-    size_t ncap = set_cap ? set_cap * 2 : 64;
-    uintptr_t *nt = calloc(ncap, sizeof *nt);
-    if (!nt) return false;
-    for (size_t i = 0; i < set_cap; i++) {
-        uintptr_t v = set_tab[i];
-        if (v <= SET_TOMB) continue;
-        size_t j = set_hash(v) & (ncap - 1);
-        while (nt[j]) j = (j + 1) & (ncap - 1);
-        nt[j] = v;
-    }
-    size_t live = 0;
-    for (size_t i = 0; i < ncap; i++) live += nt[i] != 0;
-    free(set_tab);
-    set_tab = nt;
-    set_cap = ncap;
-    set_used = live;
-    return true;
-}
-
-static size_t set_find(uintptr_t v) { /* index of v, or set_cap */
-    if (!set_cap) return 0;
-    for (size_t j = set_hash(v) & (set_cap - 1), k = 0; k < set_cap; k++, j = (j + 1) & (set_cap - 1)) {
-        if (set_tab[j] == v) return j;
-        if (!set_tab[j]) break;
-    }
-    return set_cap;
-}
-
-bool dp_segset_add(struct dsmpool_seg *seg) {
-    uintptr_t v = (uintptr_t)seg;
-    pthread_mutex_lock(&set_lock);
-    bool ok = true;
-    if ((set_used + 1) * 2 > set_cap) ok = set_grow();
-    if (ok) {
-        size_t j = set_hash(v) & (set_cap - 1);
-        while (set_tab[j] > SET_TOMB) j = (j + 1) & (set_cap - 1);
-        if (!set_tab[j]) set_used++;
-        set_tab[j] = v;
-    }
-    pthread_mutex_unlock(&set_lock);
-    return ok;
-}
-
-bool dp_segset_take(struct dsmpool_seg *seg) {
-    pthread_mutex_lock(&set_lock);
-    size_t j = set_find((uintptr_t)seg);
-    bool found = set_cap && j < set_cap;
-    if (found) set_tab[j] = SET_TOMB;
-    pthread_mutex_unlock(&set_lock);
-    return found;
-}
-
-bool dp_segset_has(struct dsmpool_seg *seg) {
-    pthread_mutex_lock(&set_lock);
-    size_t j = set_find((uintptr_t)seg);
-    bool found = set_cap && j < set_cap;
-    pthread_mutex_unlock(&set_lock);
     return found;
 }
 
@@ -534,7 +497,7 @@ bool dp_brackets_quiesce(dsmpool *p, uint64_t deadline_ns) {
             /* acquire: pairs with dp_inflight_end's release */
             if (dp_load_acquire(&p->procs[i].inflight) <= mine || !dp_slot_alive(p, i)) break;
             if (dp_os_now_ns() > deadline_ns) return false;
-            if (spin > 64) sched_yield();
+            if (spin > 64) dp_os_yield();
             else dp_cpu_relax();
         }
     }
@@ -804,6 +767,13 @@ void dp_maps_free(dsmpool *p, uint64_t **m) {
 
 static bool owner_live(uint32_t owner, void *arg) {
     return owner >= 1 && dp_slot_alive(arg, owner - 1);
+}
+
+void dp_pool_free_frames(dsmpool *p, uint32_t s, uint64_t *free_frames, int *largest_order) {
+    dp_pa_walk w;
+    dp_pa_walk_tree(&p->pa[s], &w, NULL, NULL, NULL);
+    *free_frames = w.free_frames;
+    *largest_order = w.largest_free_order;
 }
 
 int dp_used_maps(dsmpool *p, uint64_t **used, char *why, size_t n, bool strict) {

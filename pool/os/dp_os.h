@@ -61,6 +61,7 @@ int dp_os_shm_unlinkat(int dir, const char *name);
 int dp_os_file_open_ro(const char *path);                /* read-only, regular files only; returns fd */
 int dp_os_file_open(const char *path, bool create, unsigned mode); /* returns fd */
 int dp_os_file_unlink(const char *path);
+bool dp_os_path_exists(const char *path); /* anything by that name (access F_OK) */
 int dp_os_truncate(int fd, size_t len);
 int dp_os_file_link(const char *from, const char *to); /* a second name; -EEXIST if taken */
 int dp_os_fallocate(int fd, size_t len);
@@ -137,6 +138,8 @@ int dp_os_membarrier_global(void);
 int dp_os_fork_page(void **page, bool *wipes);
 
 pid_t dp_os_getpid(void);
+pid_t dp_os_gettid(void);
+void dp_os_yield(void); /* sched_yield: let another thread run (a spin that waits long) */
 
 /* Every entry of a directory but "." and ".." (fn returns false to stop). */
 int dp_os_dir_each(const char *dir, bool (*fn)(const char *name, void *arg), void *arg);

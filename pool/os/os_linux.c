@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,6 +326,13 @@ int dp_os_file_open(const char *path, bool create, unsigned mode) {
     while (fd < 0 && errno == EINTR);
     if (fd >= 0 && create) (void)fchmod(fd, (mode_t)mode);
     OS_RET(fd < 0 ? -errno : fd);
+}
+
+bool dp_os_path_exists(const char *path) {
+    OS_SAVE;
+    bool r = access(path, F_OK) == 0;
+    errno = saved_errno_;
+    return r;
 }
 
 int dp_os_file_unlink(const char *path) {
@@ -717,6 +725,14 @@ int dp_os_fork_page(void **page, bool *wipes) {
 }
 
 pid_t dp_os_getpid(void) { return getpid(); }
+
+pid_t dp_os_gettid(void) { return (pid_t)syscall(SYS_gettid); }
+
+void dp_os_yield(void) {
+    OS_SAVE;
+    sched_yield();
+    errno = saved_errno_;
+}
 
 int dp_os_dir_each(const char *dir, bool (*fn)(const char *name, void *arg), void *arg) {
     OS_SAVE;

@@ -52,7 +52,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <pthread.h>
 
@@ -377,7 +376,7 @@ static bool posix_name_taken(const char *name) {
         if ((i == 0 && !caps->huge_2m) || (i == 1 && !caps->huge_1g)) continue;
         if (dp_os_hugetlbfs_dir(sizes[i], dir, sizeof dir) != 0) continue;
         snprintf(path, sizeof path, "%s%s", dir, name);
-        if (access(path, F_OK) == 0) return true;
+        if (dp_os_path_exists(path)) return true;
     }
     return false;
 }
@@ -1062,19 +1061,9 @@ static int attach_fd_common(dsmpool *p) {
     if (real < sizeof(dp_header) || real % 4096) /* (a POSIX region is named at its full size) */
         return dp_fail(-EPROTO, "object of %zu bytes cannot be a dsmpool region", real);
     dp_header hc;
-    ssize_t n = pread(p->fd, &hc, sizeof hc, 0);
-    if (n != (ssize_t)sizeof hc) {
-        /* hugetlbfs does not support read(): map the first huge page instead. */
-        size_t first = real < GIB ? real : GIB;
-        void *tmp;
-        if ((r = dp_os_reserve_va(first, 2 * MIB, &tmp)) != 0) return dp_fail(r, "mmap failed");
-        if (dp_os_map_fd(tmp, first, p->fd) != 0) {
-            dp_os_unmap(tmp, first);
-            return dp_fail(-EPROTO, "cannot read the header");
-        }
-        memcpy(&hc, tmp, sizeof hc);
-        dp_os_unmap(tmp, first);
-    }
+    /* (read, or a mapping of the first huge page on hugetlbfs, which has no read) */
+    if ((r = dp_os_file_peek(p->fd, &hc, sizeof hc)) != 0)
+        return dp_fail(-EPROTO, "cannot read the header: %s", strerror(-r));
     /* Checked on a copy to learn the alignment, and again once mapped. */
     if ((r = validate_header(p, &hc, real)) != 0) return r;
     size_t align = hc.map_align;

@@ -11,6 +11,10 @@
 
 #include "dp_area.h"
 
+/* ---- named objects (names.c) ------------------------------------------------- */
+
+void dp_names_layer_init(void);
+
 /* ---- lifecycle (life.c): anchors, the last process out, the sweep -------- */
 
 #define DP_ANCHOR_LIFE 0u     /* shared by joiners, exclusive for cleaners */
@@ -32,7 +36,8 @@ int dp_life_remove(const char *name, bool force, int backing);
 int dp_recover_all(struct dsmpool *pool); /* returns slots recovered */
 void dp_recover_layer_init(void);
 /* Every owner of pool frames marked in owned (segments, record blocks, what
- * areas hold): 0, or -EUCLEAN with why when two owners claim one frame. */
+ * areas hold): 0, or -EUCLEAN with why when two owners claim one frame
+ * (recover.c: the leak sweep's, and the checker's). */
 int dp_owned_maps(struct dsmpool *pool, uint64_t **owned, char *why, size_t n);
 
 /* ==== inspection (inspect.c; dsmpool-inspect) ============================

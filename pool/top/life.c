@@ -129,7 +129,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "dp_top.h"
 #include "dp_os.h"

@@ -391,3 +391,11 @@ int dsmpool_area_open_named(dsmpool *pool, const char *name, unsigned flags, dsm
                 flags & ~(DSMPOOL_NAMED_NOWAIT | DSMPOOL_NAMED_OPEN_ONLY), NULL, NULL, out};
     return open_named(pool, name, flags, &o, created);
 }
+
+/* Its holder may wait for seconds (a creator's init): not taken around
+ * fork; the child makes it new (the ledger's lock-rank table). */
+static void names_lock_new(dsmpool *p) { pthread_mutex_init(&p->names_mutex, NULL); }
+static void names_fork_child(void) { dp_ledger_each_pool(names_lock_new); }
+static const dp_fork_ops names_fork = {DP_RANK_NONE, NULL, NULL, names_fork_child, names_fork_child};
+
+void dp_names_layer_init(void) { dp_ledger_on_fork(&names_fork); }

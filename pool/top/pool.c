@@ -9,11 +9,14 @@
  *           cleans up: life.c) -> lock file -> region
  *   destroy the names (region, OS fallback segments), then detach
  *
- * Every layer is initialised once per process before the first pool: the
- * segment layer registers its adoption hook with the ledger, the area layer
- * its destructor for area control segments with the segment layer, the
- * recovery layer its reclaim hook with the ledger (STYLE 13: lower layers
- * learn what higher ones do only through these registrations).
+ * Every layer is initialised once per process before the first pool,
+ * bottom up: the ledger makes its fork page and its one pthread_atfork
+ * registration; the segment layer registers its adoption hook and its fork
+ * handlers with the ledger, the area layer its destructor for area control
+ * segments and its trim hook with the segment layer and its fork handlers
+ * with the ledger, recovery its reclaim hook, names and recovery their
+ * locks' renewal in a fork()ed child, the lifecycle its join hooks (lower
+ * layers learn what higher ones do only through these registrations).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -25,9 +28,11 @@
 static pthread_once_t layers_once = PTHREAD_ONCE_INIT;
 
 static void layers_init(void) {
+    dp_ledger_layer_init();
     dp_seg_layer_init();
     dp_area_layer_init();
     dp_recover_layer_init();
+    dp_names_layer_init();
     dp_life_layer_init();
 }
 

@@ -1,9 +1,10 @@
 /*
  * recover.c -- recovery of dead processes, and the leak sweep.
  *
- * Layer: the top, with the checker (stats.c). It calls each layer's own
- * recovery by name, downwards; the layers below reach it only through the
- * ledger's reclaim hook (proc.c), registered here.
+ * Layer: the top, below the checker (stats.c), which calls its recovery
+ * and its ownership maps. It calls each layer's own recovery by name,
+ * downwards; the layers below reach it only through the ledger's reclaim
+ * hook (proc.c), registered here.
  *
  * Rules
  *   1. A slot is recovered only by a process that holds the slot's liveness
@@ -44,11 +45,76 @@
  *      (sweep_needed; stats: sweep_due), and so does an area's lost sweep
  *      run by a process without a slot of its own (the last one leaving).
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dp_top.h"
 #include "dp_os.h"
+
+/* ---- ownership maps (the sweep's and the checker's) ----------------------- */
+
+typedef struct own_ctx {
+    dsmpool *p;
+    uint64_t **owned;
+    int err;
+    char *why;
+    size_t n;
+} own_ctx;
+
+static void own_fail(own_ctx *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void own_fail(own_ctx *c, int err, const char *fmt, ...) {
+    if (c->err) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->why, c->n, fmt, ap);
+    va_end(ap);
+    c->err = err;
+}
+
+/* Mark [off, off+len) as owned; overlap with an earlier owner is an error. */
+static void own_mark(void *arg, uint64_t off, uint64_t len, const char *what) {
+    own_ctx *c = arg;
+    dsmpool *p = c->p;
+    if (c->err) return;
+    if (!len) {
+        own_fail(c, -EUCLEAN, "%s", what); /* a layer found damage it could not walk past */
+        return;
+    }
+    if (!dp_block_ok(p, off, len)) {
+        own_fail(c, -EUCLEAN, "%s at offset %llu is outside the data", what, (unsigned long long)off);
+        return;
+    }
+    for (uint32_t s = 0; s < p->nsub; s++) {
+        uint64_t lo = p->geo.sub[s].data_off, n = p->geo.sub[s].geom.frames;
+        if (off < lo || (off - lo) / DP_FRAME_SIZE >= n) continue;
+        uint64_t f0 = (off - lo) / DP_FRAME_SIZE, nf = len / DP_FRAME_SIZE;
+        if (f0 + nf > n) {
+            own_fail(c, -EUCLEAN, "%s crosses the end of sub-pool %u", what, s);
+            return;
+        }
+        for (uint64_t f = f0; f < f0 + nf; f++) {
+            uint64_t bit = 1ull << (f % 64);
+            if (c->owned[s][f / 64] & bit) {
+                own_fail(c, -EUCLEAN, "%s overlaps another owner at frame %llu of sub-pool %u",
+                         what, (unsigned long long)f, s);
+                return;
+            }
+            c->owned[s][f / 64] |= bit;
+        }
+        return;
+    }
+}
+
+int dp_owned_maps(dsmpool *p, uint64_t **owned, char *why, size_t n) {
+    own_ctx c = {p, owned, 0, why, n};
+    dp_area_mark_owned(p, own_mark, &c);
+    dp_seg_mark_owned(p, own_mark, &c);
+    dp_ledger_mark_owned(p, own_mark, &c);
+    return c.err;
+}
+
 
 /* Rule 1, the layers from the top. false: a step must wait for a live
  * process (rule 4); the slot's records stay for the next call. */
@@ -89,7 +155,7 @@ static bool sweep(dsmpool *p) {
             for (unsigned k = 0; k < sizeof unit_orders / sizeof *unit_orders; k++) {
                 uint64_t n = 1ull << unit_orders[k];
                 if (f % n || f + n > frames) break;
-                if (dp_pa_free(&p->pa[s], f, unit_orders[k]) == 0) {
+                if (dp_pool_free(p, DP_BLOCK_MK(p->geo.sub[s].data_off + f * DP_FRAME_SIZE, unit_orders[k])) == 0) {
                     step = n;
                     break;
                 }
@@ -170,7 +236,20 @@ int dp_recover_all(dsmpool *p) {
     return n;
 }
 
-void dp_recover_layer_init(void) { dp_ledger_set_reclaim(dp_recover_all); }
+/* A recovery another thread of the parent was running is not the child's:
+ * its locks are not taken around fork (a recovery may take a while), and
+ * start free in the child (the ledger's lock-rank table). */
+static void recover_locks_new(dsmpool *p) {
+    pthread_mutex_init(&p->recover_lock, NULL);
+    pthread_mutex_init(&p->lost_lock, NULL);
+}
+static void recover_fork_child(void) { dp_ledger_each_pool(recover_locks_new); }
+static const dp_fork_ops recover_fork = {DP_RANK_NONE, NULL, NULL, recover_fork_child, recover_fork_child};
+
+void dp_recover_layer_init(void) {
+    dp_ledger_set_reclaim(dp_recover_all);
+    dp_ledger_on_fork(&recover_fork);
+}
 
 int dsmpool_recover(dsmpool *pool) {
     dp_clear_error();

@@ -1,9 +1,11 @@
 /*
  * stats.c -- statistics and the consistency proof (dsmpool_check).
  *
- * Layer: the top, with recovery. It composes what each layer says about
- * itself: the allocator's tree (palloc walk through the ledger), segment
- * states and counts (segment.c), who owns which frames (every layer's
+ * Layer: the top, above recovery (it recovers the dead before it judges,
+ * and asks recovery's ownership maps). It composes what each layer says about
+ * itself: the allocator's tree (through the ledger: dp_used_maps,
+ * dp_pool_free_frames), segment states and counts (segment.c), who owns
+ * which frames (recovery's dp_owned_maps, from every layer's
  * dp_*_mark_owned), free lists (area.c).
  *
  * The check, in order (each failure returns -EUCLEAN with the first broken
@@ -31,7 +33,6 @@
  * damage. (A process without a liveness lock of its own cannot tell the
  * dead from the living, recovers nothing, and reports what it finds.)
  */
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,14 +67,14 @@ void dp_stats_fill(dsmpool *pool, dsmpool_stats *out) {
     dp_os_smaps_huge(pool->base, pool->size, &out->huge_mapped_bytes);
     out->nsubpools = pool->nsub;
     for (uint32_t s = 0; s < pool->nsub; s++) {
-        dp_pa_walk w;
-        dp_pa_walk_tree(&pool->pa[s], &w, NULL, NULL, NULL);
+        uint64_t free_frames = 0;
+        int largest = -1;
+        dp_pool_free_frames(pool, s, &free_frames, &largest);
         out->subpool[s].node = g->sub[s].node == DP_NODE_INTERLEAVE ? -1 : (int)g->sub[s].node;
         out->subpool[s].fallbacks = dp_load_relaxed(&pool->hdr->fallbacks[s]); /* relaxed: counter */
         out->subpool[s].size = g->sub[s].geom.frames * DP_FRAME_SIZE;
-        out->subpool[s].free = w.free_frames * DP_FRAME_SIZE;
-        out->subpool[s].largest_free =
-            w.largest_free_order < 0 ? 0 : (size_t)DP_FRAME_SIZE << w.largest_free_order;
+        out->subpool[s].free = free_frames * DP_FRAME_SIZE;
+        out->subpool[s].largest_free = largest < 0 ? 0 : (size_t)DP_FRAME_SIZE << largest;
     }
     for (uint64_t i = 0; i < pool->nsegs; i++) {
         uint64_t w = dp_load_relaxed(&pool->segs[i].state); /* relaxed: a count */
@@ -101,68 +102,6 @@ void dp_stats_fill(dsmpool *pool, dsmpool_stats *out) {
     out->fallback_bytes_peak = dp_load_relaxed(&pool->hdr->fallback_peak); /* relaxed: a statistic */
     /* the mark is raised after the segment is made (segment.c rule 10): never show it below now */
     if (out->fallback_bytes_peak < out->fallback_bytes) out->fallback_bytes_peak = out->fallback_bytes;
-}
-
-/* ---- ownership maps --------------------------------------------------- */
-
-typedef struct own_ctx {
-    dsmpool *p;
-    uint64_t **owned;
-    int err;
-    char *why;
-    size_t n;
-} own_ctx;
-
-static void own_fail(own_ctx *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void own_fail(own_ctx *c, int err, const char *fmt, ...) {
-    if (c->err) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->why, c->n, fmt, ap);
-    va_end(ap);
-    c->err = err;
-}
-
-/* Mark [off, off+len) as owned; overlap with an earlier owner is an error. */
-static void own_mark(void *arg, uint64_t off, uint64_t len, const char *what) {
-    own_ctx *c = arg;
-    dsmpool *p = c->p;
-    if (c->err) return;
-    if (!len) {
-        own_fail(c, -EUCLEAN, "%s", what); /* a layer found damage it could not walk past */
-        return;
-    }
-    if (!dp_block_ok(p, off, len)) {
-        own_fail(c, -EUCLEAN, "%s at offset %llu is outside the data", what, (unsigned long long)off);
-        return;
-    }
-    for (uint32_t s = 0; s < p->nsub; s++) {
-        uint64_t lo = p->geo.sub[s].data_off, n = p->geo.sub[s].geom.frames;
-        if (off < lo || (off - lo) / DP_FRAME_SIZE >= n) continue;
-        uint64_t f0 = (off - lo) / DP_FRAME_SIZE, nf = len / DP_FRAME_SIZE;
-        if (f0 + nf > n) {
-            own_fail(c, -EUCLEAN, "%s crosses the end of sub-pool %u", what, s);
-            return;
-        }
-        for (uint64_t f = f0; f < f0 + nf; f++) {
-            uint64_t bit = 1ull << (f % 64);
-            if (c->owned[s][f / 64] & bit) {
-                own_fail(c, -EUCLEAN, "%s overlaps another owner at frame %llu of sub-pool %u",
-                         what, (unsigned long long)f, s);
-                return;
-            }
-            c->owned[s][f / 64] |= bit;
-        }
-        return;
-    }
-}
-
-int dp_owned_maps(dsmpool *p, uint64_t **owned, char *why, size_t n) {
-    own_ctx c = {p, owned, 0, why, n};
-    dp_area_mark_owned(p, own_mark, &c);
-    dp_seg_mark_owned(p, own_mark, &c);
-    dp_ledger_mark_owned(p, own_mark, &c);
-    return c.err;
 }
 
 /* ---- check -------------------------------------------------------------- */
@@ -229,7 +168,7 @@ int dsmpool_check(dsmpool *pool) {
     for (int t = 0; t < CHECK_TRIES && r == -EBUSY; t++) {
         if (t && dp_os_now_ns() > deadline) break;
         if (t) {
-            if (t < 8) sched_yield();
+            if (t < 8) dp_os_yield();
             else dp_os_sleep_ns(200000);
         }
         dp_quiet q = {0};
