@@ -3,8 +3,8 @@
 # each built in a temporary directory, offline, and run:
 #   readme-example   the README's example is examples/embed.c, byte for byte
 #   install          the library-only build (the README's meson options) installs
-#                    the header, libdsmpool.so/.a, dsmpool.pc and the CMake package,
-#                    and nothing else (no tool)
+#                    the header, libdsmpool.so/.a, dsmpool.pc, the CMake package and
+#                    dsmpool(3), and nothing else (no tool, no dsmpool-inspect(1))
 #   pkg-config       examples/embed.c built with `pkg-config --cflags --libs dsmpool`
 #   pkg-config-static  the same linked -static with `pkg-config --static`, so every
 #                    library in Libs.private must be there (without --static it fails)
@@ -68,7 +68,8 @@ else
     libdir=$(dirname "$(grep '/libdsmpool\.a$' "$tmp/files" || echo lib/none)")
     ver=$(sed -n 's/^#define DSMPOOL_VERSION_STRING "\(.*\)"$/\1/p' "$src/include/dsmpool.h")
     for f in include/dsmpool.h "$libdir"/{libdsmpool.a,libdsmpool.so,libdsmpool.so.0,libdsmpool.so."$ver"} \
-        "$libdir"/pkgconfig/dsmpool.pc "$libdir"/cmake/dsmpool/dsmpoolConfig{,Version}.cmake; do
+        "$libdir"/pkgconfig/dsmpool.pc "$libdir"/cmake/dsmpool/dsmpoolConfig{,Version}.cmake \
+        share/man/man3/dsmpool.3; do
         echo "$f"
     done | sort >"$tmp/want"
     if ! diff -u "$tmp/want" "$tmp/files" >"$tmp/diff"; then
