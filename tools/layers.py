@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""tools/layers.py -- the library's layers call down only (docs/style.md).
+
+The layers are written once, below, bottom to top, each as one or more
+folders. For every C file of the library (pool/ and numa/) it checks:
+
+  includes    a file includes the headers of its own layer and of the layers
+              below, never one above (nor pool/dp_internal.h, which is all
+              of them, for tests and tools);
+  calls       a function calls functions of its own layer and of the layers
+              below, never one above (a layer that must react to an event of
+              a higher one offers a registration: STYLE 13);
+  circles     no files call each other in a loop, within a layer or across;
+  os calls    only the OS layer (pool/os, numa) makes system calls or calls
+              the C library's wrappers of them: everyone else goes through
+              dp_os.h;
+  pairs with  every "pairs with" note of a memory-order comment names a
+              function (or a macro) that exists, and every name with an
+              underscore in it is one that exists.
+
+It reads the code as text (comments and strings removed, braces counted), so
+it sees what a reader sees: a call through a function pointer (a hook) is no
+call of the callee's layer, which is the point of hooks.
+
+Prints a [PASS] or [FAIL] line per check, the offending places, and
+Criterion's synthesis line (tools/testcount.py counts it as five tests).
+Usage: tools/layers.py [ROOT]        exit status 0 only if every check passes
+"""
+import os
+import re
+import sys
+
+# ---- the layers, bottom to top: the one place where their order is written ----
+LAYERS = [
+    ("base", ["pool/base"]),
+    ("os", ["pool/os", "numa"]),
+    ("alloc", ["pool/alloc"]),
+    ("region", ["pool/region"]),
+    ("ledger", ["pool/ledger"]),
+    ("segment", ["pool/segment"]),
+    ("area", ["pool/area"]),
+    ("top", ["pool/top"]),
+]
+OS_LAYER = "os"
+PUBLIC_HEADERS = {"dsmpool.h"}
+FORBIDDEN_HEADERS = {"dp_internal.h"}
+
+# What the OS layer wraps: system calls and the C library's thin wrappers of
+# them. A name here called outside the OS layer is a failure.
+OS_CALLS = set("""
+syscall sched_yield sched_getcpu getcpu pread pwrite read write readv writev open openat creat close dup dup2 dup3
+mmap munmap mremap mprotect madvise mbind set_mempolicy get_mempolicy move_pages msync mlock munlock
+fcntl flock ftruncate truncate fallocate posix_fallocate fstat stat lstat fstatat statfs fstatfs
+access faccessat unlink unlinkat rename renameat link linkat symlink mkdir rmdir chmod fchmod chown fchown
+shm_open shm_unlink shmget shmat shmdt shmctl semget semop semtimedop semctl memfd_create
+getpid gettid getppid fork vfork clone _Fork execve kill tgkill raise
+nanosleep usleep sleep clock_gettime clock_nanosleep gettimeofday getrandom getrusage
+opendir fdopendir readdir closedir fopen fdopen fclose fgets fread fwrite fscanf fprintf getline
+membarrier prctl ioctl sysconf getpagesize
+""".split())
+
+ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+
+
+def layer_of(rel):
+    for i, (name, dirs) in enumerate(LAYERS):
+        for d in dirs:
+            if rel.startswith(d + "/"):
+                return i
+    return None
+
+
+def sources():
+    out = []
+    for _, dirs in LAYERS:
+        for d in dirs:
+            full = os.path.join(ROOT, d)
+            for f in sorted(os.listdir(full)):
+                if f.endswith((".c", ".h")):
+                    out.append(d + "/" + f)
+    return out
+
+
+def strip(text):
+    """Comments and string/char literals blanked out (newlines kept)."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            out.append(c + re.sub(r"[^\n]", " ", text[i + 1:j]) + c)
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def comments(text):
+    """(line, text) of every comment."""
+    res = []
+    for m in re.finditer(r"/\*.*?\*/|//[^\n]*", text, re.S):
+        res.append((text.count("\n", 0, m.start()) + 1, m.group(0)))
+    return res
+
+
+IDENT = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+KEYWORDS = set("if for while switch return sizeof _Alignof alignof _Static_assert defined __attribute__ "
+               "__builtin_expect __typeof__ typeof do else case".split())
+
+
+def definitions(code):
+    """Top-level function definitions: (name, static?, body start, body end)."""
+    defs, depth, i, n = [], 0, 0, len(code)
+    stmt_start = 0
+    while i < n:
+        c = code[i]
+        if c == "{":
+            if depth == 0:
+                head = code[stmt_start:i]
+                m = re.search(r"\b([A-Za-z_]\w*)\s*\([^;{}]*\)\s*(?:__attribute__\s*\(\(.*?\)\)\s*)?$", head, re.S)
+                if m and m.group(1) not in KEYWORDS and not re.search(r"\b(struct|union|enum)\s*\w*\s*$", head) \
+                        and "=" not in head[m.start():]:
+                    # find the matching brace
+                    d, j = 0, i
+                    while j < n:
+                        if code[j] == "{":
+                            d += 1
+                        elif code[j] == "}":
+                            d -= 1
+                            if d == 0:
+                                break
+                        j += 1
+                    defs.append((m.group(1), bool(re.search(r"\bstatic\b", head[head.rfind(";") + 1:])), i, j))
+                    i = j + 1
+                    stmt_start = i
+                    continue
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                stmt_start = i + 1
+        elif c == ";" and depth == 0:
+            stmt_start = i + 1
+        elif c == "#" and (i == 0 or code[i - 1] == "\n"):
+            j = code.find("\n", i)
+            while j > 0 and code[j - 1] == "\\":
+                j = code.find("\n", j + 1)
+            j = n if j < 0 else j
+            stmt_start = j
+            i = j
+            continue
+        i += 1
+    return defs
+
+
+def macros(code):
+    return set(re.findall(r"^\s*#\s*define\s+([A-Za-z_]\w*)", code, re.M))
+
+
+def main():
+    files = sources()
+    text = {f: open(os.path.join(ROOT, f)).read() for f in files}
+    code = {f: strip(text[f]) for f in files}
+    fails = {k: [] for k in ("includes", "calls", "circles", "os calls", "pairs with")}
+
+    # where each header lives
+    header_layer = {}
+    for f in files:
+        if f.endswith(".h"):
+            header_layer[os.path.basename(f)] = (layer_of(f), f)
+
+    # ---- includes
+    for f in files:
+        lf = layer_of(f)
+        for ln, line in enumerate(text[f].split("\n"), 1):
+            m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+            if not m:
+                continue
+            h = os.path.basename(m.group(1))
+            if h in PUBLIC_HEADERS:
+                continue
+            if h in FORBIDDEN_HEADERS:
+                fails["includes"].append("%s:%d includes %s (all layers at once: for tests and tools)" % (f, ln, h))
+            elif h not in header_layer:
+                fails["includes"].append("%s:%d includes %s, which no layer has" % (f, ln, h))
+            elif header_layer[h][0] > lf:
+                fails["includes"].append("%s:%d (%s) includes %s of the layer above, %s" %
+                                         (f, ln, LAYERS[lf][0], h, LAYERS[header_layer[h][0]][0]))
+
+    # ---- definitions: every non-static function and macro, and where
+    defined = {}     # name -> file (non-static functions)
+    statics = {}     # file -> set of its own static names
+    known = set()    # every function and macro name of the library
+    bodies = {}      # file -> [(name, start, end)]
+    for f in files:
+        ds = definitions(code[f])
+        bodies[f] = ds
+        statics[f] = {n for n, st, _, _ in ds if st}
+        for n, st, _, _ in ds:
+            known.add(n)
+            if not st or f.endswith(".h"):
+                defined.setdefault(n, f)
+        known |= macros(code[f])
+
+    # ---- calls (and os calls), file -> file edges
+    edges = {}
+    for f in files:
+        lf = layer_of(f)
+        for name, st, a, b in bodies[f]:
+            body = code[f][a:b]
+            for m in IDENT.finditer(body):
+                callee = m.group(1)
+                line = code[f].count("\n", 0, a + m.start()) + 1
+                if callee in statics[f] or callee in KEYWORDS:
+                    continue
+                if callee in OS_CALLS and LAYERS[lf][0] != OS_LAYER:
+                    fails["os calls"].append("%s:%d %s() calls %s(): go through dp_os.h" % (f, line, name, callee))
+                g = defined.get(callee)
+                if not g or g == f:
+                    continue
+                lg = layer_of(g)
+                if lg > lf:
+                    fails["calls"].append("%s:%d %s() (%s) calls %s() of the layer above, %s (%s)" %
+                                          (f, line, name, LAYERS[lf][0], callee, LAYERS[lg][0], g))
+                # a header's inline that calls its own layer's .c is the header's
+                # promise, not a dependency of the header on that file
+                if not f.endswith(".h") and not g.endswith(".h"):
+                    edges.setdefault(f, {}).setdefault(g, set()).add(callee)
+
+    # ---- circles: strongly connected components of the file call graph
+    index, low, stack, on, sccs, counter = {}, {}, [], set(), [], [0]
+
+    def strong(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, {}):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                sccs.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(edges):
+        if v not in index:
+            strong(v)
+    for comp in sccs:
+        ties = []
+        for a in comp:
+            for b in comp:
+                if b in edges.get(a, {}):
+                    ties.append("%s -> %s: %s" % (a, b, ", ".join(sorted(edges[a][b])[:6])))
+        fails["circles"].append("a circle of %d files: %s" % (len(comp), "; ".join(ties)))
+
+    # ---- pairs with
+    for f in files:
+        for ln, com in comments(text[f]):
+            for m in re.finditer(r"pairs with\s+(.*?)(?:[.;]\s|\*/|$)", com, re.S):
+                note = m.group(1)
+                names = re.findall(r"\b([A-Za-z_]\w*)(?:'s|\(\))?", note)
+                funcs = [x for x in names if x in known]
+                bad = [x for x in names if "_" in x.strip("_") and x not in known and not x.isupper()]
+                where = "%s:%d" % (f, ln + com.count("\n", 0, m.start()))
+                if bad:
+                    fails["pairs with"].append("%s names %s, which does not exist: \"pairs with %s\"" %
+                                               (where, ", ".join(bad), " ".join(note.split())))
+                elif not funcs:
+                    fails["pairs with"].append("%s names no function: \"pairs with %s\"" %
+                                               (where, " ".join(note.split())))
+
+    npass = 0
+    for check, fl in fails.items():
+        if fl:
+            print("[FAIL] layers::%s (%d)" % (check.replace(" ", "_"), len(fl)))
+            for x in fl:
+                print("[----]   " + x)
+        else:
+            npass += 1
+            print("[PASS] layers::%s" % check.replace(" ", "_"))
+    nf = len(fails) - npass
+    order = " < ".join("%s (%s)" % (n, ", ".join(d)) for n, d in LAYERS)
+    print("[NOTE] layers, bottom to top: " + order)
+    print("[====] Synthesis: Tested: %d | Passing: %d | Failing: %d | Crashing: 0" % (len(fails), npass, nf))
+    return 1 if nf else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
