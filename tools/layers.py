@@ -116,7 +116,7 @@ def comments(text):
     return res
 
 
-IDENT = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+IDENT = re.compile(r"(?<![\w.>])([A-Za-z_]\w*)\s*\(")  # not a member (p->fn(), s.fn())
 KEYWORDS = set("if for while switch return sizeof _Alignof alignof _Static_assert defined __attribute__ "
                "__builtin_expect __typeof__ typeof do else case".split())
 

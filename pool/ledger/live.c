@@ -77,20 +77,6 @@
 
 bool dp_live_guarded(const dsmpool *p) { return p->live.kind != DP_LIVE_NONE; }
 
-/* A description of the region's file that is ours alone (rule 3): by name
- * first for POSIX pools (no /proc needed; the inode must be the region's),
- * else through /proc/self/fd. */
-static int own_description(dsmpool *p, int fd) {
-    if (p->backing == DSMPOOL_BACKING_POSIX) {
-        int r = p->path[0] ? dp_os_file_open(p->path, false, 0) : dp_os_shm_open(p->name, false, 0);
-        if (r >= 0) {
-            if (dp_os_same_file(r, fd) == 1) return r;
-            dp_os_close(r); /* the name now names another object */
-        }
-    }
-    return dp_os_reopen(fd);
-}
-
 /* Rule 6: without a description of its own a process could be neither
  * judged nor counted present, so it is not let in. */
 static int no_description(int r) {
@@ -106,67 +92,48 @@ static void live_none(dsmpool *p) {
     p->live.semid = -1;
 }
 
+/* The lock file is the backing's (backing.c [lock file]): a description of
+ * its own for the creator, an attacher, a fork()ed child. */
 int dp_live_created(dsmpool *p) {
-    if (p->backing != DSMPOOL_BACKING_SYSV) live_none(p);
-    switch (p->backing) {
-    case DSMPOOL_BACKING_SYSV: /* the region made the set before its segment (region.c rule 2) */
-        if (p->live.semid < 0) return dp_fail(-EPROTO, "the pool's System V semaphore set is missing");
-        p->live.kind = DP_LIVE_SEM;
-        return 0;
-    case DSMPOOL_BACKING_ANON: {
-        int r = dp_os_memfd("dsmpool-live", 0);
-        if (r < 0) return dp_fail(r, "cannot create the pool's lock memfd: %s", strerror(-r));
-        p->live.kind = DP_LIVE_OFD;
-        p->live.fd = r;
-        return 0;
-    }
-    case DSMPOOL_BACKING_MEMFD:
-    case DSMPOOL_BACKING_POSIX:
-        return dp_live_attached(p);
-    }
-    return dp_fail(-EINVAL, "unknown backing");
+    dp_live l;
+    int r = dp_backing(p->backing)->lock(p, DP_LOCKFILE_CREATED, -1, &l);
+    if (r == -EPROTO) return dp_fail(r, "the pool's System V semaphore set is missing");
+    if (r) return r == -ENOENT || r == -ESTALE || r == -EACCES ? no_description(r)
+                  : dp_fail(r, "cannot make the pool's lock file: %s", strerror(-r));
+    p->live = l;
+    return 0;
 }
 
 int dp_live_attached(dsmpool *p) {
     live_none(p);
-    if (p->backing == DSMPOOL_BACKING_SYSV) {
-        int r = dp_os_sem_get(p->sysv_key);
-        if (r < 0)
-            return dp_fail(r == -ENOENT ? -EPROTO : r,
-                           "the pool's System V semaphore set (key 0x%x) is missing: %s",
-                           (unsigned)p->sysv_key, strerror(-r));
-        p->live.kind = DP_LIVE_SEM;
-        p->live.semid = r;
-        return 0;
-    }
-    if (p->fd < 0) return dp_fail(-EPROTO, "the pool has no file to lock"); /* every other backing has one */
-    int r = own_description(p, p->fd);
-    if (r < 0) return no_description(r);
-    p->live.kind = DP_LIVE_OFD;
-    p->live.fd = r;
+    dp_live l;
+    int r = dp_backing(p->backing)->lock(p, DP_LOCKFILE_ATTACHED, -1, &l);
+    if (r == -EPROTO)
+        return dp_fail(-EPROTO, "the pool's System V semaphore set (key 0x%x) is missing", (unsigned)p->sysv_key);
+    if (r) return p->backing == DSMPOOL_BACKING_SYSV ? dp_fail(r, "cannot reach the pool's System V "
+                                                              "semaphore set: %s", strerror(-r))
+                                                     : no_description(r);
+    p->live = l;
     return 0;
 }
 
 int dp_live_child(dsmpool *p) {
-    if (p->live.kind == DP_LIVE_SEM) {
-        /* undo values are not inherited: nothing of the parent's to drop. The
-         * set must still be this pool's: a child that moved to another IPC
-         * namespace would lock something else under the same id */
-        int r = dp_os_sem_get(p->sysv_key);
-        if (r != p->live.semid)
-            return dp_fail(-ENOLCK, "this fork()ed child cannot reach the pool's System V semaphore set "
-                           "(key 0x%x: %s); it may be in another IPC namespace, where it could not be "
-                           "told alive or present", (unsigned)p->sysv_key,
-                           r < 0 ? strerror(-r) : "another set has that key here");
-        return 0;
-    }
-    if (p->live.kind != DP_LIVE_OFD) return dp_fail(-ENOLCK, "the pool's lock file was not opened");
+    if (p->live.kind == DP_LIVE_NONE) return dp_fail(-ENOLCK, "the pool's lock file was not opened");
     int inherited = p->live.fd;
-    if (inherited < 0) return no_description(-EBADF); /* a child's earlier try failed */
-    int r = p->backing == DSMPOOL_BACKING_ANON ? dp_os_reopen(inherited) : own_description(p, inherited);
-    if (r < 0) return no_description(r); /* the inherited copy stays: the next call tries again */
-    dp_os_close(inherited); /* the parent's: it must not outlive the parent here (never unlocked) */
-    p->live.fd = r;
+    if (p->live.kind == DP_LIVE_OFD && inherited < 0) return no_description(-EBADF); /* an earlier try failed */
+    dp_live l;
+    /* System V: undo values are not inherited, nothing of the parent's to
+     * drop, but the set must still be this pool's (a child that moved to
+     * another IPC namespace would lock something else under the same id) */
+    int r = dp_backing(p->backing)->lock(p, DP_LOCKFILE_CHILD, inherited, &l);
+    if (r && p->live.kind == DP_LIVE_SEM)
+        return dp_fail(-ENOLCK, "this fork()ed child cannot reach the pool's System V semaphore set "
+                       "(key 0x%x: %s); it may be in another IPC namespace, where it could not be "
+                       "told alive or present", (unsigned)p->sysv_key,
+                       r == -EXDEV ? "another set has that key here" : strerror(-r));
+    if (r) return no_description(r); /* the inherited copy stays: the next call tries again */
+    if (l.kind == DP_LIVE_OFD) dp_os_close(inherited); /* the parent's: never unlocked here */
+    p->live = l;
     return 0;
 }
 

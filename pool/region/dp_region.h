@@ -130,7 +130,86 @@ void dp_region_free(struct dsmpool *pool); /* unmap, close, free the object */
 int dp_region_peek_fd(int fd, dp_header *h);
 int dp_region_peek_sysv(int shmid, dp_header *h);
 
-/* Rule 1 for a mapped region (a read-only view for the inspector). */
+/* layout.c [layout] on a mapped region, and why one is not ready (backing.c
+ * [unborn]); the inspector takes it for its read-only view. */
 int dp_region_view(struct dsmpool *pool, size_t real_size);
+
+/* ---- what differs between backings (backing.c) ------------------------------
+ * One function per backing for each operation, as PostgreSQL's dsm_impl_op
+ * dispatches: nobody else switches on the backing. */
+
+/* A create in progress (region.c), as the backing's make and undo see it. */
+typedef struct dp_creating {
+    struct dsmpool *p;
+    void *va;         /* reservation / mapping */
+    size_t va_len;
+    bool mapped;
+    bool named;       /* a name exists that undo must remove */
+    bool sem_made;    /* we made the System V semaphore set */
+    char tmp[4200];   /* POSIX: the object's path until it is linked to its name, or "" */
+    char final[4200]; /* POSIX: the path of its name */
+} dp_creating;
+
+enum { DP_LOCKFILE_CREATED, DP_LOCKFILE_ATTACHED, DP_LOCKFILE_CHILD };
+
+typedef struct dp_backing_ops {
+    const char *name;
+    bool named;          /* attached by name; persists after its last process (life.c [last out]) */
+    bool lock_reachable; /* another process can open its lock file (the inspector's judge) */
+    bool provisional;    /* others may see it before it is published: it gets a provisional header */
+    /* open, size, reserve and map at c->va (backing.c [made whole or not at all]) */
+    int (*make)(dp_creating *c, const dsmpool_config *cfg, size_t len, size_t huge_sz);
+    int (*give_name)(dp_creating *c);  /* give a made region its name (NULL: it has it, or none) */
+    void (*undo)(dp_creating *c);      /* the backing's part of undoing a create */
+    int (*open)(struct dsmpool *p, const char *name); /* attach by name: map and validate (NULL: none) */
+    bool (*still_named)(struct dsmpool *p); /* the name still leads to this region (life.c J5) */
+    int (*unlink)(struct dsmpool *p);  /* remove the name: 0 also when it is gone already */
+    int (*creating)(struct dsmpool *p, bool *ours); /* its creation lock: 1 held, 0 free */
+    void (*published)(struct dsmpool *p);           /* let the creation lock go */
+    /* a description of the lock file of this process's own (backing.c [lock file]), for
+     * live.c: how is DP_LOCKFILE_*; a child passes its inherited descriptor */
+    int (*lock)(struct dsmpool *p, int how, int inherited, dp_live *out);
+} dp_backing_ops;
+const dp_backing_ops *dp_backing(dsmpool_backing b);
+
+/* ---- inside the region layer, by file ------------------------------------------ */
+
+#define DP_MIB (1ull << 20)
+#define DP_GIB (1ull << 30)
+static inline uint64_t dp_align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
+/* The data's granule: 2 MiB, or the huge page when larger (sub-pools and
+ * prefault slices are whole granules). */
+static inline size_t dp_data_gran(size_t page) { return page > 2 * DP_MIB ? page : 2 * DP_MIB; }
+
+/* layout.c */
+int dp_rg_validate_header(struct dsmpool *p, const dp_header *c, size_t real_size);
+int dp_rg_build_view(struct dsmpool *p, const dp_header *c);
+
+/* config.c */
+int dp_rg_check_name(dsmpool_backing b, const char *name);
+size_t dp_rg_huge_size(const dsmpool_config *cfg);
+
+/* place.c: the plan of a new region's sub-pools */
+typedef struct dp_plan {
+    uint32_t nsub, nnode;           /* sub-pools; of which node sub-pools (the rest: interleave) */
+    uint32_t nodes[DSMPOOL_MAX_NODES];
+    uint64_t want[DSMPOOL_MAX_NODES]; /* explicit 2 MiB units per sub-pool, 0 = share */
+    bool bind;                      /* real NUMA: mbind and pin */
+} dp_plan;
+int dp_plan_nodes(const dsmpool_config *cfg, dp_plan *pl);
+int dp_plan_layout(const dsmpool_config *cfg, const dp_plan *pl, size_t len, size_t page, dp_layout_in *in,
+                   dp_header *h);
+size_t dp_plan_min_size(const dsmpool_config *cfg, const dp_plan *pl, size_t page);
+int dp_plan_huge_problems(const dsmpool_config *cfg, const dp_plan *pl, const uint64_t *units, size_t hs,
+                          size_t len);
+int dp_plan_bind(struct dsmpool *p, const dp_header *h, const dp_plan *pl);
+int dp_plan_prefault(struct dsmpool *p, const dp_header *h, const dp_plan *pl, unsigned threads, size_t gran,
+                     size_t *done);
+int dp_plan_cgroup_check(const dsmpool_config *cfg, size_t len, size_t huge_sz);
+int dp_plan_huge_message(int r, size_t huge_sz, size_t len);
+
+/* region.c: attach, once the object is open (backing.c's open) */
+int dp_region_attach_mapped(struct dsmpool *p, size_t real);
+int dp_region_attach_fd_mapped(struct dsmpool *p); /* read the header, map aligned, attach */
 
 #endif /* DP_REGION_H */

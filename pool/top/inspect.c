@@ -115,7 +115,7 @@ static int view_fd(dp_insp *in, int fd) {
     p->base = va;
     p->size = real;
     if ((r = dp_region_view(p, real)) != 0) return r;
-    in->judge = p->geo.backing == DSMPOOL_BACKING_ANON ? JUDGE_NONE : JUDGE_OFD;
+    in->judge = dp_backing((dsmpool_backing)p->geo.backing)->lock_reachable ? JUDGE_OFD : JUDGE_NONE;
     return 0;
 }
 

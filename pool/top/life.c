@@ -207,20 +207,6 @@ void dp_life_anchor_remove(int shmdir, uint64_t id) {
     if (shmdir >= 0) dp_os_shm_unlinkat(shmdir, nm);
 }
 
-/* Does the name still lead to the region we mapped? (A remover may have
- * unlinked it while we attached.) */
-static bool region_still_named(dsmpool *p) {
-    if (p->backing == DSMPOOL_BACKING_POSIX) {
-        int fd = p->path[0] ? dp_os_file_open(p->path, false, 0) : dp_os_shm_open(p->name, false, 0);
-        if (fd < 0) return false;
-        bool same = dp_os_same_file(fd, p->fd) == 1;
-        dp_os_close(fd);
-        return same;
-    }
-    if (p->backing == DSMPOOL_BACKING_SYSV) return dp_os_sysv_get(p->sysv_key, 0, false, 0, 0) == p->shmid;
-    return true;
-}
-
 /* Rule 1: the directory of the pool's home /dev/shm for this process: a
  * fork()ed child's inherited one (whatever its mount namespace), or, for
  * an attacher, its own /dev/shm if that is the one the header names;
@@ -278,7 +264,7 @@ static int life_enter(dsmpool *p, bool named, bool adopting) {
     }
     p->present = true;
     DP_INJECT("life.join.locked");
-    if (named && !region_still_named(p)) { /* J5: removed while we attached; nothing made */
+    if (named && !dp_backing(p->backing)->still_named(p)) { /* J5: removed while we attached; nothing made */
         life_unenter(p, dir, anchor, adopting);
         return dp_fail(-ENOENT, "pool %s was removed while this process attached", nm);
     }
@@ -402,7 +388,7 @@ static void last_out(dsmpool *p) {
         dp_store_release(&d->state, DP_SEG_WORD(DP_SEG_GEN(w), 0, 0, DP_SEG_FREE));
     }
     if (p->shmdir >= 0) remove_objects(p->geo.pool_id, p->shmdir); /* strays: a creator that died between name and record */
-    bool gone = p->backing == DSMPOOL_BACKING_ANON || p->backing == DSMPOOL_BACKING_MEMFD ||
+    bool gone = !dp_backing(p->backing)->named ||
                 dp_load_acquire(&p->hdr->destroyed); /* acquire: dsmpool_destroy's release */
     if (gone) {
         dp_life_anchor_remove(p->shmdir, p->geo.pool_id);
@@ -429,7 +415,7 @@ void dp_life_leave(dsmpool *p) {
         dp_live_life_release(&p->live);
         return;
     }
-    if (p->backing == DSMPOOL_BACKING_POSIX || p->backing == DSMPOOL_BACKING_SYSV) {
+    if (dp_backing(p->backing)->named) {
         /* held for 10 s by another (a stopped cleaner or joiner, or a child
          * forked while one held it): not ours to clean up; a named pool is
          * marked closed -- before our presence goes, so that no sweep takes
