@@ -104,7 +104,7 @@ static void topo_probe(void) {
 static _Atomic(const dp_topo *) topo_pub;
 
 const dp_topo *dp_numa_topo(void) {
-    /* acquire: pairs with the release below, so the probed table is seen whole */
+    /* acquire: pairs with dp_numa_topo's release below, so the probed table is seen whole */
     const dp_topo *t = atomic_load_explicit(&topo_pub, memory_order_acquire);
     if (__builtin_expect(t != NULL, 1)) return t;
     pthread_once(&topo_once, topo_probe);

@@ -141,7 +141,7 @@
  *   dead owner's step is finished by rule 6.
  *
  * Memory ordering
- *   - alloc CAS is acquire: pairs with the release CAS of the free (or close,
+ *   - alloc CAS is acquire: pairs with pa_free's release CAS (or pa_close's,
  *     via the parent word) that last returned these frames, so the previous
  *     owner's writes happen before the new owner's.
  *   - free CAS is release: pairs with that acquire.
@@ -416,13 +416,13 @@ static bool pa_open(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t ow
     dp_a64 *pp = pa_node(pa, A, idx);
     uint64_t cw = dp_load_relaxed(cp);
     if (w_phase(cw) != PH_IDLE) return false;
-    /* acq_rel: claims the child; pairs with the release store that made it IDLE */
+    /* acq_rel: claims the child; pairs with the release store that made it IDLE (pa_close, dp_pa_recover) */
     if (!dp_cas_acq_rel(cp, &cw, w_mk(PH_OPENING, owner))) return false;
     DP_INJECT("palloc.open.claimed");
     uint64_t pw = dp_load_relaxed(pp);
     for (;;) {
         if (w_phase(pw) != PH_OPEN || ch_state(pw, i) != CH_FREE) {
-            dp_store_release(cp, w_mk(PH_IDLE, 0)); /* release: pairs with the claim CAS above */
+            dp_store_release(cp, w_mk(PH_IDLE, 0)); /* release: pairs with pa_open's claim CAS */
             return false;
         }
         if (dp_cas_acq_rel(pp, &pw, pw | ((uint64_t)CH_PART << (2 * i)))) break;
@@ -452,7 +452,7 @@ static bool pa_close(dp_pa *pa, unsigned L, uint64_t idx, uint32_t owner, bool *
         if (w_phase(w) != PH_OPEN) return false;
     }
     if (L == pa->nlevels - 1 || (uint32_t)w != 0) return false;
-    /* acq_rel: acquire pairs with the frees that emptied it, release publishes the seal */
+    /* acq_rel: acquire pairs with pa_free's CASes that emptied it, release publishes the seal */
     if (!dp_cas_acq_rel(p, &w, w_mk(PH_CLOSING, owner))) return false;
     DP_INJECT("palloc.close.claimed");
     dp_a64 *pp = pa_node(pa, L + 1, idx >> 4);
@@ -778,7 +778,7 @@ static int pa_split(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t ow
     uint64_t pw = dp_load_relaxed(pp);
     for (;;) {
         if (w_phase(pw) != PH_OPEN || ch_state(pw, i) != CH_FULL) {
-            dp_store_release(cp, w_mk(PH_IDLE, 0)); /* release: pairs with the claim CAS above */
+            dp_store_release(cp, w_mk(PH_IDLE, 0)); /* release: pairs with pa_split's claim CAS */
             return -EINVAL;
         }
         /* acq_rel: as rule 3's link; FULL (2) -> PART (1) */
@@ -952,7 +952,7 @@ unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), vo
     for (unsigned L = 0; L + 1 < pa->nlevels; L++) {
         for (uint64_t idx = 0; idx < pa->count[L]; idx++) {
             dp_a64 *p = pa_node(pa, L, idx);
-            uint64_t w = dp_load_acquire(p); /* acquire: pairs with the dead owner's claim CAS */
+            uint64_t w = dp_load_acquire(p); /* acquire: pairs with the dead owner's claim CAS (pa_open, pa_close, pa_split) */
             unsigned ph = w_phase(w);
             if ((ph != PH_OPENING && ph != PH_CLOSING) || !is_dead(w_owner(w), arg)) continue;
             /* The caller holds the dead owner's liveness lock (ledger), so no
@@ -966,7 +966,7 @@ unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), vo
                 if (w_phase(pw) == PH_OPEN && ch_state(pw, i) == CH_PART)
                     dp_store_release(p, (uint32_t)w); /* release: as pa_split's last store */
                 else
-                    dp_store_release(p, w_mk(PH_IDLE, 0)); /* release: pairs with the claim CAS */
+                    dp_store_release(p, w_mk(PH_IDLE, 0)); /* release: pairs with pa_open's claim CAS of the next owner */
                 n++;
                 continue;
             }

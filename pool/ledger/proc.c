@@ -89,8 +89,8 @@
  *      frames allocated that no record names: the leak sweep returns them
  *      (recover.c rule 3), as for any death inside a bracket.
  *
- * Memory ordering: the slot claim CAS is acq_rel (acquire: pairs with the
- * release that freed the slot, so the zeroed records are seen; release: the
+ * Memory ordering: the slot claim CAS is acq_rel (acquire: pairs with
+ * dp_slot_release's release store of FREE, so the zeroed records are seen; release: the
  * claim is published after the lock is taken). Records are written with
  * release and read by recovery with acquire. Brackets: see rule 7.
  *
@@ -320,12 +320,12 @@ void dp_slot_records(dsmpool *p, uint32_t slot, void (*fn)(dsmpool *, dp_a64 *, 
     if (slot >= p->nprocs) return;
     dp_proc *sl = &p->procs[slot];
     for (int i = 0; i < DP_REC_INLINE; i++) fn(p, &sl->rec[i], arg);
-    uint64_t off = dp_load_acquire(&sl->overflow); /* acquire: pairs with the linking CAS */
+    uint64_t off = dp_load_acquire(&sl->overflow); /* acquire: pairs with dp_block_link's linking CAS */
     for (uint64_t guard = p->geo.data_size / DP_FRAME_SIZE; off && guard; guard--) {
         if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return; /* a damaged link: stop, never follow */
         dp_recblk *b = dp_at(p, off);
         for (unsigned i = 0; i < DP_REC_PER_BLOCK; i++) fn(p, &b->rec[i], arg);
-        off = dp_load_acquire(&b->next); /* acquire: pairs with the linking CAS */
+        off = dp_load_acquire(&b->next); /* acquire: pairs with dp_block_link's linking CAS */
     }
 }
 
@@ -338,7 +338,7 @@ static bool rec_try(dp_a64 *r, uint64_t rec) {
 uint64_t dp_frame_link(dsmpool *p, dp_a64 *link) { return dp_block_link(p, link, 0); }
 
 uint64_t dp_block_link(dsmpool *p, dp_a64 *link, unsigned order) {
-    uint64_t off = dp_load_acquire(link); /* acquire: pairs with the linking CAS below */
+    uint64_t off = dp_load_acquire(link); /* acquire: pairs with dp_block_link's linking CAS below */
     if (off) return off;
     uint64_t blk;
     dp_inflight_begin(p); /* until the block is linked or freed (rule 6) */
@@ -384,7 +384,7 @@ void dp_slot_clear(dsmpool *p, uint32_t slot, bool bracket) {
     /* one block at a time, unlinked before it is freed: whoever stops in the
      * middle leaves a chain of blocks still owned, or one unowned block that
      * the sweep returns -- never a link to a freed block */
-    uint64_t off = dp_load_acquire(&sl->overflow); /* acquire: pairs with the linking CAS */
+    uint64_t off = dp_load_acquire(&sl->overflow); /* acquire: pairs with dp_block_link's linking CAS */
     for (uint64_t guard = p->geo.data_size / DP_FRAME_SIZE; off && guard; guard--) {
         if (!dp_block_ok(p, off, DP_FRAME_SIZE)) {
             dp_store_release(&sl->overflow, 0);
@@ -435,7 +435,7 @@ static bool held_by_us(dsmpool *p, uint32_t slot) {
 
 bool dp_slot_alive(dsmpool *p, uint32_t slot) {
     if (slot >= p->nprocs) return false;
-    uint64_t w = dp_load_acquire(&p->procs[slot].state); /* acquire: pairs with the claim CAS */
+    uint64_t w = dp_load_acquire(&p->procs[slot].state); /* acquire: pairs with dp_slot_claim's CAS */
     if (DP_SLOT_STATE(w) == DP_SLOT_FREE) return false;
     if ((DP_SLOT_FLAGS(w) & DP_SLOT_UNGUARDED) || (p->has_slot && slot == p->slot) ||
         !dp_live_guarded(p) || held_by_us(p, slot))
@@ -446,7 +446,7 @@ bool dp_slot_alive(dsmpool *p, uint32_t slot) {
 bool dp_slot_take_dead(dsmpool *p, uint32_t slot) {
     if (slot >= p->nprocs || (p->has_slot && slot == p->slot) || !dp_live_guarded(p) || !p->held)
         return false;
-    uint64_t w = dp_load_acquire(&p->procs[slot].state); /* acquire: pairs with the claim CAS */
+    uint64_t w = dp_load_acquire(&p->procs[slot].state); /* acquire: pairs with dp_slot_claim's CAS */
     if (DP_SLOT_STATE(w) == DP_SLOT_FREE || (DP_SLOT_FLAGS(w) & DP_SLOT_UNGUARDED)) return false;
     if (held_by_us(p, slot) || dp_live_take(p, DP_LOCK_SLOT0 + slot) != 0) return false;
     /* relaxed: see held_by_us; set before we change anything of the slot's */
@@ -513,11 +513,11 @@ int dp_quiet_open(dsmpool *p, dp_quiet *q, bool sweeping) {
     if (!q->w) return -ENOMEM;
     /* a leak that a dead process left and the sweep has not freed yet is
      * recovery's work too (recover.c rule 3) */
-    q->sweep = dp_load_acquire(&p->hdr->sweep_needed); /* acquire: pairs with the recoverer's store */
+    q->sweep = dp_load_acquire(&p->hdr->sweep_needed); /* acquire: pairs with dp_recover_all's store */
     if (q->sweep && !sweeping) return -EAGAIN;
     for (uint32_t i = 0; i < q->n; i++) {
         dp_proc *sl = &p->procs[i];
-        uint64_t st = dp_load_acquire(&sl->state); /* acquire: pairs with claim and release */
+        uint64_t st = dp_load_acquire(&sl->state); /* acquire: pairs with dp_slot_claim and dp_slot_release */
         uint64_t seq = dp_load_acquire(&sl->opseq); /* acquire: pairs with dp_inflight_end */
         uint64_t infl = dp_load_acquire(&sl->inflight);
         q->w[3 * i] = st;
@@ -577,7 +577,7 @@ static int adopt(dsmpool *p) { /* caller holds pool->lock */
 
 int dp_self(dsmpool *pool) {
     unsigned e = dp_epoch();
-    /* acquire: pairs with the release below, so the slot fields are ours */
+    /* acquire: pairs with dp_self's release below, so the slot fields are ours */
     if (atomic_load_explicit(&pool->fork_epoch, memory_order_acquire) == e) return 0;
     pthread_mutex_lock(&pool->lock);
     int r = 0;

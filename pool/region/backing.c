@@ -417,7 +417,7 @@ static int unborn(dsmpool *p, uint64_t magic) {
 int dp_region_view(dsmpool *p, size_t real) {
     dp_header *c = malloc(sizeof *c);
     if (!c) return dp_fail(-ENOMEM, "out of memory");
-    /* acquire: pairs with the creator's release store of the magic */
+    /* acquire: pairs with dp_region_publish's release store of the magic */
     uint64_t magic = dp_load_acquire(&((dp_header *)p->base)->magic);
     memcpy(c, p->base, sizeof *c);
     c->magic = magic;

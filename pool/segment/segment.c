@@ -17,7 +17,7 @@
  *      size, flags; record the attachment (proc.c rule 2); CAS INIT -> LIVE
  *      with count 1 (release: publishes block and size).
  *   4. Attach: record, then CAS count + 1 if LIVE with the same generation
- *      (acquire: pairs with 3's release). A pool block's address is base +
+ *      (acquire: pairs with seg_create_bracketed's release). A pool block's address is base +
  *      offset, checked against the data range; an OS segment is mapped by
  *      name.
  *   5. Detach: mark the record, then CAS count - 1; the last reference of an
@@ -268,7 +268,7 @@ static int seg_claim(dsmpool *p, uint64_t *idx, uint32_t *gen) {
         uint64_t w = dp_load_relaxed(&d->state); /* relaxed: the CAS validates */
         if (DP_SEG_ST(w) != DP_SEG_FREE) continue;
         uint32_t g = DP_SEG_GEN(w) + 1;
-        /* acq_rel: acquire pairs with the FREE store of the last destroyer */
+        /* acq_rel: acquire pairs with seg_destroy's release store of FREE */
         if (dp_cas_acq_rel(&d->state, &w, DP_SEG_WORD(g, p->slot + 1, 0, DP_SEG_INIT))) {
             *idx = i;
             *gen = g;
@@ -311,7 +311,7 @@ static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t owner) 
     }
     dp_store_relaxed(&d->size, 0);
     dp_inflight_end(p);
-    /* release: pairs with the acq_rel claim of the next creator */
+    /* release: pairs with seg_claim's CAS of the next creator */
     dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
 }
 
@@ -359,7 +359,7 @@ static int seg_ref_bracketed(dsmpool *p, uint64_t idx, uint32_t gen, dp_a64 **re
                                               (unsigned long long)DP_HANDLE(gen, idx))
                                     : dp_fail(bad, "too many references to one segment");
         }
-        /* acquire: pairs with the release LIVE CAS in create (block, size) */
+        /* acquire: pairs with seg_create_bracketed's release LIVE CAS (block, size) */
         if (dp_cas_acquire(&d->state, &w, w + SEG_COUNT_ONE)) break;
     }
     DP_INJECT("segment.attach.counted");
@@ -860,7 +860,7 @@ typedef struct rec_ctx {
  * meanwhile leaves them to the next. */
 static void rec_recover(dsmpool *p, dp_a64 *r, void *arg) {
     rec_ctx *c = arg;
-    uint64_t v = dp_load_acquire(r); /* acquire: pairs with the dead owner's record stores */
+    uint64_t v = dp_load_acquire(r); /* acquire: pairs with the dead owner's record stores (dp_rec_add, seg_ref_bracketed) */
     if (!v) return;
     uint64_t idx = DP_REC_IDX(v);
     uint32_t gen = DP_REC_GEN(v);
@@ -895,7 +895,7 @@ typedef struct count_ctx {
 
 static void rec_count(dsmpool *p, dp_a64 *r, void *arg) {
     count_ctx *c = arg;
-    uint64_t v = dp_load_acquire(r); /* acquire: pairs with the record's release store */
+    uint64_t v = dp_load_acquire(r); /* acquire: pairs with seg_ref_bracketed's release store of the record */
     if (!v || DP_HANDLE(DP_REC_GEN(v), DP_REC_IDX(v)) != c->handle) return;
     if (DP_REC_ST(v) == DP_REC_ACTIVE) c->active++;
     else if (c->alive) c->in_flight = true; /* a dead slot's ambiguous record holds nothing:
@@ -911,7 +911,7 @@ static void rec_count(dsmpool *p, dp_a64 *r, void *arg) {
 static bool seg_resync(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t slot) {
     dp_seg_desc *d = &p->segs[idx];
     for (int tries = 0; tries < 1000; tries++) {
-        uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with every count CAS */
+        uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with every count CAS (seg_ref_bracketed, seg_ref_drop) */
         if (DP_SEG_GEN(w) != gen || DP_SEG_ST(w) != DP_SEG_LIVE) return true;
         count_ctx c = {DP_HANDLE(gen, idx), 0, false, false};
         for (uint32_t sl = 0; sl < p->nprocs; sl++) {
@@ -962,9 +962,9 @@ bool dp_seg_recover_slot(dsmpool *p, uint32_t slot) {
 void dp_seg_mark_owned(dsmpool *p, dp_mark_fn mark, void *arg) {
     for (uint64_t i = 0; i < p->nsegs; i++) {
         dp_seg_desc *d = &p->segs[i];
-        uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with create's LIVE CAS */
+        uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with seg_create_bracketed's LIVE CAS */
         if (DP_SEG_ST(w) == DP_SEG_FREE) continue;
-        uint64_t blk = dp_load_acquire(&d->block); /* acquire: pairs with the creator's store */
+        uint64_t blk = dp_load_acquire(&d->block); /* acquire: pairs with seg_create_bracketed's store */
         if (blk == DP_BLOCK_FALLBACK || blk == 0) continue;
         uint64_t size = dp_load_relaxed(&d->size); /* 0 while its creator had not set it */
         /* rule 11: a word whose frames disagree with the size (a scribbled
@@ -988,7 +988,7 @@ typedef struct ref_ctx {
 
 static void ck_record(dsmpool *p, dp_a64 *r, void *arg) {
     ref_ctx *c = arg;
-    uint64_t v = dp_load_acquire(r); /* acquire: pairs with the record's release store */
+    uint64_t v = dp_load_acquire(r); /* acquire: pairs with seg_ref_bracketed's release store of the record */
     if (!v || c->err) return;
     uint64_t idx = DP_REC_IDX(v);
     if (idx >= p->nsegs) {

@@ -369,7 +369,7 @@ const char *dp_inspect_how(const dp_insp *in) { return in->how; }
 
 void dp_inspect_flags(dp_insp *in, dp_insp_flags *out) {
     const dp_header *h = in->p->hdr;
-    /* acquire: pairs with the releases that set them (life.c, pool.c) */
+    /* acquire: pairs with the releases that set them (dp_life_join, last_out, dsmpool_destroy) */
     out->closed = dp_load_acquire(&h->closed) == 1;
     out->destroyed = dp_load_acquire(&h->destroyed) != 0;
     out->sweep_due = dp_load_relaxed(&h->sweep_needed) || dp_load_relaxed(&h->lost_due); /* relaxed: flags */
@@ -388,7 +388,7 @@ typedef struct rec_count {
 
 static void count_rec(struct dsmpool *p, dp_a64 *r, void *arg) {
     rec_count *c = arg;
-    uint64_t v = dp_load_acquire(r); /* acquire: pairs with the record's release store */
+    uint64_t v = dp_load_acquire(r); /* acquire: pairs with seg_ref_bracketed's release store of the record */
     if (!v) return;
     if (DP_REC_ST(v) == DP_REC_ACTIVE) c->active++;
     else c->other++;
@@ -407,7 +407,7 @@ int dp_inspect_procs(dp_insp *in, dp_insp_proc **out, size_t *n) {
     if (!v) return dp_fail(-ENOMEM, "out of memory");
     size_t k = 0;
     for (uint32_t i = 0; i < p->nprocs; i++) {
-        uint64_t w = dp_load_acquire(&p->procs[i].state); /* acquire: pairs with the claim CAS */
+        uint64_t w = dp_load_acquire(&p->procs[i].state); /* acquire: pairs with dp_slot_claim's CAS */
         unsigned st = DP_SLOT_STATE(w);
         if (st == DP_SLOT_FREE) continue;
         dp_insp_proc *e = &v[k++];
@@ -449,7 +449,7 @@ int dp_inspect_segs(dp_insp *in, dp_insp_seg **out, size_t *n) {
     if (!v) return dp_fail(-ENOMEM, "out of memory");
     for (uint64_t i = 0; i < p->nsegs; i++) {
         const dp_seg_desc *d = &p->segs[i];
-        uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with create's LIVE CAS */
+        uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with seg_create_bracketed's LIVE CAS */
         unsigned st = DP_SEG_ST(w);
         if (st == DP_SEG_FREE) continue;
         void *vv = v;
@@ -502,7 +502,7 @@ int dp_inspect_areas(dp_insp *in, dp_insp_area **out, size_t *n) {
     dp_insp_area *v = malloc(cap * sizeof *v);
     if (!v) return dp_fail(-ENOMEM, "out of memory");
     for (uint64_t i = 0; i < p->nsegs; i++) {
-        uint64_t w = dp_load_acquire(&p->segs[i].state); /* acquire: pairs with create's LIVE CAS */
+        uint64_t w = dp_load_acquire(&p->segs[i].state); /* acquire: pairs with seg_create_bracketed's LIVE CAS */
         if (DP_SEG_ST(w) == DP_SEG_FREE || !(dp_load_relaxed(&p->segs[i].flags) & DP_SEG_AREA)) continue;
         void *vv = v;
         if (!room_for(&vv, &cap, k, sizeof *v)) return dp_fail(-ENOMEM, "out of memory");

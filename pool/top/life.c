@@ -377,14 +377,14 @@ static void last_out(dsmpool *p) {
     dp_area_drop_os(p); /* area entries in OS segments: their segments go now */
     for (uint64_t i = 0; i < p->nsegs; i++) { /* what is left: pinned, or of processes that left */
         dp_seg_desc *d = &p->segs[i];
-        uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with create's LIVE CAS */
+        uint64_t w = dp_load_acquire(&d->state); /* acquire: pairs with seg_create_bracketed's LIVE CAS */
         if (DP_SEG_ST(w) == DP_SEG_FREE || dp_load_relaxed(&d->block) != DP_BLOCK_FALLBACK) continue;
         char nm[96];
         dp_fallback_name(p, i, DP_SEG_GEN(w), nm, sizeof nm);
         if (p->shmdir >= 0) dp_os_shm_unlinkat(p->shmdir, nm); /* (not home: a sweep there: rule 4) */
         dp_store_relaxed(&d->block, 0);
         dp_store_relaxed(&d->size, 0);
-        /* release: pairs with a later claimer's acq_rel (nobody holds it: nobody is present) */
+        /* release: pairs with seg_claim's CAS of a later creator (nobody holds it: nobody is present) */
         dp_store_release(&d->state, DP_SEG_WORD(DP_SEG_GEN(w), 0, 0, DP_SEG_FREE));
     }
     if (p->shmdir >= 0) remove_objects(p->geo.pool_id, p->shmdir); /* strays: a creator that died between name and record */

@@ -140,7 +140,7 @@ static bool owner_gone(dsmpool *p, uint64_t w, const dp_name *e) {
     if (o == 0 || o > p->nprocs) return true; /* (rule 6: no such slot) */
     uint64_t sw = dp_load_acquire(&p->procs[o - 1].state); /* acquire: the slot's claim */
     if (DP_SLOT_STATE(sw) == DP_SLOT_FREE) return true;
-    /* acquire: pairs with the claimer's release. Another claim since ours
+    /* acquire: pairs with dp_slot_claim's release of claims. Another claim since ours
      * means the owner left (a pid could be the same: pid namespaces) */
     if (dp_load_acquire(&p->procs[o - 1].claims) != dp_load_relaxed(&e->claim)) return true;
     return !dp_slot_alive(p, o - 1);

@@ -177,7 +177,7 @@ out:
  * it goes back to 0 only from the value this sweep started from, so a
  * death counted meanwhile, or a sweeper that dies, leaves it due. */
 static void sweep_lost(dsmpool *p) {
-    uint64_t due = dp_load_acquire(&p->hdr->lost_due); /* acquire: pairs with the recoverer's increment */
+    uint64_t due = dp_load_acquire(&p->hdr->lost_due); /* acquire: pairs with dp_area_recover_slot's increment */
     if (!due) return;
     dp_area_scratch sc = {0};
     size_t got = 0;
@@ -210,7 +210,7 @@ int dp_recover_all(dsmpool *p) {
             continue;
         }
         dp_store_relaxed(&sl->inflight, 0);
-        dp_store_release(&sl->state, DP_SLOT_FREE); /* release: pairs with the next claim */
+        dp_store_release(&sl->state, DP_SLOT_FREE); /* release: pairs with dp_slot_claim's CAS of the next owner */
         dp_slot_give_dead(p, i);
         dp_fetch_add_relaxed(&p->hdr->procs_recovered, 1); /* relaxed: a counter */
         n++;
