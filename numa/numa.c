@@ -2,13 +2,13 @@
  * numa.c -- topology, the current node, binding and verification.
  *
  * Rules
- *   1. The topology is read once per process (pthread_once): with libnuma,
+ *   [topology once] The topology is read once per process (pthread_once): with libnuma,
  *      the configured nodes that have memory, their sizes, CPUs and SLIT
  *      distances; without it, or where numa_available() says no, one node 0.
  *      Once probed, its pointer is published (release; read with acquire),
  *      so a CPU read on the hot path costs a load, not a pthread_once call.
- *   2. The current node is the node of the current CPU, from a table filled
- *      in rule 1. The CPU is read once per question (dp_numa_cpu_node gives
+ *   [current node] The current node is the node of the current CPU, from a table filled
+ *      in [topology once]. The CPU is read once per question (dp_numa_cpu_node gives
  *      both): from the thread's rseq area where glibc registered one and
  *      says where (__rseq_offset, __rseq_size, glibc >= 2.35; the kernel
  *      keeps cpu_id current on every return to user space), else from
@@ -16,7 +16,7 @@
  *      path makes no system call and no library call. A CPU read is a hint
  *      that may be stale by the next instruction (the thread can migrate);
  *      callers use it only to choose where to look first.
- *   3. Binding is mbind on ranges nobody has touched yet, so the first fault
+ *   [bind before touch] Binding is mbind on ranges nobody has touched yet, so the first fault
  *      places each page: MPOL_BIND of a range to one node, or MPOL_INTERLEAVE
  *      of a range over a set of nodes, which the kernel applies page by page
  *      (a base page, or a whole huge page of a hugetlb or THP mapping; which

@@ -255,7 +255,7 @@ Test(area, exact_spans_hold_their_pages_only) {
 void dp_area_test_untrimmed(bool on);
 
 /* A span whose trim gave nothing back (a trim stops at the first piece a
- * split of another owner holds up: palloc.c rule 7) holds its whole
+ * split of another owner holds up: palloc.c [exact blocks]) holds its whole
  * block: held counts 64 KiB for the 112 B class's 56 KiB span, and the
  * stats count it too, the pages past its chunks as cached, so held = in
  * use + cached stays exact; giving the chunk back returns the whole block. */

@@ -1,5 +1,5 @@
 /*
- * test_exact.c -- exact blocks (palloc.c rule 7, proc.c rule 9): segments
+ * test_exact.c -- exact blocks (palloc.c [exact blocks], proc.c [exact blocks]): segments
  * and large area blocks exact to the page, a tail given back
  * at once and taken back by a grow in place; splits under deaths.
  */
@@ -144,7 +144,7 @@ Test(exact, palloc_trim_stops_at_a_busy_node) {
     free(t.meta);
 }
 
-/* Recovery of a dead owner's split (palloc.c rule 6): undone while the
+/* Recovery of a dead owner's split (palloc.c [recovery]): undone while the
  * parent still says FULL, finished once it says PART; the frames stay
  * allocated either way. */
 static bool dead_is_7(uint32_t owner, void *arg) { (void)arg; return owner == 7; }

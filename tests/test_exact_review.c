@@ -1,9 +1,9 @@
 /*
  * test_exact_review.c -- defects found in review of the exact-blocks change
- * (palloc.c rule 7, proc.c rule 9, area.c large_grow). Each test failed
+ * (palloc.c [exact blocks], proc.c [exact blocks], area.c large_grow). Each test failed
  * on the reviewed code; its comment says what the defect was. The fixes:
  * only words marked DP_BLOCK_EXACT are freed piece by piece, and a free
- * never splits (proc.c rule 9); a grow in place is an area operation
+ * never splits (proc.c [exact blocks]); a grow in place is an area operation
  * (area.c rule 13); a grow closes empty open children (palloc.c).
  */
 #include <criterion/criterion.h>
@@ -235,7 +235,7 @@ Test(exact_review, realloc_grow_after_destroy_overwrites_anothers_directory) {
 /* ---- palloc: a grow blocked by an empty open node ---------------------- */
 
 /* The tail is free, but part of it is an OPEN, empty child (lazy
- * coalescing, palloc.c rule 2: a node that empties stays open). A piece at
+ * coalescing, palloc.c [alloc and free]: a node that empties stays open). A piece at
  * the level above needs FREE children, and pa_take_piece never closes the
  * empty one (dp_pa_alloc does, in pass 2): the grow says -ENOMEM. The same
  * makes tests/test_exact.c palloc_trim_grow_free_against_model fail at

@@ -1,7 +1,7 @@
 /*
  * test_exact_review2.c -- defects found in the second review of the
- * exact-blocks change (palloc.c rule 7, proc.c rule 9, area.c rule 13,
- * segment.c rule 11). Each test failed on the reviewed code (ea0898b); its
+ * exact-blocks change (palloc.c [exact blocks], proc.c [exact blocks], area.c rule 13,
+ * segment.c [exact to the page]). Each test failed on the reviewed code (ea0898b); its
  * comment says what the defect was. The fixes: the limit is judged on the
  * exact bytes; the OS fallback rounds as the pool does; mark_owned checks a
  * segment's word against its size and a large block's against the entry's

@@ -938,7 +938,7 @@ Test(lifecycle, inspect_destroys_a_dead_pool_and_refuses_a_live_one, .timeout = 
     cr_expect_eq(inspect("--bogus", out, sizeof out), 2);
 }
 
-/* life.c rule 7: a pool of another region format (an older or newer
+/* life.c [other formats]: a pool of another region format (an older or newer
  * library's, after an upgrade) is its own library's to judge. Before, the
  * sweep took its anchor for what a dead anonymous pool left and removed
  * it, and the list showed only that anchor ("dead anonymous-or-memfd").
@@ -1364,7 +1364,7 @@ Test(lifecycle_review, a_pool_without_an_anchor_is_kept_by_the_sweep, .timeout =
 
 /* ---- what a second review found -------------------------------------------------- */
 
-/* A process that holds the pool's LIFE exclusive (life.c rule 3: on the
+/* A process that holds the pool's LIFE exclusive (life.c [life]: on the
  * pool's lock file, here an anonymous pool's lock memfd, reached through a
  * description of its own) -- a stand-in for a cleaner that takes long; no
  * other process inherits its descriptor -- until a byte is written to
@@ -1617,7 +1617,7 @@ static void after_detach_case(dsmpool_backing b, const char *name) {
 Test(lifecycle, calls_after_detach_anon) { after_detach_case(DSMPOOL_BACKING_ANON, NULL); }
 Test(lifecycle, calls_after_detach_posix) { after_detach_case(DSMPOOL_BACKING_POSIX, "/dsmpool-test-afterdetach"); }
 
-/* objs.c rule 3: ended objects are reused only past DP_OBJ_KEEP (64) of
+/* objs.c [memory bound]: ended objects are reused only past DP_OBJ_KEEP (64) of
  * their kind, so 2000 attach/detach cycles hold at most 66 objects of
  * memory, and a detached object keeps answering -EINVAL for the next 64
  * ends of its kind. */

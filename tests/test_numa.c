@@ -32,7 +32,7 @@ Test(numa, topology_and_current_node) {
     for (unsigned i = 0; i < t->nnodes; i++) cr_expect_eq(t->dist[i][i], 10, "SLIT: local distance 10");
 }
 
-/* numa.c rule 2: one read of the CPU gives the CPU and its node; pinned to
+/* numa.c [current node]: one read of the CPU gives the CPU and its node; pinned to
  * each allowed CPU in turn, it must name that CPU (rseq's cpu_id where glibc
  * exports the area, sched_getcpu() elsewhere: both must be right). */
 Test(numa, cpu_and_node_from_one_read) {

@@ -359,7 +359,7 @@ Test(palloc_threads, eight, .timeout = 60) { run_threads(8, test_seconds(2.0)); 
 
 /* ---- mixed orders ------------------------------------------------------- */
 
-/* palloc.c rule 5: each order 0..4 keeps its own leaf, so small blocks do not
+/* palloc.c [reservation]: each order 0..4 keeps its own leaf, so small blocks do not
  * use up the runs larger ones need. One CPU, order-0 and order-3 blocks
  * alternating: no leaf may hold both (with one leaf per CPU they share). */
 Test(palloc, orders_keep_their_own_leaves) {
@@ -382,7 +382,7 @@ Test(palloc, orders_keep_their_own_leaves) {
     tpa_fini(&t);
 }
 
-/* palloc.c rule 5's second chance: when a CPU's reservation has no run
+/* palloc.c [reservation]'s second chance: when a CPU's reservation has no run
  * left, the leaf this thread last freed such a run into is tried before
  * the search -- if it lies in the reservation's 2 MiB node. One CPU fills
  * two leaves with order-3 blocks (4 a leaf) and frees one in the first:
@@ -490,7 +490,7 @@ Test(palloc, the_second_chance_takes_no_reserved_leaf) {
     tpa_fini(&t);
 }
 
-/* palloc.c rule 5's take-back: the runs a thread freed into leaves nobody
+/* palloc.c [reservation]'s take-back: the runs a thread freed into leaves nobody
  * reserved come back to it newest first, each exactly, before its CPU's
  * reservation is used and without moving it. A run freed into the
  * reservation is left to the reservation; a run that someone else took

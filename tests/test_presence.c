@@ -1,6 +1,6 @@
 /*
  * test_presence.c -- who is in a pool is decided by the region itself, in
- * every namespace (life.c rules 1-3, live.c rule 6; issue 24).
+ * every namespace (life.c [anchor], life.c [presence] and life.c [life], live.c [presence and life]; issue 24).
  *
  *   another /dev/shm   a process of the pool in a mount namespace with a
  *                      /dev/shm of its own (a sandboxed or containerised
@@ -296,7 +296,7 @@ Test(presence, sysv_attacher_in_another_mount_namespace_is_present, .timeout = 6
     cr_expect_eq(shm_objects(0, NULL), 0);
 }
 
-/* The bound of rule 4: the last process out does not see the home
+/* The bound of life.c [last out]: the last process out does not see the home
  * /dev/shm, so it frees the OS segment's descriptor but cannot unlink its
  * object; a sweep there (nobody present) removes it, and keeps the closed
  * pool. */

@@ -49,7 +49,7 @@ typedef struct dp_pa {
     struct dp_pa_hint *hints;
 } dp_pa;
 
-/* A word's RESV bit (palloc.c rule 5: some CPU's current node; advisory). */
+/* A word's RESV bit (palloc.c [reservation]: some CPU's current node; advisory). */
 #define DP_PA_RESV (1ull << 54)
 
 /* The word of node idx at level L. One word per cache line: CPUs that
@@ -85,7 +85,7 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
 
 /* Free a block; order must be the one it was allocated with. A block of
  * order 0..4 freed into a leaf with no RESV bit is remembered by the
- * calling thread, which takes it back first (rule 5's take-back). -EINVAL when
+ * calling thread, which takes it back first (palloc.c [reservation]: the take-back). -EINVAL when
  * the frames are not allocated at that level (a double free, or frames that
  * were never handed out). It cannot tell one block from adjacent smaller
  * blocks of the same span: callers keep the order (segments and areas do). */
@@ -105,7 +105,7 @@ void dp_pa_hint_freed(dp_pa *pa, uint64_t frame, unsigned order, unsigned cpu);
 #define DP_PA_BACK 16u
 
 /* Give back the tail of a block of 2^order frames at frame that the caller
- * was just given: keep its first keep frames (rule 7: FULL children on the
+ * was just given: keep its first keep frames (palloc.c [exact blocks]: FULL children on the
  * way are split, in owner's name). Returns the frames kept: keep, or more
  * when a node on the way was in another owner's step (then the block keeps
  * [0, returned); a piece given back is never taken back). */

@@ -22,23 +22,23 @@
  *   (advisory: a CPU's current node).
  *
  * The rules
- *   1. A block of order k lives at exactly one level: orders 0-4 are runs of
+ *   [one level] A block of order k lives at exactly one level: orders 0-4 are runs of
  *      1..16 bits in a leaf; orders 5+4(L-1) .. +3 are runs of 1,2,4,8 FULL
  *      children of a level-L node; the root also takes a run of 16.
- *   2. Allocate: find an OPEN node at that level with an aligned run of free
+ *   [alloc and free] Allocate: find an OPEN node at that level with an aligned run of free
  *      bits/children and set them with one CAS. Free: check they are set,
  *      clear them with one CAS. Nothing else changes: a node that becomes
  *      empty stays open (lazy coalescing) so that alloc/free churn in one
  *      node costs one CAS each.
- *   3. Open a FREE child c of node P (to allocate below it):
+ *   [open] Open a FREE child c of node P (to allocate below it):
  *        CAS c IDLE -> OPENING(me); CAS P's state for c FREE -> PART;
  *        store c := OPEN, content 0.  (If P's state is no longer FREE, store
  *        c := IDLE and give up.)
- *   4. Close an OPEN, empty child c of P (when a larger block is needed:
+ *   [close] Close an OPEN, empty child c of P (when a larger block is needed:
  *      dp_pa_reclaim, or an allocation that found no run):
  *        CAS c OPEN/empty -> CLOSING(me); CAS P's state for c PART -> FREE;
  *        store c := IDLE.
- *   5. Per-CPU reservation (after LLFree): each CPU keeps, per level, the
+ *   [reservation] Per-CPU reservation (after LLFree): each CPU keeps, per level, the
  *      node it allocates from, and at level 0 one leaf per order 0..4 (a hint
  *      line in shared memory, and the RESV bit on that node so that other
  *      CPUs look elsewhere first). Separate leaves per order keep small
@@ -54,7 +54,7 @@
  *      sets its RESV bit (no CAS of its own); the old reservation's bit is
  *      cleared unless another order of the CPU still uses that node. RESV is
  *      advisory in every way: a stale or missing bit only changes where
- *      searches look first. A free of an exact block (proc.c rule 9) makes
+ *      searches look first. A free of an exact block (proc.c [exact blocks]) makes
  *      the freed run's leaf the CPU's reservation for the block's order when
  *      the reservation has no run left (dp_pa_hint_freed), so blocks of a few
  *      pages that come and go at random places do not search the tree each
@@ -92,21 +92,21 @@
  *      lines); two threads were then at 36-50 ns a step instead of 30 in
  *      about a quarter of the runs, most likely from reading each other's
  *      leaf words (no counters here to confirm it).
- *   6. Recovery: a word in OPENING/CLOSING whose owner is dead: if P's state
+ *   [recovery] a word in OPENING/CLOSING whose owner is dead: if P's state
  *      for it is PART it becomes FREE; the word becomes IDLE. Both steps are
  *      safe because such a node holds nothing: an opener allocates in c only
- *      after it is OPEN, a closer closes only an empty c. A split (rule 7)
+ *      after it is OPEN, a closer closes only an empty c. A split ([exact blocks])
  *      is the one OPENING word with content: its frames are held, so it is
  *      finished instead (P says PART: store OPEN with that content) or
  *      undone (P still says FULL: IDLE). "Dead" is the
  *      caller's word (dp_pa_recover's is_dead): the ledger says so only while
  *      it holds the owner's liveness lock, which the kernel gives up only at
  *      the owner's death, and which keeps the owner id from being reused and
- *      other recoverers away until the step is finished (proc.c rule 8,
- *      live.c rule 4). Finishing the step of an owner that lives would let
+ *      other recoverers away until the step is finished (proc.c [pool blocks],
+ *      live.c [dead iff free]). Finishing the step of an owner that lives would let
  *      its last store build an OPEN node under a FREE parent: the model
  *      check (tests/model/palloc.m) finds exactly that state.
- *   7. Exact blocks: the holder of a block gives back its tail (dp_pa_trim)
+ *   [exact blocks] the holder of a block gives back its tail (dp_pa_trim)
  *      as aligned pieces, from the end: a piece at or above the level the
  *      block lives at is FULL children or bits of the same node (one free
  *      CAS); a piece inside a FULL child needs that child split first:
@@ -121,7 +121,7 @@
  *      opener that read a stale FREE, about to give up) waits briefly and
  *      then stops the trim: the block keeps the rest of its tail.
  *
- * Invariants (at quiescence; in flight, a node in rule 3/4/7 is owned)
+ * Invariants (at quiescence; in flight, a node in [open], [close] or [exact blocks] is owned)
  *   I1  root is OPEN; a non-root word is OPEN  <=>  its parent says PART.
  *   I2  words under a FREE or FULL parent state are IDLE (content ignored).
  *   I3  free frames + used frames = frames, where a leaf counts its bits and
@@ -135,33 +135,33 @@
  *   Every CAS validates, on the current value of the word, everything the
  *   step depends on: run bits free, children FREE/FULL/PART, phase OPEN or
  *   IDLE. A word that went through other states and came back to the same
- *   value is in a state where the step is as valid as it was. Only steps 3,
- *   4 and 7 span two words; between them the child is owned (OPENING/CLOSING
+ *   value is in a state where the step is as valid as it was. Only [open],
+ *   [close] and [exact blocks] span two words; between them the child is owned (OPENING/CLOSING
  *   names the owner), which no other step accepts, so nobody interferes and a
- *   dead owner's step is finished by rule 6.
+ *   dead owner's step is finished by [recovery].
  *
  * Memory ordering
  *   - alloc CAS is acquire: pairs with pa_free's release CAS (or pa_close's,
  *     via the parent word) that last returned these frames, so the previous
  *     owner's writes happen before the new owner's.
  *   - free CAS is release: pairs with that acquire.
- *   - open/close/split CASes are acq_rel; the final store of rule 3/4/7 is
+ *   - open/close/split CASes are acq_rel; the final store of [open], [close] or [exact blocks] is
  *     release and pairs with the acquire CAS of the next thread that uses
  *     the word.
  *   - hint loads/stores are relaxed: a hint is only where to look first; the
  *     CAS that follows validates. The take-back's runs and the second
  *     chance's record are thread-private (plain accesses) and process-local,
  *     validated as a hint is; the take-back's CAS is an alloc CAS
- *     (acquire). RESV rides on the alloc CAS (rule 5) or is cleared by a
+ *     (acquire). RESV rides on the alloc CAS ([reservation]) or is cleared by a
  *     relaxed CAS: it orders nothing, it only steers searches.
  *
  * Failure bound
  *   Any allocation of order k succeeds if some aligned block of 2^k frames is
  *   entirely free and no node above it is in another owner's open or close
- *   step: an allocation that finds no run closes every empty node (rule 4,
+ *   step: an allocation that finds no run closes every empty node ([close],
  *   bottom-up) and searches again. When nodes in a step were in its way it
  *   returns -EBUSY, and the ledger finishes the steps of owners that are dead
- *   and searches once more (proc.c rule 8). An owner that lives but stopped
+ *   and searches once more (proc.c [pool blocks]). An owner that lives but stopped
  *   mid-step (SIGSTOP, preemption) keeps one node out of reach until it runs
  *   again: allocations inside the node it is opening or closing wait, and so
  *   do blocks that would contain a node it is closing (its parent says PART);
@@ -176,8 +176,8 @@
  *   of the sub-pool, and every frame returned is checked against it.
  *
  * Injection points (tests): "palloc.open.claimed", "palloc.open.linked",
- * "palloc.close.claimed" (between the two words of rules 3 and 4),
- * "palloc.split.claimed", "palloc.split.linked" (rule 7).
+ * "palloc.close.claimed" (between the two words of [open] and [close]),
+ * "palloc.split.claimed", "palloc.split.linked" ([exact blocks]).
  *
  * References: LLFree (Wrenger et al., USENIX ATC 2023; luhsra/llfree-c) for
  * bit fields per huge frame, per-CPU reservation and single-word CAS steps;
@@ -385,7 +385,7 @@ static inline uint32_t present_mask(const dp_pa *pa, unsigned L, uint64_t idx) {
  * node is not open or has fewer than need runs (1 or 2; phase
  * OPENING/CLOSING sets *stuck). resv (0 or W_RESV) is set by the same CAS:
  * a node found by a search becomes the caller's reservation without a CAS
- * of its own (rule 5). */
+ * of its own ([reservation]). */
 static bool pa_try_node(dp_pa *pa, unsigned L, uint64_t idx, unsigned rs, uint64_t resv,
                         unsigned need, uint64_t *frame, bool *stuck) {
     if (idx >= pa->count[L]) return false;
@@ -502,7 +502,7 @@ static bool pa_dfs_child(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, unsign
     return pa_dfs(pa, A - 1, ci, rq, node, frame);
 }
 
-/* Search the subtree of (A, idx) for a level-t node with room (rule 5): the
+/* Search the subtree of (A, idx) for a level-t node with room ([reservation]): the
  * child towards rq->near first (so CPUs spread out over the tree), then
  * partly used children, then free ones. */
 static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *node,
@@ -558,7 +558,7 @@ static _Thread_local struct {
     uint64_t back[5][DP_PA_BACK]; /* frames of runs freed and not yet taken back */
 } pa_freed;
 
-/* This CPU's hint for level t and run size rs (rule 5). */
+/* This CPU's hint for level t and run size rs ([reservation]). */
 static inline dp_a32 *pa_hint(struct dp_pa_hint *h, unsigned t, unsigned rs) {
     return t == 0 && rs > 0 ? &h->leaf[rs - 1] : &h->node[t];
 }
@@ -681,7 +681,7 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
             if (t == 0) break; /* closing nodes never makes room inside a leaf */
             stuck |= pa_reclaim(pa, owner); /* it visits every part-used node */
         }
-        /* First pass: leaves that keep a run after this one (rule 5). */
+        /* First pass: leaves that keep a run after this one ([reservation]). */
         unsigned need = pass == 0 && t == 0 && rs <= 3 ? 2 : 1;
         pa_req rq = {t, rs, owner, pass == 0, pass == 0 && hv, need, hv, start, false};
         uint64_t node;
@@ -703,7 +703,7 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
     return 0;
 }
 
-/* Rule 2's free; remember: a whole block at its own order, which rule 5's
+/* Rule 2's free; remember: a whole block at its own order, which [reservation]'s
  * take-back may take back (not a piece of an exact block, a trimmed tail
  * or a grow given up: those runs are not of the size their holder asked
  * for, and a trimmed tail is what a grow in place wants back). */
@@ -722,7 +722,7 @@ static int pa_free(dp_pa *pa, uint64_t frame, unsigned order, bool remember) {
         if (w_phase(w) != PH_OPEN || (w & mask) != used) return -EINVAL;
         /* release: pairs with the acquire CAS in pa_try_node that hands them out again */
         if (dp_cas_release(p, &w, w & ~mask)) {
-            if (t == 0) { /* rule 5's take-back and second chance; thread-private */
+            if (t == 0) { /* [reservation]'s take-back and second chance; thread-private */
                 if (pa_freed.pa != pa) {
                     memset(pa_freed.leaf, 0, sizeof pa_freed.leaf);
                     memset(pa_freed.n, 0, sizeof pa_freed.n);
@@ -745,7 +745,7 @@ int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order) {
     return pa_free(pa, frame, order, true);
 }
 
-/* ---- rule 7: exact blocks (split a FULL child, give back a tail) ------ */
+/* ---- [exact blocks]: exact blocks (split a FULL child, give back a tail) ------ */
 
 /* Content of a node whose every frame is allocated: all leaf bits, or
  * every child FULL (a FULL child lies inside the sub-pool, so all 16 of its
@@ -765,8 +765,8 @@ static int pa_split(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t ow
     uint64_t all = all_used(A - 1), cw = dp_load_relaxed(cp);
     for (unsigned spin = 0;; spin++) {
         if (w_phase(cw) == PH_IDLE) {
-            /* acq_rel: claims the child as in rule 3; the content rides along
-             * so that recovery can tell a split from an open (rule 6) */
+            /* acq_rel: claims the child as in [open]; the content rides along
+             * so that recovery can tell a split from an open ([recovery]) */
             if (dp_cas_acq_rel(cp, &cw, w_mk(PH_OPENING, owner) | all)) break;
             continue;
         }
@@ -781,7 +781,7 @@ static int pa_split(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t ow
             dp_store_release(cp, w_mk(PH_IDLE, 0)); /* release: pairs with pa_split's claim CAS */
             return -EINVAL;
         }
-        /* acq_rel: as rule 3's link; FULL (2) -> PART (1) */
+        /* acq_rel: as [open]'s link; FULL (2) -> PART (1) */
         if (dp_cas_acq_rel(pp, &pw, pw ^ (3ull << (2 * i)))) break;
     }
     DP_INJECT("palloc.split.linked");
@@ -878,7 +878,7 @@ int dp_pa_free_run(dp_pa *pa, uint64_t frame, unsigned order, uint64_t n) {
 
 /* Take the aligned piece of 2^j frames at frame if it is free (a grow in
  * place): one CAS in its node when that is open; otherwise open the FREE
- * children down to it (rule 3). -ENOMEM when any of it is held (or a node
+ * children down to it ([open]). -ENOMEM when any of it is held (or a node
  * on the way is in another owner's step). */
 static int pa_take_piece(dp_pa *pa, uint64_t frame, unsigned j, uint32_t owner) {
     unsigned t, rs;
@@ -900,13 +900,13 @@ static int pa_take_piece(dp_pa *pa, uint64_t frame, unsigned j, uint32_t owner) 
                     uint32_t part = t == 0 ? 0 : ch_part(c) & want;
                     if (!part || tries == 3) return -ENOMEM;
                     /* children left open and empty (lazy coalescing, rule
-                     * 2): close them (rule 4), then look again */
+                     * 2): close them ([close]), then look again */
                     bool stuck = false;
                     for (; part; part &= part - 1)
                         pa_close(pa, t - 1, idx * 16 + (unsigned)__builtin_ctz(part) / 2, owner, &stuck);
                     break;
                 }
-                /* acquire: as an allocation (rule 2) */
+                /* acquire: as an allocation ([alloc and free]) */
                 if (dp_cas_acquire(p, &w, w | run_used(t, mask))) return 0;
             }
             continue;
@@ -962,7 +962,7 @@ unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), vo
             unsigned i = (unsigned)(idx & 15);
             uint64_t pw = dp_load_relaxed(pp);
             if (ph == PH_OPENING && (uint32_t)w != 0) {
-                /* a split (rule 7): its frames stay allocated; linked: finish it */
+                /* a split ([exact blocks]): its frames stay allocated; linked: finish it */
                 if (w_phase(pw) == PH_OPEN && ch_state(pw, i) == CH_PART)
                     dp_store_release(p, (uint32_t)w); /* release: as pa_split's last store */
                 else
@@ -1067,11 +1067,11 @@ static bool walk_node(walk_ctx *wc, unsigned L, uint64_t idx) {
             if (walk_node(wc, L - 1, ci)) effree |= 1u << (2 * i);
         } else if (cph == PH_IDLE) {
             walk_bad(wc, "idle node under a part-used parent", L - 1, ci);
-        } else if (cph == PH_OPENING && (uint32_t)cw != 0) { /* mid split: all held (rule 7) */
+        } else if (cph == PH_OPENING && (uint32_t)cw != 0) { /* mid split: all held ([exact blocks]) */
             walk_owned_step(wc, cw);
             wc->out->used_frames += n;
             walk_mark(wc, lo, n);
-        } else { /* mid open/close: holds nothing (palloc.c rule 6) */
+        } else { /* mid open/close: holds nothing (palloc.c [recovery]) */
             walk_owned_step(wc, cw);
             wc->out->free_frames += n;
         }

@@ -24,7 +24,7 @@ int dp_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 void dp_clear_error(void);
 
 /* objs.c: the objects handed to the caller are made and ended here, never
- * freed (a call on a detached one finds it dead; objs.c rules 1-4). */
+ * freed (a call on a detached one finds it dead; objs.c [magic first], objs.c [ended, not freed], objs.c [memory bound] and objs.c [hidden link]). */
 enum { DP_OBJ_POOL, DP_OBJ_SEG, DP_OBJ_AREA, DP_OBJ_KINDS };
 void *dp_obj_new(unsigned kind, size_t size); /* zeroed; NULL when out of memory */
 void dp_obj_end(unsigned kind, void *obj);    /* writes 0 over the magic first */

@@ -9,20 +9,20 @@
  * it after a fork that skipped the atfork handlers.
  *
  * Rules
- *   1. Each such object begins with its magic (a uint64_t) and is made by
+ *   [magic first] Each such object begins with its magic (a uint64_t) and is made by
  *      dp_obj_new and ended by dp_obj_end, never by calloc or free. Every
  *      public call checks the magic (or, for segments and pools, the
  *      process-local registries of proc.c) before it reads anything else.
- *   2. dp_obj_end writes 0 over the magic and puts the object at the tail of
+ *   [ended, not freed] dp_obj_end writes 0 over the magic and puts the object at the tail of
  *      its kind's queue. dp_obj_new reuses the head of the queue only when
  *      more than DP_OBJ_KEEP objects of that kind wait there, otherwise it
  *      allocates. So a call on an ended object finds magic 0 (and answers
  *      -EINVAL) until at least DP_OBJ_KEEP more objects of its kind have
  *      ended after it; only then may its memory be a new object again, which
  *      is what any pointer past its object's life risks in C.
- *   3. Memory: per kind, at most the peak of live objects plus DP_OBJ_KEEP
+ *   [memory bound] per kind, at most the peak of live objects plus DP_OBJ_KEEP
  *      (+1) objects; nothing grows with the number of objects made.
- *   4. The queue link lives in a hidden header before the object, never in
+ *   [hidden link] The queue link lives in a hidden header before the object, never in
  *      the object, so the dead magic stays readable.
  *
  * dp_copy_sized: the other thing handed to callers that will change size,
@@ -32,7 +32,7 @@
  * Concurrency: one mutex for all queues, a leaf (nothing else is taken while
  * it is held). Objects are made and ended by create, attach and detach calls,
  * never on an allocation's path. A call that races the end of the object it
- * names, in another thread, is the caller's bug; rule 2 makes the sequential
+ * names, in another thread, is the caller's bug; [ended, not freed] makes the sequential
  * case (a call after the detach returned) safe.
  */
 #include <pthread.h>
@@ -84,7 +84,7 @@ void *dp_obj_new(unsigned kind, size_t size) {
 void dp_obj_end(unsigned kind, void *obj) {
     if (!obj) return;
     obj_hdr *h = (obj_hdr *)obj - 1;
-    *(uint64_t *)obj = 0; /* rule 2: dead before anyone can take it again */
+    *(uint64_t *)obj = 0; /* [ended, not freed]: dead before anyone can take it again */
     if (kind >= DP_OBJ_KINDS) return; /* (never: kinds are constants) */
     h->next = NULL;
     pthread_mutex_lock(&objs_lock);

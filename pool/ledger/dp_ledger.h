@@ -13,7 +13,7 @@
 #include "dp_region.h"
 
 
-/* Fork detection (proc.c rule 4): a value that changes in every child of a
+/* Fork detection (proc.c [fork]): a value that changes in every child of a
  * fork of any kind, fork(), _Fork(), syscall(SYS_fork) and clone() included
  * (a MADV_WIPEONFORK page; the atfork handler where the kernel lacks it).
  * One load on the fast path. */
@@ -84,7 +84,7 @@ int dp_live_take(struct dsmpool *pool, uint64_t lock);  /* 0, -EAGAIN (held else
 void dp_live_give(struct dsmpool *pool, uint64_t lock);
 int dp_live_held(struct dsmpool *pool, uint64_t lock);  /* 1 held elsewhere, 0 free */
 void dp_live_destroy(struct dsmpool *pool); /* remove the SysV semaphore set */
-/* Presence and LIFE (live.c rule 6) on a lock file description or set: the
+/* Presence and LIFE (live.c [presence and life]) on a lock file description or set: the
  * pool's own (&pool->live), or one a sweeper opened for a region it found
  * (by path: a file; by key: System V). Waits poll for at most ms. */
 int dp_live_of_path(const char *path, dp_live *l);
@@ -121,14 +121,14 @@ void dp_slot_clear(struct dsmpool *pool, uint32_t slot, bool bracket); /* record
 void dp_slot_records(struct dsmpool *pool, uint32_t slot,
                      void (*fn)(struct dsmpool *, dp_a64 *, void *), void *arg);
 
-/* Brackets (proc.c rule 6): every change of what the pool's structures say
+/* Brackets (proc.c [brackets]): every change of what the pool's structures say
  * is inside one, or done by a RECOVERING recoverer, or inside an area cache
  * operation (area.c); the checker and the leak sweep rely on it. */
 void dp_inflight_begin(struct dsmpool *pool);
 void dp_inflight_end(struct dsmpool *pool);
 bool dp_brackets_quiesce(struct dsmpool *pool, uint64_t deadline_ns);
 
-/* A quiet window (proc.c rule 7): a snapshot of every slot's state and
+/* A quiet window (proc.c [quiet windows]): a snapshot of every slot's state and
  * bracket counters; open says -EBUSY when a live process is inside a
  * bracket or a recovery runs, -EAGAIN when a dead process awaits recovery
  * or a leak sweep is due; holds says whether nothing moved since. */
@@ -142,14 +142,14 @@ int dp_quiet_open(struct dsmpool *pool, dp_quiet *q, bool sweeping); /* sweeping
 bool dp_quiet_holds(struct dsmpool *pool, const dp_quiet *q);
 void dp_quiet_close(dp_quiet *q);
 
-/* Pool blocks: placement over the sub-pools (proc.c rule 8). A block word is
+/* Pool blocks: placement over the sub-pools (proc.c [pool blocks]). A block word is
  * DP_BLOCK_MK(region offset, order); every block handed out is inside the
  * data. On -ENOMEM after a search blocked by open/close steps, the steps of
  * dead owners are finished first and the search runs again. */
 int dp_pool_alloc(struct dsmpool *pool, unsigned order, uint64_t *block); /* local, then nearest */
 int dp_pool_alloc_placed(struct dsmpool *pool, unsigned order, unsigned flags, uint64_t *block);
 int dp_pool_free(struct dsmpool *pool, uint64_t block);
-/* Proc.c rule 9: give back the tail of a block just allocated, keeping at
+/* proc.c [exact blocks]: give back the tail of a block just allocated, keeping at
  * least keep frames (rounded up to what a block word can say). Returns the
  * block's new word (the old one when nothing went back). */
 uint64_t dp_pool_trim(struct dsmpool *pool, uint64_t block, uint64_t keep);

@@ -9,17 +9,17 @@
  * a process does: a lock it releases when the holder goes.
  *
  * Rules
- *   1. A process that holds slot i holds lock DP_LOCK_SLOT0 + i: an OFD write
+ *   [slot locks] A process that holds slot i holds lock DP_LOCK_SLOT0 + i: an OFD write
  *      lock on that byte of the pool's lock file, on an open file
  *      description that this process opened itself; for System V pools a
  *      semaphore of the set with the pool's key, raised from 0 to 1 with
- *      SEM_UNDO. It takes the lock before it claims the slot (proc.c rule 1)
+ *      SEM_UNDO. It takes the lock before it claims the slot (proc.c [slots])
  *      and gives it back after it has freed the slot.
- *   2. The lock file is the region's own file (POSIX shm, hugetlbfs, memfd);
+ *   [lock file] The lock file is the region's own file (POSIX shm, hugetlbfs, memfd);
  *      for anonymous pools a memfd made with the region and inherited with
  *      it. A System V pool's semaphores live in the same IPC namespace as its
  *      segment, so every process that can attach can judge.
- *   3. Descriptions are shared by fork(), dup() and SCM_RIGHTS, and a lock
+ *   [own description] Descriptions are shared by fork(), dup() and SCM_RIGHTS, and a lock
  *      belongs to a description: a description someone else may hold can
  *      neither prove a death (its own locks never conflict) nor vouch for
  *      one. So the library locks only on a description it opened itself and
@@ -29,7 +29,7 @@
  *      parent's. A process that cannot make one is refused (-ENOLCK, rule
  *      6): before format 10 it held its slot UNGUARDED (never recovered,
  *      judging nobody) and was not counted present.
- *   4. A slot is dead iff its lock can be taken. A recoverer takes it and
+ *   [dead iff free] A slot is dead iff its lock can be taken. A recoverer takes it and
  *      keeps it while it works and until it has freed the slot; so no two
  *      recoverers work on one slot and no new owner can claim it meanwhile.
  *      In one process, recoverers take pool->recover_lock first (they share
@@ -37,10 +37,10 @@
  *      mark the slots whose locks they hold (pool->held), so that other
  *      threads of the process, whose test of that lock cannot see their own
  *      description's locks, judge those slots alive.
- *   5. Other locks: DP_LOCK_CREATE, held by a creator until the region is
+ *   [other locks] DP_LOCK_CREATE, held by a creator until the region is
  *      published; DP_LOCK_SWEEP, held by the one process sweeping leaks;
  *      DP_LOCK_NAMES (names.c).
- *   6. Presence and LIFE (life.c rules 2-3) live on the same lock file, so
+ *   [presence and life] Presence and LIFE (life.c [presence] and life.c [life]) live on the same lock file, so
  *      every process of the pool shares them whatever its mount namespace:
  *      DP_LOCK_PRESENT is held shared by every attached process (an OFD
  *      read lock on its own description; System V: a semaphore raised by 1
@@ -171,7 +171,7 @@ int dp_live_held(dsmpool *p, uint64_t lock) {
     return -ENOLCK;
 }
 
-/* ---- rule 6: presence and LIFE ----------------------------------------- */
+/* ---- [presence and life]: presence and LIFE ----------------------------------------- */
 
 int dp_live_of_path(const char *path, dp_live *l) {
     int fd = dp_os_file_open(path, false, 0);

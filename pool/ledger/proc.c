@@ -11,13 +11,13 @@
  * locks).
  *
  * Rules
- *   1. Every process attached to a pool holds one slot. It takes the slot's
- *      liveness lock first (live.c rule 1), then claims the FREE slot by one
+ *   [slots] Every process attached to a pool holds one slot. It takes the slot's
+ *      liveness lock first (live.c [slot locks]), then claims the FREE slot by one
  *      CAS that writes its pid and state; it frees the slot (LEAVING, clear,
  *      FREE) before it gives the lock back. So a slot that is not FREE has
  *      its lock held by its owner for as long as the owner lives, and a
  *      recoverer that can take the lock knows the owner is dead.
- *   2. Each segment attachment is recorded in the slot before the reference
+ *   [records] Each segment attachment is recorded in the slot before the reference
  *      count is raised (PENDING), marked ACTIVE after, and marked DETACHING
  *      before the count is lowered. Recovery drops a reference only for
  *      ACTIVE records: a death between the record step and the count step
@@ -26,9 +26,9 @@
  *      share the slot); when the inline ones are taken, one-frame overflow
  *      blocks are taken from the pool and linked by CAS; they go back when
  *      the slot is cleared, each unlinked before it is freed.
- *   3. Recovery (recover.c) works on a dead slot only while it holds the
+ *   [recovery] Recovery (recover.c) works on a dead slot only while it holds the
  *      slot's lock, and frees the slot before it gives the lock back.
- *   4. fork(): a child inherits the dsmpool pointer but not the slot. Every
+ *   [fork] fork(): a child inherits the dsmpool pointer but not the slot. Every
  *      kind of fork is seen (dp_epoch: a MADV_WIPEONFORK page that the
  *      kernel zeroes in the child; the pthread_atfork child handler does the
  *      same where the kernel has no such advice). The first call on the pool
@@ -39,24 +39,24 @@
  *      6) is refused: every call fails, and it holds nothing. After a fork that skipped atfork handlers, the child
  *      resets the library's process-local locks first (a thread that held one
  *      in the parent does not exist in the child).
- *   5. Process-local state: a registry of attached pools (so a second
+ *   [process-local] Process-local state: a registry of attached pools (so a second
  *      detach is recognised) and a set of attached segment objects, each
  *      under a mutex; the objects themselves are never freed (objs.c), so
  *      a call on a detached one reads no freed memory. The atfork handlers
  *      take all of the locks (registry, then each pool, then the set, then
  *      objs.c's).
- *   6. Brackets. Every change of what the pool's shared structures say --
+ *   [brackets] Every change of what the pool's shared structures say --
  *      allocator words, segment states and counts, records, area entries --
  *      happens inside a bracket of the changing slot (dp_inflight_begin /
  *      end: a count of brackets open and a sequence number of brackets
  *      begun and ended), or by a recoverer while the slot it recovers is
- *      RECOVERING, or inside an area cache operation (area.c rule 7). A
+ *      RECOVERING, or inside an area cache operation (area.c [quiet windows]). A
  *      process that dies inside a bracket may leave a block allocated but
  *      recorded nowhere: the leak sweep (recover.c) returns it. The shared
  *      path of areas (area.c rule 15) makes its operations brackets, and a
  *      destroyer waits until no other live slot has one open
  *      (dp_brackets_quiesce, bounded).
- *   7. Quiet windows (dp_quiet_open/holds): a seqlock over rule 6. Open reads
+ *   [quiet windows] Quiet windows (dp_quiet_open/holds): a seqlock over [brackets]. Open reads
  *      every slot's state, sequence and count and refuses (-EBUSY) if a live
  *      process is inside a bracket or a recovery or a leave runs; holds
  *      fences (acquire) and reads them again. Whatever was read between a
@@ -67,18 +67,18 @@
  *      (-EAGAIN), and so does a leak sweep that is due: what they left is
  *      work for recovery, not damage. The checker and the sweep decide only
  *      inside such a window.
- *   8. Pool blocks: the calling thread's node sub-pool first, then the
+ *   [pool blocks] the calling thread's node sub-pool first, then the
  *      others nearest first (DSMPOOL_SEG_* placement flags). The CPU is read
  *      once per search; a pool of one sub-pool (one_sub) does not look up
  *      the node. Every block is
  *      checked to lie inside the data before it is returned. An allocation
  *      that found no block, but found nodes in another owner's open/close
  *      step in the way (dp_pa_alloc: -EBUSY), finishes the steps of owners
- *      that are dead (taking their liveness locks, rule 3) and searches
+ *      that are dead (taking their liveness locks, [recovery]) and searches
  *      once more. A live owner stopped mid-step keeps one node's subtree
  *      (at most 1/16 of its sub-pool) out of reach until it runs again
  *      (palloc.c, failure bound).
- *   9. Exact blocks: a segment or a large area block takes the power-of-two
+ *   [exact blocks] a segment or a large area block takes the power-of-two
  *      block and gives its tail back at once (dp_pool_trim; palloc.c rule
  *      7), inside the bracket it was allocated in; the block word says how
  *      many frames went back (and that it is exact), and dp_pool_free frees
@@ -87,12 +87,12 @@
  *      block, a registry page) frees nothing that is not the block itself. A
  *      death between the allocation and the trim, or in the trim, leaves
  *      frames allocated that no record names: the leak sweep returns them
- *      (recover.c rule 3), as for any death inside a bracket.
+ *      (recover.c [leak sweep]), as for any death inside a bracket.
  *
  * Memory ordering: the slot claim CAS is acq_rel (acquire: pairs with
  * dp_slot_release's release store of FREE, so the zeroed records are seen; release: the
  * claim is published after the lock is taken). Records are written with
- * release and read by recovery with acquire. Brackets: see rule 7.
+ * release and read by recovery with acquire. Brackets: see [quiet windows].
  *
  * Injection points (tests, DP_INJECTION builds): "proc.claim.locked" (a
  * claimer holds the lock of a FREE slot, before its CAS).
@@ -157,7 +157,7 @@ void dp_ledger_each_pool(void (*fn)(dsmpool *)) {
 
 int dp_reclaim(dsmpool *p) { return reclaim_hook ? reclaim_hook(p) : 0; }
 
-/* ---- rule 4: fork detection ---------------------------------------------- */
+/* ---- [fork]: fork detection ---------------------------------------------- */
 
 dp_fork_page *dp_forkp;
 static dp_fork_page fork_static; /* where no page could be mapped */
@@ -255,7 +255,7 @@ unsigned dp_epoch_slow(void) {
     return atomic_load_explicit(&dp_forkp->epoch, memory_order_relaxed);
 }
 
-/* ---- rule 5: process-local registries ------------------------------------ */
+/* ---- [process-local]: process-local registries ------------------------------------ */
 
 void dp_registry_add(dsmpool *pool) {
     unsigned e = dp_epoch();
@@ -279,7 +279,7 @@ bool dp_registry_take(dsmpool *pool) {
     return found;
 }
 
-/* ---- rule 1: slots -------------------------------------------------------- */
+/* ---- [slots]: slots -------------------------------------------------------- */
 
 int dp_slot_claim(dsmpool *p) {
     pid_t pid = dp_os_getpid();
@@ -341,7 +341,7 @@ uint64_t dp_block_link(dsmpool *p, dp_a64 *link, unsigned order) {
     uint64_t off = dp_load_acquire(link); /* acquire: pairs with dp_block_link's linking CAS below */
     if (off) return off;
     uint64_t blk;
-    dp_inflight_begin(p); /* until the block is linked or freed (rule 6) */
+    dp_inflight_begin(p); /* until the block is linked or freed ([brackets]) */
     if (dp_pool_alloc(p, order, &blk) != 0) {
         dp_inflight_end(p);
         return 0;
@@ -413,7 +413,7 @@ void dp_slot_release(dsmpool *p) {
     p->has_slot = false;
     /* release: the cleared records are visible to the next claimer (acquire) */
     dp_store_release(st, DP_SLOT_FREE);
-    if (guarded) dp_live_give(p, DP_LOCK_SLOT0 + slot); /* rule 1: after the slot is free */
+    if (guarded) dp_live_give(p, DP_LOCK_SLOT0 + slot); /* [slots]: after the slot is free */
 }
 
 int dp_ledger_open(dsmpool *p) {
@@ -451,7 +451,7 @@ bool dp_slot_take_dead(dsmpool *p, uint32_t slot) {
     if (held_by_us(p, slot) || dp_live_take(p, DP_LOCK_SLOT0 + slot) != 0) return false;
     /* relaxed: see held_by_us; set before we change anything of the slot's */
     atomic_fetch_or_explicit(&p->held[slot / 64], 1ull << (slot % 64), memory_order_relaxed);
-    /* the lock is ours: the slot cannot change under us any more (rule 1) */
+    /* the lock is ours: the slot cannot change under us any more ([slots]) */
     w = dp_load_acquire(&p->procs[slot].state);
     if (DP_SLOT_STATE(w) == DP_SLOT_FREE || (DP_SLOT_FLAGS(w) & DP_SLOT_UNGUARDED)) {
         dp_slot_give_dead(p, slot); /* freed meanwhile */
@@ -465,7 +465,7 @@ void dp_slot_give_dead(dsmpool *p, uint32_t slot) {
     atomic_fetch_and_explicit(&p->held[slot / 64], ~(1ull << (slot % 64)), memory_order_relaxed); /* relaxed: held_by_us */
 }
 
-/* ---- rule 6: brackets ----------------------------------------------------- */
+/* ---- [brackets]: brackets ----------------------------------------------------- */
 
 void dp_inflight_begin(dsmpool *p) {
     if (!p->has_slot) return; /* recovery without a slot: RECOVERING protects it */
@@ -504,7 +504,7 @@ bool dp_brackets_quiesce(dsmpool *p, uint64_t deadline_ns) {
     return true;
 }
 
-/* ---- rule 7: quiet windows -------------------------------------------------- */
+/* ---- [quiet windows]: quiet windows -------------------------------------------------- */
 
 int dp_quiet_open(dsmpool *p, dp_quiet *q, bool sweeping) {
     q->n = p->nprocs;
@@ -512,7 +512,7 @@ int dp_quiet_open(dsmpool *p, dp_quiet *q, bool sweeping) {
     q->w = malloc((size_t)q->n * 3 * sizeof *q->w);
     if (!q->w) return -ENOMEM;
     /* a leak that a dead process left and the sweep has not freed yet is
-     * recovery's work too (recover.c rule 3) */
+     * recovery's work too (recover.c [leak sweep]) */
     q->sweep = dp_load_acquire(&p->hdr->sweep_needed); /* acquire: pairs with dp_recover_all's store */
     if (q->sweep && !sweeping) return -EAGAIN;
     for (uint32_t i = 0; i < q->n; i++) {
@@ -550,10 +550,10 @@ void dp_quiet_close(dp_quiet *q) {
     q->w = NULL;
 }
 
-/* ---- rule 4: the first call in a fork()ed child ----------------------------- */
+/* ---- [fork]: the first call in a fork()ed child ----------------------------- */
 
 /* A child is present before it holds a slot, as an attacher is (life.c
- * rules 2-3, J3..J8, through the life layer's join hooks): LIFE shared and
+ * [records] and [recovery], J3..J8, through the life layer's join hooks): LIFE shared and
  * presence on a description of its own, then the slot, then LIFE let go;
  * so a parent that leaves meanwhile either cleaned up before the child
  * came in or sees it present. */
@@ -589,7 +589,7 @@ int dp_self(dsmpool *pool) {
     return r;
 }
 
-/* ---- rule 8: pool blocks ---------------------------------------------------- */
+/* ---- [pool blocks]: pool blocks ---------------------------------------------------- */
 
 static int try_sub(dsmpool *p, uint32_t k, unsigned order, unsigned cpu, uint64_t *block) {
     uint64_t frame;
@@ -671,7 +671,7 @@ int dp_pool_free(dsmpool *p, uint64_t block) {
     unsigned order = DP_BLOCK_ORDER(block);
     if (!n || !block_sub(p, DP_BLOCK_OFF(block), &k, &frame)) return -EINVAL;
     if (!(block & DP_BLOCK_EXACT)) return dp_pa_free(&p->pa[k], frame, order);
-    int r = dp_pa_free_run(&p->pa[k], frame, order, n); /* rule 9 */
+    int r = dp_pa_free_run(&p->pa[k], frame, order, n); /* [exact blocks] */
     /* An exact block's run (its tail is free too unless someone took it)
      * serves this CPU's next allocation of its order when the CPU's
      * reservation has none: area blocks of a few pages come and go at
@@ -737,7 +737,7 @@ unsigned dp_pool_finish_steps(dsmpool *p, int64_t slot) {
         return n;
     }
     if (!dp_live_guarded(p) || !(c.verdict = calloc((size_t)p->nprocs + 1, 1))) return 0;
-    pthread_mutex_lock(&p->recover_lock); /* live.c rule 4 */
+    pthread_mutex_lock(&p->recover_lock); /* live.c [dead iff free] */
     for (uint32_t s = 0; s < p->nsub; s++) n += dp_pa_recover(&p->pa[s], steps_dead, &c);
     for (uint32_t o = 1; o <= p->nprocs; o++)
         if (c.verdict[o] == 1) dp_slot_give_dead(p, o - 1); /* the slot's full recovery comes later */

@@ -252,7 +252,7 @@ int dp_os_shm_unlink(const char *name) {
  * A pool's objects in /dev/shm (its anchor, its OS fallback segments) are
  * opened relative to a descriptor of the directory the pool was made in, so
  * that a fork()ed child that moved to another mount namespace still reaches
- * them (life.c rule 1). Names are shm_open's ("/x"): the slash is dropped. */
+ * them (life.c [anchor]). Names are shm_open's ("/x"): the slash is dropped. */
 
 static const char *shm_rel(const char *name) {
     while (*name == '/') name++;

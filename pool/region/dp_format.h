@@ -39,16 +39,16 @@
 #include "dsmpool.h"
 
 #define DP_MAGIC 0x31304c4f4f504d44ull          /* "DMPOOL01" */
-#define DP_MAGIC_CREATING 0x3f3f4c4f4f504d44ull /* "DMPOOL??": being created (region.c rule 2) */
+#define DP_MAGIC_CREATING 0x3f3f4c4f4f504d44ull /* "DMPOOL??": being created (region.c [creation]) */
 /* The region's format. Its first 24 bytes never move, whatever the format:
  * magic, format, header size, and the version number of the library that
  * made it (DSMPOOL_VERSION_NUMBER), so that a library can say which one
  * made a region it cannot read. Nor, from format 3 on, do the 16 after
  * them: the region's size and its pool id, so that the sweep and the list
  * can tell which anchor and fallback objects a region of another format
- * owns (life.c rule 7; format 2 had the pool id at byte 24). Format 10
+ * owns (life.c [other formats]; format 2 had the pool id at byte 24). Format 10
  * moved presence and LIFE from the anchor in /dev/shm to the region's own
- * lock file (live.c rule 6), records the anchor's /dev/shm, and gave OS
+ * lock file (live.c [presence and life]), records the anchor's /dev/shm, and gave OS
  * fallback pointers a check in their offset's high bits (area.c, Fallback
  * pointers). Format 9 widened the area directory
  * word's class to 7 bits (87 size classes; its entry to 24). Format 8
@@ -89,7 +89,7 @@ enum { DP_SLOT_FREE = 0, DP_SLOT_LIVE = 1, DP_SLOT_RECOVERING = 2, DP_SLOT_LEAVI
 #define DP_LOCK_SWEEP 1u    /* held by the one process running the leak sweep */
 #define DP_LOCK_NAMES 2u    /* held while the name table is searched or claimed (names.c) */
 #define DP_LOCK_LIFE 3u     /* shared by joiners, exclusive by a last-out decision or a sweeper (life.c) */
-#define DP_LOCK_PRESENT 4u  /* shared by every attached process (life.c rule 2) */
+#define DP_LOCK_PRESENT 4u  /* shared by every attached process (life.c [presence]) */
 #define DP_LOCK_LIFE_X 5u   /* System V only: LIFE's exclusive holder (LIFE counts the shared ones) */
 #define DP_LOCK_SLOT0 64u   /* slot i: DP_LOCK_SLOT0 + i */
 
@@ -104,7 +104,7 @@ typedef struct dp_proc {
                                   cleared: a later owner is told from an earlier one even with
                                   the same pid (names.c; pid namespaces) */
     dp_a64 overflow;           /* [atom] offset of the first overflow record block */
-    dp_a64 inflight;           /* [atom] ownership changes in progress (proc.c rule 6) */
+    dp_a64 inflight;           /* [atom] ownership changes in progress (proc.c [brackets]) */
     dp_a64 opseq;              /* [atom] ownership changes begun and ended, ever */
     dp_a64 rec[DP_REC_INLINE]; /* [atom] attachment records (threads share a slot) */
 } dp_proc;
@@ -132,7 +132,7 @@ enum { DP_SEG_FREE = 0, DP_SEG_INIT = 1, DP_SEG_LIVE = 2, DP_SEG_DYING = 3 };
 #define DP_SEG_COUNT_MAX 0x1fffffffu
 
 /* Block word: a pool block is its region offset (4 KiB aligned, below
- * 2^46) | order in bits 0-5. An exact block (palloc.c rule 7; proc.c rule
+ * 2^46) | order in bits 0-5. An exact block (palloc.c [exact blocks]; proc.c rule
  * 9: a segment or a large area block) also has DP_BLOCK_EXACT and the
  * frames given back from its tail, a 22-bit code in bits 46-63 (high) and
  * 8-11 (low): exact up to order 23 (32 GiB), in units of 2^(order - 23)
@@ -246,16 +246,16 @@ typedef struct dp_header {
     dp_a64 destroyed;               /* release/acquire: the name is gone */
     dp_a64 closed;                  /* release/acquire: the last process left cleanly (life.c) */
     uint64_t no_anchor;             /* [imm] created without an anchor: no OS fallback segments */
-    uint64_t shm_dev, shm_ino;      /* [imm] the /dev/shm the anchor was made in (life.c rule 1) */
+    uint64_t shm_dev, shm_ino;      /* [imm] the /dev/shm the anchor was made in (life.c [anchor]) */
     dp_a64 sweep_needed;            /* release/acquire: a process died inside an ownership change */
     dp_a64 recover_deferred;        /* relaxed counter: recoveries left unfinished for later */
     dp_a64 lost_reclaimed;          /* relaxed counter: chunks the lost sweep gave back (area.c rule 11) */
     dp_a64 lost_due;                /* release/acquire: deaths that made an area's lost sweep due (area.c rule 11) */
-    dp_a64 trim;                    /* relaxed counter: requests that caches give back (segment.c rule 9) */
+    dp_a64 trim;                    /* relaxed counter: requests that caches give back (segment.c [short of memory]) */
     dp_a64 trim_quiet;              /* relaxed: no new request before this time (ns, monotonic) */
     dp_a64 fallbacks[DSMPOOL_MAX_NODES]; /* relaxed counters: wanted sub-pool s, got another */
     dp_a64 area_tags[256];          /* acq_rel: tags in use by areas (bit t-1 for tag t) */
-    dp_a64 fallback_peak;           /* relaxed: high-water mark of bytes in OS segments (segment.c rule 10) */
+    dp_a64 fallback_peak;           /* relaxed: high-water mark of bytes in OS segments (segment.c [spilling is visible]) */
 } dp_header;
 _Static_assert(offsetof(dp_header, version) == 8 && offsetof(dp_header, header_size) == 12 &&
                    offsetof(dp_header, lib_version) == 16 && offsetof(dp_header, region_size) == 24 &&

@@ -50,9 +50,9 @@ struct dsmpool {
     dp_live live;            /* our liveness lock (ledger) */
     char note[2100];         /* create: what the pool did not get (dsmpool_create's note) */
     int anchor;              /* our description of the pool's anchor (life.c), or -1 */
-    int shmdir;              /* the pool's /dev/shm directory (life.c rule 1), or -1: this
+    int shmdir;              /* the pool's /dev/shm directory (life.c [anchor]), or -1: this
                                 process sees another one and makes no OS fallback objects */
-    bool present;            /* we hold DP_LOCK_PRESENT on live (life.c rule 2) */
+    bool present;            /* we hold DP_LOCK_PRESENT on live (life.c [presence]) */
     uint64_t pool_id;        /* the id a new region gets (creation), then geo.pool_id */
     dp_proc *procs;
     uint32_t nprocs;
@@ -74,11 +74,11 @@ struct dsmpool {
     pid_t pid;
     dp_a32 fork_epoch;       /* dp_epoch() when the slot was taken (acquire/release) */
     pthread_mutex_t lock;    /* guards the process-local seg list and slot changes */
-    pthread_mutex_t recover_lock; /* one recovery at a time in this process (live.c rule 4) */
+    pthread_mutex_t recover_lock; /* one recovery at a time in this process (live.c [dead iff free]) */
     pthread_mutex_t lost_lock;    /* one lost-chunk sweep at a time in this process (recover.c) */
     dp_a64 *held;            /* a bit per slot whose liveness lock this process holds as a
                                 recoverer: its own description never conflicts with it, so
-                                dp_slot_alive must be told (live.c rule 4) */
+                                dp_slot_alive must be told (live.c [dead iff free]) */
     struct dsmpool_seg *segs_head;
     struct dsmpool *reg_next; /* registry of pools in this process */
     void (*fb_hook)(void *, size_t); /* dsmpool_set_fallback_hook (lock) */

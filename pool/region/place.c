@@ -254,7 +254,7 @@ int dp_plan_huge_problems(const dsmpool_config *cfg, const dp_plan *pl, const ui
  * 2 MiB granule made a VMA each: 32k for a 256 GiB pool, against
  * vm.max_map_count = 65530, in every forked process, and a slow fork.) The
  * interleaved sub-pool is therefore interleaved page by page -- 4 KiB pages,
- * or whole huge pages -- in the kernel's order (numa.c rule 3). */
+ * or whole huge pages -- in the kernel's order (numa.c [bind before touch]). */
 int dp_plan_bind(dsmpool *p, const dp_header *h, const dp_plan *pl) {
     if (!pl->bind) return 0;
     for (uint32_t s = 0; s < h->nsub; s++) {

@@ -245,10 +245,10 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
     }
     /* The tables: fresh objects are zero, but say so rather than rely on it
      * -- all but the header, whose provisional magic must never read 0 once
-     * the region has its name (rule 2) */
+     * the region has its name ([creation]) */
     memset((char *)p->base + sizeof *h, 0, h->meta_end - sizeof *h);
     DP_INJECT("region.create.zeroed");
-    h->magic = DP_MAGIC_CREATING; /* until dp_region_publish (rule 2) */
+    h->magic = DP_MAGIC_CREATING; /* until dp_region_publish ([creation]) */
     memcpy(p->base, h, sizeof *h);
     p->hdr = (dp_header *)p->base;
     r = dp_rg_build_view(p, h);
@@ -261,7 +261,7 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
 }
 
 void dp_region_publish(dsmpool *p) {
-    /* release: pairs with the acquire load of the magic in attach (rule 2) */
+    /* release: pairs with the acquire load of the magic in attach ([creation]) */
     dp_store_release(&p->hdr->magic, DP_MAGIC);
     dp_backing(p->backing)->published(p); /* the creation lock let go (backing.c) */
 }

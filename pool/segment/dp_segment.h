@@ -45,7 +45,7 @@ unsigned dp_seg_flags(struct dsmpool *pool, dsmpool_handle h);
 /* An OS segment with no attachment: pinned, count 0, owned by the caller's
  * structure, which unpins it to destroy it. *addr is our mapping. */
 int dp_seg_os_create(struct dsmpool *pool, size_t bytes, dsmpool_handle *h, void **addr);
-/* segment.c rule 10: the OS segments this thread made in the current public
+/* segment.c [spilling is visible]: the OS segments this thread made in the current public
  * call, reported by dp_fallback_fire(r) once no lock, bracket or area
  * operation is held (r: the call's result; a failed call reports nothing). */
 typedef struct dp_fb_note {

@@ -2,39 +2,39 @@
  * segment.c -- segments: DSM-like blocks with handles, references and pins.
  *
  * Rules
- *   1. A descriptor goes FREE(g) -> INIT(g+1) -> LIVE(g+1) -> DYING(g+1) ->
+ *   [states] A descriptor goes FREE(g) -> INIT(g+1) -> LIVE(g+1) -> DYING(g+1) ->
  *      FREE(g+1), each arrow one CAS on its state word (or a release store
  *      by the one process that owns it in INIT/DYING). In INIT and DYING the
  *      count field names the owner slot, so recovery can finish the job of a
  *      creator or destroyer that died.
- *   2. Handle = generation << 32 | (index + 1): 0 is never a handle, and a
+ *   [handles] Handle = generation << 32 | (index + 1): 0 is never a handle, and a
  *      handle whose generation is not the descriptor's is stale (-ESTALE),
  *      even after the index is reused.
- *   3. Create: claim a FREE descriptor (next-fit from a shared cursor), take
+ *   [create] claim a FREE descriptor (next-fit from a shared cursor), take
  *      a block from the pool (the calling CPU's sub-pool first), or create an
  *      OS segment (POSIX shm named after the pool id, index and generation,
  *      so any process of the pool, and recovery, can find it); write block,
- *      size, flags; record the attachment (proc.c rule 2); CAS INIT -> LIVE
+ *      size, flags; record the attachment (proc.c [records]); CAS INIT -> LIVE
  *      with count 1 (release: publishes block and size).
- *   4. Attach: record, then CAS count + 1 if LIVE with the same generation
+ *   [attach] record, then CAS count + 1 if LIVE with the same generation
  *      (acquire: pairs with seg_create_bracketed's release). A pool block's address is base +
  *      offset, checked against the data range; an OS segment is mapped by
  *      name.
- *   5. Detach: mark the record, then CAS count - 1; the last reference of an
+ *   [detach] mark the record, then CAS count - 1; the last reference of an
  *      unpinned segment turns it DYING in the same CAS, and its owner frees
  *      the block (or unlinks the OS name) and stores FREE.
- *   6. Pin sets a bit that keeps a LIVE segment alive at count 0; unpin
+ *   [pins] Pin sets a bit that keeps a LIVE segment alive at count 0; unpin
  *      clears it and destroys the segment if nobody is attached.
- *   7. Every create, attach and detach runs inside one bracket of the
- *      caller's slot (proc.c rule 6), from the claim of the descriptor to the
+ *   [brackets] Every create, attach and detach runs inside one bracket of the
+ *      caller's slot (proc.c [brackets]), from the claim of the descriptor to the
  *      record; so the checker and the leak sweep never judge a block that is
  *      between the allocator and its descriptor, or a count between two
  *      records.
- *   8. An area's control block is a segment (DP_SEG_AREA); what the area
+ *   [area control blocks] An area's control block is a segment (DP_SEG_AREA); what the area
  *      holds is given back, when its last reference goes, by the destructor
  *      the area layer registered (dp_seg_set_area_hook): this layer knows
  *      areas only through that hook.
- *   9. Short of memory (dp_seg_block_short): before a block request spills
+ *   [short of memory] Short of memory (dp_seg_block_short): before a block request spills
  *      to the OS or fails, the caches give back. This thread's own caches
  *      at once (the area layer's trim hook); every other thread's at its
  *      next area call (area.c rule 12), asked by one increment of hdr->trim
@@ -43,7 +43,7 @@
  *      that did not help makes the next ones skip the wait for
  *      DP_TRIM_QUIET_NS, so a pool that is really full costs one wait, not
  *      one per allocation.
- *  10. Spilling is visible (fallback_made): every OS segment made adds its
+ *  [spilling is visible] Spilling is visible (fallback_made): every OS segment made adds its
  *      bytes to this thread's pending note, and the public call that made
  *      it reports the note to the process's hook (dp_fallback_fire) once it
  *      holds no lock, bracket or area operation; the high-water mark of the
@@ -51,15 +51,15 @@
  *      (so no counter exists that a death could skew). Exhaustion -- the
  *      pool cannot serve and the fallback cannot or may not -- is -ENOMEM,
  *      the code areas give; -ENOSPC is kept for a full descriptor table.
- *  11. A pool segment is exact to the page: the power-of-two block is taken
- *      and its tail given back at once (proc.c rule 9), so its size is the
+ *  [exact to the page] A pool segment is exact to the page: the power-of-two block is taken
+ *      and its tail given back at once (proc.c [exact blocks]), so its size is the
  *      size asked for rounded up to 4 KiB (to 2 MiB with
  *      DSMPOOL_SEG_HUGE_ROUND, for segments above 1 MiB). The descriptor's
  *      size equals the bytes its block word holds; an attacher checks that.
  *
  * Injection points (tests): "segment.attach.recorded" (PENDING, count not
  * raised), "segment.attach.counted" (count raised, record not ACTIVE),
- * "segment.short.asked" (rule 9: the request made, the wait not begun).
+ * "segment.short.asked" ([short of memory]: the request made, the wait not begun).
  *
  * Layer: above the ledger (records, brackets, pool blocks); below areas,
  * recovery and the checker, which call dp_seg_recover_slot, dp_seg_verify
@@ -172,7 +172,7 @@ static void (*trim_hook)(dsmpool *);
 void dp_seg_set_area_hook(void (*fn)(dsmpool *, void *, uint64_t, uint64_t, uint32_t)) { area_hook = fn; }
 void dp_seg_set_trim_hook(void (*fn)(dsmpool *)) { trim_hook = fn; }
 
-/* ---- rule 9: short of memory ------------------------------------------- */
+/* ---- [short of memory]: short of memory ------------------------------------------- */
 
 #define DP_TRIM_WAIT_NS 2000000ull   /* how long a requester retries */
 #define DP_TRIM_POLL_NS 20000ull
@@ -197,7 +197,7 @@ int dp_seg_block_short(dsmpool *p, unsigned order, unsigned place, uint64_t *blk
     return r;
 }
 
-/* ---- rule 10: spilling is visible -------------------------------------- */
+/* ---- [spilling is visible]: spilling is visible -------------------------------------- */
 
 _Thread_local dp_fb_note dp_fb_pending;
 
@@ -214,7 +214,7 @@ uint64_t dp_seg_fallback_bytes(dsmpool *p) {
     return sum;
 }
 
-/* An OS segment of bytes was made by this thread (rule 10). */
+/* An OS segment of bytes was made by this thread ([spilling is visible]). */
 static void fallback_made(dsmpool *p, uint64_t bytes) {
     if (dp_fb_pending.pool && dp_fb_pending.pool != p) dp_fb_pending.bytes = 0; /* (a stale note) */
     dp_fb_pending.pool = p;
@@ -290,7 +290,7 @@ static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t owner) 
     uint64_t blk = dp_load_acquire(&d->block); /* acquire: the creator's store */
     uint64_t size = dp_load_relaxed(&d->size); /* 0 while a creator had not set it */
     /* a block word whose frames disagree with the size (a scribbled trim
-     * code, rule 11) is never freed: it could name frames given back */
+     * code, [exact to the page]) is never freed: it could name frames given back */
     bool pool_blk = blk && blk != DP_BLOCK_FALLBACK &&
                     dp_block_ok(p, DP_BLOCK_OFF(blk), DP_BLOCK_BYTES(blk)) &&
                     (size == 0 || size == DP_BLOCK_BYTES(blk));
@@ -303,7 +303,7 @@ static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t owner) 
         /* 0: a creator died before recording; its OS object may exist */
         char nm[96];
         dp_fallback_name(p, idx, gen, nm, sizeof nm);
-        /* in the pool's /dev/shm (life.c rule 1); a process that does not
+        /* in the pool's /dev/shm (life.c [anchor]); a process that does not
          * see it leaves the object to the last one out there, or a sweep */
         if (p->shmdir >= 0) dp_os_shm_unlinkat(p->shmdir, nm);
     } else if (pool_blk) {
@@ -331,7 +331,7 @@ static int seg_ref_drop(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t slot) {
     }
 }
 
-/* Record, then count (proc.c rule 2); inside a bracket (proc.c rule 6). */
+/* Record, then count (proc.c [records]); inside a bracket (proc.c [brackets]). */
 static int seg_ref_bracketed(dsmpool *p, uint64_t idx, uint32_t gen, dp_a64 **recp) {
     dp_a64 *rec = dp_rec_add(p, DP_REC(gen, idx, DP_REC_PENDING));
     if (!rec)
@@ -391,8 +391,8 @@ static void seg_unref(dsmpool *p, struct dsmpool_seg *s) {
 
 static int fallback_map(dsmpool *p, uint64_t idx, uint32_t gen, size_t size, bool create,
                         void **addr) {
-    if (create && p->geo.no_anchor) return -ENOMEDIUM; /* life.c rule 1: nothing could remove it */
-    if (p->shmdir < 0) return -EXDEV; /* life.c rule 1: this process sees another /dev/shm */
+    if (create && p->geo.no_anchor) return -ENOMEDIUM; /* life.c [anchor]: nothing could remove it */
+    if (p->shmdir < 0) return -EXDEV; /* life.c [anchor]: this process sees another /dev/shm */
     char nm[96];
     dp_fallback_name(p, idx, gen, nm, sizeof nm);
     int fd = dp_os_shm_openat(p->shmdir, nm, create, p->geo.mode ? p->geo.mode : 0600);
@@ -525,12 +525,12 @@ int dsmpool_seg_create(dsmpool *pool, size_t size, unsigned flags, dsmpool_seg *
         pool->node_sub[(flags >> 8) & 0xff] < 0)
         return dp_fail(-EINVAL, "node %u has no sub-pool in this pool", (flags >> 8) & 0xff);
     int r = dp_seg_create_internal(pool, size, flags, out);
-    dp_fallback_fire(r); /* rule 10: outside the bracket */
+    dp_fallback_fire(r); /* [spilling is visible]: outside the bracket */
     return r;
 }
 
 /* Claim, block (or OS segment), record, LIVE: all in one bracket (proc.c
- * rule 6), so that nobody judges the pool while a block is between the
+ * [pins]), so that nobody judges the pool while a block is between the
  * allocator and its descriptor. */
 static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, struct dsmpool_seg *s) {
     uint64_t idx = 0;
@@ -545,9 +545,9 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
     unsigned order = frames <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(frames - 1);
     uint64_t blk, bytes;
     r = dp_pool_alloc_placed(pool, order, flags, &blk);
-    if (r && r != -EUCLEAN) r = dp_seg_block_short(pool, order, flags, &blk); /* rule 9 */
+    if (r && r != -EUCLEAN) r = dp_seg_block_short(pool, order, flags, &blk); /* [short of memory] */
     if (r == 0) {
-        blk = dp_pool_trim(pool, blk, frames); /* proc.c rule 9: inside our bracket */
+        blk = dp_pool_trim(pool, blk, frames); /* proc.c [exact blocks]: inside our bracket */
         bytes = DP_BLOCK_BYTES(blk);
         s->addr = dp_at(pool, DP_BLOCK_OFF(blk));
         dp_store_release(&d->block, blk); /* release: for the leak sweep's acquire */
@@ -555,7 +555,7 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
         dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
         return dp_fail(r, "the allocator of this pool is damaged; dsmpool_check() says where");
     } else if (!(flags & DSMPOOL_SEG_NO_FALLBACK)) {
-        bytes = frames * DP_FRAME_SIZE; /* rule 11: the same size as from the pool */
+        bytes = frames * DP_FRAME_SIZE; /* [exact to the page]: the same size as from the pool */
         blk = DP_BLOCK_FALLBACK;
         /* The descriptor says FALLBACK before the name exists: recovery of a
          * creator that dies in between unlinks a name that may not exist. */
@@ -564,7 +564,7 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
         if (r) {
             dp_store_relaxed(&d->block, 0);
             dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
-            /* rule 10: exhaustion is -ENOMEM, as an area says it */
+            /* [spilling is visible]: exhaustion is -ENOMEM, as an area says it */
             return r == -ENOMEDIUM
                        ? dp_fail(-ENOMEM, "the pool cannot serve %zu bytes, and it has no OS fallback "
                                  "(it was created where /dev/shm could not hold its anchor)", size)
@@ -600,7 +600,7 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
     }
     /* release: publishes block/size/flags to attachers (their acquire CAS) */
     if (!dp_cas_release(&d->state, &w, DP_SEG_WORD(gen, 1, 0, DP_SEG_LIVE))) {
-        /* nobody else writes an INIT descriptor of a live owner (rule 1):
+        /* nobody else writes an INIT descriptor of a live owner ([states]):
          * the word was scribbled on. Not ours any more: touch nothing of it */
         dp_rec_clear(rec);
         if (s->fallback) dp_os_unmap(s->addr, bytes);
@@ -865,7 +865,7 @@ static void rec_recover(dsmpool *p, dp_a64 *r, void *arg) {
     uint64_t idx = DP_REC_IDX(v);
     uint32_t gen = DP_REC_GEN(v);
     if (DP_REC_ST(v) == DP_REC_ACTIVE) {
-        dp_store_relaxed(r, DP_REC(gen, idx, DP_REC_DETACHING)); /* idempotence: see proc.c rule 3 */
+        dp_store_relaxed(r, DP_REC(gen, idx, DP_REC_DETACHING)); /* idempotence: see proc.c [recovery] */
         if (idx < p->nsegs) seg_ref_drop(p, idx, gen, c->slot);
         dp_store_release(r, 0);
         return;
@@ -907,7 +907,7 @@ static void rec_count(dsmpool *p, dp_a64 *r, void *arg) {
  * we are settling), when no live process's attach or detach of it is in
  * flight; the CAS fails (and we look again) if anything changed the count
  * meanwhile. slot owns the destruction if the count reaches 0. false: still
- * in flight after a while (that process may be stopped): recover.c rule 4. */
+ * in flight after a while (that process may be stopped): recover.c [never half-way]. */
 static bool seg_resync(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t slot) {
     dp_seg_desc *d = &p->segs[idx];
     for (int tries = 0; tries < 1000; tries++) {
@@ -967,7 +967,7 @@ void dp_seg_mark_owned(dsmpool *p, dp_mark_fn mark, void *arg) {
         uint64_t blk = dp_load_acquire(&d->block); /* acquire: pairs with seg_create_bracketed's store */
         if (blk == DP_BLOCK_FALLBACK || blk == 0) continue;
         uint64_t size = dp_load_relaxed(&d->size); /* 0 while its creator had not set it */
-        /* rule 11: a word whose frames disagree with the size (a scribbled
+        /* [exact to the page]: a word whose frames disagree with the size (a scribbled
          * trim code) is damage; marking its frames could let the sweep free
          * pages the segment still uses, or claim a neighbour's */
         if (DP_BLOCK_ORDER(blk) > DP_PA_MAX_ORDER || !dp_block_frames(blk) ||

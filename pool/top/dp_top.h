@@ -42,7 +42,7 @@ int dp_owned_maps(struct dsmpool *pool, uint64_t **owned, char *why, size_t n);
 
 /* ==== inspection (inspect.c; dsmpool-inspect) ============================
  * A read-only view of a pool for tools: the region mapped PROT_READ, its
- * header validated as attach does (region.c rule 1, dp_region_view), no
+ * header validated as attach does (layout.c [layout], dp_region_view), no
  * slot taken, nothing written; snapshots copied out with every value read
  * from shared memory checked before it is used as an index, offset or
  * address. Appended as one block (merge-friendly). */
@@ -115,7 +115,7 @@ typedef struct dp_insp_name {
 int dp_inspect_names(dp_insp *in, dp_insp_name **out, size_t *n); /* *out: free() */
 
 /* --list (life.c): every pool on the machine and its state, found as the
- * sweep finds them (life.c rule 5) and judged by the same locks, without
+ * sweep finds them (life.c [sweep]) and judged by the same locks, without
  * taking any. */
 enum { DP_LIST_FILE = 1, DP_LIST_SYSV = 2, DP_LIST_NO_REGION = 3 };
 enum { DP_LIST_LIVE = 1, DP_LIST_DEAD, DP_LIST_CLOSED, DP_LIST_CREATING, DP_LIST_HALF,

@@ -7,22 +7,22 @@
  * look at (the slot count above all).
  *
  * Rules
- *   1. The region is mapped PROT_READ (MAP_SHARED, or SHM_RDONLY): a bug
+ *   [read-only] The region is mapped PROT_READ (MAP_SHARED, or SHM_RDONLY): a bug
  *      here that tried to write would fault, never scribble. The header is
- *      validated by region.c's own rule 1 (dp_region_view: a private copy,
+ *      validated by region.c's own [read-only] (dp_region_view: a private copy,
  *      the layout recomputed and compared, the size against the object's),
  *      and the view built from the copy, as attach does.
- *   2. Every value read from shared memory after that is a snapshot that
+ *   [snapshots] Every value read from shared memory after that is a snapshot that
  *      may change or be damaged: each is checked before it is used as an
  *      index, offset or address (states in range, blocks inside the data,
  *      record and registry links through dp_block_ok, loops bounded), and
  *      what fails a check is reported as damaged, not followed.
- *   3. Liveness is judged as the library judges it (live.c): a slot's lock
+ *   [liveness] Liveness is judged as the library judges it (live.c): a slot's lock
  *      tested on a description of the region's file of our own (our open,
  *      or /proc/PID/fd and map_files, which make a new description), or the
  *      pool's System V semaphore. An anonymous pool's lock file is a
  *      separate memfd: its slots' liveness is not told (-1).
- *   4. Reaching a pool through a process (--pid): shared mappings at offset
+ *   [through a process] Reaching a pool through a process (--pid): shared mappings at offset
  *      0 whose first bytes are a dsmpool header. A memfd through the
  *      process's descriptor (/proc/PID/fd/N, the same inode), a named file
  *      by its path, System V by the id the mapping names, an anonymous one
@@ -49,7 +49,7 @@ enum { JUDGE_NONE = 0, JUDGE_OFD = 1, JUDGE_SEM = 2 };
 struct dp_insp {
     struct dsmpool *p; /* the view: base, geo, procs, segs; p->magic stays 0 */
     char how[4608];
-    int judge;         /* JUDGE_*: how slots' liveness is told (rule 3) */
+    int judge;         /* JUDGE_*: how slots' liveness is told ([liveness]) */
     int semid;
 };
 
@@ -192,7 +192,7 @@ int dp_inspect_open_name(const char *name, dp_insp **out) {
     return 0;
 }
 
-/* ---- through a process (rule 4) ------------------------------------------- */
+/* ---- through a process ([through a process]) ------------------------------------------- */
 
 typedef struct pid_ctx {
     pid_t pid;
@@ -514,7 +514,7 @@ int dp_inspect_areas(dp_insp *in, dp_insp_area **out, size_t *n) {
     return 0;
 }
 
-/* The name table (names.c); read only, every word validated (rule 1). */
+/* The name table (names.c); read only, every word validated ([read-only]). */
 int dp_inspect_names(dp_insp *in, dp_insp_name **out, size_t *n) {
     struct dsmpool *p = in->p;
     uint64_t cap = p->geo.names_cap;

@@ -4,10 +4,10 @@
  *
  * Layer: the top, with recovery (it runs recovery before it cleans up) and
  * pool.c (join and leave call it). Nothing below knows about it; presence
- * and LIFE are locks of the liveness oracle (live.c rule 6), which it asks.
+ * and LIFE are locks of the liveness oracle (live.c [presence and life]), which it asks.
  *
  * Rules
- *   1. Every pool has an anchor: an empty file dsmpool.<pool id> in the
+ *   [anchor] Every pool has an anchor: an empty file dsmpool.<pool id> in the
  *      /dev/shm its creator saw (the pool's home, recorded in the header by
  *      its device and inode), made before any other object of the pool
  *      (region name, OS fallback segments dsmpool.<id>.<index>.<gen>) and
@@ -18,11 +18,11 @@
  *      when its /dev/shm is home, or the one a fork()ed child inherits --
  *      wherever the child's mount namespace has moved it. A process without
  *      one (it sees another /dev/shm) makes and maps no OS fallback object
- *      and unlinks none: it takes part in the pool otherwise (rule 2), and
+ *      and unlinks none: it takes part in the pool otherwise ([presence]), and
  *      its attach says so in dsmpool_last_error(). A pool made where no
  *      anchor can be made (no /dev/shm) gets no fallback segments.
- *   2. Presence: every attached process holds the region's DP_LOCK_PRESENT
- *      shared (live.c rule 6: an OFD lock on a description of the region's
+ *   [presence] every attached process holds the region's DP_LOCK_PRESENT
+ *      shared (live.c [presence and life]: an OFD lock on a description of the region's
  *      own file that it opened itself, the lock memfd of an anonymous
  *      pool, or a System V semaphore with SEM_UNDO), from before its slot
  *      is claimed (J4) until after its slot is freed; the kernel drops it
@@ -33,7 +33,7 @@
  *      left cleanly). Home processes also hold the anchor's
  *      DP_ANCHOR_PRESENCE: it says only "present in this /dev/shm", for a
  *      sweep that cannot reach an anonymous or memfd pool's region.
- *   3. LIFE (the region's DP_LOCK_LIFE): a joiner holds it shared from
+ *   [life] LIFE (the region's DP_LOCK_LIFE): a joiner holds it shared from
  *      before its presence until its slot is claimed (J3..J8); a leaver
  *      takes it exclusive while still present, and only then drops its
  *      presence and looks (L3..L6); a sweeper or remover holds it exclusive
@@ -55,7 +55,7 @@
  *      cannot get LIFE within 10 s (a stopped cleaner or joiner) does not
  *      clean up, and marks a named pool closed (no sweep takes it for dead;
  *      a joiner clears the mark).
- *   4. The last process out (its presence dropped, LIFE exclusive, nobody
+ *   [last out] The last process out (its presence dropped, LIFE exclusive, nobody
  *      present): recovers what dead processes left, drops area entries that
  *      live in OS segments, then unlinks every OS fallback segment of the
  *      pool, pinned ones too (their descriptors are freed: nobody holds
@@ -65,12 +65,12 @@
  *      that persists is marked closed (hdr->closed). A last process that
  *      is not home frees the descriptors but cannot reach the objects: they
  *      stay in the home /dev/shm until a sweep there (its anchor has nobody
- *      present: rule 5) -- a bounded leak, never a loss.
- *   5. The sweep (dsmpool_sweep, safe from any process at any time): for
+ *      present: [sweep]) -- a bounded leak, never a loss.
+ *   [sweep] The sweep (dsmpool_sweep, safe from any process at any time): for
  *      every pool id it finds in /dev/shm (anchors, fallback objects) or in
  *      a region header (POSIX names in /dev/shm and hugetlbfs mounts,
  *      System V segments): a region it can reach is judged by the region's
- *      locks (rule 3: LIFE exclusive, nobody present, no slot or creation
+ *      locks ([life]: LIFE exclusive, nobody present, no slot or creation
  *      lock held, its header read again under LIFE and still this pool's);
  *      an anchor whose region it cannot reach (anonymous, memfd) by the
  *      anchor's. A dead pool's fallback objects, its region (unless it was
@@ -81,9 +81,9 @@
  *      question the kernel does not answer (an anchor or a region that
  *      cannot be opened, but exists) counts as "held". An object of a pool
  *      with a live process is never touched.
- *   6. dsmpool_remove (and create's replace_stale) removes one named pool
+ *   [remove] dsmpool_remove (and create's replace_stale) removes one named pool
  *      the same way, refusing one with a present process unless forced.
- *   7. A region of another format (a dsmpool magic, a format or header size
+ *   [other formats] A region of another format (a dsmpool magic, a format or header size
  *      not ours: an older or newer library's pool, after an upgrade) is not
  *      judged by this library's locks: its liveness is its own library's
  *      business. Its header's pool id (byte 32 since format 3: dp_internal.h;
@@ -103,7 +103,7 @@
  *      it too). The list shows it as of that format, without reading its
  *      locks, with the pool id only where the claim holds. A region of ours
  *      is believed as before, whoever owns it (a forged one could sway a
- *      sweep before rule 7 too; live pools stay safe by presence).
+ *      sweep before [other formats] too; live pools stay safe by presence).
  *
  * Bounds: a process outside the pool's /dev/shm has no OS fallback (rule
  * 1). Any failure to take presence fails the join (attach, or the first
@@ -190,8 +190,8 @@ int dp_life_anchor_create(uint64_t id, unsigned mode, int *shmdir, uint64_t *dev
     *dev = *ino = 0;
     int dir, r = dp_os_shm_dir(&dir, dev, ino);
     if (r) return r;
-    /* rule 3: LIFE shared until published (a sweeper may hold it a moment:
-     * wait); rule 2: present in this /dev/shm */
+    /* [life]: LIFE shared until published (a sweeper may hold it a moment:
+     * wait); [presence]: present in this /dev/shm */
     int fd = anchor_take(dir, id, true, mode, JOIN_WAIT_MS, true);
     if (fd < 0) {
         dp_os_close(dir);
@@ -235,7 +235,7 @@ static void life_unenter(dsmpool *p, int dir, int anchor, bool adopting) {
  * (the ledger calls it before it claims the child's slot: proc.c adopt).
  * Both LIFE locks are held shared until dp_life_joined (J8). A home
  * process takes the anchor that exists before its presence (so that a
- * sweep of the anchor, rule 5, sees it from J3 on) and makes a missing
+ * sweep of the anchor, [sweep], sees it from J3 on) and makes a missing
  * one only after J5 (an attach racing dsmpool_remove makes nothing). */
 static int life_enter(dsmpool *p, bool named, bool adopting) {
     const char *nm = p->name[0] ? p->name : "(unnamed)";
@@ -271,7 +271,7 @@ static int life_enter(dsmpool *p, bool named, bool adopting) {
     if (dir >= 0 && anchor < 0) /* J6: made again where a sweep or an anonymous pool's last process took it */
         anchor = anchor_take(dir, p->geo.pool_id, true, mode, JOIN_WAIT_MS, true);
     if (adopting && p->anchor >= 0) dp_os_close(p->anchor); /* the parent's description: not ours to unlock */
-    if (dir >= 0 && anchor < 0) { /* cannot be present there: no fallback objects (rule 1) */
+    if (dir >= 0 && anchor < 0) { /* cannot be present there: no fallback objects ([anchor]) */
         dp_os_close(dir);
         dir = -1;
     }
@@ -284,7 +284,7 @@ static int life_enter(dsmpool *p, bool named, bool adopting) {
 int dp_life_join(dsmpool *p, bool creator) {
     if (!creator) return life_enter(p, true, false);
     /* J4 alone: nobody can join or sweep a region before it is published
-     * (region.c rule 2); the anchor was made with LIFE shared and present */
+     * (region.c [creation]); the anchor was made with LIFE shared and present */
     int r = dp_live_present(&p->live);
     if (r) return dp_fail(r, "cannot take presence on the pool's lock file: %s", strerror(-r));
     p->present = true;
@@ -381,7 +381,7 @@ static void last_out(dsmpool *p) {
         if (DP_SEG_ST(w) == DP_SEG_FREE || dp_load_relaxed(&d->block) != DP_BLOCK_FALLBACK) continue;
         char nm[96];
         dp_fallback_name(p, i, DP_SEG_GEN(w), nm, sizeof nm);
-        if (p->shmdir >= 0) dp_os_shm_unlinkat(p->shmdir, nm); /* (not home: a sweep there: rule 4) */
+        if (p->shmdir >= 0) dp_os_shm_unlinkat(p->shmdir, nm); /* (not home: a sweep there: [last out]) */
         dp_store_relaxed(&d->block, 0);
         dp_store_relaxed(&d->size, 0);
         /* release: pairs with seg_claim's CAS of a later creator (nobody holds it: nobody is present) */
@@ -405,7 +405,7 @@ void dp_life_leave(dsmpool *p) {
     }
     if (!p->present) return;
     p->present = false;
-    /* L3..L6 (rule 3): LIFE exclusive while still present -- a sweeper that
+    /* L3..L6 ([life]): LIFE exclusive while still present -- a sweeper that
      * holds it sees us and lets go, a joiner finishes its join -- and only
      * then is presence dropped and looked at: nobody can take our being
      * gone for a pool that died */
@@ -436,7 +436,7 @@ typedef struct region_ref {
     int32_t key;
     uint64_t magic, closed, nprocs;
     uint32_t format, lib, hsize; /* another format's number, library version, header size; 0: ours */
-    bool claims;          /* another format's: its claim on the pool id holds (rule 7) */
+    bool claims;          /* another format's: its claim on the pool id holds ([other formats]) */
     bool owned;           /* another format's: uid is known -- the file's owner (read by the
                              descriptor the header was read through) or the System V
                              segment's creator */
@@ -479,7 +479,7 @@ static void add_region(found *f, const region_ref *r) {
         f->cap = nc;
     }
     f->regions[f->nregions++] = *r;
-    if (!r->format) add_id(f, r->id); /* another format's id: only through its claim (rule 7) */
+    if (!r->format) add_id(f, r->id); /* another format's id: only through its claim ([other formats]) */
 }
 
 static bool header_of(const dp_header *h) {
@@ -492,7 +492,7 @@ static bool header_of(const dp_header *h) {
  * are where they have been since format 3 (dp_internal.h); format 2 kept
  * its pool id at byte 24 (no library version), format 1 made no anchors
  * (id 0: nothing is its). A zero format or size is no format: a System V
- * creator writing its provisional header field by field (region.c rule 2),
+ * creator writing its provisional header field by field (region.c [creation]),
  * read half-way. */
 static bool other_format(const dp_header *h, region_ref *r) {
     if ((h->magic != DP_MAGIC && h->magic != DP_MAGIC_CREATING) || !h->version || !h->header_size ||
@@ -553,7 +553,7 @@ static bool scan_file(const char *name, void *arg) {
 
 /* A System V segment without a header yet, that nobody maps, whose key has
  * a semaphore set with the creation semaphore free: a creator died between
- * shmget and its first write (region.c rule 2). */
+ * shmget and its first write (region.c [creation]). */
 static bool sysv_half_built(int32_t key, uint64_t nattch) {
     if (nattch) return false;
     int sem = dp_os_sem_get(key);
@@ -589,7 +589,7 @@ static bool scan_sysv(int shmid, int32_t key, size_t size, uint64_t nattch, void
  * region's owner (a System V segment's creator: its recorded owner can be
  * set to anyone): a file anyone may write must not make the sweep keep
  * another user's dead pool, nor a forced remove take its anchor. (Without
- * an anchor the id's fallback objects belong to no pool: rule 1.) */
+ * an anchor the id's fallback objects belong to no pool: [anchor].) */
 static void judge_claims(found *f) {
     for (size_t k = 0; k < f->nregions; k++) {
         region_ref *r = &f->regions[k];
@@ -604,7 +604,7 @@ static void judge_claims(found *f) {
 }
 
 /* The region that speaks for pool id: ours, else another format's whose
- * claim holds (rule 7), else none. */
+ * claim holds ([other formats]), else none. */
 static const region_ref *region_of(const found *f, uint64_t id) {
     const region_ref *other = NULL;
     for (size_t k = 0; k < f->nregions; k++) {
@@ -739,7 +739,7 @@ static long remove_pool(uint64_t id, const region_ref *scanned, bool force, bool
             region = NULL; /* gone since the scan */
         } /* (System V without its set: nobody can be present; the anchor says the rest) */
     }
-    if (l.kind == DP_LIVE_NONE) { /* no region to ask: the anchor's own locks (rule 5) */
+    if (l.kind == DP_LIVE_NONE) { /* no region to ask: the anchor's own locks ([sweep]) */
         fd = dp_os_shm_open(nm, false, 0);
         if (fd < 0 && fd != -ENOENT && !force) return -EBUSY; /* cannot tell: never guess "nobody" */
         if (fd >= 0) {
@@ -748,7 +748,7 @@ static long remove_pool(uint64_t id, const region_ref *scanned, bool force, bool
                 return -EBUSY;
             }
             DP_INJECT("life.remove.locked");
-            /* (rule 3: the name must still lead to what we locked) */
+            /* ([life]: the name must still lead to what we locked) */
             if (!anchor_named_path(nm, fd) || (!force && dp_os_ofd_test(fd, DP_ANCHOR_PRESENCE) != 0)) {
                 anchor_drop(fd);
                 return -EBUSY;
@@ -785,7 +785,7 @@ int dsmpool_sweep(size_t *removed) {
     size_t n = 0;
     for (size_t i = 0; i < f.nids; i++) {
         const region_ref *reg = region_of(&f, f.ids[i]);
-        if (reg && reg->format) continue; /* rule 7: another format's pool is not ours to judge */
+        if (reg && reg->format) continue; /* [other formats]: another format's pool is not ours to judge */
         long r = remove_pool(f.ids[i], reg, false, true);
         if (r > 0) n += (size_t)r;
     }
@@ -833,7 +833,7 @@ int dp_life_remove(const char *name, bool force, int backing) {
         const char *base = strrchr(r->path, '/');
         if (!((files && r->kind == 1 && base && !strcmp(base, name)) || (sysv && r->kind == 2 && r->key == key)))
             continue;
-        if (r->format && !force) { /* rule 7: whether it is held, only its own library can say */
+        if (r->format && !force) { /* [other formats]: whether it is held, only its own library can say */
             other = *r;
             continue;
         }
@@ -917,7 +917,7 @@ static bool anchor_present(uint64_t id) {
     return held;
 }
 
-/* Is anyone present in the region (rule 2), tested, not taken? (A question
+/* Is anyone present in the region ([presence]), tested, not taken? (A question
  * that cannot be asked is answered yes.) */
 static bool region_present(const region_ref *r) {
     dp_live l = {DP_LIVE_NONE, -1, -1};
@@ -988,7 +988,7 @@ int dp_life_list(dp_list_entry **out, size_t *n) {
     }
     for (size_t i = 0; i < f.nids; i++) {
         const region_ref *reg = region_of(&f, f.ids[i]);
-        if (reg && reg->format) continue; /* rule 7: listed with its region, below */
+        if (reg && reg->format) continue; /* [other formats]: listed with its region, below */
         dp_list_entry *e = &c.e[c.n++];
         e->id = f.ids[i];
         e->shmid = -1;
@@ -1005,7 +1005,7 @@ int dp_life_list(dp_list_entry **out, size_t *n) {
         else if (e->present || e->slots_held) e->state = DP_LIST_LIVE;
         else e->state = reg->closed == 1 ? DP_LIST_CLOSED : DP_LIST_DEAD;
     }
-    for (size_t k = 0; k < f.nregions; k++) /* rule 7: no lock of its format is read as if ours */
+    for (size_t k = 0; k < f.nregions; k++) /* [other formats]: no lock of its format is read as if ours */
         if (f.regions[k].format) list_other(&c.e[c.n++], &f.regions[k]);
     for (size_t i = 0; i < f.nhalf; i++) { /* System V segments of creators that died before the header */
         dp_list_entry *e = &c.e[c.n++];

@@ -11,7 +11,7 @@
  * creator's pid and the name.
  *
  * Rules
- *   1. Every search and every claim of an entry happens while holding
+ *   [under the lock] Every search and every claim of an entry happens while holding
  *      DP_LOCK_NAMES: the kernel's lock on a byte of the pool's lock file (a
  *      semaphore for System V), on this process's own description (live.c),
  *      with names_mutex first so that one thread of a process at a time
@@ -19,15 +19,15 @@
  *      drops it when its holder dies, so a dead holder blocks nobody. It is
  *      held for a search of the table only, never while an object is made
  *      or init runs.
- *   2. A name is in at most one entry whose state is INIT or READY: the
+ *   [one entry] A name is in at most one entry whose state is INIT or READY: the
  *      search for it and the claim of a FREE entry are one step under the
  *      lock. A claim writes name, pid and kind while the entry is FREE, then
  *      stores INIT(gen + 1, own slot) (release).
- *   3. The claimer (the owner) makes the object outside the lock, runs init,
+ *   [creator] The claimer (the owner) makes the object outside the lock, runs init,
  *      stores handle and size, then CASes INIT -> READY (release). If making
  *      the object or init fails, it destroys what it made and CASes INIT ->
- *      FREE. Only the owner moves its entry out of INIT, except rule 4.
- *   4. A caller that finds the name INIT waits (outside the lock) until it
+ *      FREE. Only the owner moves its entry out of INIT, except [waiters].
+ *   [waiters] A caller that finds the name INIT waits (outside the lock) until it
  *      is READY or FREE, 30 s at most (-EBUSY), not at all with NOWAIT
  *      (-EAGAIN). It takes the entry over -- CAS INIT -> FREE, then searches
  *      again -- only when the owner is certainly gone: its slot is free, or
@@ -36,23 +36,23 @@
  *      free (the oracle recovery uses). The dead owner's half-made object is
  *      its slot's, released by recovery. A thread whose init opens the name
  *      it is creating gets -EDEADLK, not a wait for itself.
- *   5. A READY entry whose object is gone -- segment no longer LIVE with
+ *   [gone objects] A READY entry whose object is gone -- segment no longer LIVE with
  *      that handle's generation, area destroyed -- is a free name: whoever
  *      sees it under the lock CASes READY -> FREE. So a name lives exactly
  *      as long as its object, without any hook from the layers below. A
  *      caller that finds the object alive attaches by handle; if it died in
- *      between (-ESTALE) it searches again (within rule 4's bound); if it is
+ *      between (-ESTALE) it searches again (within [waiters]'s bound); if it is
  *      alive but cannot be mapped here (an OS segment whose file was
  *      removed), the attach's error is the answer.
- *   6. Everything read from the table is validated before use: states and
+ *   [validated] Everything read from the table is validated before use: states and
  *      kinds against their enums, owner slots against the slot count, names
  *      by a bounded length, handles by the segment layer's own checks. An
  *      owner whose READY CAS fails (its word was changed) gives back what it
  *      made and answers -EAGAIN.
  *
- * Crash bound: a process that dies holding the lock loses nothing (rule 1;
+ * Crash bound: a process that dies holding the lock loses nothing ([under the lock];
  * a half-written FREE entry is never read). One that dies in INIT leaves
- * its entry to the next caller (rule 4) and its object to recovery. As for
+ * its entry to the next caller ([waiters]) and its object to recovery. As for
  * recovery (live.c's bound), a dead process's locks -- the names lock, its
  * slot's -- stay held while a fork()ed child of it that never called the
  * library keeps its lock description: callers wait their 30 s and get
@@ -137,7 +137,7 @@ static bool object_live(dsmpool *p, unsigned kind, dsmpool_handle h) {
 /* Rule 4: is an INIT entry's owner certainly gone? */
 static bool owner_gone(dsmpool *p, uint64_t w, const dp_name *e) {
     uint32_t o = DP_NAME_OWNER(w);
-    if (o == 0 || o > p->nprocs) return true; /* (rule 6: no such slot) */
+    if (o == 0 || o > p->nprocs) return true; /* ([validated]: no such slot) */
     uint64_t sw = dp_load_acquire(&p->procs[o - 1].state); /* acquire: the slot's claim */
     if (DP_SLOT_STATE(sw) == DP_SLOT_FREE) return true;
     /* acquire: pairs with dp_slot_claim's release of claims. Another claim since ours
@@ -164,7 +164,7 @@ typedef struct found {
     uint64_t size;
 } found;
 
-/* Under the lock: search; free dead names (rules 4, 5); claim if asked and
+/* Under the lock: search; free dead names ([waiters] and [gone objects]); claim if asked and
  * absent. */
 static int search(dsmpool *p, const char *name, unsigned kind, bool claim, found *f) {
     uint32_t n = (uint32_t)p->geo.names_cap, free_idx = n;
@@ -178,19 +178,19 @@ static int search(dsmpool *p, const char *name, unsigned kind, bool claim, found
             continue;
         }
         if ((st != DP_NAME_INIT && st != DP_NAME_READY) || (k != DP_NAME_SEG && k != DP_NAME_AREA)) {
-            /* rule 6: a scribbled word: the entry is nobody's; free it */
+            /* [validated]: a scribbled word: the entry is nobody's; free it */
             dp_cas_acq_rel(&e->state, &w, DP_NAME_WORD(DP_NAME_GEN(w), 0, 0, DP_NAME_FREE));
             continue;
         }
         dsmpool_handle h = dp_load_relaxed(&e->handle);
-        if (st == DP_NAME_READY && !object_live(p, k, h)) { /* rule 5 */
+        if (st == DP_NAME_READY && !object_live(p, k, h)) { /* [gone objects] */
             /* acq_rel: a later claim of the entry sees it free */
             if (dp_cas_acq_rel(&e->state, &w, DP_NAME_WORD(DP_NAME_GEN(w), 0, 0, DP_NAME_FREE)) &&
                 free_idx == n)
                 free_idx = i;
             continue;
         }
-        if (st == DP_NAME_INIT && owner_gone(p, w, e)) { /* rule 4 */
+        if (st == DP_NAME_INIT && owner_gone(p, w, e)) { /* [waiters] */
             if (dp_cas_acq_rel(&e->state, &w, DP_NAME_WORD(DP_NAME_GEN(w), 0, 0, DP_NAME_FREE)) &&
                 free_idx == n)
                 free_idx = i;
@@ -221,12 +221,12 @@ static int search(dsmpool *p, const char *name, unsigned kind, bool claim, found
     dp_store_relaxed(&e->size, 0);
     f->idx = free_idx;
     f->word = DP_NAME_WORD(DP_NAME_GEN(w) + 1, p->slot + 1, kind, DP_NAME_INIT);
-    dp_store_release(&e->state, f->word); /* release: name, pid before INIT (rule 2) */
+    dp_store_release(&e->state, f->word); /* release: name, pid before INIT ([one entry]) */
     return 0;
 }
 
-/* The owner's end of rule 3. false: the entry is no longer ours -- a
- * caller judged us gone (rule 4 rules that out while we run) or the word
+/* The owner's end of [creator]. false: the entry is no longer ours -- a
+ * caller judged us gone ([waiters] rules that out while we run) or the word
  * was scribbled on -- and the object must not be named. */
 static bool publish(dsmpool *p, const found *f, dsmpool_handle h, uint64_t size) {
     dp_name *e = &p->names[f->idx];
@@ -314,7 +314,7 @@ static int open_named(dsmpool *p, const char *name, unsigned flags, opener *o, b
         if (f.what == 0 && !o->may_create)
             return dp_fail(-ENOENT, "no %s named '%s' in this pool", o->kind == DP_NAME_AREA ? "area" : "segment",
                            name);
-        if (f.what == 0) { /* ours to make (rule 3) */
+        if (f.what == 0) { /* ours to make ([creator]) */
             dsmpool_handle h = 0;
             uint64_t size = 0;
             if (ncreating < NAMES_NEST) creating[ncreating] = (creating_name){p, f.idx};
@@ -341,7 +341,7 @@ static int open_named(dsmpool *p, const char *name, unsigned flags, opener *o, b
             /* the object is alive but cannot be mapped here (an OS segment
              * whose file is gone): a definite error, not a retry */
             if (object_live(p, o->kind, f.handle)) return r;
-            /* died since the search (rule 5): search again at once, a few
+            /* died since the search ([gone objects]): search again at once, a few
              * times, then within the bound like a wait */
             if (++stale < 4) continue;
         } else {
@@ -350,7 +350,7 @@ static int open_named(dsmpool *p, const char *name, unsigned flags, opener *o, b
                     return dp_fail(-EDEADLK, "'%s' is being created by this thread (its init opened it): "
                                    "init must not open its own name", name);
         }
-        /* INIT, another owner alive (or a READY one that just died): wait (rule 4) */
+        /* INIT, another owner alive (or a READY one that just died): wait ([waiters]) */
         if (flags & DSMPOOL_NAMED_NOWAIT)
             return dp_fail(-EAGAIN, "'%s' is being created by process %llu (or was just destroyed); try "
                            "again", name, (unsigned long long)dp_load_relaxed(&p->names[f.idx].pid));

@@ -82,7 +82,7 @@ int dsmpool_create(const dsmpool_config *cfg, dsmpool **out) {
     int r = dp_config_take(cfg, &full);
     if (r) return r;
     cfg = &full;
-    /* life.c rule 1: the anchor before any named object of the pool */
+    /* life.c [anchor]: the anchor before any named object of the pool */
     uint64_t id = dp_os_random64(), shm_dev = 0, shm_ino = 0;
     int shmdir = -1;
     int anchor = dp_life_anchor_create(id, cfg->mode ? cfg->mode : 0600, &shmdir, &shm_dev, &shm_ino);
@@ -154,7 +154,7 @@ static int attached(dsmpool *p, dsmpool **out) {
         return r;
     }
     *out = p;
-    if (p->shmdir < 0 && !p->geo.no_anchor) /* life.c rule 1: attached, and told what it lacks */
+    if (p->shmdir < 0 && !p->geo.no_anchor) /* life.c [anchor]: attached, and told what it lacks */
         dp_fail(0, "this process sees another /dev/shm than the pool's creator did (another mount "
                 "namespace, or another tmpfs mounted there): it takes part in the pool, but cannot make "
                 "or map the pool's OS fallback segments, so a segment or area allocation that the pool "
@@ -190,7 +190,7 @@ static int pool_leave(dsmpool *p) {
     dp_seg_unmap_all(p, mine);
     if (mine) dp_slot_release(p);
     if (mine) {
-        dp_life_leave(p); /* the last process out cleans up (life.c rule 4) */
+        dp_life_leave(p); /* the last process out cleans up (life.c [last out]) */
     } else if (p->anchor >= 0) {
         dp_os_close(p->anchor); /* a child's copy of its parent's: not ours to unlock */
     }
@@ -214,7 +214,7 @@ int dsmpool_destroy(dsmpool *pool) {
     if (!pool) return dp_fail(-EINVAL, "pool is NULL");
     if (!dp_registry_take(pool))
         return dp_fail(-EINVAL, "not an attached pool (already detached?)");
-    /* release: pairs with the last process out's acquire (life.c rule 4): it
+    /* release: pairs with the last process out's acquire (life.c [last out]): it
      * removes the anchor and the OS fallback segments, which processes still
      * attached may go on using until then */
     dp_store_release(&pool->hdr->destroyed, 1);

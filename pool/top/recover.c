@@ -7,35 +7,35 @@
  * hook (proc.c), registered here.
  *
  * Rules
- *   1. A slot is recovered only by a process that holds the slot's liveness
- *      lock, which it can take only when the owner is dead (live.c rule 4).
+ *   [dead slots] A slot is recovered only by a process that holds the slot's liveness
+ *      lock, which it can take only when the owner is dead (live.c [dead iff free]).
  *      Holding it, the recoverer marks the slot RECOVERING and releases what
  *      the owner held, from the top layer down:
  *        areas     its cache records and the registry entries it was
  *                  filling or emptying (area.c rule 8);
  *        segments  its references, re-synced counts where its records were
  *                  ambiguous, descriptors it was creating or destroying;
- *        allocator its half-done open/close steps (palloc.c rule 6);
+ *        allocator its half-done open/close steps (palloc.c [recovery]);
  *        ledger    its attachment records and record blocks;
- *      then stores FREE and gives the lock back (proc.c rule 1). Every step is
+ *      then stores FREE and gives the lock back (proc.c [slots]). Every step is
  *      idempotent: a recoverer that dies leaves the slot RECOVERING with its
  *      lock free, and the next recoverer does it all again.
- *   2. Nothing is recovered while its owner lives: unguarded slots (live.c
- *      rule 3) are never recovered, and a process without a liveness lock of
+ *   [never the living] Nothing is recovered while its owner lives: unguarded slots (live.c
+ *      [leak sweep]) are never recovered, and a process without a liveness lock of
  *      its own recovers nothing (it cannot tell).
- *   3. A dead owner inside a bracket, or a dead recoverer, may have left a
- *      block allocated but owned by nothing (proc.c rule 6): sweep_needed is
+ *   [leak sweep] A dead owner inside a bracket, or a dead recoverer, may have left a
+ *      block allocated but owned by nothing (proc.c [brackets]): sweep_needed is
  *      set, and the leak sweep runs under DP_LOCK_SWEEP (one sweeper in all
  *      processes; two could free one leaked frame twice). It frees what the
  *      allocator says is allocated and no owner records, and only inside a
- *      quiet window (proc.c rule 7): a block between its allocation and its
+ *      quiet window (proc.c [quiet windows]): a block between its allocation and its
  *      record belongs to a bracket that is open, so the window refuses.
  *      Under the same lock, in windows of its own, it gives back the area
  *      chunks that deaths inside area operations lost (area.c rule 11;
  *      hdr->lost_due; stats: lost_chunks_reclaimed). That flag does not
  *      close the checker's windows: a lost chunk is on no list, so nothing
  *      the checker proves depends on it.
- *   4. Recovery never gives up on a slot half-way: what it cannot finish
+ *   [never half-way] Recovery never gives up on a slot half-way: what it cannot finish
  *      now stays and runs again on the next call, and is counted. A
  *      reference count that cannot be settled because a live process is
  *      attaching or detaching that very segment (it may be stopped) leaves
@@ -117,7 +117,7 @@ int dp_owned_maps(dsmpool *p, uint64_t **owned, char *why, size_t n) {
 
 
 /* Rule 1, the layers from the top. false: a step must wait for a live
- * process (rule 4); the slot's records stay for the next call. */
+ * process ([never half-way]); the slot's records stay for the next call. */
 static bool recover_slot(dsmpool *p, uint32_t slot) {
     dp_area_recover_slot(p, slot); /* before references drop: an area may go with them */
     bool done = dp_seg_recover_slot(p, slot);
@@ -131,7 +131,7 @@ static bool recover_slot(dsmpool *p, uint32_t slot) {
 }
 
 /* Free the frames that are allocated but owned by nothing, if it is safe to
- * decide so now (rule 3). Returns true when the sweep ran to the end. */
+ * decide so now ([leak sweep]). Returns true when the sweep ran to the end. */
 static bool sweep(dsmpool *p) {
     uint64_t **used = dp_maps_new(p), **owned = dp_maps_new(p);
     dp_quiet q = {0};
@@ -187,8 +187,8 @@ static void sweep_lost(dsmpool *p) {
 }
 
 int dp_recover_all(dsmpool *p) {
-    if (!dp_live_guarded(p)) return 0; /* rule 2 */
-    pthread_mutex_lock(&p->recover_lock); /* live.c rule 4 */
+    if (!dp_live_guarded(p)) return 0; /* [never the living] */
+    pthread_mutex_lock(&p->recover_lock); /* live.c [dead iff free] */
     pid_t me = dp_os_getpid();
     int n = 0;
     for (uint32_t i = 0; i < p->nprocs; i++) {
@@ -201,10 +201,10 @@ int dp_recover_all(dsmpool *p) {
         dp_cas_acq_rel(&sl->state, &w, DP_SLOT_WORD(me, 0, DP_SLOT_RECOVERING));
         atomic_thread_fence(memory_order_release); /* pairs with dp_quiet_holds' acquire fence */
         /* a dead owner inside a bracket, or a dead recoverer, may have left a
-         * block unowned (rule 3) */
+         * block unowned ([leak sweep]) */
         if (dp_load_acquire(&sl->inflight) || was == DP_SLOT_RECOVERING) /* acquire: dp_inflight_end */
             dp_store_release(&p->hdr->sweep_needed, 1); /* release: pairs with dp_quiet_open */
-        if (!recover_slot(p, i)) { /* rule 4: stays RECOVERING, its lock free: the next call goes on */
+        if (!recover_slot(p, i)) { /* [never half-way]: stays RECOVERING, its lock free: the next call goes on */
             dp_fetch_add_relaxed(&p->hdr->recover_deferred, 1); /* relaxed: a counter */
             dp_slot_give_dead(p, i);
             continue;

@@ -23,8 +23,8 @@
  *      ranges), and every link points at a chunk of a live span of its area.
  *
  * While other processes run: a pass is believed only if it ran inside a
- * quiet window (proc.c rule 7: no bracket open or begun anywhere; area.c
- * rule 7: no cache operation in flight or begun). A pass that saw damage
+ * quiet window (proc.c [quiet windows]: no bracket open or begun anywhere;
+ * area.c rule 7: no cache operation in flight or begun). A pass that saw damage
  * while something moved proves nothing, so it is repeated (up to 200 times
  * within half a second, waiting a little between); -EUCLEAN is returned only
  * for what a believed pass found, and -EBUSY when no pass could be believed.
@@ -100,7 +100,7 @@ void dp_stats_fill(dsmpool *pool, dsmpool_stats *out) {
     out->procs_recovered = dp_load_relaxed(&pool->hdr->procs_recovered);
     out->fallback_bytes = dp_seg_fallback_bytes(pool);
     out->fallback_bytes_peak = dp_load_relaxed(&pool->hdr->fallback_peak); /* relaxed: a statistic */
-    /* the mark is raised after the segment is made (segment.c rule 10): never show it below now */
+    /* the mark is raised after the segment is made (segment.c [spilling is visible]): never show it below now */
     if (out->fallback_bytes_peak < out->fallback_bytes) out->fallback_bytes_peak = out->fallback_bytes;
 }
 
@@ -159,7 +159,7 @@ int dsmpool_check(dsmpool *pool) {
         return dp_fail(-ENOMEM, "out of memory for the check's maps");
     }
     /* Rule of the proof: believe a pass only if nothing moved while it ran
-     * (proc.c rule 7, area.c rule 7). Busy pools get CHECK_TRIES passes, with
+     * (proc.c [quiet windows], area.c rule 7). Busy pools get CHECK_TRIES passes, with
      * short waits between, within CHECK_NS. */
     enum { CHECK_TRIES = 200 };
     const uint64_t CHECK_NS = 500000000ull;

@@ -1,5 +1,5 @@
 -- area.m -- an area's registry entries under destroy, crashes and recovery
--- (pool/area.c rules 5, 6, 8; recover.c rule 1).
+-- (pool/area.c rules 5, 6, 8; recover.c [dead slots]).
 --
 -- Acquirers (inside a cache operation: area.c rule 7) claim a FREE entry
 -- (INIT, owner = them), put a pool block in it, and publish it (SPAN) with

@@ -1,14 +1,14 @@
 -- palloc.m -- the allocator's multi-step protocols under crashes
--- (pool/palloc.c rules 2, 3, 4, 6, 7; recover.c rule 1; proc.c rule 8).
+-- (pool/palloc.c [alloc and free], palloc.c [open], palloc.c [close], palloc.c [recovery] and palloc.c [exact blocks]; recover.c [dead slots]; proc.c [pool blocks]).
 --
 -- A root with two children, each a node of two frames. N processes
 -- allocate and free single frames (a bit in a child) and whole children (a
--- FULL state in the root), open FREE children (rule 3: claim the child,
--- link it PART in the root, store OPEN) and close empty ones (rule 4: claim,
--- unlink to FREE, store IDLE), and split whole children they hold (rule 7:
+-- FULL state in the root), open FREE children (palloc.c [open]: claim the child,
+-- link it PART in the root, store OPEN) and close empty ones (palloc.c [close]: claim,
+-- unlink to FREE, store IDLE), and split whole children they hold (palloc.c [exact blocks]:
 -- claim with content all held, FULL -> PART, store OPEN) to free a frame
 -- of them. Any process may crash at any step. Recovery
--- finishes the open/close step of a crashed owner (rule 6: PART -> FREE in
+-- finishes the open/close step of a crashed owner (palloc.c [recovery]: PART -> FREE in
 -- the root, then IDLE); it may run beside the others and die and be re-run.
 -- Every step below is one CAS or one store of the C code.
 --
@@ -51,7 +51,7 @@ function allocated(f : frame) : boolean;
 var i : kid;
 begin
   i := f / 2;
-  -- a split in flight (OPENING with content, rule 7) still holds its frames
+  -- a split in flight (OPENING with content, palloc.c [exact blocks]) still holds its frames
   return root[i] = CFULL |
          (root[i] = CPART & (child[i].phase = OPEN | child[i].phase = OPENING) & child[i].bit[f % 2]);
 end;
@@ -83,7 +83,7 @@ ruleset p : pid do
     alive[p] := false;
   end;
 
-  -- rule 3: open a FREE child
+  -- palloc.c [open]: open a FREE child
   ruleset i : kid do
     rule "open: claim the child"
       alive[p] & pc[p] = READY & child[i].phase = IDLE
@@ -112,7 +112,7 @@ ruleset p : pid do
     pc[p] := READY;
   end;
 
-  -- rule 4: close an empty OPEN child
+  -- palloc.c [close]: close an empty OPEN child
   ruleset i : kid do
     rule "close: claim the child"
       alive[p] & pc[p] = READY & child[i].phase = OPEN & !child[i].bit[0] & !child[i].bit[1]
@@ -134,7 +134,7 @@ ruleset p : pid do
     child[tgt[p]].phase := IDLE; child[tgt[p]].owner := 0; pc[p] := READY;
   end;
 
-  -- rule 7: split a whole child the process holds, then free one frame of it
+  -- palloc.c [exact blocks]: split a whole child the process holds, then free one frame of it
   ruleset i : kid do
     rule "split: claim the child, content all held"
       alive[p] & pc[p] = READY & root[i] = CFULL & holder[i * 2] = p & child[i].phase = IDLE
@@ -160,7 +160,7 @@ ruleset p : pid do
     child[tgt[p]].phase := OPEN; child[tgt[p]].owner := 0; pc[p] := READY;
   end;
 
-  -- rule 2: one CAS each
+  -- palloc.c [alloc and free]: one CAS each
   ruleset i : kid; b : 0..1 do
     rule "alloc a frame"
       alive[p] & pc[p] = READY & child[i].phase = OPEN & !child[i].bit[b]
@@ -192,8 +192,8 @@ ruleset p : pid do
   end;
 end;
 
--- rule 6: finish a dead owner's step; the recoverer holds the owner's
--- liveness lock (live.c rule 4), so only one works on it; it may die (its
+-- palloc.c [recovery]: finish a dead owner's step; the recoverer holds the owner's
+-- liveness lock (live.c [dead iff free]), so only one works on it; it may die (its
 -- progress is lost) and the next starts again.
 ruleset i : kid do
   rule "recover: PART -> FREE"

@@ -1,6 +1,6 @@
 -- presence.m -- the presence protocol (format 10): who is attached to a pool,
 -- and who may clean it up, under crashes, fork() and bounded waits
--- (pool/life.c rules 1-5, live.c rule 6). The rules are named by the
+-- (pool/life.c [anchor], life.c [presence], life.c [life], life.c [last out] and life.c [sweep], live.c [presence and life]). The rules are named by the
 -- labels J1..J8 (join), L1..L6 (leave), S1..S5 (sweep) that the C comments
 -- use too, so a rule here and a step there can be matched by name. Steps
 -- and the C they stand for:
