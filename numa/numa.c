@@ -121,7 +121,7 @@ int dp_numa_index(uint32_t node) {
     return -1;
 }
 
-/* Rule 2: the CPU from the thread's rseq area, or -1 where there is none
+/* [current node]: the CPU from the thread's rseq area, or -1 where there is none
  * (glibc without the exports, registration off or refused: __rseq_size 0;
  * cpu_id negative before registration completed or when it failed). */
 static inline int rseq_cpu(void) {

@@ -85,18 +85,18 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
 
 /* Free a block; order must be the one it was allocated with. A block of
  * order 0..4 freed into a leaf with no RESV bit is remembered by the
- * calling thread, which takes it back first (palloc.c [reservation]: the take-back). -EINVAL when
+ * calling thread, which takes it back first (palloc.c [take-back]). -EINVAL when
  * the frames are not allocated at that level (a double free, or frames that
  * were never handed out). It cannot tell one block from adjacent smaller
  * blocks of the same span: callers keep the order (segments and areas do). */
 int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order);
-/* Rule 5: after a free of a block of order <= 4, make its leaf this CPU's
+/* palloc.c [reservation]: after a free of a block of order <= 4, make its leaf this CPU's
  * reservation for that order, so that the next allocation of the order
  * finds the run just freed with one CAS instead of searching the tree.
  * A hint only: never fails, changes no frame's state. */
 void dp_pa_hint_freed(dp_pa *pa, uint64_t frame, unsigned order, unsigned cpu);
 
-/* Rule 5's take-back: how many runs per run size (orders 0..4) a thread
+/* palloc.c [take-back]: how many runs per run size (orders 0..4) a thread
  * remembers having freed as whole blocks into leaves with no RESV bit, to
  * take them back before its CPU's reservation (thread-private; a power of
  * two). With 8,

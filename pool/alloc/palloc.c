@@ -38,60 +38,42 @@
  *      dp_pa_reclaim, or an allocation that found no run):
  *        CAS c OPEN/empty -> CLOSING(me); CAS P's state for c PART -> FREE;
  *        store c := IDLE.
- *   [reservation] Per-CPU reservation (after LLFree): each CPU keeps, per level, the
- *      node it allocates from, and at level 0 one leaf per order 0..4 (a hint
- *      line in shared memory, and the RESV bit on that node so that other
- *      CPUs look elsewhere first). Separate leaves per order keep small
- *      blocks from using up the runs that larger ones need: with one leaf for
- *      all, random orders 0..3 found no aligned run in 37% of allocations. An
- *      allocation tries its node with one CAS; when that has no run, the
- *      search walks up the tree from it (nearby first), preferring partly
- *      used nodes to free ones, and nodes no other CPU reserved; in that
- *      first pass a leaf is taken for orders 0..3 only if it keeps another
- *      run after this one, so that the new reservation does not miss again at
- *      once (a leaf with a single run is left to the second pass, or to a CPU
+ *   [reservation] Per-CPU reservation (after LLFree): each CPU keeps, per
+ *      level, the node it allocates from, and at level 0 one leaf per order
+ *      0..4 (a hint line in shared memory, and the RESV bit on that node so
+ *      that other CPUs look elsewhere first): separate leaves keep small
+ *      blocks from using up the runs that larger ones need. An allocation
+ *      tries its node with one CAS; when that has no run, the search walks
+ *      up the tree from it (nearby first), preferring partly used nodes to
+ *      free ones, and nodes no other CPU reserved; in that first pass a leaf
+ *      is taken for orders 0..3 only if it keeps another run after this one
+ *      (a leaf with a single run is left to the second pass, or to a CPU
  *      that frees into it). The CAS that allocates in the node found also
  *      sets its RESV bit (no CAS of its own); the old reservation's bit is
  *      cleared unless another order of the CPU still uses that node. RESV is
  *      advisory in every way: a stale or missing bit only changes where
- *      searches look first. A free of an exact block (proc.c [exact blocks]) makes
- *      the freed run's leaf the CPU's reservation for the block's order when
- *      the reservation has no run left (dp_pa_hint_freed), so blocks of a few
- *      pages that come and go at random places do not search the tree each
- *      time. Take-back: before its reservation, an allocation of order 0..4
- *      tries the runs of its size that its thread freed as whole blocks
- *      (dp_pa_free: not a trim's tail nor an exact block's pieces) into
- *      leaves with no RESV bit (the newest DP_PA_BACK, thread-private),
- *      newest first, each once: one CAS sets exactly that run's bits, and the
- *      reservation stays where it is. Only where the second chance (next) may
- *      take: in the 2 MiB node of the CPU's reservation of the order, in none
- *      of its leaf reservations, in no leaf with RESV (a leaf another CPU's
- *      dp_pa_hint_freed made its reservation has none, and may be taken from,
- *      as the second chance may). A bounded working set of blocks of a few
- *      orders fills its leaves exactly, so the one free run an allocation
- *      needs is the one just freed, in a random leaf, rarely the reservation:
- *      64 order-0 blocks in two full leaves missed the reservation in half of
- *      their allocations (24-37 ns a step instead of 14-17 with 32 blocks);
- *      random orders 0..3 searched the tree for 12% of their order-3
- *      allocations and now for 0.04% (poolbench --mixed raw: 27.4 ns a step
- *      -> 23.4, median of 10). A run freed into a leaf with RESV is not
- *      remembered: the reservation's CPU allocates from it anyway, and
- *      another CPU's line is not one to touch twice. Second chance: before
- *      the search, the leaf this thread last freed a run of the order into
- *      (dp_pa_free records it, thread-private) is tried, if it lies in the 2
- *      MiB node of the CPU's reservation, is none of the CPU's leaf
- *      reservations (a dp_pa_hint_freed one has no RESV bit) and has no RESV
- *      bit; if it has the run it becomes the reservation. Before the
- *      take-back, random orders 0..3 missed their reservation in a third of
- *      their order-3 allocations, and this served about two thirds of those
- *      without a search (poolbench --mixed: 29.7 ns a step instead of 33.2);
- *      now it serves what the take-back forgot. Only in the reservation's
- *      node, and only for a CPU that has a reservation of the order: a thread
- *      that moved to another CPU frees into its old CPU's leaves, and a CPU
- *      that followed them stayed in the other CPU's node (seen in the hint
- *      lines); two threads were then at 36-50 ns a step instead of 30 in
- *      about a quarter of the runs, most likely from reading each other's
- *      leaf words (no counters here to confirm it).
+ *      searches look first. A free of an exact block (proc.c [exact blocks])
+ *      makes the freed run's leaf the CPU's reservation for the block's
+ *      order when the reservation has no run left (dp_pa_hint_freed).
+ *   [take-back] Before its reservation, an allocation of order 0..4 tries
+ *      the runs of its size that its thread freed as whole blocks (dp_pa_free:
+ *      not a trim's tail nor an exact block's pieces) into leaves with no
+ *      RESV bit (the newest DP_PA_BACK, thread-private), newest first, each
+ *      once: one CAS sets exactly that run's bits, and the reservation stays
+ *      where it is; only where [second chance] may take. A run freed into a
+ *      leaf with RESV is not remembered: the reservation's CPU allocates from
+ *      it anyway. Nothing is held: the runs stay free in the tree, anyone may
+ *      take them, the CAS validates.
+ *   [second chance] Before the search, the leaf this thread last freed a run
+ *      of the order into (dp_pa_free records it, thread-private) is tried, if
+ *      it lies in the 2 MiB node of the CPU's reservation of the order, is
+ *      none of the CPU's leaf reservations (a dp_pa_hint_freed one has no
+ *      RESV bit) and has no RESV bit; if it has the run it becomes the
+ *      reservation. Only in the reservation's node, and only for a CPU that
+ *      has a reservation of the order: a thread that moved to another CPU
+ *      does not follow its old CPU's leaves into that CPU's node.
+ *   (docs/design.md, "Page allocator", gives the measurements behind each of
+ *   these choices.)
  *   [recovery] a word in OPENING/CLOSING whose owner is dead: if P's state
  *      for it is PART it becomes FREE; the word becomes IDLE. Both steps are
  *      safe because such a node holds nothing: an opener allocates in c only
@@ -274,7 +256,7 @@ static inline uint64_t run_mask(unsigned L, unsigned pos, unsigned rs) {
 }
 static inline uint64_t run_used(unsigned L, uint64_t mask) { return L == 0 ? mask : (mask & HI2); }
 
-/* Rule 1: the level and run of an order; false if no level can hold it. */
+/* [one level]: the level and run of an order; false if no level can hold it. */
 static bool pa_target(const dp_pa *pa, unsigned order, unsigned *lvl, unsigned *rs) {
     unsigned root = pa->nlevels - 1;
     if (order > DP_PA_MAX_ORDER || (1ull << order) > pa->frames) return false;
@@ -381,7 +363,7 @@ static inline uint32_t present_mask(const dp_pa *pa, unsigned L, uint64_t idx) {
     return first >= n ? 0u : LO2 & ((1u << (2 * (unsigned)(n - first))) - 1u);
 }
 
-/* Rule 2: one CAS in one node. Returns true with *frame set; false when the
+/* [alloc and free]: one CAS in one node. Returns true with *frame set; false when the
  * node is not open or has fewer than need runs (1 or 2; phase
  * OPENING/CLOSING sets *stuck). resv (0 or W_RESV) is set by the same CAS:
  * a node found by a search becomes the caller's reservation without a CAS
@@ -410,7 +392,7 @@ static bool pa_try_node(dp_pa *pa, unsigned L, uint64_t idx, unsigned rs, uint64
     }
 }
 
-/* Rule 3: open FREE child i of node idx at level A. */
+/* [open]: open FREE child i of node idx at level A. */
 static bool pa_open(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t owner) {
     dp_a64 *cp = pa_node(pa, A - 1, idx * 16 + i);
     dp_a64 *pp = pa_node(pa, A, idx);
@@ -433,7 +415,7 @@ static bool pa_open(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t ow
     return true;
 }
 
-/* Rule 4, bottom-up: close every empty descendant of (L, idx), then the node
+/* [close], bottom-up: close every empty descendant of (L, idx), then the node
  * itself if it is empty. Returns true if (L, idx) was closed. A node found in
  * another owner's open/close step sets *stuck. */
 static bool pa_close(dp_pa *pa, unsigned L, uint64_t idx, uint32_t owner, bool *stuck) {
@@ -539,7 +521,7 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
     return false;
 }
 
-/* Rule 5's take-back and second chance: per thread, per run size, the
+/* [take-back] and [second chance]: per thread, per run size, the
  * runs it freed as whole blocks into leaves with no RESV bit (newest
  * last, a ring of DP_PA_BACK: an older one is forgotten) and the leaf it
  * last freed a run into; and the allocator (sub-pool, this process) they
@@ -563,7 +545,7 @@ static inline dp_a32 *pa_hint(struct dp_pa_hint *h, unsigned t, unsigned rs) {
     return t == 0 && rs > 0 ? &h->leaf[rs - 1] : &h->node[t];
 }
 
-/* Rule 5: may a CPU whose reservation for this order is leaf hv - 1 take a
+/* [reservation]: may a CPU whose reservation for this order is leaf hv - 1 take a
  * run in leaf lf - 1 (p: its word)? Only in the 2 MiB node of that
  * reservation (a CPU that followed a moved thread's frees into another
  * CPU's node stayed there and shared its lines), in none of the CPU's leaf
@@ -580,7 +562,7 @@ static inline bool pa_may_take(struct dp_pa_hint *h, uint64_t lf, uint64_t hv, d
     return !(*w & W_RESV);
 }
 
-/* Rule 5's take-back: the newest run of size rs this thread freed into a
+/* [take-back]: the newest run of size rs this thread freed into a
  * leaf with no RESV bit, if it is still free and this CPU may take it; one
  * CAS sets exactly its bits (no RESV: the reservation stays where it is).
  * Each run is tried once and forgotten, so a call costs at most DP_PA_BACK
@@ -652,7 +634,7 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
     uint64_t hv = dp_load_relaxed_uint32_t(pa_hint(h, t, rs)); /* relaxed: a hint, validated by CAS */
     uint64_t start;
     bool stuck = false, got = false;
-    /* Rule 5's take-back, before the reservation: tried after it, every
+    /* [take-back], before the reservation: tried after it, every
      * allocation once the reservation ran dry paid a failed probe first
      * (poolbench --mixed raw: 34-36 ns a step, against 23-28). Costs the
      * shared library a __tls_get_addr call per allocation of order 0..4. */
@@ -665,7 +647,7 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
         hv = 0;
         start = (uint64_t)hi * pa->count[t] / pa->nhints;
     }
-    /* Rule 5's second chance: the leaf this thread last freed such a run
+    /* [second chance]: the leaf this thread last freed such a run
      * into, if this CPU may take from it (pa_may_take). No stuck report:
      * the search below decides between -EBUSY and -ENOMEM. */
     if (!got && t == 0 && hv && pa_freed.pa == pa) {
@@ -703,7 +685,7 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
     return 0;
 }
 
-/* Rule 2's free; remember: a whole block at its own order, which [reservation]'s
+/* [alloc and free]'s free; remember: a whole block at its own order, which [take-back]'s
  * take-back may take back (not a piece of an exact block, a trimmed tail
  * or a grow given up: those runs are not of the size their holder asked
  * for, and a trimmed tail is what a grow in place wants back). */
@@ -722,7 +704,7 @@ static int pa_free(dp_pa *pa, uint64_t frame, unsigned order, bool remember) {
         if (w_phase(w) != PH_OPEN || (w & mask) != used) return -EINVAL;
         /* release: pairs with the acquire CAS in pa_try_node that hands them out again */
         if (dp_cas_release(p, &w, w & ~mask)) {
-            if (t == 0) { /* [reservation]'s take-back and second chance; thread-private */
+            if (t == 0) { /* [take-back] and [second chance]; thread-private */
                 if (pa_freed.pa != pa) {
                     memset(pa_freed.leaf, 0, sizeof pa_freed.leaf);
                     memset(pa_freed.n, 0, sizeof pa_freed.n);
@@ -752,7 +734,7 @@ int dp_pa_free(dp_pa *pa, uint64_t frame, unsigned order) {
  * children exist). */
 static inline uint32_t all_used(unsigned L) { return L == 0 ? 0xffffffffu : HI2; }
 
-/* Rule 7: split FULL child i of (A, idx) -- frames the caller holds -- so
+/* [exact blocks]: split FULL child i of (A, idx) -- frames the caller holds -- so
  * that they are described one level down: claim the IDLE child with its
  * content already all-used, turn the parent's FULL into PART, store OPEN.
  * -EBUSY when another owner is in a step on the child (an opener that read

@@ -77,7 +77,7 @@
 
 bool dp_live_guarded(const dsmpool *p) { return p->live.kind != DP_LIVE_NONE; }
 
-/* Rule 6: without a description of its own a process could be neither
+/* [presence and life]: without a description of its own a process could be neither
  * judged nor counted present, so it is not let in. */
 static int no_description(int r) {
     return dp_fail(-ENOLCK, "this process cannot open a description of the pool's file of its own (%s: "

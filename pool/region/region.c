@@ -69,7 +69,7 @@ static int create_fail(dp_creating *c, dp_header *h, int r) {
     return r;
 }
 
-/* Rule 2: what an attacher may see of a region being created -- a magic that
+/* [creation]: what an attacher may see of a region being created -- a magic that
  * says so, the format and the pool id -- so that, with the creation lock
  * free, a half-built region is told from a live creation and from an object
  * that is not a dsmpool at all. */

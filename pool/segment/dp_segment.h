@@ -33,7 +33,7 @@ struct dsmpool_seg {
 void dp_seg_set_area_hook(void (*fn)(struct dsmpool *pool, void *ctl, uint64_t bytes,
                                      uint64_t aid, uint32_t owner_slot));
 void dp_seg_layer_init(void);
-/* Rule 9 of segment.c: the pool could not serve a block; caches give back,
+/* segment.c [short of memory]: the pool could not serve a block; caches give back,
  * then one more try (bounded wait). 0 with *block, or the allocator's error. */
 int dp_seg_block_short(struct dsmpool *pool, unsigned order, unsigned place, uint64_t *block);
 bool dp_seg_live(struct dsmpool *pool, dsmpool_handle h, uint64_t *blk, uint64_t *size);

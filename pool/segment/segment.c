@@ -279,7 +279,7 @@ static int seg_claim(dsmpool *p, uint64_t *idx, uint32_t *gen) {
                    (unsigned long long)n);
 }
 
-/* Rule 5's second half: give back what the descriptor holds, then FREE it.
+/* [detach]'s second half: give back what the descriptor holds, then FREE it.
  * owner is the slot named in DYING/INIT (recovery passes the dead one). An
  * area's contents go first (idempotent); then the block is unrecorded and
  * only then freed, inside an ownership bracket, so a death in between leaves
@@ -417,7 +417,7 @@ static int fallback_map(dsmpool *p, uint64_t idx, uint32_t gen, size_t size, boo
     return 0;
 }
 
-/* Rule 4, second half: find the memory of a referenced segment. */
+/* [attach], second half: find the memory of a referenced segment. */
 static int seg_map(dsmpool *p, uint64_t idx, uint32_t gen, struct dsmpool_seg *s) {
     dp_seg_desc *d = &p->segs[idx];
     uint64_t blk = dp_load_relaxed(&d->block); /* relaxed: ordered by seg_ref's acquire */
@@ -538,7 +538,7 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
     int r = seg_claim(pool, &idx, &gen);
     if (r) return r;
     dp_seg_desc *d = &pool->segs[idx];
-    /* Rule 11: exact to the page (or to whole huge pages when asked) */
+    /* [exact to the page]: exact to the page (or to whole huge pages when asked) */
     uint64_t frames = (size + DP_FRAME_SIZE - 1) / DP_FRAME_SIZE;
     if ((flags & DSMPOOL_SEG_HUGE_ROUND) && frames > DP_HUGE_FRAMES / 2)
         frames = (frames + DP_HUGE_FRAMES - 1) / DP_HUGE_FRAMES * DP_HUGE_FRAMES;

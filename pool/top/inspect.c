@@ -91,7 +91,7 @@ static size_t map_align_of(const dp_header *h) {
     return a;
 }
 
-/* Rule 1 for an object reached through a file descriptor (taken over). */
+/* [read-only] for an object reached through a file descriptor (taken over). */
 static int view_fd(dp_insp *in, int fd) {
     struct dsmpool *p = in->p;
     p->fd = fd;

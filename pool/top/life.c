@@ -207,7 +207,7 @@ void dp_life_anchor_remove(int shmdir, uint64_t id) {
     if (shmdir >= 0) dp_os_shm_unlinkat(shmdir, nm);
 }
 
-/* Rule 1: the directory of the pool's home /dev/shm for this process: a
+/* [anchor]: the directory of the pool's home /dev/shm for this process: a
  * fork()ed child's inherited one (whatever its mount namespace), or, for
  * an attacher, its own /dev/shm if that is the one the header names;
  * else -1. */
@@ -371,7 +371,7 @@ static size_t remove_objects(uint64_t id, int shmdir) {
     return b.removed;
 }
 
-/* Rule 4 (L5), with LIFE held exclusive and nobody present. */
+/* [last out] (L5), with LIFE held exclusive and nobody present. */
 static void last_out(dsmpool *p) {
     dp_recover_all(p); /* what dead processes held goes first (their segments with it) */
     dp_area_drop_os(p); /* area entries in OS segments: their segments go now */
@@ -487,7 +487,7 @@ static bool header_of(const dp_header *h) {
            h->header_size == sizeof(dp_header);
 }
 
-/* Rule 7: a region of another format (a dsmpool magic, a format or header
+/* [other formats]: a region of another format (a dsmpool magic, a format or header
  * size not ours) as a region_ref: its pool id and its library's version
  * are where they have been since format 3 (dp_internal.h); format 2 kept
  * its pool id at byte 24 (no library version), format 1 made no anchors
@@ -584,7 +584,7 @@ static bool scan_sysv(int shmid, int32_t key, size_t size, uint64_t nattch, void
     return true;
 }
 
-/* Rule 7: a region of another format speaks for its pool id only where no
+/* [other formats]: a region of another format speaks for its pool id only where no
  * region of ours has that id and the id's anchor exists and has the
  * region's owner (a System V segment's creator: its recorded owner can be
  * set to anyone): a file anyone may write must not make the sweep keep
@@ -703,13 +703,13 @@ static bool anchor_exists(const char *nm) {
     return fd >= 0 || fd == -EACCES;
 }
 
-/* Rule 5's judge for a region it reaches: the region's own lock file (a
+/* [sweep]'s judge for a region it reaches: the region's own lock file (a
  * description of its file opened by path, or its System V set by key). */
 static int region_live(const region_ref *r, dp_live *l) {
     return r->kind == 1 ? dp_live_of_path(r->path, l) : dp_live_of_key(r->key, l);
 }
 
-/* Rules 5 and 6 for one pool id: remove it if nobody holds it (or forced).
+/* [sweep] and [remove] for one pool id: remove it if nobody holds it (or forced).
  * region: its region if known. Returns objects removed, or -EBUSY. */
 static long remove_pool(uint64_t id, const region_ref *scanned, bool force, bool sweeping) {
     region_ref cur, *region = NULL;
@@ -797,7 +797,7 @@ int dsmpool_sweep(size_t *removed) {
     return 0;
 }
 
-/* Rule 7, forced: the region, by the name it was found under, if it is
+/* [other formats], forced: the region, by the name it was found under, if it is
  * still that region (the same format and pool id, read again: a name is
  * trusted only once it still leads to what was judged); its fallback
  * objects and anchor only if its claim on the pool id holds, and then as a
@@ -886,7 +886,7 @@ int dsmpool_remove(const char *name, bool force) {
 
 /* ---- the list (dsmpool-inspect --list) --------------------------------------- */
 
-/* Rule 5's scan and its judges, but read-only: no lock is taken, only tested
+/* [sweep]'s scan and its judges, but read-only: no lock is taken, only tested
  * (a test that cannot be made counts as held, as in the sweep). */
 
 typedef struct list_ctx {
@@ -966,7 +966,7 @@ static void list_where(dp_list_entry *e, const region_ref *reg) {
     e->shmid = reg->kind == 2 ? reg->shmid : -1;
 }
 
-/* Rule 7: a region of another format, as its header's stable part says;
+/* [other formats]: a region of another format, as its header's stable part says;
  * its pool id only where its claim holds. */
 static void list_other(dp_list_entry *e, const region_ref *reg) {
     e->id = reg->claims ? reg->id : 0;

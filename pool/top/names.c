@@ -97,7 +97,7 @@ static int name_check(const char *name) {
 
 static void backoff(unsigned k) { dp_os_sleep_ns(k < 10 ? 100000ull << (k / 2) : 5000000ull); }
 
-/* Rule 1. */
+/* [under the lock]. */
 static int names_lock(dsmpool *p, unsigned flags, uint64_t deadline) {
     if (!dp_live_guarded(p))
         return dp_fail(-ENOLCK, "named objects need this process's liveness lock on the pool, which "
@@ -129,12 +129,12 @@ static bool entry_is(const dp_name *e, const char *name) {
     return strnlen(e->name, sizeof e->name) < sizeof e->name && strcmp(e->name, name) == 0;
 }
 
-/* Rule 5: is a READY entry's object still there? */
+/* [gone objects]: is a READY entry's object still there? */
 static bool object_live(dsmpool *p, unsigned kind, dsmpool_handle h) {
     return kind == DP_NAME_AREA ? dp_area_live(p, h) : dp_seg_live(p, h, NULL, NULL);
 }
 
-/* Rule 4: is an INIT entry's owner certainly gone? */
+/* [waiters]: is an INIT entry's owner certainly gone? */
 static bool owner_gone(dsmpool *p, uint64_t w, const dp_name *e) {
     uint32_t o = DP_NAME_OWNER(w);
     if (o == 0 || o > p->nprocs) return true; /* ([validated]: no such slot) */

@@ -116,7 +116,7 @@ int dp_owned_maps(dsmpool *p, uint64_t **owned, char *why, size_t n) {
 }
 
 
-/* Rule 1, the layers from the top. false: a step must wait for a live
+/* [dead slots], the layers from the top. false: a step must wait for a live
  * process ([never half-way]); the slot's records stay for the next call. */
 static bool recover_slot(dsmpool *p, uint32_t slot) {
     dp_area_recover_slot(p, slot); /* before references drop: an area may go with them */
