@@ -52,7 +52,13 @@
  *     -ENOSPC   a fixed table is full (segment descriptors, process slots,
  *               names); creating a pool, no room
  *               for its files
- *     -EBUSY    dsmpool_check() could not get a quiet look (others kept working)
+ *     -EBUSY    dsmpool_check() could not get a quiet look (others kept working);
+ *               dsmpool_remove(): a live process holds the pool
+ *     -EALREADY dsmpool_seg_pin(): the segment is pinned already
+ *     -EDEADLK  a named object's init opened its own name (it would wait for
+ *               itself)
+ *     -ENAMETOOLONG creating a POSIX pool: its file's path (the hugetlbfs
+ *               mount and the name) would be longer than the library keeps
  *     -EUCLEAN  the pool's structures are damaged: from dsmpool_check() (the
  *               message says what and where), or from a call that met the
  *               damage; nothing outside the region is ever touched
@@ -565,7 +571,7 @@ typedef struct dsmpool_area_stats {
                                  made -- exact when every chunk request asks for a power of
                                  two (32 KiB chunks) or all share one ratio */
     size_t control_bytes;     /* the control block's segment and its cache record pages
-                                 (16 KiB per 10 caches held at once), kept until destroyed;
+                                 (16 KiB per 7 caches held at once), kept until destroyed;
                                  with registry_bytes, what the area costs beyond held */
 } dsmpool_area_stats;
 

@@ -34,16 +34,22 @@ const char *dsmpool_strerror(int err) {
     switch (err) {
     case 0: return "success";
     case -EINVAL: return "invalid argument";
-    case -ENOMEM: return "out of memory (or huge pages unavailable)";
-    case -ENOENT: return "no such pool or segment";
+    case -ENOMEM: return "out of memory: neither the pool nor the OS fallback can serve it (or huge pages "
+                         "are unavailable)";
+    case -ENOENT: return "no such pool, segment or name";
     case -EEXIST: return "a pool of that name already exists";
-    case -ESTALE: return "stale handle: the segment was destroyed";
+    case -ESTALE: return "stale: the segment (or the area, or the OS segment a pointer names) was destroyed";
+    case -EAGAIN: return "try again: the pool is being created, cleaned up or removed";
+    case -EOWNERDEAD: return "the pool was left half-built by a creator that died (remove it)";
     case -EPROTO: return "not a compatible dsmpool region (bad header, layout or size)";
+    case -ENOLCK: return "this process cannot hold the pool's liveness locks of its own";
+    case -EXDEV: return "the OS segment lives in a /dev/shm this process does not see";
     case -ENOSPC: return "no space: a fixed table is full, or no room for a pool's files";
-    case -EBUSY: return "busy: an operation was in progress";
+    case -EBUSY: return "busy: an operation was in progress, or a live process holds the pool";
     case -EUCLEAN: return "inconsistent structure found";
     case -EALREADY: return "already done";
-    case -EAGAIN: return "try again: the pool is still being created";
+    case -EDEADLK: return "a named object's init opened its own name";
+    case -ENAMETOOLONG: return "the pool's file name would be too long";
     case -EPERM: return "permission denied";
     case -EACCES: return "access denied";
     default: break;
