@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command: installs what it needs, then builds and runs every test
 # suite three ways -- plain, ASan+UBSan, TSan -- plus the NUMA placement tests
-# on emulated 2- and 4-node machines (qemu) and PostgreSQL 15 on dsmpool
-# (its regression suite three times, crash and shutdown tests:
+# on emulated 2- and 4-node machines (qemu) and PostgreSQL 18 on dsmpool
+# (its regression suite, DSA/DSM test modules and TAP crash-restart test
+# three times, the operator's view, crash and shutdown tests:
 # integrations/postgresql/run.sh), and ends with the line "N passed, N failed"
 # summed over all of them, after a "failed: <way>: <test>" line for each
 # failure. Exit status 0 only if none failed.
@@ -43,7 +44,7 @@ external() {
 for way in "${ways[@]}"; do
     case "$way" in
     postgresql)
-        external "build PostgreSQL 15 on dsmpool, then its regression suite and crash tests" \
+        external "build PostgreSQL 18 on dsmpool, then its own tests three ways, crash and shutdown tests" \
             '^(PostgreSQL \(|ok:|FAILED|crash test|  dsmpool:)' \
             sh -c 'integrations/postgresql/run.sh build && integrations/postgresql/run.sh check'
         continue

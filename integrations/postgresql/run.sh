@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# PostgreSQL 15 on dsmpool: fetch, patch, build, test, measure.
+# PostgreSQL 18 on dsmpool: fetch, patch, build, test, measure.
 #
-#   run.sh build [PREFIX]  fetch PostgreSQL 15's source through apt (a deb-src
-#                          entry of its own, removed after), build dsmpool and
-#                          the patched server into PREFIX
-#   run.sh check [PREFIX]  PostgreSQL's regression suite (make check, the main
-#                          schedule) with the pool serving, with a 4 MB pool,
-#                          and with a full pool (everything falls back); then
-#                          the crash and shutdown tests; ends with PostgreSQL's
-#                          summary lines and "N passed, N failed"
-#   run.sh bench [PREFIX]  the seed query, stock against patched (builds stock
-#                          PostgreSQL too); a table and a plot in
-#                          bench/results/postgresql-<host>/
+#   run.sh build [PREFIX]      fetch PostgreSQL 18's source through apt (a
+#                              deb-src entry of its own, built from this
+#                              machine's apt sources and removed after), build
+#                              dsmpool and the patched server (--enable-cassert,
+#                              --enable-tap-tests) into PREFIX
+#   run.sh check [PREFIX]      three ways -- the pool serving, a 4 MB pool, a
+#                              full pool (everything falls back) -- PostgreSQL's
+#                              main regression schedule (make check), the test
+#                              modules that make DSM and DSA (test_dsa,
+#                              test_dsm_registry, test_shm_mq, test_radixtree,
+#                              test_tidstore) and the TAP crash-restart test;
+#                              then the operator's view, crash and shutdown
+#                              tests; ends with "N passed, N failed"
+#   run.sh container [PREFIX]  the seed query in a 64 MB /dev/shm (Docker's
+#                              default): stock, stock with min_dynamic_shared_
+#                              memory, dsmpool; a table (release builds)
+#   run.sh bench [PREFIX]      the benchmarks (bench.sh): stock against patched,
+#                              release builds; results in bench/results/
 #
 # PREFIX defaults to integrations/postgresql/work. Run as root on Debian 12
 # (it installs what it needs); the server runs as the user "dsmpoolpg",
-# made if missing.
+# made if missing. DSMPOOL_PG_PORT (54329) is the port of the servers it
+# starts.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -23,29 +31,20 @@ cmd=${1:-}
 prefix=${2:-$here/work}
 mkdir -p "$prefix"
 prefix=$(cd "$prefix" && pwd)
-PG_PINNED=15.18-0+deb12u1 # the version measured in the issue; the newest one served if it is gone
-PGUSER_NAME=dsmpoolpg
+PG_MAJOR=18
+PG_PINNED=18.6-3 # the version measured in the issue; the newest one served if it is gone
+PG_SUITE=sid     # the Debian suite whose deb-src serves postgresql-18
 jobs=$(nproc)
+MODULES="test_dsa test_dsm_registry test_shm_mq test_radixtree test_tidstore"
 
-log() { echo "=== $*" >&2; }
-die() {
-    echo "run.sh: $*" >&2
-    exit 1
-}
-
-as_pg() { # run a command as the server's user
-    if [ "$(id -u)" = 0 ]; then runuser -u "$PGUSER_NAME" -- "$@"; else "$@"; fi
-}
-
-need_user() {
-    [ "$(id -u)" = 0 ] || return 0
-    id "$PGUSER_NAME" >/dev/null 2>&1 || useradd --system --no-create-home --shell /bin/sh "$PGUSER_NAME"
-}
+# shellcheck source=lib.sh
+source "$here/lib.sh"
 
 # ---- build --------------------------------------------------------------------
 
 install_deps() {
-    local pkgs="build-essential perl pkg-config libreadline-dev zlib1g-dev procps bzip2 patch util-linux passwd" missing=""
+    local pkgs="build-essential perl pkg-config libreadline-dev zlib1g-dev bison flex libipc-run-perl
+        procps bzip2 patch util-linux passwd" missing="" p
     for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
     "$repo/tools/deps.sh"
     if [ -n "$missing" ]; then
@@ -54,37 +53,72 @@ install_deps() {
     fi
 }
 
-# The orig tarball of postgresql-15 from Debian's deb-src, through a sources
-# file of our own; apt's configuration and lists are left as they were.
+# The URI and key of this machine's own Debian archive, from its apt sources
+# (deb822 *.sources, then one-line *.list and sources.list): the entry whose
+# suite is the release's codename. The repository names no archive host.
+archive_of_machine() {
+    local codename
+    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    [ -n "$codename" ] || return 1
+    local f
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] || continue
+        awk -v cn="$codename" '
+            function flush() {
+                if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " cn " ") && uris != "") {
+                    split(uris, u, " "); print u[1], (key == "" ? "-" : key); found = 1; exit
+                }
+                types = suites = uris = key = ""
+            }
+            /^[ \t]*#/ { next }
+            /^[ \t]*$/ { flush(); next }
+            tolower($1) == "types:"     { $1 = ""; types = $0 }
+            tolower($1) == "uris:"      { $1 = ""; uris = $0; sub(/^ +/, "", uris) }
+            tolower($1) == "suites:"    { $1 = ""; suites = $0; sub(/^ +/, "", suites) }
+            tolower($1) == "signed-by:" { key = $2 }
+            END { if (!found) flush() }' "$f" | head -1 | grep . && return 0
+    done
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -f "$f" ] || continue
+        awk -v cn="$codename" '
+            $1 == "deb" {
+                i = 2; key = "-"
+                if ($2 ~ /^\[/) { # options
+                    for (; i <= NF; i++) {
+                        if ($i ~ /signed-by=/) { key = $i; sub(/.*signed-by=/, "", key); sub(/\].*/, "", key) }
+                        if ($i ~ /\]$/) { i++; break }
+                    }
+                }
+                if ($(i + 1) == cn) { print $i, key; exit }
+            }' "$f" | head -1 | grep . && return 0
+    done
+    return 1
+}
+
+# The orig tarball of postgresql-18 from Debian's deb-src (unstable), through a
+# sources file of our own; apt's configuration and lists are left as they were.
 fetch_source() {
     local dl="$prefix/download"
-    if ls "$dl"/postgresql-15_*.orig.tar.bz2 >/dev/null 2>&1; then return; fi
+    if ls "$dl"/postgresql-${PG_MAJOR}_*.orig.tar.bz2 >/dev/null 2>&1; then return; fi
     [ "$(id -u)" = 0 ] || die "fetching the source needs root (apt)"
     mkdir -p "$dl"
+    local uri key
+    read -r uri key < <(archive_of_machine) || die "no Debian archive found in this machine's apt sources"
+    [ "$key" != - ] || key=/usr/share/keyrings/debian-archive-keyring.gpg
     local src=/etc/apt/sources.list.d/dsmpool-postgresql-src.sources
     local before
     before=$(ls /var/lib/apt/lists/)
-    cat >"$src" <<'EOF'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb-src
-URIs: http://deb.debian.org/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
+    printf 'Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: %s\n' \
+        "$uri" "$PG_SUITE" "$key" >"$src"
+    log "PostgreSQL source: deb-src $uri $PG_SUITE (this machine's archive)"
     local ok=0
     if apt-get update -qq -o Dir::Etc::sourcelist="$src" -o Dir::Etc::sourceparts=- \
         -o APT::Get::List-Cleanup=0 >&2; then
         local versions v
-        versions="$PG_PINNED $(apt-cache showsrc postgresql-15 2>/dev/null | awk '/^Version:/ {print $2}' | sort -rV)"
+        versions="$PG_PINNED $(apt-cache showsrc postgresql-$PG_MAJOR 2>/dev/null | awk '/^Version:/ {print $2}' | sort -rV)"
         for v in $versions; do
-            if (cd "$dl" && apt-get source -qq --download-only "postgresql-15=$v" >&2 2>/dev/null); then
-                log "PostgreSQL source: postgresql-15 $v"
+            if (cd "$dl" && apt-get source -qq --download-only "postgresql-$PG_MAJOR=$v" >&2 2>/dev/null); then
+                log "PostgreSQL source: postgresql-$PG_MAJOR $v"
                 ok=1
                 break
             fi
@@ -95,14 +129,14 @@ EOF
     for f in $(ls /var/lib/apt/lists/); do
         echo "$before" | grep -qxF "$f" || rm -f "/var/lib/apt/lists/$f"
     done
-    [ $ok = 1 ] || die "no postgresql-15 source could be fetched from Debian's deb-src"
+    [ $ok = 1 ] || die "no postgresql-$PG_MAJOR source could be fetched from $uri ($PG_SUITE)"
 }
 
 unpack() { # unpack [dir]: the pristine source into $prefix/$1
     local to="$prefix/$1"
     rm -rf "$to"
     mkdir -p "$to"
-    tar -xjf "$prefix"/download/postgresql-15_*.orig.tar.bz2 -C "$to" --strip-components=1
+    tar -xjf "$prefix"/download/postgresql-${PG_MAJOR}_*.orig.tar.bz2 -C "$to" --strip-components=1
 }
 
 build_dsmpool() {
@@ -114,10 +148,18 @@ build_dsmpool() {
     ninja -C "$prefix/dsmpool-build" install >/dev/null
 }
 
-# configure_and_make tree install-dir [with-dsmpool]
+patch_tree() { # patch_tree dir: the patches of integrations/postgresql/patches
+    local p
+    for p in "$here"/patches/*.patch; do
+        patch -s -d "$1" -p1 <"$p" || die "patch $(basename "$p") does not apply"
+    done
+}
+
+# configure_and_make tree install-dir [with-dsmpool] [for-tests]: the server
+# and what the tests and benchmarks use (no docs, no contrib but pg_prewarm)
 configure_and_make() {
-    local tree=$1 inst=$2 with=${3:-}
-    local cppflags="" ldflags="" libs=""
+    local tree=$1 inst=$2 with=${3:-} tests=${4:-}
+    local cppflags="" ldflags="" libs="" extra=""
     if [ -n "$with" ]; then
         local pc
         pc=$(dirname "$(find "$prefix/dsmpool" -name dsmpool.pc | head -1)")
@@ -127,12 +169,16 @@ configure_and_make() {
         ldflags="-L$libdir -Wl,-rpath,$libdir"
         libs="-ldsmpool"
     fi
+    [ -n "$tests" ] && extra="--enable-cassert --enable-tap-tests"
     (cd "$tree" &&
-        ./configure --prefix="$inst" --without-icu --without-llvm CPPFLAGS="$cppflags" LDFLAGS="$ldflags" \
-            LIBS="$libs" >configure.log 2>&1 || { tail -30 configure.log; exit 1; }
-        make -s -j"$jobs" >make.log 2>&1 || { grep -E "error|Error" make.log | head -30; exit 1; }
+        ./configure --prefix="$inst" --without-icu --without-llvm $extra CPPFLAGS="$cppflags" \
+            LDFLAGS="$ldflags" LIBS="$libs" >configure.log 2>&1 || { tail -30 configure.log; exit 1; }
+        nice make -s -j"$jobs" >make.log 2>&1 || { grep -E "error|Error" make.log | head -30; exit 1; }
         make -s install >/dev/null 2>&1
-        make -s -C contrib/pg_prewarm install >/dev/null 2>&1)
+        make -s -C contrib/pg_prewarm install >/dev/null 2>&1
+        if [ -n "$tests" ]; then
+            for m in $MODULES; do make -s -C "src/test/modules/$m" install >/dev/null 2>&1 || exit 1; done
+        fi) || die "building $tree failed"
 }
 
 do_build() {
@@ -140,64 +186,38 @@ do_build() {
     need_user
     fetch_source
     build_dsmpool
-    log "PostgreSQL: unpack, patch (integrations/postgresql/patches), build into $prefix/patched"
+    log "PostgreSQL $PG_MAJOR: unpack, patch (integrations/postgresql/patches), build into $prefix/patched"
     unpack src-patched
-    local p
-    for p in "$here"/patches/*.patch; do
-        patch -s -d "$prefix/src-patched" -p1 <"$p" || die "patch $(basename "$p") does not apply"
-    done
-    configure_and_make "$prefix/src-patched" "$prefix/patched" with
+    patch_tree "$prefix/src-patched"
+    configure_and_make "$prefix/src-patched" "$prefix/patched" with tests
     [ "$(id -u)" = 0 ] && chown -R "$PGUSER_NAME" "$prefix/src-patched"
     log "built: $prefix/patched/bin/postgres"
 }
 
-# ---- a server --------------------------------------------------------------------
-
-port=54329
-sock="$prefix/sock"
-data="$prefix/data"
-pgbin="$prefix/patched/bin"
-
-server_init() { # server_init bindir [postgresql.conf lines...]
-    local bin=$1
-    shift
-    as_pg "$bin/pg_ctl" -D "$data" stop -m immediate >/dev/null 2>&1 || true
-    rm -rf "$data"
-    mkdir -p "$sock"
-    [ "$(id -u)" = 0 ] && chown "$PGUSER_NAME" "$sock" "$prefix"
-    as_pg "$bin/initdb" -D "$data" -U postgres --no-sync >/dev/null
-    {
-        echo "port = $port"
-        echo "unix_socket_directories = '$sock'"
-        echo "listen_addresses = ''"
-        echo "logging_collector = off"
-        local l
-        for l in "$@"; do echo "$l"; done
-    } >>"$data/postgresql.conf"
-}
-
-server_start() { as_pg "$1/pg_ctl" -D "$data" -l "$data/log" -w -t 120 start >/dev/null; }
-server_stop() { as_pg "$1/pg_ctl" -D "$data" -w -t 120 stop -m "${2:-fast}" >/dev/null; }
-sql() { as_pg "$pgbin/psql" -h "$sock" -p $port -U postgres -d postgres -X -q -A -t -c "$1"; }
-server_pid() { head -1 "$data/postmaster.pid"; }
-
-pool_objects() { # what any pool or PostgreSQL left in /dev/shm
-    ls /dev/shm | grep -E '^(dsmpool\.|PostgreSQL\.)' || true
-}
-
-wait_ready() {
-    local i
-    for i in $(seq 1 600); do
-        as_pg "$pgbin/pg_isready" -h "$sock" -p $port -q && return 0
-        sleep 0.1
-    done
-    return 1
+# release builds, for the container table and the benchmarks
+build_release() {
+    install_deps
+    need_user
+    fetch_source
+    [ -f "$(find "$prefix/dsmpool" -name dsmpool.pc 2>/dev/null | head -1)" ] || build_dsmpool
+    if [ ! -x "$prefix/bench-pool/bin/postgres" ]; then
+        log "PostgreSQL $PG_MAJOR patched, release build: $prefix/bench-pool"
+        unpack src-bench-pool
+        patch_tree "$prefix/src-bench-pool"
+        configure_and_make "$prefix/src-bench-pool" "$prefix/bench-pool" with
+    fi
+    if [ ! -x "$prefix/bench-stock/bin/postgres" ]; then
+        log "PostgreSQL $PG_MAJOR stock, release build: $prefix/bench-stock"
+        unpack src-bench-stock
+        configure_and_make "$prefix/src-bench-stock" "$prefix/bench-stock"
+    fi
 }
 
 # ---- check ------------------------------------------------------------------------
 
 passed=0
 failed=0
+temp_installed=0
 pass() {
     passed=$((passed + 1))
     echo "ok: $*"
@@ -207,21 +227,11 @@ fail() {
     echo "FAILED: $*"
 }
 
-regress() { # regress name conf-lines...
-    local name=$1
-    shift
-    local conf="$prefix/regress-$name.conf"
-    printf '%s\n' "$@" >"$conf"
-    chmod 644 "$conf"
-    log "regression suite (make check), $name: $*"
-    local out="$prefix/regress-$name.out"
-    if as_pg make -C "$prefix/src-patched" check TEMP_CONFIG="$conf" >"$out" 2>&1; then :; fi
-    local summary
-    summary=$(grep -E '^ (All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests failed)' "$out" | head -1 | sed 's/^ *//')
-    local plog="$prefix/src-patched/src/test/regress/log/postmaster.log"
-    echo "PostgreSQL ($name): ${summary:-no summary (see $out)}"
-    grep -h "dsmpool:" "$plog" 2>/dev/null | sed 's/.*LOG: */  /' || true
-    local n f
+# count what pg_regress says: count label output-file
+count_regress() {
+    local label=$1 out=$2 summary n f
+    summary=$(grep -E '^# (All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests failed)' "$out" | head -1 | sed 's/^# *//')
+    echo "PostgreSQL ($label): ${summary:-no summary (see $out)}"
     n=$(echo "$summary" | sed -nE 's/All ([0-9]+) tests passed.*/\1/p')
     if [ -n "$n" ]; then
         passed=$((passed + n))
@@ -231,39 +241,167 @@ regress() { # regress name conf-lines...
             set -- $f
             failed=$((failed + $1))
             passed=$((passed + $2 - $1))
-            grep -E 'FAILED|failed' "$out" | head -20
+            grep -E '^not ok' "$out" | head -20
         else
-            fail "regression run $name did not complete"
+            fail "$label did not complete"
             tail -20 "$out"
         fi
     fi
-    local left
-    left=$(pool_objects)
-    [ -z "$left" ] && pass "$name: nothing left in /dev/shm" || fail "$name: left in /dev/shm: $left"
-    cp "$out" "$plog" "$prefix/" 2>/dev/null || true
+}
+
+# What a postmaster log says of the pool, and whether the first fallback was
+# logged once with its hint (want: 0 or 1 such lines).
+pool_log() { # pool_log label log want-fallback-lines
+    local label=$1 plog=$2 want=$3 n
+    grep -h "dsmpool: [0-9]* segments served\|dsmpool: pool of" "$plog" 2>/dev/null | sed 's/.*LOG: */  /' || true
+    n=$(grep -c "dsmpool: the pool could not serve" "$plog" 2>/dev/null || true)
+    if [ "$want" = 0 ]; then
+        [ "${n:-0}" = 0 ] && pass "$label: the pool served everything, no fallback logged" ||
+            fail "$label: $n fallback lines in a pool that should serve everything"
+    elif [ "${n:-0}" = 1 ] && grep -A2 "dsmpool: the pool could not serve" "$plog" | grep -q 'HINT:.*"dsmpool_size"'; then
+        pass "$label: the first fallback was logged once, with a hint to raise dsmpool_size"
+    else
+        fail "$label: ${n:-0} fallback lines, want 1 with a HINT naming dsmpool_size"
+    fi
+}
+
+# regress name want-fallback conf-lines...: the main schedule, the test
+# modules (installcheck against one server) and the TAP crash-restart test
+regress() {
+    local name=$1 want=$2
+    shift 2
+    local conf="$prefix/regress-$name.conf" tree="$prefix/src-patched" before left
+    printf '%s\n' "$@" >"$conf"
+    chmod 644 "$conf"
+    local noinst="" # the first run installs the tree into tmp_install, the others use it
+    [ "$temp_installed" = 1 ] && noinst="NO_TEMP_INSTALL=1"
+    temp_installed=1
+
+    log "regression suite (make check), $name: $*"
+    before=$(shm_objects)
+    local out="$prefix/regress-$name.out"
+    as_pg make -C "$tree" check TEMP_CONFIG="$conf" $noinst >"$out" 2>&1 || true
+    count_regress "$name" "$out"
+    local plog="$tree/src/test/regress/log/postmaster.log"
+    pool_log "$name: make check" "$plog" "$want"
+    cp "$plog" "$prefix/regress-$name.postmaster.log" 2>/dev/null || true
+    left=$(shm_new "$before")
+    [ -z "$left" ] && pass "$name: make check left nothing in /dev/shm" || fail "$name: make check left in /dev/shm: $left"
+
+    log "test modules ($MODULES), $name"
+    before=$(shm_objects)
+    server_init "$pgbin" "$@" "max_worker_processes = 16"
+    server_start "$pgbin"
+    local m
+    for m in $MODULES; do
+        out="$prefix/module-$name-$m.out"
+        as_pg make -C "$tree/src/test/modules/$m" installcheck PGHOST="$sock" PGPORT="$port" PGUSER=postgres \
+            >"$out" 2>&1 || true
+        count_regress "$name, $m" "$out"
+    done
+    echo "  pg_dsmpool: $(sql "select format('%s segments, %s areas and %s named segments from the pool; %s segments and %s areas fell back; peak bytes in OS segments: %s of segments, %s of areas', pool_segments, pool_areas, pool_named_segments, fallback_segments, fallback_areas, fallback_segment_bytes_peak, fallback_area_bytes_peak) from pg_dsmpool")"
+    server_stop "$pgbin"
+    pool_log "$name: modules" "$data/log" "$want"
+    cp "$data/log" "$prefix/modules-$name.log"
+    left=$(shm_new "$before")
+    [ -z "$left" ] && pass "$name: the modules left nothing in /dev/shm" || fail "$name: the modules left in /dev/shm: $left"
+
+    log "TAP: src/test/recovery/t/013_crash_restart.pl, $name"
+    before=$(shm_objects)
+    out="$prefix/tap-$name.out"
+    as_pg make -C "$tree/src/test/recovery" check PROVE_TESTS=t/013_crash_restart.pl NO_TEMP_INSTALL=1 \
+        TEMP_CONFIG="$conf" >"$out" 2>&1 || true
+    local ntests nfail
+    ntests=$(sed -nE 's/^Files=[0-9]+, Tests=([0-9]+),.*/\1/p' "$out")
+    if grep -q '^Result: PASS' "$out" && [ -n "$ntests" ]; then
+        echo "PostgreSQL ($name, 013_crash_restart): All $ntests subtests passed."
+        passed=$((passed + ntests))
+    else
+        nfail=$(sed -nE 's/.*Failed ([0-9]+)\/[0-9]+ subtests.*/\1/p' "$out" | head -1)
+        echo "PostgreSQL ($name, 013_crash_restart): ${nfail:-?} of ${ntests:-?} subtests failed"
+        [ -n "$nfail" ] && [ -n "$ntests" ] && { failed=$((failed + nfail)); passed=$((passed + ntests - nfail)); } ||
+            fail "$name: 013_crash_restart did not complete (see $out)"
+    fi
+    grep -h "dsmpool: after the crash" "$tree"/src/test/recovery/tmp_check/log/*013*.log 2>/dev/null |
+        sed 's/.*LOG: */  /' | head -2 || true
+    left=$(shm_new "$before")
+    [ -z "$left" ] && pass "$name: 013_crash_restart left nothing in /dev/shm" ||
+        fail "$name: 013_crash_restart left in /dev/shm: $left"
 }
 
 # The seed table, smaller for CI: rows
 seed_table() {
-    sql "drop table if exists t; create table t (i int); insert into t select generate_series(1, $1); analyze t;"
+    sql "set client_min_messages = warning; drop table if exists t;
+        create table t (i int); insert into t select generate_series(1, $1); analyze t;"
 }
 
 JOIN="set work_mem = '256MB'; set max_parallel_workers_per_gather = 2; set parallel_setup_cost = 0;
 set parallel_tuple_cost = 0; set min_parallel_table_scan_size = 0;
 select count(*) from t t1 join t t2 using (i);"
 
+# What an operator sees: pg_dsmpool (pg_get_dsmpool_stats()), readable by
+# pg_read_all_stats only, a row with a pool and none without; with a pool
+# too small for a hash join, the fallbacks counted there and the first one
+# logged once.
+view_test() {
+    log "operator's view: pg_dsmpool, and the LOG line of the first fallback"
+    local before left
+    before=$(shm_objects)
+    server_init "$pgbin" "dsmpool_size = 0"
+    server_start "$pgbin"
+    [ "$(sql "select count(*) from pg_dsmpool")" = 0 ] && pass "view: no pool, no row in pg_dsmpool" ||
+        fail "view: pg_dsmpool has a row without a pool"
+    server_stop "$pgbin"
+    server_init "$pgbin" "dsmpool_size = 8MB" "dsmpool_huge_pages = off"
+    server_start "$pgbin"
+    local idle
+    idle=$(sql "select format('%s|%s|%s|%s', size, free, fallback_segments + fallback_areas, fallback_area_bytes_peak + fallback_segment_bytes_peak) from pg_dsmpool")
+    IFS='|' read -r size free0 fb0 peak0 <<<"$idle"
+    [ "${size:-0}" -gt 0 ] && [ "$free0" -le "$size" ] && [ "$fb0" = 0 ] && [ "$peak0" = 0 ] &&
+        pass "view: an idle 8 MB pool: size $size, free $free0, nothing fell back" ||
+        fail "view: idle pool said size=$size free=$free0 fallbacks=$fb0 peak=$peak0"
+    sql "create role watcher login; create role monitor login in role pg_read_all_stats;" >/dev/null
+    if as_pg "$pgbin/psql" -h "$sock" -p "$port" -U watcher -d postgres -X -q -A -t -c "select 1 from pg_dsmpool" >/dev/null 2>&1; then
+        fail "view: a role without pg_read_all_stats could read pg_dsmpool"
+    elif [ "$(as_pg "$pgbin/psql" -h "$sock" -p "$port" -U monitor -d postgres -X -q -A -t -c "select count(*) from pg_dsmpool")" = 1 ]; then
+        pass "view: pg_dsmpool is for pg_read_all_stats (as pg_shmem_allocations)"
+    else
+        fail "view: a member of pg_read_all_stats could not read pg_dsmpool"
+    fi
+    seed_table 300000
+    local n
+    n=$(sql "$JOIN" | tail -1)
+    local after
+    after=$(sql "select format('%s|%s|%s|%s|%s', free, fallback_segments, fallback_areas, fallback_area_bytes_peak, fallback_segment_bytes_peak) from pg_dsmpool")
+    IFS='|' read -r free1 fseg farea apeak speak <<<"$after"
+    echo "  pg_dsmpool after a hash join of 300k rows in 8 MB: free $free1 of $size; fell back: $fseg segments, $farea areas; peak OS bytes: areas $apeak, segments $speak"
+    [ "$n" = 300000 ] && [ $((fseg + farea + apeak + speak)) -gt 0 ] &&
+        pass "view: the hash join ($n rows) was right, and its fallbacks are counted in pg_dsmpool" ||
+        fail "view: the join said '$n', and pg_dsmpool counted no fallback ($after)"
+    server_stop "$pgbin"
+    pool_log "view" "$data/log" 1
+    grep -A2 "dsmpool: the pool could not serve" "$data/log" | sed 's/^[0-9-]* [0-9:.]* [A-Z]* \[[0-9]*\] /  /' | head -3
+    left=$(shm_new "$before")
+    [ -z "$left" ] && pass "view: nothing left in /dev/shm" || fail "view: left in /dev/shm: $left"
+}
+
 # SIGKILL a parallel worker in the middle of a hash build, again and again:
 # the server restarts, the pool recovers what the dead held (its free bytes
-# back at their idle value), the next query is right, nothing is left.
+# back at their idle value), the next query is right, the DSM registry's
+# named segment starts afresh (its init runs again, as in stock PostgreSQL,
+# whose registry is in the main shared memory), nothing is left.
 crash_test() {
     local rows=$1 rounds=$2
     log "crash test: $rounds SIGKILLs of a parallel worker during a hash build ($rows rows)"
+    local before
+    before=$(shm_objects)
     server_init "$pgbin" "dsmpool_size = 256MB" "restart_after_crash = on" "max_worker_processes = 8"
     server_start "$pgbin"
     seed_table "$rows"
+    sql "create extension test_dsm_registry; select set_val_in_shmem(1236);" >/dev/null
     local idle
     idle=$(grep -o 'dsmpool: pool of [0-9]* bytes ready.*, [0-9]* bytes free' "$data/log" | sed -E 's/.* ([0-9]+) bytes free/\1/')
-    local r killed=0 right=0
+    local r killed=0 right=0 afresh=0
     for r in $(seq 1 "$rounds"); do
         local pm
         pm=$(server_pid)
@@ -283,6 +421,8 @@ crash_test() {
         local got
         got=$(sql "$JOIN" 2>&1 | tail -1 || true)
         [ "$got" = "$rows" ] && right=$((right + 1)) || echo "  round $r: the next query said '$got'"
+        [ "$(sql "select get_val_in_shmem()" 2>&1)" = 0 ] && afresh=$((afresh + 1))
+        sql "select set_val_in_shmem($r)" >/dev/null 2>&1 || true
     done
     local frees bad=0 f
     frees=$(grep -o 'after the crash, [0-9]* of' "$data/log" | grep -o '[0-9]*' || true)
@@ -294,9 +434,11 @@ crash_test() {
         fail "crash: $right of $rounds queries after a crash were right"
     [ "$restarts" -ge 1 ] && [ "$bad" = 0 ] && pass "crash: the pool's free bytes came back to $idle after every restart ($restarts)" ||
         fail "crash: $bad of $restarts restarts left the pool short of its idle $idle bytes"
+    [ "$afresh" = "$restarts" ] && pass "crash: the registry's named segment started afresh after each restart ($afresh)" ||
+        fail "crash: the named segment started afresh after $afresh of $restarts restarts"
     server_stop "$pgbin" fast
     local left
-    left=$(pool_objects)
+    left=$(shm_new "$before")
     [ -z "$left" ] && pass "crash: nothing left in /dev/shm after pg_ctl stop" || fail "crash: left: $left"
 }
 
@@ -304,20 +446,21 @@ crash_test() {
 # killed outright (what it leaves, the next start sweeps).
 shutdown_test() {
     log "shutdown test: immediate shutdown, and a killed postmaster"
+    local before left
+    before=$(shm_objects)
     server_init "$pgbin" "dsmpool_size = 64MB"
     server_start "$pgbin"
     seed_table 100000
     sql "$JOIN" >/dev/null
     server_stop "$pgbin" immediate
-    local left
-    left=$(pool_objects)
+    left=$(shm_new "$before")
     [ -z "$left" ] && pass "immediate shutdown: nothing left in /dev/shm" || fail "immediate shutdown left: $left"
     server_start "$pgbin"
     sql "$JOIN" >/dev/null
     kill -9 "$(server_pid)"
     sleep 1
-    left=$(pool_objects)
-    [ -n "$left" ] && echo "a killed postmaster left: $(echo $left | tr '\n' ' ')"
+    left=$(shm_new "$before")
+    [ -n "$left" ] && echo "a killed postmaster left: $left"
     rm -f "$data/postmaster.pid"
     local i
     for i in $(seq 1 50); do pgrep -u "$PGUSER_NAME" -x postgres >/dev/null || break; sleep 0.2; done
@@ -336,7 +479,7 @@ shutdown_test() {
         pass "what a killed postmaster left (${left:-nothing}) was gone after the next start"
     fi
     server_stop "$pgbin" fast
-    left=$(pool_objects)
+    left=$(shm_new "$before")
     [ -z "$left" ] && pass "after the restart and stop: nothing left in /dev/shm" || fail "left: $left"
 }
 
@@ -344,9 +487,10 @@ do_check() {
     [ -x "$pgbin/postgres" ] || do_build
     need_user
     [ "$(id -u)" = 0 ] && chown -R "$PGUSER_NAME" "$prefix/src-patched"
-    regress pool "dsmpool_size = 128MB"
-    regress small "dsmpool_size = 4MB" "dsmpool_huge_pages = off"
-    regress full "dsmpool_size = 32MB" "dsmpool_fill_for_testing = on"
+    regress pool 0 "dsmpool_size = 128MB"
+    regress small 1 "dsmpool_size = 4MB" "dsmpool_huge_pages = off"
+    regress full 1 "dsmpool_size = 32MB" "dsmpool_fill_for_testing = on"
+    view_test
     crash_test "${DSMPOOL_PG_CRASH_ROWS:-1000000}" "${DSMPOOL_PG_CRASH_ROUNDS:-10}"
     shutdown_test
     echo "$passed passed, $failed failed"
@@ -356,9 +500,10 @@ do_check() {
 case "$cmd" in
 build) do_build ;;
 check) do_check ;;
-bench) exec "$here/bench.sh" "$prefix" ;;
+container) build_release && exec "$here/container.sh" "$prefix" ;;
+bench) build_release && exec "$here/bench.sh" "$prefix" ;;
 *)
-    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
