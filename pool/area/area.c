@@ -1693,9 +1693,9 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c, bool held_only)
     return 0;
 }
 
-/* Rule 3: push one batch of class c back to the spans. */
-static void drain(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
-    ar_cache *rec = tc->rec;
+/* Rule 3: push one batch of class c back to the spans. Inside an operation
+ * on rec. */
+static void drain_op(struct dsmpool_area *a, ar_cache *rec, unsigned c) {
     uint32_t n = cls_batch(c);
     dsmpool_ptr h = dp_load_relaxed(&rec->head[c]);
     for (uint32_t k = 0; k < n && h; k++) {
@@ -1708,6 +1708,24 @@ static void drain(struct dsmpool_area *a, ar_tc *tc, unsigned c) {
         chunk_return(a, h, a->pool->slot);
         h = next;
     }
+}
+
+/* Rules 1 and 3: freed chunk p of class c (mapped at m) goes on this
+ * thread's list: its link and free tag (tag: free_tag of p) first, the
+ * head last (rule 11: a death in between leaves it tagged on no list);
+ * above two batches, one goes back to the spans. Inside an operation on
+ * rec; the one push of both free paths (dsmpool_area_free's inline case
+ * and free_op). */
+static inline void list_push_op(struct dsmpool_area *a, ar_cache *rec, unsigned c, dsmpool_ptr p, char *m,
+                                uint64_t tag) {
+    dsmpool_ptr head = dp_load_relaxed(&rec->head[c]); /* relaxed: rule 1 */
+    memcpy(m, &head, 8);
+    memcpy(m + 8, &tag, 8);
+    DP_INJECT("area.free.linked");
+    dp_store_relaxed(&rec->head[c], p);
+    uint64_t n = dp_load_relaxed(&rec->count[c]) + 1;
+    dp_store_relaxed(&rec->count[c], n);
+    if (__builtin_expect(n > 2 * cls_batch(c), 0)) drain_op(a, rec, c);
 }
 
 /* ---- checked mode ------------------------------------------------------- */
@@ -1728,7 +1746,8 @@ static bool checked_flip(dsmpool *p, ar_span *sp, uint32_t idx, bool set) {
 
 /* ---- alloc / free ---------------------------------------------------------- */
 
-static int free_op(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p);
+static int free_bracketed(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p);
+static int free_undo(struct dsmpool_area *a, ar_tc *tc, dsmpool_ptr p);
 
 static int alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t asked, unsigned flags,
                           bool mid, dsmpool_ptr *out) {
@@ -1745,7 +1764,7 @@ static int alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t
     if (flags & DSMPOOL_ALLOC_ZERO) { /* the pages kept, no more: the rest is the pool's again */
         char *m = ar_addr_n(a, base, keep * DP_FRAME_SIZE);
         if (!m) {
-            free_op(a, tc, base);
+            free_undo(a, tc, base);
             return dp_fail(-ENOMEM, "cannot map the new block's OS segment in this process");
         }
         memset(m, 0, keep * DP_FRAME_SIZE);
@@ -1774,7 +1793,7 @@ static int chunk_hand_out(struct dsmpool_area *a, ar_tc *tc, unsigned c, dsmpool
     }
     if (flags & DSMPOOL_ALLOC_ZERO) {
         if (!(m = ar_addr_n(a, h, size))) {
-            free_op(a, tc, h);
+            free_undo(a, tc, h);
             return dp_fail(-ENOMEM, "cannot map the OS segment of the new chunk in this process");
         }
         memset(m, 0, size);
@@ -2041,7 +2060,7 @@ static __attribute__((noinline)) int shared_free(struct dsmpool_area *a, ar_tc *
     int r;
     if (area_live(a)) {
         shared_trim(a, tc);
-        r = free_op(a, tc, p);
+        r = free_bracketed(a, tc, p);
     } else {
         r = dp_fail(-ESTALE, "the area was destroyed");
     }
@@ -2131,55 +2150,83 @@ static const char *double_free_where(struct dsmpool_area *area, ar_tc *tc, ar_lo
     return "its free tag is intact (freed by another thread or process)";
 }
 
-static int free_op(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p) {
-    ar_loc l;
-    if (ar_locate(area, p, &l) != 0)
+/* The first half of every free, on either path: p must be this area's and
+ * the start of a live allocation. A large block is given back here (1). A
+ * chunk (0) passed the double-free tests (rule 9; checked mode: its bit is
+ * cleared now) and is left to the caller's push: where it is in *l and
+ * *idx, its address in *m, the free tag it is to carry in *tag. < 0:
+ * refused, with the message. */
+static int free_check(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p, ar_loc *l, uint32_t *idx, char **mp,
+                      uint64_t *tagp) {
+    if (ar_locate(area, p, l) != 0)
         return dp_fail(-EINVAL, "%016llx does not point into this area (another area's, or "
                        "never allocated)", (unsigned long long)p);
-    if (l.cls == AR_LARGE_CLS) {
-        uint64_t w = dp_load_acquire(&l.sp->state); /* acquire: the entry's publication */
-        if (SPW_ST(w) != SP_LARGE || l.off != 0)
+    if (l->cls == AR_LARGE_CLS) {
+        uint64_t w = dp_load_acquire(&l->sp->state); /* acquire: the entry's publication */
+        if (SPW_ST(w) != SP_LARGE || l->off != 0)
             return dp_fail(-EINVAL, "%016llx is not the start of a live block (double free?)",
                            (unsigned long long)p);
-        if (!entry_take_from(l.sp, &w, area->pool->slot))
+        if (!entry_take_from(l->sp, &w, area->pool->slot))
             return dp_fail(-EINVAL, "%016llx was freed by someone else at the same time",
                            (unsigned long long)p);
-        entry_release(area->pool, area->ctl, area->aid, l.e, l.sp, w, area->pool->slot);
-        return 0;
+        entry_release(area->pool, area->ctl, area->aid, l->e, l->sp, w, area->pool->slot);
+        return 1;
     }
-    uint32_t idx;
-    if (!chunk_at(l.cls, l.off, &idx))
+    if (!chunk_at(l->cls, l->off, idx))
         return dp_fail(-EINVAL, "%016llx is not the start of a chunk", (unsigned long long)p);
     char *m = ar_addr_n(area, p, 16);
     if (!m) /* an OS segment this process cannot map (its name is gone: the pool was destroyed) */
         return dp_fail(-ESTALE, "%016llx is in an OS segment that cannot be mapped here",
                        (unsigned long long)p);
     if ((area->ctl->flags & DSMPOOL_AREA_CHECKED) &&
-        (!locate_entry(area, &l) || !checked_flip(area->pool, l.sp, idx, false)))
+        (!locate_entry(area, l) || !checked_flip(area->pool, l->sp, *idx, false)))
         return dp_fail(-EINVAL, "%016llx is not allocated (double free)", (unsigned long long)p);
     uint64_t tag = free_tag(area, p), have;
     memcpy(&have, m + 8, 8);
     if (__builtin_expect(have == tag, 0))
         return dp_fail(-EINVAL, "double free of %016llx: %s", (unsigned long long)p,
-                       double_free_where(area, tc, &l, p));
-    ar_cache *rec = tc ? tc->rec : NULL;
-    if (!rec) { /* rule 15: straight back to its span, tagged before it leaves us (rule 11) */
-        if (!locate_entry(area, &l))
-            return dp_fail(-EINVAL, "%016llx: its span's entry is gone (damaged area)", (unsigned long long)p);
-        memcpy(m + 8, &tag, 8);
-        DP_INJECT("area.free.linked");
-        span_push(area->pool, area->ctl, area->aid, l.e, l.sp, l.cls, idx, m, area->pool->slot);
-        return 0;
-    }
-    dsmpool_ptr head = dp_load_relaxed(&rec->head[l.cls]); /* relaxed: rule 1 */
-    memcpy(m, &head, 8);
+                       double_free_where(area, tc, l, p));
+    *mp = m;
+    *tagp = tag;
+    return 0;
+}
+
+/* Free, inside an operation on tc->rec: a chunk goes on this thread's list
+ * (list_push_op); everything but the inlined common case of
+ * dsmpool_area_free, and every error message. */
+static int free_op(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p) {
+    ar_loc l;
+    uint32_t idx;
+    char *m;
+    uint64_t tag;
+    int r = free_check(area, tc, p, &l, &idx, &m, &tag);
+    if (r) return r < 0 ? r : 0;
+    list_push_op(area, tc->rec, l.cls, p, m, tag);
+    return 0;
+}
+
+/* Free, inside a shared-path bracket (tc has no record, rule 15): a chunk
+ * goes straight back to its span, tagged before it leaves us (rule 11). */
+static int free_bracketed(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p) {
+    ar_loc l;
+    uint32_t idx;
+    char *m;
+    uint64_t tag;
+    int r = free_check(area, tc, p, &l, &idx, &m, &tag);
+    if (r) return r < 0 ? r : 0;
+    if (!locate_entry(area, &l))
+        return dp_fail(-EINVAL, "%016llx: its span's entry is gone (damaged area)", (unsigned long long)p);
     memcpy(m + 8, &tag, 8);
     DP_INJECT("area.free.linked");
-    dp_store_relaxed(&rec->head[l.cls], p);
-    uint64_t n = dp_load_relaxed(&rec->count[l.cls]) + 1;
-    dp_store_relaxed(&rec->count[l.cls], n);
-    if (n > 2 * cls_batch(l.cls)) drain(area, tc, l.cls);
+    span_push(area->pool, area->ctl, area->aid, l.e, l.sp, l.cls, idx, m, area->pool->slot);
     return 0;
+}
+
+/* An allocation this call made and cannot hand out (its OS segment cannot
+ * be mapped here) goes back: inside the operation on tc->rec, or without a
+ * record inside the shared-path bracket, that made it. */
+static int free_undo(struct dsmpool_area *a, ar_tc *tc, dsmpool_ptr p) {
+    return tc->rec ? free_op(a, tc, p) : free_bracketed(a, tc, p);
 }
 
 int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
@@ -2212,14 +2259,7 @@ int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
                 uint64_t tag = free_tag(area, p), have;
                 memcpy(&have, m + 8, 8);
                 if (__builtin_expect(have != tag, 1)) {
-                    dsmpool_ptr head = dp_load_relaxed(&rec->head[c]); /* relaxed: rule 1 */
-                    memcpy(m, &head, 8);
-                    memcpy(m + 8, &tag, 8);
-                    DP_INJECT("area.free.linked");
-                    dp_store_relaxed(&rec->head[c], p);
-                    uint64_t n = dp_load_relaxed(&rec->count[c]) + 1;
-                    dp_store_relaxed(&rec->count[c], n);
-                    if (__builtin_expect(n > 2 * cls_batch(c), 0)) drain(area, tc, c);
+                    list_push_op(area, rec, c, p, m, tag);
                     op_end(rec, s);
                     return 0;
                 }
