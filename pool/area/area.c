@@ -166,7 +166,7 @@
  *   7. Operations. Every alloc, free, flush and cache drain runs inside its
  *      cache record's operation: seq made odd (relaxed store, then a fence
  *      that keeps the operation's accesses after it), the area state read,
- *      the work, seq made even (release). This pairs with rule 6 as an
+ *      the work, seq made even (release). With rule 6 this is an
  *      asymmetric Dekker fence (the destroyer's side is membarrier), and is
  *      the seqlock the checker reads (proc.c rule 7): no RMW on the hot path.
  *   8. Recovery of a dead slot (recover.c) visits only the areas the slot
@@ -744,7 +744,7 @@ static int64_t entry_claim_in(dsmpool *p, ar_span *pg, uint32_t k, unsigned orde
     for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
         uint64_t w = dp_load_relaxed(&pg[i].state); /* relaxed: the CAS validates */
         if (SPW_ST(w) != SP_FREE) continue;
-        /* acq_rel: acquire pairs with the FREE store of the last user */
+        /* acq_rel: acquire pairs with entry_release's FREE store (or dp_area_drop_os's) */
         if (dp_cas_acq_rel(&pg[i].state, &w, SPW_INIT(SPW_GEN(w) + 1, p->slot, order)))
             return (int64_t)k * AR_PER_PAGE + i;
     }
@@ -957,7 +957,7 @@ static ar_fb *fb_map(struct dsmpool_area *a, uint64_t e) {
     if (r) return r;
     ar_span *sp = ar_entry(a->pool, a->ctl, e);
     if (!sp) return NULL;
-    uint64_t w = dp_load_acquire(&sp->state); /* acquire: pairs with the entry's publication */
+    uint64_t w = dp_load_acquire(&sp->state); /* acquire: pairs with acquire_bracketed's publishing CAS */
     if (SPW_ST(w) != SP_SPAN && SPW_ST(w) != SP_LARGE) return NULL;
     if (dp_load_relaxed(&sp->block) != DP_BLOCK_FALLBACK) return NULL;
     void *m;
@@ -1127,7 +1127,7 @@ static void span_push(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span
         DP_INJECT("area.push.checked");
         memcpy(chunk, &(uint32_t){SPW_HEAD(w)}, 4);
         nw = SPW(SPW_GEN(w) + 1, SPW_COUNT(w) + 1, idx + 1, SP_SPAN);
-        /* release: publishes the link written into the chunk (pairs with span_steal) */
+        /* release: publishes the link written into the chunk (pairs with refill's and span_take's steal) */
         if (dp_cas_release(&sp->state, &w, nw)) break;
     }
     span_pushed(p, ctl, aid, e, sp, cls, SPW_COUNT(w), nw, retire_slot);
@@ -1160,7 +1160,7 @@ static inline uint64_t op_begin(ar_cache *rec) {
 
 /* s: what op_begin returned */
 static inline void op_end(ar_cache *rec, uint64_t s) {
-    /* release: pairs with the destroyer's and the checker's acquire loads */
+    /* release: pairs with the acquire loads of caches_quiesce (the destroyer) and quiet_open_ctl (the checker) */
     dp_store_release(&rec->seq, s + 1);
 }
 
@@ -1239,7 +1239,7 @@ static void range_push(struct dsmpool_area *a, ar_cache *rec, unsigned c, uint64
         if (SPW_ST(w) != SP_SPAN || SPW_COUNT(w) + k > n) return; /* corrupt: drop, never double */
         memcpy(last, &(uint32_t){SPW_HEAD(w)}, 4);
         nw = SPW(SPW_GEN(w) + 1, SPW_COUNT(w) + k, idx + 1, SP_SPAN);
-        /* release: publishes the links written into the chunks (pairs with the steal) */
+        /* release: publishes the links written into the chunks (pairs with refill's and span_take's steal) */
         if (dp_cas_release(&sp->state, &w, nw)) break;
     }
     span_pushed(a->pool, a->ctl, a->aid, e, sp, c, SPW_COUNT(w), nw, retire_slot);
@@ -1297,7 +1297,7 @@ static void cache_release(struct dsmpool_area *a, ar_cache *rec, uint32_t slot) 
     uint64_t s = op_begin(rec);
     if (area_live(a)) cache_drain_all(a, rec, slot);
     op_end(rec, s);
-    dp_store_release(&rec->owner, 0); /* release: pairs with the next claim */
+    dp_store_release(&rec->owner, 0); /* release: pairs with cache_claim's CAS */
 }
 
 static void tc_unlink_area(ar_tc *tc) { /* ar_reg_lock and area->lock held */
@@ -1860,7 +1860,8 @@ static int alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, siz
  * sweep. */
 static void chain_lost(struct dsmpool_area *a) { /* (declared above) */
     dp_fetch_add_relaxed(&a->ctl->lost, 1); /* relaxed: ordered by the release below */
-    atomic_fetch_add_explicit(&a->pool->hdr->lost_due, 1, memory_order_release); /* the sweep's acquire */
+    /* release: pairs with sweep_lost's acquire (recover.c) */
+    atomic_fetch_add_explicit(&a->pool->hdr->lost_due, 1, memory_order_release);
 }
 
 /* Rule 15: put a chain we hold (head index + 1, count chunks, links
@@ -1880,7 +1881,7 @@ static void chain_return(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span
         }
         if (!theirs) {
             uint64_t nw = SPW(SPW_GEN(w) + 1, count, head, SP_SPAN);
-            /* release: our chain's links (pairs with the next steal's acquire) */
+            /* release: our chain's links (pairs with the next steal's acquire: refill's, span_take's) */
             if (dp_cas_release(&sp->state, &w, nw)) {
                 /* the hint; and a whole span (another class's, given back
                  * whole) is kept or retires as after any push */
@@ -2360,7 +2361,7 @@ static int area_query_ok(struct dsmpool_area *a) {
     if (!a || a->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
     int r = area_usable(a);
     if (r) return r;
-    if (dp_load_acquire(&a->ctl->state) != AR_LIVE) /* acquire: pairs with destroy's mark */
+    if (dp_load_acquire(&a->ctl->state) != AR_LIVE) /* acquire: pairs with destroy_explicit's mark */
         return dp_fail(-ESTALE, "the area was destroyed");
     return 0;
 }
@@ -2547,7 +2548,7 @@ static bool caches_quiesce(dsmpool *p, ar_ctl *ctl, ar_cache *mine) {
         ar_cache *rec = cache_rec(p, ctl, i);
         if (!rec || rec == mine) continue; /* (a page linked after the mark: its claims see DESTROYED) */
         for (unsigned spin = 0;; spin++) {
-            uint64_t o = dp_load_acquire(&rec->owner);  /* acquire: pairs with the claim CAS */
+            uint64_t o = dp_load_acquire(&rec->owner);  /* acquire: pairs with cache_claim's CAS */
             uint64_t s = dp_load_acquire(&rec->seq);    /* acquire: pairs with op_end's release */
             if (!o || !(s & 1) || !dp_slot_alive(p, (uint32_t)o - 1)) break;
             if (dp_os_now_ns() > deadline) return false;
@@ -2594,7 +2595,7 @@ static void destroy_explicit(struct dsmpool_area *a) {
 static void area_final(dsmpool *p, void *ctlp, uint64_t bytes, uint64_t aid, uint32_t owner) {
     ar_ctl *ctl = ctlp;
     if (bytes < sizeof(ar_ctl) || ctl->magic != AR_MAGIC) return;
-    dp_store_release(&ctl->state, AR_DESTROYED); /* release: pairs with area_ok's acquire */
+    dp_store_release(&ctl->state, AR_DESTROYED); /* release: pairs with dp_area_live's acquire */
     release_entries(p, ctl, aid, owner, true);
     for (uint32_t k = 0; k < AR_REGPAGES; k++) {
         uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: the link CAS */
@@ -2881,7 +2882,7 @@ int dsmpool_area_attach(dsmpool *pool, dsmpool_handle h, dsmpool_area **out) {
         return dp_fail(-EINVAL, "handle %016llx names a segment that is not an area",
                        (unsigned long long)h);
     }
-    if (dp_load_acquire(&ctl->state) != AR_LIVE) { /* acquire: pairs with destroy */
+    if (dp_load_acquire(&ctl->state) != AR_LIVE) { /* acquire: pairs with destroy_explicit's mark */
         dsmpool_seg_detach(seg);
         return dp_fail(-ESTALE, "the area %016llx was destroyed", (unsigned long long)h);
     }
@@ -3043,7 +3044,7 @@ typedef struct held_areas {
 
 static void note_area(dsmpool *p, dp_a64 *r, void *arg) {
     held_areas *h = arg;
-    uint64_t v = dp_load_acquire(r); /* acquire: pairs with the record's release store */
+    uint64_t v = dp_load_acquire(r); /* acquire: pairs with seg_ref_bracketed's and seg_create_bracketed's ACTIVE stores */
     if (!v || DP_REC_ST(v) != DP_REC_ACTIVE) return;
     uint64_t idx = DP_REC_IDX(v);
     if (idx >= p->nsegs || DP_SEG_GEN(dp_load_acquire(&p->segs[idx].state)) != DP_REC_GEN(v)) return;
@@ -3092,7 +3093,7 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
                  * operation (or a recoverer did), which may have lost chunks */
                 if (dp_load_relaxed(&rec->seq) & 1) {
                     dp_fetch_add_relaxed(&ctl->lost, 1); /* relaxed: ordered by the release below */
-                    /* release: pairs with the sweep's acquire */
+                    /* release: pairs with sweep_lost's acquire (recover.c) */
                     atomic_fetch_add_explicit(&p->hdr->lost_due, 1, memory_order_release);
                 }
                 cache_release(&tmp, rec, slot);
@@ -3100,7 +3101,8 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
         }
         if (in_bracket && dp_load_relaxed(&ctl->shared)) { /* relaxed: set before any shared operation */
             dp_fetch_add_relaxed(&ctl->lost, 1); /* relaxed: ordered by the release below */
-            atomic_fetch_add_explicit(&p->hdr->lost_due, 1, memory_order_release); /* the sweep's acquire */
+            /* release: pairs with sweep_lost's acquire (recover.c) */
+            atomic_fetch_add_explicit(&p->hdr->lost_due, 1, memory_order_release);
         }
         for (uint32_t pg = 0; pg < AR_REGPAGES; pg++) {
             if (!dp_load_relaxed(&ctl->regpage[pg])) continue;
@@ -3159,7 +3161,7 @@ static int quiet_open_ctl(dsmpool *p, ar_ctl *ctl, dp_area_quiet *q) {
         ar_cache *rec = cache_rec(p, ctl, i);
         uint64_t o = 0, s = 0;
         if (rec) {
-            o = dp_load_acquire(&rec->owner); /* acquire: pairs with the claim CAS */
+            o = dp_load_acquire(&rec->owner); /* acquire: pairs with cache_claim's CAS */
             s = dp_load_acquire(&rec->seq); /* acquire: pairs with op_end's release */
             if (o && (s & 1) && dp_slot_alive(p, (uint32_t)o - 1)) return -EBUSY;
         }
@@ -3556,7 +3558,7 @@ bool dp_area_sweep_lost(dsmpool *p, dp_area_scratch *sc, size_t *got) {
             if (r != -ESTALE && r != -ENOENT) done = false;
             continue;
         }
-        uint64_t lost = dp_load_acquire(&ctl->lost); /* acquire: pairs with the CAS below */
+        uint64_t lost = dp_load_acquire(&ctl->lost); /* acquire: pairs with the CAS below (dp_area_sweep_lost's) */
         ar_cache *mine = ctl_of(p, idx) == ctl && dp_load_acquire(&ctl->state) == AR_LIVE && lost
                              ? cache_claim(p, ctl, me) : NULL;
         if (mine) {
