@@ -1,8 +1,71 @@
 /*
- * area_acquire.c -- acquiring fresh spans and blocks: held bytes, the claim, the block, publication
+ * area_acquire.c -- a fresh span or large block: held bytes reserved, a
+ * registry entry claimed, a block from the pool (its tail given back at
+ * once) or an OS segment, the directory set, the entry published.
  *
- * (Split out of area.c; its design comment, in dp_area.h until the next
- * commit, is divided by concern there.)
+ * Layer: areas, above the caches (when the pool is short this thread's
+ * caches give back first); the refill, the shared path and large blocks
+ * call it.
+ *
+ * Rules
+ *   [fresh spans] A span or large block is acquired inside the caller's
+ *      operation (a cache record's, or a shared-path bracket) and inside one
+ *      bracket of the slot (proc.c rule 6), from the claim of its entry to
+ *      its publication: held bytes reserved, an entry claimed as INIT(us,
+ *      order) (area_registry.c [entries]), the checked-mode bitmap and the
+ *      info word, the block (a span from the thread's own node first), the
+ *      entry's record and block word, the directory words, then one CAS to
+ *      SPAN or LARGE. A failure, or a CAS that finds the word DOOMED, gives
+ *      the entry back (dp_ar_entry_abandon), and the reservation with it.
+ *   [reserve] held plus what the block will hold must stay within the
+ *      area's limit (a CAS on held alone decides). An exact span's or
+ *      block's power of two is reserved -- what an INIT entry gives back --
+ *      and lowered to the exact bytes once the tail went back; so for a
+ *      moment a thread near the limit can be refused for another's
+ *      reservation, and a trim cut short leaves held above the limit by what
+ *      it kept.
+ *   [exact blocks] Exact spans (area_class.c [exact spans]) and large
+ *      blocks (area_large.c [large blocks]) take their power of two and give
+ *      the pages past what they keep back at once (dp_pool_trim: proc.c
+ *      rule 9, palloc.c rule 7); an OS segment is made that size. The
+ *      entry's record of the frames is written before the block word
+ *      (area_registry.c [exact records]).
+ *   [shortage] When the pool cannot serve, this thread's caches give back
+ *      first -- its own record of this area (dp_ar_trim_answer), or without
+ *      one the kept span (area_span.c [kept span]), then its caches of the
+ *      pool's other areas -- and then the segment layer asks everyone and
+ *      waits (dp_seg_block_short; area_cache.c [short of memory]); then
+ *      comes an OS segment, unless the area says DSMPOOL_AREA_NO_FALLBACK or
+ *      has no tag (area_pointer.c [fallback pointers]), or it would pass 4
+ *      GiB. A mid-size block asks for neither: its class serves instead
+ *      (area_alloc.c [mid sizes]); and it claims entries in the registry's
+ *      first half only, which leaves the rest for spans and large blocks.
+ *   [chained spans] A span for the shared path is published with every
+ *      chunk but the first on its stack, tagged and linked while the entry
+ *      is still INIT (a death before the publication gives the whole block
+ *      back); chunk 0 is the caller's (area_shared.c [shared path]).
+ *
+ * Crash bound: a process killed while its entry is INIT leaves it to
+ * recovery, which gives back what the exchanges find and the reservation
+ * (area_registry.c [parts]). Killed between the pool's allocation and the
+ * block word, it leaves a block that nothing names, inside a bracket: the
+ * leak sweep's -- never a word that its entry's record disagrees with,
+ * since the record comes first. Killed after the reservation and before
+ * the entry records it, or before held is lowered to the exact bytes, it
+ * leaves held too high: it died inside an operation (or a shared-path
+ * bracket), so the lost sweep is due, and it sets held to the entries' sum
+ * (area_recover.c [lost chunks]).
+ *
+ * Memory ordering: the info word, the block word, the directory words and
+ * (a chained span) the chunks' links are set before the publishing CAS, a
+ * release: dp_ar_locate's and dp_ar_fb_map's acquire loads of the state,
+ * and a steal's acquire CAS, see them. held and the partial hints are
+ * relaxed counters (the CAS on held alone enforces the limit).
+ *
+ * Injection points: "area.acquire.stored" (an INIT entry holds its block,
+ * before the publishing CAS: a test stops the filler there while the area
+ * is destroyed, and its publication must fail DOOMED and give the block
+ * back).
  */
 
 #include <string.h>
@@ -20,10 +83,10 @@ _Atomic bool dp_ar_untrimmed;
 #define AR_TEST_UNTRIMMED false
 #endif
 
-/* Add bytes to held if held + need stays within the limit. need < bytes
- * for an exact span or large block: its power of two is reserved (what an INIT
- * entry gives back, rule 13) and lowered to the exact bytes once the tail
- * went back, but the limit is judged on what it will hold. */
+/* [reserve]: add bytes to held if held + need stays within the limit.
+ * need < bytes for an exact span or large block: its power of two is
+ * reserved (what an INIT entry gives back) and lowered to the exact bytes
+ * once the tail went back, but the limit is judged on what it will hold. */
 static int held_reserve_for(ar_ctl *ctl, uint64_t bytes, uint64_t need) {
     uint64_t lim = dp_load_relaxed(&ctl->limit); /* relaxed: a setting */
     uint64_t h = dp_load_relaxed(&ctl->held);
@@ -40,8 +103,9 @@ static int held_reserve_for(ar_ctl *ctl, uint64_t bytes, uint64_t need) {
 
 int dp_ar_held_reserve(ar_ctl *ctl, uint64_t bytes) { return held_reserve_for(ctl, bytes, bytes); }
 
-/* Rule 15: link chunks 1.. of a fresh span of class c at base into one
- * stack, each with its free tag (rule 11), before the span is published.
+/* [chained spans]: link chunks 1.. of a fresh span of class c at base into
+ * one stack, each with its free tag (area_recover.c [lost chunks]), before
+ * the span is published.
  * Returns how many were linked (0: the span could not be mapped here). */
 static uint32_t span_chain(struct dsmpool_area *a, unsigned c, dsmpool_ptr base) {
     uint32_t n = cls_chunks(c);
@@ -57,9 +121,10 @@ static uint32_t span_chain(struct dsmpool_area *a, unsigned c, dsmpool_ptr base)
     return n - 1;
 }
 
-/* A fresh span of class cls, or a large block of 2^order frames: inside an
- * operation and one bracket (proc.c rule 6), from the claim of the entry to
- * its publication (rule 5). */
+/* [fresh spans]: a span of class cls, or a large block of 2^order frames
+ * (keep: the frames an exact one keeps; chain: a shared-path span; mid: a
+ * mid-size block), inside the caller's operation and one bracket (proc.c
+ * rule 6), from the claim of the entry to its publication. */
 static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order,
                              uint64_t keep, unsigned place, uint64_t asked, bool chain, bool mid,
                              uint64_t *entry, dsmpool_ptr *base) {
@@ -69,7 +134,7 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
     int r = held_reserve_for(ctl, bytes, keep ? keep * DP_FRAME_SIZE : bytes);
     if (r) return r;
     /* a mid-size block only in the registry's first half: the rest stays
-     * for spans and large blocks (rule 13) */
+     * for spans and large blocks ([shortage]) */
     int64_t e = dp_ar_entry_claim(a, order, mid ? AR_REGPAGES / 2 : AR_REGPAGES);
     if (e < 0) {
         dp_fetch_add_relaxed(&ctl->held, (uint64_t)-bytes);
@@ -103,17 +168,17 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
         dp_ar_entry_abandon(p, ctl, a->aid, (uint64_t)e, sp, mine);
         return -ENOMEM;
     }
-    if (r && r != -EUCLEAN) { /* rule 12: short: this thread's caches give back, then everyone's */
+    if (r && r != -EUCLEAN) { /* [shortage]: this thread's caches give back, then everyone's */
         if (tc && tc->rec) {
             dp_ar_trim_answer(a, tc);
-        } else { /* rule 15: no cache of ours here to give back */
+        } else { /* the shared path: no cache of ours here to give back */
             dp_ar_keep_release(a);
             dp_ar_trim_thread(p);
         }
         r = dp_seg_block_short(p, order, place, &blk);
     }
     if (r == 0) {
-        if (keep) /* rule 13: exact blocks and spans */
+        if (keep) /* [exact blocks]: exact blocks and spans */
             blk = AR_TEST_UNTRIMMED ? dp_block_mk_trimmed(DP_BLOCK_OFF(blk), order, 0)
                                     : dp_pool_trim(p, blk, keep);
         /* the entry's record first: a death before the block word leaves a
@@ -148,7 +213,7 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
         dp_ar_fb_remember(a, (uint64_t)e, m, fbytes, h); /* without memory: mapped again on first use */
         *base = dp_ar_fb_base(a, (uint64_t)e, h, fbytes);
     }
-    /* rule 15: a shared-path span is published with every chunk but the
+    /* [chained spans]: a shared-path span is published with every chunk but the
      * first on its stack, tagged and linked while the entry is still ours
      * (a death before the publication gives the whole block back) */
     uint32_t stacked = chain && cls != AR_LARGE_CLS ? span_chain(a, cls, *base) : 0;
@@ -161,7 +226,8 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
      * the entry is live */
     uint64_t live = SPW(SPW_GEN(mine), stacked, stacked ? 2 : 0, cls == AR_LARGE_CLS ? SP_LARGE : SP_SPAN);
     if (!dp_cas_release(&sp->state, &mine, live)) {
-        /* DOOMED by a destroyer (rule 5): the entry is still ours; give it back */
+        /* DOOMED by a destroyer (area_registry.c [entries]): the entry is
+         * still ours; give it back */
         dp_ar_entry_abandon(p, ctl, a->aid, (uint64_t)e, sp, mine & ~SPW_DOOMED);
         return dp_fail(-ESTALE, "the area was destroyed");
     }
@@ -170,6 +236,7 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
     return 0;
 }
 
+/* acquire_bracketed in a bracket of its own: inside the caller's operation. */
 int dp_ar_acquire(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order, uint64_t keep,
                    unsigned place, uint64_t asked, bool chain, bool mid, uint64_t *entry, dsmpool_ptr *base) {
     dp_inflight_begin(a->pool);

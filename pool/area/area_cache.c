@@ -1,8 +1,83 @@
 /*
- * area_cache.c -- thread caches: cache records, operations, drains, answering trim requests
+ * area_cache.c -- thread caches: each thread's cache record of an area (a
+ * free list and a bump range per class, in the control block's record
+ * pages, where recovery finds it), the operations that bracket every use of
+ * one, and how a cache gives its chunks back.
  *
- * (Split out of area.c; its design comment, in dp_area.h until the next
- * commit, is divided by concern there.)
+ * Layer: areas, above the span stacks. area_life.c registers
+ * dp_ar_trim_thread as the segment layer's trim hook, and takes
+ * dp_ar_reg_lock around fork.
+ *
+ * Shared state: a cache record (ar_cache: 87 classes x 24 B and one line,
+ * padded to a line, 2176 B; 7 to a 16 KiB record page, area_registry.c) is
+ * an owner word, an operation sequence, the asked/given counters
+ * (area_life.c [accounting]), and per class a free list threaded through
+ * the free chunks (head + advisory count) and a bump range in the current
+ * span, [entry + 1:26][next index:19][left:19]. Process-local: an ar_tc per
+ * (thread, area), on the thread's list and on the area's.
+ *
+ * Rules
+ *   [records] A thread's first call on an area claims a free record by one
+ *      CAS on its owner word ((slot + 1) | tid << 32); a record page is
+ *      linked when every record of the pages before it is held. A thread
+ *      that finds none free (after recovering dead processes, whose caches
+ *      may hold them all) takes the shared path instead (area_shared.c
+ *      [shared path]) and looks again now and then. A record is given up
+ *      drained, so a free one is empty ([give back]).
+ *   [one writer] Only the owning thread writes its cache record: relaxed
+ *      loads and stores, no read-modify-write, no lock, no system call
+ *      (area_alloc.c [hot path]). Recovery reads a dead owner's record only
+ *      after taking it by CAS, every offset in it validated first.
+ *   [operations] Every alloc, free, flush and cache drain runs inside its
+ *      cache record's operation: seq made odd (a relaxed store, then a fence
+ *      that keeps the operation's accesses after it), the area state read,
+ *      the work, seq made even (release). With area_life.c [destroy] this
+ *      is an asymmetric Dekker fence (the destroyer's side is membarrier),
+ *      and it is the seqlock the checker reads (proc.c rule 7;
+ *      area_recover.c [quiet]): no RMW on the hot path.
+ *   [drain] A list that holds more than two batches (cls_batch: up to 64
+ *      chunks) pushes one batch back on their spans' stacks (area_span.c
+ *      [stacks]), each chunk unlinked from the list before it is pushed. A
+ *      bump range goes back in one push: each chunk gets its free tag and a
+ *      link to the next while the range still holds it, then the range is
+ *      cleared, then one CAS puts the chain on the span's stack; a range
+ *      that with the stack is the whole span retires it untouched, the range
+ *      cleared before the entry is released (no bump word ever names a
+ *      released entry).
+ *   [give back] A thread that exits, or a process that detaches, drains
+ *      everything it caches; recovery does the same for the caches of dead
+ *      processes (area_recover.c [recovery]); so does a cache asked to give
+ *      back ([short of memory]).
+ *   [short of memory] (segment.c rule 9) A request is one increment of
+ *      hdr->trim. A cache answers -- drains itself and this thread's caches
+ *      of the pool's other areas (dp_ar_trim_answer) -- at its next free or
+ *      its next allocation that its own list cannot serve, and at once when
+ *      its own thread is the one short of memory (area_acquire.c
+ *      [shortage]). The segment layer's trim hook, dp_ar_trim_thread, makes
+ *      this thread's caches of the pool give back, but one whose operation
+ *      is open (its caller drained it; a nested operation would end it), and
+ *      the kept span for a thread without a record (area_span.c [kept
+ *      span]). A thread that makes no call keeps its cache
+ *      (dsmpool_area_flush() gives it back); nobody waits for it more than
+ *      the requester's bound.
+ *   [reference] A process uses an area only while it holds a reference on
+ *      its control segment: a fork()ed child whose inherited reference
+ *      could not be taken over gets -ESTALE from every call (dp_ar_usable).
+ *
+ * Crash bound: a drain unlinks a chunk from the list before it pushes it,
+ * and a range is cleared before its chain is pushed, so a death in between
+ * leaves chunks tagged on no list (area_recover.c [lost chunks]), never on
+ * two. A death inside an operation leaves seq odd, which recovery counts as
+ * a possible loss; a dead owner's record is taken by recovery, drained and
+ * released.
+ *
+ * Memory ordering: [operations] -- the odd store is followed by a release
+ * fence and a compiler fence, the even store is a release that
+ * caches_quiesce's and quiet_open_ctl's acquire loads see. The owner word
+ * is claimed by an acq_rel CAS whose acquire sees dp_ar_cache_release's
+ * release store. The lists and ranges need none: one writer, and recovery
+ * reads them after the writer's death, through the acquire of the liveness
+ * lock and the owner CAS.
  */
 
 #include <stdlib.h>
@@ -13,11 +88,11 @@
 #include "dp_os.h"
 
 pthread_mutex_t dp_ar_reg_lock = PTHREAD_MUTEX_INITIALIZER; /* areas of this process, tcs */
-/* Thread-local variables are global-dynamic (meson.build), not
- * initial-exec: linked into an executable, one load from the thread
- * pointer; in libdsmpool.so a __tls_get_addr call, about 2 ns an
- * alloc+free pair; and a dlopen()ed libdsmpool.so loads (tests/dlopen),
- * which initial-exec prevented. */
+/* Thread-local variables use the dynamic models (meson.build: global-dynamic
+ * by default; dp_ar_tc_last is local-dynamic, dp_area.h), not initial-exec:
+ * linked into an executable, one load from the thread pointer; in
+ * libdsmpool.so a __tls_get_addr call; and a dlopen()ed libdsmpool.so loads
+ * (tests/dlopen), which initial-exec prevented. */
 _Thread_local ar_tc *dp_ar_tc_last;
 static _Thread_local ar_tc *tc_head;
 static pthread_key_t tc_key;
@@ -33,10 +108,10 @@ static void tc_destructor(void *arg);
 
 static void tc_key_init(void) { pthread_key_create(&tc_key, tc_destructor); }
 
-/* This process may use the area's control block: it holds a reference on its
- * segment. A fork()ed child whose inherited reference could not be taken
- * over (the parent had let the area go: its block may be someone else's
- * now) must never touch it. */
+/* [reference]: this process may use the area's control block: it holds a
+ * reference on its segment. A fork()ed child whose inherited reference could
+ * not be taken over (the parent had let the area go: its block may be someone
+ * else's now) must never touch it. */
 int dp_ar_usable(struct dsmpool_area *a) {
     int r = dp_self(a->pool); /* adoption happens here, and may mark the segment stale */
     if (r) return r;
@@ -46,8 +121,6 @@ int dp_ar_usable(struct dsmpool_area *a) {
     return 0;
 }
 
-/* Rule 4: everything a cache record holds goes back to the spans. Inside an
- * operation on rec. */
 /* The most chunks of class c the area can hold: a bound for list walks
  * that must stop on a damaged (cyclic) list. */
 uint64_t dp_ar_chunks_bound(const struct dsmpool_area *a, unsigned c) {
@@ -56,19 +129,21 @@ uint64_t dp_ar_chunks_bound(const struct dsmpool_area *a, unsigned c) {
     return (a->data_size + held) / cls_size(c) + 1;
 }
 
-/* Rules 3 and 11: the bump range [idx, idx + left) of class c goes back to
- * span e in one push. Each chunk gets its free tag and a link to the next
- * while the range still holds it; then the range is cleared (leak-biased: a
- * death now leaves tagged chunks on no list, which the lost sweep finds);
- * then one CAS puts the chain on the span's stack. */
+/* [drain]: the bump range [idx, idx + left) of class c goes back to span e in
+ * one push (area_recover.c [lost chunks]: tagged before it leaves). Each chunk
+ * gets its free tag and a link to the next while the range still holds it;
+ * then the range is cleared (leak-biased: a death now leaves tagged chunks on
+ * no list, which the lost sweep finds); then one CAS puts the chain on the
+ * span's stack. */
 static void range_push(struct dsmpool_area *a, ar_cache *rec, unsigned c, uint64_t e, ar_span *sp,
                        dsmpool_ptr base, uint32_t idx, uint32_t left, uint32_t retire_slot) {
     uint32_t n = cls_chunks(c);
     /* acquire: the pushes' links (as a steal reads them) */
     for (uint64_t w = dp_load_acquire(&sp->state); SPW_ST(w) == SP_SPAN && SPW_COUNT(w) + left == n;) {
         /* the stack and the range are the whole span: it retires untouched
-         * (rule 5: ours by one CAS; the range is cleared before the entry is
-         * released, so no bump word ever names a released entry) */
+         * (area_registry.c [entries]: ours by one CAS; the range is cleared
+         * before the entry is released, so no bump word ever names a released
+         * entry) */
         if (dp_ar_entry_take_from(sp, &w, retire_slot)) {
             dp_store_relaxed(&rec->bump[c], 0);
             if (SPW_COUNT(w)) dp_fetch_add_relaxed(&a->ctl->partial[c], (uint64_t)-1); /* relaxed: a hint */
@@ -95,12 +170,15 @@ static void range_push(struct dsmpool_area *a, ar_cache *rec, unsigned c, uint64
         if (SPW_ST(w) != SP_SPAN || SPW_COUNT(w) + k > n) return; /* corrupt: drop, never double */
         memcpy(last, &(uint32_t){SPW_HEAD(w)}, 4);
         nw = SPW(SPW_GEN(w) + 1, SPW_COUNT(w) + k, idx + 1, SP_SPAN);
-        /* release: publishes the links written into the chunks (pairs with refill's and span_take's steal) */
+        /* release: publishes the links written into the chunks (pairs with
+         * refill's and span_take's steal) */
         if (dp_cas_release(&sp->state, &w, nw)) break;
     }
     dp_ar_span_pushed(a->pool, a->ctl, a->aid, e, sp, c, SPW_COUNT(w), nw, retire_slot);
 }
 
+/* [give back]: everything a cache record holds goes back to the spans.
+ * Inside an operation on rec. */
 static void cache_drain_all(struct dsmpool_area *a, ar_cache *rec, uint32_t retire_slot) {
     for (unsigned c = 0; c < AR_NCLS; c++) {
         dsmpool_ptr h = dp_load_relaxed(&rec->head[c]);
@@ -129,16 +207,17 @@ static void cache_drain_all(struct dsmpool_area *a, ar_cache *rec, uint32_t reti
     }
 }
 
-/* Rule 12: this cache gives back everything. Inside an operation on it. */
+/* [short of memory]: this cache gives back everything. Inside an operation
+ * on it. */
 void dp_ar_cache_answer(struct dsmpool_area *a, ar_tc *tc) {
-    tc->trim_seen = dp_load_relaxed(a->trimp); /* relaxed: rule 12 */
+    tc->trim_seen = dp_load_relaxed(a->trimp); /* relaxed: [short of memory] */
     cache_drain_all(a, tc->rec, a->pool->slot);
     dp_ar_keep_release(a);
 }
 
-/* Rule 12: a request to give back was made since this cache last answered
- * (or the pool is short for this very thread): this thread's caches of
- * every area of the pool give back. Inside an operation on tc's record. */
+/* [short of memory]: a request to give back was made since this cache last
+ * answered (or the pool is short for this very thread): this thread's caches
+ * of every area of the pool give back. Inside an operation on tc's record. */
 void dp_ar_trim_answer(struct dsmpool_area *a, ar_tc *tc) {
     dp_ar_cache_answer(a, tc);
     dp_ar_trim_thread(a->pool);
@@ -180,9 +259,9 @@ static void tc_destructor(void *arg) {
     pthread_mutex_unlock(&dp_ar_reg_lock);
 }
 
-/* A free cache record, claimed for me; a record page is linked when every
- * record of the pages before it is held. NULL: none free, or no pool block
- * for a new page (the shared path, rule 15). */
+/* [records]: a free cache record, claimed for me; a record page is linked when
+ * every record of the pages before it is held. NULL: none free, or no pool
+ * block for a new page (the shared path: area_shared.c [shared path]). */
 ar_cache *dp_ar_cache_claim(dsmpool *p, ar_ctl *ctl, uint64_t me) {
     for (uint32_t i = 0; i < AR_NCACHES; i++) {
         if (i % AR_RECS_PER_PAGE == 0 && !dp_block_link(p, &ctl->recpage[i / AR_RECS_PER_PAGE], AR_RECPAGE_ORDER))
@@ -199,7 +278,7 @@ ar_cache *dp_ar_cache_claim(dsmpool *p, ar_ctl *ctl, uint64_t me) {
 
 /* Give tc a cache record of its own, if one is free (reclaim: recover dead
  * processes first when none is). The record is emptied inside an operation.
- * false: none is free; tc->rec stays NULL (rule 15). */
+ * false: none is free; tc->rec stays NULL (area_shared.c [shared path]). */
 bool dp_ar_tc_take_record(struct dsmpool_area *a, ar_tc *tc, bool reclaim) {
 #ifdef DP_INJECTION
     if (dp_ar_tc_force_shared) return false;
@@ -221,7 +300,7 @@ bool dp_ar_tc_take_record(struct dsmpool_area *a, ar_tc *tc, bool reclaim) {
         tc->span_e1[c] = 0;
     }
     ar_op_end(rec, s);
-    tc->trim_seen = dp_load_relaxed(a->trimp); /* relaxed: rule 12 */
+    tc->trim_seen = dp_load_relaxed(a->trimp); /* relaxed: [short of memory] */
     tc->rec = rec;
     return true;
 }
@@ -253,10 +332,10 @@ ar_tc *dp_ar_tc_get_slow(struct dsmpool_area *a) {
         return NULL;
     }
     if (!dp_ar_tc_take_record(a, tc, true)) {
-        /* rule 15: more threads than records use the area: this one takes
-         * the shared path. relaxed store, then a seq_cst fence before our
-         * first read of the area state, against the destroyer's fence: it
-         * sees the flag (and uses membarrier), or we see DESTROYED */
+        /* area_shared.c [shared path]: more threads than records use the area:
+         * this one takes the shared path. relaxed store, then a seq_cst fence
+         * before our first read of the area state, against the destroyer's
+         * fence: it sees the flag (and uses membarrier), or we see DESTROYED */
         dp_store_relaxed(&a->ctl->shared, 1); /* every time: our own store before our fence */
         atomic_thread_fence(memory_order_seq_cst);
     }
@@ -283,8 +362,8 @@ ar_cache *dp_ar_tc_find(struct dsmpool_area *a) {
     return NULL;
 }
 
-/* Rule 3: push one batch of class c back to the spans. Inside an operation
- * on rec. */
+/* [drain]: push one batch of class c back to the spans. Inside an
+ * operation on rec. */
 void dp_ar_drain_op(struct dsmpool_area *a, ar_cache *rec, unsigned c) {
     uint32_t n = cls_batch(c);
     dsmpool_ptr h = dp_load_relaxed(&rec->head[c]);
@@ -300,9 +379,10 @@ void dp_ar_drain_op(struct dsmpool_area *a, ar_cache *rec, unsigned c) {
     }
 }
 
-/* Rule 12 for the segment layer (its trim hook): this thread's caches of
- * every area of pool p give back now -- but one that an operation of this
- * thread has open (its caller drained it; a nested operation would end it). */
+/* [short of memory] for the segment layer (its trim hook): this thread's
+ * caches of every area of pool p give back now -- but one that an operation of
+ * this thread has open (its caller drained it; a nested operation would end
+ * it). */
 void dp_ar_trim_thread(dsmpool *p) {
     if (pthread_mutex_trylock(&dp_ar_reg_lock) != 0) return; /* (held by this thread: not now) */
     unsigned e = dp_epoch();
@@ -310,7 +390,7 @@ void dp_ar_trim_thread(dsmpool *p) {
         struct dsmpool_area *a = atomic_load_explicit(&tc->area, memory_order_relaxed);
         /* relaxed: this thread is the record's only writer */
         if (!a || a->pool != p || tc->epoch != e) continue;
-        if (!tc->rec) { /* rule 15: the kept span, inside a bracket */
+        if (!tc->rec) { /* area_span.c [kept span], inside a bracket */
             dp_inflight_begin(p);
             if (ar_live(a)) dp_ar_keep_release(a);
             dp_inflight_end(p);

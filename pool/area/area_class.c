@@ -1,23 +1,69 @@
 /*
- * area_class.c -- the size classes and their spans: the table
+ * area_class.c -- the size classes of areas and the spans they live in:
+ * the table that every area file reads through dp_area.h's cls_* and
+ * chunk_* (the hot path computes a class and a chunk index inline, with no
+ * call and no divide).
  *
- * (Split out of area.c; its design comment, in dp_area.h until the next
- * commit, is divided by concern there.)
+ * Layer: areas, the bottom file: one table (dp_ar_cls), no function.
+ *
+ * Rules
+ *   [classes] 87 classes: from 16 B in 8 B steps to 64 B (c = 0..6; as
+ *      dsa.c's, PostgreSQL's MAXALIGN), in 16 B steps to 128 B (c =
+ *      7..10), then eight per doubling to 8 KiB, 2^k {9 .. 16} / 8 for 2^k =
+ *      128 B .. 4 KiB (c = 11..58, 144 B .. 8 KiB), and four above, 2^k {5,
+ *      6, 7, 8} / 4 for 2^k = 8 KiB .. 512 KiB (c = 59..86, 10 KiB .. 1
+ *      MiB). A size loses to its class under 8 B (under 16 B up to 16 B and
+ *      from 65 to 128 B), under an eighth of itself (to 8 KiB) or under a
+ *      quarter. Every power of two from 16 B to 1 MiB is a class. Sizes
+ *      above AR_LARGE_FROM (256 KiB) take exact blocks instead
+ *      (area_large.c [large blocks]), and mid sizes first too (area_alloc.c
+ *      [mid sizes]): the classes above it stay in the table, unused by
+ *      allocations. cls_of gives a size's class.
+ *   [spans] A chunk's class follows from its span: a pool block of one
+ *      class (its entry's info word). A power-of-two class's span is the
+ *      smallest power of two from 64 KiB that holds 64 chunks
+ *      (AR_SPAN_MIN_CHUNKS), 2 MiB (one huge page) for chunks of 32 KiB and
+ *      up -- 64 KiB up to 1 KiB chunks, ... 1 MiB for 16 KiB -- its chunks
+ *      filling it.
+ *   [exact spans] Every other class's span is exact: len, a multiple of
+ *      lcm(size, 4 KiB), so that its chunks fill whole pages with no tail --
+ *      the largest within 64 KiB where that holds 32 chunks
+ *      (AR_SPAN_EXACT_CHUNKS; chunks below 2 KiB: 36-64 KiB), else the
+ *      smallest that holds 64 KiB and 32 chunks (or the most that 2 MiB
+ *      holds). Its block (cls_span) is the power of two at or above len,
+ *      with the pages past len given back when it is taken (area_acquire.c
+ *      [exact blocks]; a 112 B span: 56 KiB of a 64 KiB block). So no span
+ *      loses a tail, and a small area holds at most 64 KiB per small class
+ *      it uses. The smallest spans (36 KiB) bound an area of them to 2^17 x
+ *      36 KiB = 4.5 GiB (the registry's entries). What earlier spans cost:
+ *      docs/design.md, Areas.
+ *   [placement] A span sits at a multiple of its block's size from
+ *      data_off (the buddy allocator's blocks are aligned to their size, and
+ *      data_off to 2 MiB), or at the start of its OS segment (of len
+ *      bytes): a chunk's span starts at its pointer rounded down to
+ *      cls_span (span_rel), for pool and fallback pointers alike
+ *      (area_pointer.c [offset arithmetic]).
+ *   [reciprocal] A chunk's index in its span is off / size, computed as
+ *      (off * mul) >> 42 (chunk_idx): mul = 2^42 / size + e, 0 < e <= 1, so
+ *      the error off * e / 2^42 < 2^-21 stays below the 1 / size >= 2^-20
+ *      that off / size lacks to the next integer, for every off < 2 MiB
+ *      (tests/test_area.c checks every offset of every class).
+ *   [damaged class] Entries AR_NCLS..127 are zero: no chunks, no span. A
+ *      class number read from shared memory indexes the table masked
+ *      (AR_CLS_MASK: the directory's 7 bits), so a damaged one never reads
+ *      past it and fails every chunk test (chunk_at).
+ *
+ * Invariant, every class c < AR_NCLS:
+ *   [fill] chunks x size = len <= span, len a multiple of 4 KiB, span a
+ *      power of two from 64 KiB to 2 MiB; len = span unless the span is
+ *      exact. (The asserts below check the bands; tests/test_area.c every
+ *      class.)
  */
 
 #define DP_AREA_INSIDE
 #include "dp_area.h"
 
-/* Classes (Geometry): c < 7: 8 (c + 2) B (16 .. 64 in 8 B steps); c < 11:
- * 16 (c - 2) B (80 .. 128); then eight per doubling, 2^k {9 .. 16} / 8 for
- * 2^k = 128 B .. 4 KiB (c < 59: 144 B .. 8 KiB), then four, 2^k {5, 6, 7, 8}
- * / 4 for 2^k = 8 KiB .. 512 KiB (c < 87: 10 KiB .. 1 MiB). mul: the reciprocal that
- * makes a chunk's index a multiply and a shift, (off * mul) >> AR_DIV_SHIFT
- * = off / size for every off < 2 MiB (mul = 2^42 / size + e, 0 < e <= 1:
- * the error off * e / 2^42 < 2^-21 stays below the 1 / size >= 2^-20 that
- * off / size lacks to the next integer; tests/test_area.c checks every
- * offset of every class). Entries AR_NCLS..127 are zero: no chunks, so a
- * damaged class number fails every chunk test. */
+/* The table ([classes], [spans], [exact spans]); mul: [reciprocal]. */
 #define AR_CSIZE(c)                                                                                \
     ((c) < 7 ? 8u * ((c) + 2u) : (c) < 11 ? 16u * ((c) - 2u)                                       \
      : (c) < 59 ? (16u << (((c) - 11u) / 8u)) * (9u + ((c) - 11u) % 8u)                           \
@@ -37,7 +83,7 @@
  * AR_SPAN_EXACT_CHUNKS chunks, else the smallest that holds AR_SPAN_MIN
  * bytes and AR_SPAN_EXACT_CHUNKS chunks, or the largest within 2 MiB;
  * taken from the power of two at or above it with the rest given back at
- * once (rule 13's trim). */
+ * once (area_acquire.c [exact blocks]). */
 #ifndef AR_SPAN_EXACT_CHUNKS
 #define AR_SPAN_EXACT_CHUNKS 32u
 #endif
@@ -46,7 +92,8 @@
 #define AR_MAX(x, y) ((x) > (y) ? (x) : (y))
 #define AR_XLEN1(s)                                                                                \
     ((AR_MAX((uint64_t)AR_SPAN_MIN, (uint64_t)(s) * AR_SPAN_EXACT_CHUNKS) + AR_LCM(s) - 1) / AR_LCM(s) * AR_LCM(s))
-/* at most 64 KiB where that holds AR_SPAN_EXACT_CHUNKS chunks (chunks below 2 KiB) */
+/* at most 64 KiB where that holds AR_SPAN_EXACT_CHUNKS chunks (chunks below 2
+ * KiB) */
 #define AR_XLEN0(s) ((uint64_t)AR_SPAN_MIN / AR_LCM(s) * AR_LCM(s))
 #define AR_XLEN(s)                                                                                 \
     (AR_XLEN0(s) >= (uint64_t)(s) * AR_SPAN_EXACT_CHUNKS ? AR_XLEN0(s)                             \

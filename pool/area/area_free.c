@@ -1,8 +1,51 @@
 /*
- * area_free.c -- freeing: the checks, free tags, the two paths' pushes
+ * area_free.c -- freeing a chunk or a large block: the checks every free
+ * makes, the double-free tests (free tags), and where the chunk goes on
+ * each path: this thread's list inside an operation, its span's stack
+ * inside a shared-path bracket.
  *
- * (Split out of area.c; its design comment, in dp_area.h until the next
- * commit, is divided by concern there.)
+ * Layer: areas, above the caches and the span stacks; the public free
+ * (area_alloc.c), and the allocation paths' undo (area_small.c,
+ * area_large.c), call it.
+ *
+ * Rules
+ *   [free tags] A freed chunk holds key ^ ptr at +8 (ar_free_tag; the key is
+ *      random per area); allocation clears it (area_small.c [hand out]). A
+ *      free that finds its tag intact is a double free: refused (-EINVAL),
+ *      and looked for in this thread's cache and the span's stack for the
+ *      message. A correct program cannot produce the tag: it would have to
+ *      know the key.
+ *   [double free] DSMPOOL_AREA_CHECKED adds the exact bitmap
+ *      (area_registry.c [checked bitmaps]): a chunk start never handed out,
+ *      which the tag cannot tell, is refused too. A large block's free owns
+ *      its entry by one CAS (area_registry.c [entries]), so of two frees
+ *      one is refused; a later one is refused until the area reuses the
+ *      block's first page for a new block, which it would then free, as
+ *      malloc would.
+ *   [free paths] dp_ar_free_op runs inside an operation on tc->rec: the
+ *      chunk goes on this thread's list (ar_list_push_op, the push that
+ *      dsmpool_area_free's inlined case makes too; area_cache.c [drain]).
+ *      dp_ar_free_bracketed runs inside a shared-path bracket (tc has no
+ *      record): the chunk goes straight back to its span (area_span.c
+ *      [stacks]). Either way it carries its tag before it leaves us
+ *      (area_recover.c [lost chunks]). dp_ar_free_undo gives back what an
+ *      allocation of this call made and cannot hand out, on the call's path.
+ *
+ * Crash bound: a free killed after its chunk's tag and link and before the
+ * list head (or the stack's CAS) leaves the chunk tagged on no list, inside
+ * an operation (or a bracket of an area with shared users): recovery makes
+ * the lost sweep due, which gives it back. A large block killed between
+ * owning its entry and releasing it leaves RETIRED(dead): recovery releases
+ * it (area_registry.c [parts]).
+ *
+ * Memory ordering: a large block's entry is read by an acquire load (its
+ * publication) and owned by an acq_rel CAS; a chunk's list push needs none
+ * (area_cache.c [one writer]); a stack push is area_span.c's release CAS.
+ *
+ * Injection points: "area.free.linked" (a freed chunk's link and tag
+ * written, the list head not yet; on the shared path, the tag written, the
+ * push not yet): a test kills the freer there and the lost sweep must give
+ * the chunk back.
  */
 
 #include <string.h>
@@ -10,7 +53,7 @@
 #define DP_AREA_INSIDE
 #include "dp_area.h"
 
-/* Rule 9: why the tag of p is intact -- for the message only. */
+/* [free tags]: why the tag of p is intact -- for the message only. */
 static const char *double_free_where(struct dsmpool_area *area, ar_tc *tc, ar_loc *l, dsmpool_ptr p) {
     ar_cache *rec = tc ? tc->rec : NULL;
     dsmpool_ptr h = rec ? dp_load_relaxed(&rec->head[l->cls]) : 0;
@@ -36,7 +79,7 @@ static const char *double_free_where(struct dsmpool_area *area, ar_tc *tc, ar_lo
 
 /* The first half of every free, on either path: p must be this area's and
  * the start of a live allocation. A large block is given back here (1). A
- * chunk (0) passed the double-free tests (rule 9; checked mode: its bit is
+ * chunk (0) passed the double-free tests ([free tags]; checked mode: its bit is
  * cleared now) and is left to the caller's push: where it is in *l and
  * *idx, its address in *m, the free tag it is to carry in *tag. < 0:
  * refused, with the message. */
@@ -75,8 +118,8 @@ static int free_check(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p, ar_lo
     return 0;
 }
 
-/* Free, inside an operation on tc->rec: a chunk goes on this thread's list
- * (ar_list_push_op); everything but the inlined common case of
+/* [free paths]: free, inside an operation on tc->rec: a chunk goes on this
+ * thread's list (ar_list_push_op); everything but the inlined common case of
  * dsmpool_area_free, and every error message. */
 int dp_ar_free_op(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p) {
     ar_loc l;
@@ -89,8 +132,9 @@ int dp_ar_free_op(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p) {
     return 0;
 }
 
-/* Free, inside a shared-path bracket (tc has no record, rule 15): a chunk
- * goes straight back to its span, tagged before it leaves us (rule 11). */
+/* [free paths]: free, inside a shared-path bracket (tc has no record,
+ * area_shared.c [shared path]): a chunk goes straight back to its span,
+ * tagged before it leaves us (area_recover.c [lost chunks]). */
 int dp_ar_free_bracketed(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p) {
     ar_loc l;
     uint32_t idx;

@@ -1,8 +1,65 @@
 /*
- * area_large.c -- large blocks, growing in place, sizes and addresses of live allocations
+ * area_large.c -- large blocks (an allocation of its own, exact to the
+ * page), growing one in place, and the live allocation that holds a pointer
+ * (usable_size, ptr_of, and what realloc starts from).
  *
- * (Split out of area.c; its design comment, in dp_area.h until the next
- * commit, is divided by concern there.)
+ * Layer: areas, above the acquire, the free and the shared path (a grow
+ * without a record is a shared-path operation); area_alloc.c routes here.
+ *
+ * Rules
+ *   [large blocks] A size above AR_LARGE_FROM (256 KiB), and a mid size
+ *      first (area_alloc.c [mid sizes]), gets its own block, exact to the
+ *      page: its power of two is taken and its tail given back at once
+ *      (area_acquire.c [exact blocks]), an OS segment is made that size, so
+ *      its usable size is the size asked for rounded up to 4 KiB (an
+ *      aligned request takes the block of its alignment and keeps what it
+ *      asked for). The directory has a word per page, so the pages given
+ *      back can hold anyone's blocks (another area's, a segment's) without
+ *      sharing a word with ours. The bytes asked for are in the entry's info
+ *      word (bits 12 up, class AR_LARGE_CLS, so it is never read as a
+ *      bitmap), exact.
+ *   [grow in place] A large pool block grows in place up to its power of
+ *      two while the tail it gave back is still free: reserve the held
+ *      bytes, take the frames back (dp_pool_grow, palloc.c rule 7), set
+ *      their directory words, then publish the longer block word, the
+ *      entry's record marked AR_SEG_GROWING while the word changes
+ *      (area_registry.c [exact records]); inside an area operation (so a
+ *      destroyer waits for it, and a death inside makes the lost sweep due,
+ *      which sets held right) and one bracket (frames taken and not yet
+ *      published go to the leak sweep). Growing past the power of two would
+ *      need the registry to merge two entries.
+ *   [sizes and addresses] Every pool pointer is an offset from a mapping
+ *      aligned to at least 2 MiB in every process, OS segments are mapped
+ *      at 2 MiB boundaries, a span starts its block, which is aligned to its
+ *      size (64 KiB to 2 MiB, a power of two), and a chunk of class c sits
+ *      at a multiple of its size from its span's start (area_class.c
+ *      [placement]); so a chunk is aligned to the largest power of two
+ *      dividing its size: at least 8 B (the 24, 40 and 56 B classes:
+ *      PostgreSQL's MAXALIGN, as dsa.c; less than malloc's 16, as the header
+ *      says), 16 B for every other class, and n for a power-of-two n (every
+ *      power of two from 16 B to 256 KiB is a class); a large block to its
+ *      power of two (at most 2 MiB used). The live allocation holding a
+ *      pointer is found from the directory (or the fallback pointer's
+ *      entry) and the entry's state; a chunk is live unless its free tag is
+ *      intact (area_free.c [free tags]) or, checked, its bit is clear -- a
+ *      chunk never handed out is told apart only in checked mode, as for
+ *      free. Local addresses in OS segments go back to pointers through this
+ *      process's mapping records (area_pointer.c [mapping records]), which
+ *      only name the entry's current segment (and carry its check).
+ *
+ * Crash bound: a grow killed after taking frames and before publishing the
+ * longer word leaves the old word, which the record (marked growing) still
+ * agrees with, and the frames taken owned by nothing, inside a bracket: the
+ * leak sweep's; held, raised for them, is set right by the lost sweep.
+ *
+ * Memory ordering: the new frames' directory words and the block word are
+ * release stores, the record's final value a release after the word; the
+ * lookups read the entry by an acquire load (acquire_bracketed's
+ * publishing CAS) and are outside any operation, so an allocation freed
+ * meanwhile may be answered either way (as for free(), a caller's race).
+ *
+ * Injection points: "area.grow.taken" (a grow took the frames back, before
+ * the directory and the block word say so).
  */
 
 #include <string.h>
@@ -10,12 +67,15 @@
 #define DP_AREA_INSIDE
 #include "dp_area.h"
 
+/* [large blocks]: a block of its own for size (mid: a mid size's try, from
+ * the pool only), inside an operation on tc->rec or a shared-path bracket. */
 int dp_ar_alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t asked, unsigned flags,
                           bool mid, dsmpool_ptr *out) {
     if (size > (1ull << 46)) return dp_fail(-ENOMEM, "%zu bytes is more than any pool holds", size);
     unsigned order = 64u - (unsigned)__builtin_clzll(size - 1) - DP_FRAME_SHIFT;
-    /* rule 13: exact to the page, to the size asked for (an aligned request
-     * takes the block of its alignment and keeps only what it asked for) */
+    /* [large blocks]: exact to the page, to the size asked for (an aligned
+     * request takes the block of its alignment and keeps only what it asked
+     * for) */
     uint64_t keep = ((asked ? asked : size) + DP_FRAME_SIZE - 1) / DP_FRAME_SIZE;
     uint64_t e;
     dsmpool_ptr base;
@@ -34,12 +94,12 @@ int dp_ar_alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t 
     return 0;
 }
 
-/* Rule 13: a large pool block grows in place when the tail it gave back is
- * still free: reserve the bytes, take the frames back (palloc.c rule 7),
- * name them in the directory, then publish the longer block word. Inside
- * an area operation (so a destroyer waits for it, and a death inside makes
- * the lost sweep due, which sets held right) and one bracket (frames taken
- * and not yet published go to the leak sweep). */
+/* [grow in place]: a large pool block grows in place when the tail it gave
+ * back is still free: reserve the bytes, take the frames back (palloc.c rule
+ * 7), name them in the directory, then publish the longer block word. Inside
+ * an area operation (so a destroyer waits for it, and a death inside makes the
+ * lost sweep due, which sets held right) and one bracket (frames taken and not
+ * yet published go to the leak sweep). */
 static bool large_grow_op(struct dsmpool_area *a, ar_loc *l, size_t size) {
     dsmpool *p = a->pool;
     /* acquire: the entry's publication; a block freed meanwhile (by another
@@ -70,6 +130,8 @@ static bool large_grow_op(struct dsmpool_area *a, ar_loc *l, size_t size) {
     return nb != 0;
 }
 
+/* [grow in place], inside an operation of its own: a cache record's, or a
+ * shared-path bracket. */
 bool dp_ar_large_grow(struct dsmpool_area *a, ar_loc *l, size_t size) {
     ar_tc *tc = ar_tc_get(a);
     if (!tc) return false;
@@ -78,7 +140,7 @@ bool dp_ar_large_grow(struct dsmpool_area *a, ar_loc *l, size_t size) {
         uint64_t s = ar_op_begin(tc->rec);
         if (ar_live(a)) grown = large_grow_op(a, l, size);
         ar_op_end(tc->rec, s);
-    } else { /* rule 15: the operation is a bracket */
+    } else { /* area_shared.c [shared path]: the operation is a bracket */
         dp_inflight_begin(a->pool);
         if (ar_live(a)) grown = large_grow_op(a, l, size);
         dp_inflight_end(a->pool);
@@ -87,13 +149,13 @@ bool dp_ar_large_grow(struct dsmpool_area *a, ar_loc *l, size_t size) {
     return grown;
 }
 
-/* The live allocation that holds pointer p (any byte of it): its usable
- * bytes, and its start in *start; 0 when none. Reads only, every word
- * validated; outside any operation, so an allocation freed meanwhile may be
- * answered either way (as for free(), a caller's race). */
+/* [sizes and addresses]: the live allocation that holds pointer p (any byte of
+ * it): its usable bytes, and its start in *start; 0 when none. Reads only,
+ * every word validated; outside any operation, so an allocation freed
+ * meanwhile may be answered either way (as for free(), a caller's race). */
 uint64_t dp_ar_live_alloc(struct dsmpool_area *a, dsmpool_ptr p, dsmpool_ptr *start, ar_loc *l) {
     if (!p || dp_ar_locate(a, p, l) != 0 || !ar_locate_entry(a, l)) return 0;
-    uint64_t w = dp_load_acquire(&l->sp->state); /* acquire: the entry's publication */
+    uint64_t w = dp_load_acquire(&l->sp->state); /* acquire: pairs with acquire_bracketed's publishing CAS */
     uint64_t blk = dp_load_relaxed(&l->sp->block);
     bool fb = (p & FB_BIT) != 0;
     if (fb != (blk == DP_BLOCK_FALLBACK)) return 0;
@@ -115,13 +177,13 @@ uint64_t dp_ar_live_alloc(struct dsmpool_area *a, dsmpool_ptr p, dsmpool_ptr *st
     if (!m) return 0;
     uint64_t have;
     memcpy(&have, m + 8, 8);
-    if (have == ar_free_tag(a, c)) return 0; /* freed (rule 9) */
+    if (have == ar_free_tag(a, c)) return 0; /* freed (area_free.c [free tags]) */
     if ((a->ctl->flags & DSMPOOL_AREA_CHECKED) && !dp_ar_checked_test(a->pool, l->sp, (uint32_t)idx)) return 0;
     *start = c;
     return cls_size(l->cls);
 }
 
-/* The checks every call below starts with. */
+/* The checks every query starts with (and realloc's, area_alloc.c). */
 int dp_ar_query_ok(struct dsmpool_area *a) {
     if (!a || a->magic != AR_OBJ_MAGIC) return dp_fail(-EINVAL, "not an attached area");
     int r = dp_ar_usable(a);

@@ -1,8 +1,106 @@
 /*
- * area_life.c -- an area's lifetime: create, attach, detach, destroy, tags, stats, the last process out
+ * area_life.c -- an area's lifetime: create, attach, detach and destroy,
+ * the process-local object and this process's list of areas, tags, the
+ * area's stats and limit, and the last process out of the pool.
  *
- * (Split out of area.c; its design comment, in dp_area.h until the next
- * commit, is divided by concern there.)
+ * Layer: areas, above the heap files (a detach gives this process's caches
+ * back). It registers the area layer's hooks from dp_area_layer_init: the
+ * segment layer's destructor of area control segments (area_final) and its
+ * trim hook (area_cache.c dp_ar_trim_thread), and the fork handlers of
+ * dp_ar_reg_lock and the areas' locks (rank DP_RANK_AREAS).
+ *
+ * Rules
+ *   [control block] An area's control block (ar_ctl) is a pool segment
+ *      (DP_SEG_AREA) whose handle is the area's handle and whose reference
+ *      count is the area's: the last detach, or recovery of the last
+ *      process, destroys the area through the segment layer's hook, with no
+ *      separate count that a crash could skew. It holds the magic, version
+ *      and record count (checked at attach), the flags, state (LIVE,
+ *      DESTROYED), limit, held bytes, the random key (area_free.c [free
+ *      tags]), the tag, the registry's and the records' page tables
+ *      (area_registry.c), per-class hints, the shared path's flag and kept
+ *      span, and counters; no cache record, so a new area's is 12 KiB.
+ *   [destroy] An explicit destroy: one CAS makes the area DESTROYED; then,
+ *      if other threads hold caches, membarrier(GLOBAL) (every running
+ *      thread passes a full barrier), then every cache record whose owner
+ *      lives is waited for until its sequence is even (bounded:
+ *      AR_QUIESCE_NS, 50 ms in all). A destroyer that sees ctl->shared
+ *      always uses membarrier and also waits (same bound) until no live slot
+ *      but its own has a bracket open (dp_brackets_quiesce; its own: just
+ *      its own bracket; area_shared.c [shared path]). After that no
+ *      operation can touch the area's spans: one that began before saw LIVE
+ *      and has ended, one that begins later sees DESTROYED (area_cache.c
+ *      [operations]). Then every entry is taken and released
+ *      (area_registry.c [entries]); an INIT or RETIRED one whose owner lives
+ *      is left to it, INIT ones marked DOOMED. If an operation is still
+ *      running when the bound passes (its thread stopped or preempted), or
+ *      membarrier fails, the destroyer releases nothing: the last
+ *      reference's destroy releases it all.
+ *   [final destroy] The segment layer calls area_final when the control
+ *      segment's last reference is gone: no process is attached, so no
+ *      operation runs. It marks the area DESTROYED, takes and releases every
+ *      entry whoever owned it, frees the registry and record pages and the
+ *      area's tag. It works from the pool and the control block alone, in
+ *      any process (a recoverer's included), and is idempotent.
+ *   [tags] Fallback pointers carry a 14-bit tag naming their area
+ *      (area_pointer.c [fallback pointers]); tags come from a pool-wide
+ *      bitmap, so no two live areas share one and a pointer of one area is
+ *      always refused by another. 0: none left, and the area uses no OS
+ *      segments. A creator takes its tag inside the bracket that writes the
+ *      control block's magic: one that dies in between leaves a tag no
+ *      control block names, which the leak sweep frees (dp_area_sweep_tags,
+ *      recover.c rule 3).
+ *   [fork] fork() while another thread holds dp_ar_reg_lock or an area's
+ *      lock must not leave the child with it held: they are taken around
+ *      fork (the registry's, then the areas'), and made anew after a fork
+ *      that skipped the atfork handlers (proc.c rule 4).
+ *   [accounting] (dsmpool_area_stats) held = in_use + cached when quiet:
+ *      cached is the chunks of spans' stacks and of every cache record's
+ *      list (count) and bump range, and each span's tail that no chunk fits
+ *      (none unless an exact span's trim stopped early -- palloc.c rule 7 --
+ *      and it holds more of its block: stats count a span by its block
+ *      word's bytes, as held does); in_use the spans' other chunks plus the
+ *      large blocks (their exact bytes). The reservation of a power of two
+ *      is lowered once the tail went back (area_acquire.c [reserve]), and a
+ *      death in between leaves held high until the lost sweep sets it to
+ *      the entries' sum (area_recover.c [lost chunks]). Bytes asked for: a
+ *      large block's are in its entry, exact (area_large.c [large blocks]).
+ *      A chunk's are nowhere (free() is not told its size and the chunk is
+ *      the caller's): each cache record adds what every chunk allocation
+ *      asked for and its class size (area_small.c [asked bytes]), the shared
+ *      path the same into the control block; stats estimates the chunks'
+ *      requested bytes as their in-use bytes x asked / given, summed over
+ *      all records (kept for the area's life), and says it is an estimate.
+ *      The limit is judged when bytes are reserved (area_acquire.c
+ *      [reserve]).
+ *   [last process out] (life.c rule 4) When nobody is attached to the pool
+ *      any more and its OS segments are about to go, every area entry that
+ *      lives in one goes first (dp_area_drop_os), so an area of a pool that
+ *      persists names no segment that is gone (its chunks there are lost
+ *      with the segment: pointers into them get -EINVAL). No operation can
+ *      run: plain stores.
+ *
+ * Invariant, per area: [held] held = in_use + cached, when no operation
+ * runs and no death is unswept ([accounting]).
+ *
+ * Crash bound: a creator killed after taking its tag and before the magic
+ * leaves the tag to the leak sweep ([tags]); a destroyer killed after the
+ * DESTROYED mark leaves the entries to their owners, to recovery (RETIRED
+ * in its name: area_registry.c [parts]) and to the last reference's
+ * destroy, which takes everything.
+ *
+ * Memory ordering: LIVE is a release store after the control block is
+ * written, read by acquire loads at attach and in every query
+ * (dp_area_live, dp_ar_query_ok); the DESTROYED mark is an acq_rel CAS and
+ * then a seq_cst fence, against a claimer's seq_cst fence between its claim
+ * and its first state read (dp_ar_tc_take_record) and a shared user's after
+ * its flag (dp_ar_tc_get_slow), so that a destroyer that sees no other
+ * record held may skip membarrier; the records' owner and sequence are
+ * acquire loads (dp_ar_cache_claim's CAS, ar_op_end's release). Tags are
+ * acq_rel RMWs on the bitmap.
+ *
+ * Injection points: "area.destroy.marked" (DESTROYED, before the caches
+ * are waited for).
  */
 
 #include <stdlib.h>
@@ -14,10 +112,10 @@
 
 static struct dsmpool_area *ar_reg; /* this process's areas (dp_ar_reg_lock) */
 
-/* Rules 5 and 6: give back every entry that can be given back now. final:
- * the last reference went (nobody is attached, no operation can run): take
- * everything. Otherwise an INIT or RETIRED entry whose owner lives is left
- * to its owner (INIT ones marked DOOMED). */
+/* [destroy], [final destroy]: give back every entry that can be given back
+ * now. final: the last reference went (nobody is attached, no operation can
+ * run): take everything. Otherwise an INIT or RETIRED entry whose owner lives
+ * is left to its owner (INIT ones marked DOOMED). */
 static void release_entries(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint32_t me, bool final) {
     for (uint32_t k = 0; k < AR_REGPAGES; k++) {
         uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: the link CAS */
@@ -46,7 +144,7 @@ static void release_entries(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint32_t me, 
     for (unsigned c = 0; c < AR_NCLS; c++) dp_store_relaxed(&ctl->partial[c], 0);
 }
 
-/* Rule 6: wait until no operation on this area runs, other than ones of
+/* [destroy]: wait until no operation on this area runs, other than ones of
  * dead threads. false: one still ran when the bound passed. */
 static bool caches_quiesce(dsmpool *p, ar_ctl *ctl, ar_cache *mine) {
     uint64_t deadline = dp_os_now_ns() + AR_QUIESCE_NS;
@@ -74,20 +172,21 @@ static void destroy_explicit(struct dsmpool_area *a) {
     if (dp_cas_acq_rel(&ctl->state, &live, AR_DESTROYED)) {
         /* seq_cst fence: the mark before our reads of the owners, against a
          * claimer's seq_cst fence between its claim and its first state read
-         * (when nobody else holds a record we skip membarrier, rule 6) */
+         * (when nobody else holds a record we skip membarrier: [destroy]) */
         atomic_thread_fence(memory_order_seq_cst);
         DP_INJECT("area.destroy.marked");
         ar_cache *mine = dp_ar_tc_find(a);
-        bool shared = dp_load_relaxed(&ctl->shared) != 0; /* relaxed: after the fence (rule 15) */
+        bool shared = dp_load_relaxed(&ctl->shared) != 0; /* relaxed: after the fence */
         bool others = shared;
         for (uint32_t i = 0; i < AR_NCACHES && !others; i++) {
             ar_cache *rec = dp_ar_cache_rec(p, ctl, i);
             others = rec && rec != mine && dp_load_relaxed(&rec->owner) != 0;
         }
-        /* rule 6: without the barrier we cannot know that a late operation
+        /* [destroy]: without the barrier we cannot know that a late operation
          * sees DESTROYED, so we release nothing (the last reference will) */
         bool safe = !others || dp_os_membarrier_global() == 0;
-        /* rule 15: shared-path operations are brackets: wait for those too */
+        /* area_shared.c [shared path]: its operations are brackets: wait for
+         * those too */
         if (safe && caches_quiesce(p, ctl, mine) &&
             (!shared || dp_brackets_quiesce(p, dp_os_now_ns() + AR_QUIESCE_NS)))
             release_entries(p, ctl, a->aid, p->slot, false);
@@ -95,8 +194,8 @@ static void destroy_explicit(struct dsmpool_area *a) {
     dp_inflight_end(p);
 }
 
-/* The segment layer's hook: the control segment's last reference is gone
- * (rule 6, final). Works from the pool and the control block alone, in any
+/* [final destroy]: the segment layer's hook: the control segment's last
+ * reference is gone. Works from the pool and the control block alone, in any
  * process (a recoverer's included). Idempotent. */
 static void area_final(dsmpool *p, void *ctlp, uint64_t bytes, uint64_t aid, uint32_t owner) {
     ar_ctl *ctl = ctlp;
@@ -104,7 +203,7 @@ static void area_final(dsmpool *p, void *ctlp, uint64_t bytes, uint64_t aid, uin
     dp_store_release(&ctl->state, AR_DESTROYED); /* release: pairs with dp_area_live's acquire */
     release_entries(p, ctl, aid, owner, true);
     for (uint32_t k = 0; k < AR_REGPAGES; k++) {
-        uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: the link CAS */
+        uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: dp_frame_link's CAS */
         if (!off) continue;
         dp_inflight_begin(p);
         dp_store_release(&ctl->regpage[k], 0); /* unrecord, then free */
@@ -112,7 +211,7 @@ static void area_final(dsmpool *p, void *ctlp, uint64_t bytes, uint64_t aid, uin
         dp_inflight_end(p);
     }
     for (uint32_t k = 0; k < AR_RECPAGES; k++) { /* the cache records: nobody holds one now */
-        uint64_t off = dp_load_acquire(&ctl->recpage[k]); /* acquire: the link CAS */
+        uint64_t off = dp_load_acquire(&ctl->recpage[k]); /* acquire: dp_block_link's CAS */
         if (!off) continue;
         dp_inflight_begin(p);
         dp_store_release(&ctl->recpage[k], 0); /* unrecord, then free */
@@ -122,10 +221,8 @@ static void area_final(dsmpool *p, void *ctlp, uint64_t bytes, uint64_t aid, uin
     dp_area_tag_free(p, ctl->tag);
 }
 
-/* Fallback pointers carry a 14-bit tag naming their area; tags come from a
- * pool-wide bitmap so that no two live areas share one (a pointer of one
- * area is then always refused by another). 0: none left; the area then
- * uses no OS segments. */
+/* [tags]: a tag of its own for a new area; 0: none left (the area then
+ * uses no OS segments). */
 static uint32_t tag_alloc(dsmpool *p) {
     for (unsigned w = 0; w < 256; w++) {
         uint64_t v = dp_load_relaxed(&p->hdr->area_tags[w]); /* relaxed: the CAS validates */
@@ -145,8 +242,8 @@ ar_ctl *dp_ar_ctl_of(dsmpool *p, uint64_t idx) {
     return ctl && ctl->magic == AR_MAGIC && ctl->ncaches == AR_NCACHES ? ctl : NULL;
 }
 
-/* The leak sweep (recover.c rule 3), inside its quiet window: a tag that
- * no area's control block names was taken by a creator that died before
+/* [tags] for the leak sweep (recover.c rule 3), inside its quiet window: a tag
+ * that no area's control block names was taken by a creator that died before
  * writing it down. */
 void dp_area_sweep_tags(dsmpool *p) {
     uint64_t used[256] = {0};
@@ -166,8 +263,7 @@ void dp_area_tag_free(dsmpool *p, uint32_t tag) {
                               memory_order_acq_rel); /* acq_rel: pairs with tag_alloc */
 }
 
-/* fork() while another thread holds one of these locks must not leave the
- * child with it held: take them all around fork (registry, then areas;
+/* [fork]: take the locks around fork (the registry's, then the areas';
  * rank DP_RANK_AREAS of the ledger's table). */
 static void ar_prepare(void) {
     pthread_mutex_lock(&dp_ar_reg_lock);
@@ -179,7 +275,7 @@ static void ar_after(void) {
     pthread_mutex_unlock(&dp_ar_reg_lock);
 }
 
-/* After a fork that skipped the atfork handlers (proc.c rule 4). */
+/* [fork]: after a fork that skipped the atfork handlers (proc.c rule 4). */
 static void ar_reset(void) {
     pthread_mutex_init(&dp_ar_reg_lock, NULL);
     for (struct dsmpool_area *a = ar_reg; a; a = a->reg_next) pthread_mutex_init(&a->lock, NULL);
@@ -347,7 +443,7 @@ bool dp_area_live(dsmpool *pool, dsmpool_handle h) {
     uint64_t bytes = DP_BLOCK_BYTES(blk);
     if (bytes < sizeof(ar_ctl) || !dp_block_ok(pool, DP_BLOCK_OFF(blk), bytes)) return false;
     ar_ctl *ctl = dp_at(pool, DP_BLOCK_OFF(blk));
-    return ctl->magic == AR_MAGIC && dp_load_acquire(&ctl->state) == AR_LIVE; /* acquire: destroy's release */
+    return ctl->magic == AR_MAGIC && dp_load_acquire(&ctl->state) == AR_LIVE; /* acquire: the LIVE store, the marks */
 }
 
 int dsmpool_area_attach(dsmpool *pool, dsmpool_handle h, dsmpool_area **out) {
@@ -434,7 +530,7 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
         if (st == SP_SPAN) {
             out->spans++;
             unsigned c = (unsigned)(info & 0xff);
-            if (c < AR_NCLS && SPW_COUNT(w) <= cls_chunks(c)) { /* rule 13: its free chunks */
+            if (c < AR_NCLS && SPW_COUNT(w) <= cls_chunks(c)) { /* [accounting]: its free chunks */
                 /* what the span holds is its block's bytes, as held counts
                  * them: cls_len, or more when its trim stopped early
                  * (palloc.c rule 7); the part no chunk fits counts as
@@ -456,9 +552,9 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
             out->bytes_os += bytes;
         }
     }
-    /* rule 13: what the caches hold (lists and bump ranges), and what chunk
-     * allocations asked for; relaxed reads of owner-only words: approximate
-     * while others run */
+    /* [accounting]: what the caches hold (lists and bump ranges), and what
+     * chunk allocations asked for; relaxed reads of owner-only words:
+     * approximate while others run */
     uint64_t asked = dp_load_relaxed(&ctl->sh_asked), given = dp_load_relaxed(&ctl->sh_given);
     out->control_bytes = area->seg ? dsmpool_seg_size(area->seg) : sizeof(ar_ctl);
     for (uint32_t k = 0; k < AR_RECPAGES; k++)
@@ -468,7 +564,8 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
         if (!rec) continue;
         asked += dp_load_relaxed(&rec->asked);
         given += dp_load_relaxed(&rec->given);
-        if (!dp_load_relaxed(&rec->owner)) continue; /* released records are empty (rule 4) */
+        /* released records are empty (area_cache.c [give back]) */
+        if (!dp_load_relaxed(&rec->owner)) continue;
         out->caches++;
         for (unsigned c = 0; c < AR_NCLS; c++) {
             uint64_t n = dp_load_relaxed(&rec->count[c]), left = BUMP_LEFT(dp_load_relaxed(&rec->bump[c]));
@@ -483,13 +580,13 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
     return 0;
 }
 
-/* ---- the last process out (life.c) ----------------------------------------- */
+/* ---- the last process out (life.c) --------------------------------------- */
 
-/* Nobody is attached to the pool any more (life.c rule 4: the caller holds
- * LIFE exclusive, nobody is present, dead processes were recovered), and its
- * OS segments are about to go: every area entry that lives in one goes
- * first, so an area of a pool that persists names no segment that is gone
- * (its chunks there are lost with the segment: pointers into them get
+/* [last process out]: nobody is attached to the pool any more (life.c rule 4:
+ * the caller holds LIFE exclusive, nobody is present, dead processes were
+ * recovered), and its OS segments are about to go: every area entry that lives
+ * in one goes first, so an area of a pool that persists names no segment that
+ * is gone (its chunks there are lost with the segment: pointers into them get
  * -EINVAL). No operation can run: plain stores. */
 void dp_area_drop_os(dsmpool *p) {
     for (uint64_t idx = 0; idx < p->nsegs; idx++) {

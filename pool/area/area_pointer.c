@@ -1,8 +1,68 @@
 /*
- * area_pointer.c -- relocatable pointers: fallback pointers, mapping records, locating a pointer
+ * area_pointer.c -- relocatable pointers: a pool pointer is a region
+ * offset, a fallback pointer names an OS segment through its registry
+ * entry. This file turns either into an address (ar_addr_n, inline in
+ * dp_area.h, and dp_ar_fb_map), finds the span or block that holds one
+ * (dp_ar_locate), maps an entry's OS segment into this process the first
+ * time a pointer needs it, and turns a local address back into a pointer.
  *
- * (Split out of area.c; its design comment, in dp_area.h until the next
- * commit, is divided by concern there.)
+ * Layer: areas, above the registry; everything that follows a pointer
+ * calls it (the hot path only ar_addr_n's pool branch, inline).
+ *
+ * Rules
+ *   [fallback pointers] A pool pointer is a region offset, bit 63 clear. A
+ *      pointer into an OS segment of L bytes (at most 4 GiB) is
+ *      [1][tag:14][entry:17][check:32-n][offset:n], n = max(16,
+ *      ceil(log2 L)) (ar_fb_bits). tag: the area's, exact (unique among
+ *      the pool's live areas, area_life.c [tags], so a pointer of another
+ *      live area is always refused); entry: the registry entry that holds
+ *      the segment; offset: the byte in it. A span's n is its block's (2^n =
+ *      cls_span, the power of two from 64 KiB at or above its len;
+ *      tests/test_area.c checks every class).
+ *   [check] check: the top 32 - n bits of mix(key ^ handle) (fb_check),
+ *      handle the OS segment's (sp->seg: index and 32-bit generation, new
+ *      whenever the entry takes a new segment: segment.c rule 2), key the
+ *      area's random key (area_free.c [free tags]) -- not the span word's
+ *      generation, which counts the stack's pushes and pops, not what the
+ *      entry holds. Every pointer built for an entry's segment carries the
+ *      check (span and block bases, ptr_of, recovery, the lost sweep,
+ *      verification); every one read (addr, free, usable_size, ptr_of, the
+ *      walks) must match the entry's current segment, else it is refused as
+ *      another area's is: NULL, -EINVAL, 0, nothing changed. So a pointer
+ *      kept after its segment went back (freed, or dropped with the pool's
+ *      OS segments) and used once the entry holds a new segment of L bytes
+ *      passes with probability 2^-(32 - n) over the key, for any two
+ *      handles: 2^-16 for L up to 64 KiB, 2^-13 up to 512 KiB, 2^-11 up to
+ *      2 MiB (the largest spans), then twice that per doubling of L (1/2
+ *      above 1 GiB); a new segment above 2 GiB (n = 32) leaves no bits, and
+ *      such a pointer passes. An entry that holds no segment, or a pool
+ *      block, refuses it always. The check names the segment, not the
+ *      allocation: a freed chunk of a span still held is told by its free
+ *      tag, as in the pool. Why these bits: docs/design.md, Areas.
+ *   [offset arithmetic] L <= 2^n, so p + k for k below an allocation's
+ *      usable size never carries into the check, and ptr_of(addr(p) + k) ==
+ *      p + k; span_rel() reads a chunk's offset out of either kind of
+ *      pointer (area_class.c [placement]).
+ *   [mapping records] This process maps an entry's OS segment into a
+ *      record (ar_fb) that stays keyed by entry, names its segment and
+ *      keeps its n and check, so a conversion pays one compare; a record of
+ *      a segment the entry no longer holds names nothing (fb_lookup).
+ *      Records are published whole by pointer and never freed under a
+ *      reader: one replaced is kept on a list, unmapped at detach
+ *      (dp_ar_free_fb).
+ *   [locate] A pool pointer's span or block comes from its directory word
+ *      (one load; another area's word refuses it, area_registry.c
+ *      [directory]); a fallback pointer's from its entry, which must be a
+ *      live SPAN or LARGE holding the segment whose check the pointer
+ *      carries.
+ *
+ * Memory ordering: seg is stored before the entry's publishing CAS (a
+ * release, acquire_bracketed) and read after an acquire load of the state
+ * (dp_ar_locate, dp_ar_fb_map) or checked against a mapping record that was
+ * (fb_lookup); directory words are acquire loads (dp_ar_dir_set's release
+ * stores); a record and its page are published by release stores
+ * (dp_ar_fb_remember) and read by acquire loads (fb_lookup,
+ * dp_ar_fb_ptr_of).
  */
 
 #include <stdlib.h>
@@ -11,9 +71,9 @@
 #include "dp_area.h"
 #include "dp_os.h"
 
-/* The check of pointers into OS segment h (n offset bits): the top 32 - n
- * bits of a mix (splitmix64's finalizer) of h keyed by the area's random
- * key; none when n is 32. */
+/* [check]: the check of pointers into OS segment h (n offset bits): the
+ * top 32 - n bits of a mix (splitmix64's finalizer) of h keyed by the
+ * area's random key; none when n is 32. */
 static inline uint32_t fb_check(const struct dsmpool_area *a, dsmpool_handle h, unsigned n) {
     uint64_t x = a->key ^ h;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -39,9 +99,10 @@ dsmpool_ptr dp_ar_entry_base(struct dsmpool_area *a, uint64_t e, ar_span *sp, ui
     return dp_ar_fb_base(a, e, h, c == AR_LARGE_CLS ? dp_seg_os_size(a->pool, h) : cls_len(c));
 }
 
-/* This process's mapping of fallback entry e, if it maps the entry's
- * current OS segment (an entry can be reused for another segment). Records
- * are published whole by pointer and never freed under a reader. */
+/* [mapping records]: this process's mapping of fallback entry e, if it
+ * maps the entry's current OS segment (an entry can be reused for another
+ * segment). Records are published whole by pointer and never freed under
+ * a reader. */
 static ar_fb *fb_lookup(struct dsmpool_area *a, uint64_t e) {
     _Atomic(ar_fb *) *page = __atomic_load_n(&a->fb[e / 512], __ATOMIC_ACQUIRE); /* pairs with dp_ar_fb_remember */
     if (!page) return NULL;
@@ -137,7 +198,7 @@ int dp_ar_locate(struct dsmpool_area *a, dsmpool_ptr p, ar_loc *l) {
     l->e = FB_ENTRY(p);
     l->sp = dp_ar_entry(pool, a->ctl, l->e);
     if (!l->sp) return -EINVAL;
-    uint64_t w = dp_load_acquire(&l->sp->state); /* acquire: the entry's publication */
+    uint64_t w = dp_load_acquire(&l->sp->state); /* acquire: pairs with acquire_bracketed's publishing CAS */
     if (dp_load_relaxed(&l->sp->block) != DP_BLOCK_FALLBACK) return -EINVAL;
     if (SPW_ST(w) == SP_LARGE) l->cls = AR_LARGE_CLS;
     else if (SPW_ST(w) == SP_SPAN) l->cls = (unsigned)(dp_load_relaxed(&l->sp->info) & 0xff);

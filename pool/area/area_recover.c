@@ -1,8 +1,75 @@
 /*
- * area_recover.c -- recovery: a dead slot's caches and entries, quiet windows, owned frames, the lost sweep
+ * area_recover.c -- areas after a death: a dead slot's cache records and
+ * entries, the checker's view of operations in flight, the frames areas
+ * own (for the leak sweep), and the lost sweep that gives back the chunks
+ * that deaths inside operations left on no list.
  *
- * (Split out of area.c; its design comment, in dp_area.h until the next
- * commit, is divided by concern there.)
+ * Layer: areas, the top of the layer but the test hooks (the lost sweep
+ * walks an area as the checker does: area_verify.c). Recovery (recover.c)
+ * calls dp_area_recover_slot, dp_area_sweep_lost and dp_area_mark_owned;
+ * the checker and the leak sweep (stats.c, recover.c) the quiet calls.
+ *
+ * Rules
+ *   [recovery] Recovery of a dead slot (recover.c) visits only the areas
+ *      the slot holds a reference on (an ACTIVE record): those references
+ *      keep the control blocks alive until the segment layer drops them,
+ *      after this step; any other area's block may be given back at any
+ *      moment by its last detacher, so it is never walked. There, its cache
+ *      records are taken by CAS (owner word set to the dead slot with a
+ *      recovery mark, so a recoverer that dies leaves them to the next),
+ *      drained inside an operation, released (area_cache.c [give back]);
+ *      its INIT and RETIRED entries are taken and released (area_registry.c
+ *      [entries]). A record found inside an operation (odd sequence) may
+ *      have lost chunks: ctl->lost and hdr->lost_due are counted; so are
+ *      they for each area with shared users when the slot died inside a
+ *      bracket (a taker holding a stolen stack, a free between tag and push:
+ *      area_shared.c [shared path]). The recoverer holds the dead slot's
+ *      liveness lock throughout, so a destroyer -- in another process, or
+ *      in the recoverer's own (proc.c: held_by_us) -- sees the marked
+ *      records as live (area_life.c [destroy]).
+ *   [quiet] The checker's view of area operations (area_cache.c
+ *      [operations] from outside): every cache record's (owner, sequence),
+ *      and the link word of every record page not linked yet, is noted at
+ *      the window's open, which fails (-EBUSY) while a live owner is inside
+ *      an operation; the window holds if none of them moved.
+ *   [owned frames] Every frame an area owns is marked for the leak sweep:
+ *      cache record pages, registry pages, spans and large blocks in the
+ *      pool (as many bytes as their entry's record agrees with:
+ *      area_registry.c [exact records]; a word that disagrees is marked as
+ *      damage), checked-mode bitmaps.
+ *   [lost chunks] Every free chunk carries its tag before it leaves one
+ *      holder (a list, a stack, a bump range) and is written into the next
+ *      -- a chunk leaves first (leak-biased: never on two lists), so a death
+ *      in between leaves it on none ([recovery] counts it). The lost sweep
+ *      (recover.c, under the sweep lock) holds a reference on the area and a
+ *      cache record of its own; inside the pool's quiet window, with none of
+ *      the area's caches inside an operation, it marks every chunk a list,
+ *      stack or range holds (the checker's walk, area_verify.c
+ *      [verification]); then, inside an operation on its record (so an
+ *      explicit destroy waits for it), it gives back each unmarked chunk
+ *      whose tag is intact (nobody can reach it: a correct program does not
+ *      hold a chunk whose tag is set), retires spans that are whole but were
+ *      not retired (not the kept span: area_span.c [kept span]), and sets
+ *      held to what the entries hold if a death came between the two
+ *      (area_life.c [accounting]). A sweep that cannot get its windows, or a
+ *      record, stays due; one that finds damage leaves it to the checker.
+ *
+ * Crash bound: a recoverer killed while it drains a record leaves it marked
+ * in the dead slot's name, for the next recoverer; killed in the lost sweep,
+ * ctl->lost stays (it goes to 0 only from the value the sweep started from,
+ * by CAS), so the sweep stays due. The held count is exact after the sweep.
+ *
+ * Memory ordering: a dead owner's record and entries are read after the
+ * liveness lock's acquire, the owner CAS (acq_rel) and acquire loads of the
+ * entries; the lost counts are relaxed, published by the release increment
+ * of hdr->lost_due, which the sweep's acquire load sees (recover.c
+ * sweep_lost); the quiet window's records are acquire loads of
+ * dp_ar_cache_claim's CAS and ar_op_end's release, and dp_area_quiet_holds'
+ * acquire fence is the other side of ar_op_begin's release fence.
+ *
+ * Injection points: "area.recover.area" (recovery about to walk an area of
+ * the dead slot: a test lets the area's last process detach there, and the
+ * recoverer must not walk a control block that went back).
  */
 
 #include <stdlib.h>
@@ -19,7 +86,8 @@ typedef struct held_areas {
 
 static void note_area(dsmpool *p, dp_a64 *r, void *arg) {
     held_areas *h = arg;
-    uint64_t v = dp_load_acquire(r); /* acquire: pairs with seg_ref_bracketed's and seg_create_bracketed's ACTIVE stores */
+    /* acquire: pairs with seg_ref_bracketed's and seg_create_bracketed's ACTIVE stores */
+    uint64_t v = dp_load_acquire(r);
     if (!v || DP_REC_ST(v) != DP_REC_ACTIVE) return;
     uint64_t idx = DP_REC_IDX(v);
     if (idx >= p->nsegs || DP_SEG_GEN(dp_load_acquire(&p->segs[idx].state)) != DP_REC_GEN(v)) return;
@@ -35,7 +103,7 @@ static void note_area(dsmpool *p, dp_a64 *r, void *arg) {
     h->idx[h->n++] = idx;
 }
 
-/* Rule 8 for a dead slot, whose liveness lock the caller holds. Only the
+/* [recovery] for a dead slot, whose liveness lock the caller holds. Only the
  * areas it holds a reference on (an ACTIVE record): those references keep
  * their control blocks alive until the segment layer drops them, after
  * this; a process has caches and entries only in areas it is attached to.
@@ -44,8 +112,9 @@ static void note_area(dsmpool *p, dp_a64 *r, void *arg) {
  * run unchanged. */
 void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
     held_areas h = {NULL, 0, 0};
-    /* rule 15: it died inside a bracket, maybe a shared-path free between
-     * its chunk's tag and its push. acquire: dp_inflight_end's release */
+    /* area_shared.c [shared path]: it died inside a bracket, maybe a
+     * shared-path free between its chunk's tag and its push. acquire:
+     * dp_inflight_end's release */
     bool in_bracket = slot < p->nprocs && dp_load_acquire(&p->procs[slot].inflight) != 0;
     dp_slot_records(p, slot, note_area, &h);
     for (size_t k = 0; k < h.n; k++) {
@@ -59,7 +128,7 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
         for (uint32_t i = 0; i < AR_NCACHES; i++) {
             ar_cache *rec = dp_ar_cache_rec(p, ctl, i);
             if (!rec) continue;
-            uint64_t o = dp_load_acquire(&rec->owner); /* acquire: the owner's claim */
+            uint64_t o = dp_load_acquire(&rec->owner); /* acquire: dp_ar_cache_claim's CAS */
             /* acq_rel: the record is ours from here; a recoverer that dies
              * leaves it in the dead slot's name for the next one */
             if (o && (uint32_t)o == slot + 1 &&
@@ -96,14 +165,14 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
     free(h.idx);
 }
 
-/* Mark the frames every area owns: cache record pages, registry pages,
- * spans and large blocks in the pool, checked-mode bitmaps. */
+/* [owned frames]: mark the frames every area owns: cache record pages,
+ * registry pages, spans and large blocks in the pool, checked-mode bitmaps. */
 void dp_area_mark_owned(dsmpool *p, dp_mark_fn mark, void *arg) {
     for (uint64_t idx = 0; idx < p->nsegs; idx++) {
         ar_ctl *ctl = dp_ar_ctl_of(p, idx);
         if (!ctl) continue;
         for (uint32_t k = 0; k < AR_RECPAGES; k++) {
-            uint64_t off = dp_load_acquire(&ctl->recpage[k]); /* acquire: the link CAS */
+            uint64_t off = dp_load_acquire(&ctl->recpage[k]); /* acquire: dp_block_link's CAS */
             if (off) mark(arg, off, AR_RECPAGE_BYTES, "an area cache record page");
         }
         for (uint32_t k = 0; k < AR_REGPAGES; k++) {
@@ -129,8 +198,9 @@ void dp_area_mark_owned(dsmpool *p, dp_mark_fn mark, void *arg) {
     }
 }
 
-/* Rule 7 seen from outside: every cache record's (owner, sequence) of one
- * area, appended to q; -EBUSY if a live owner is inside an operation. */
+/* [quiet], area_cache.c [operations] seen from outside: every cache record's
+ * (owner, sequence) of one area, appended to q; -EBUSY if a live owner is
+ * inside an operation. */
 static int quiet_open_ctl(dsmpool *p, ar_ctl *ctl, dp_area_quiet *q) {
     for (uint32_t i = 0; i < AR_NCACHES; i++) { /* every record: a claim during the pass shows too */
         ar_cache *rec = dp_ar_cache_rec(p, ctl, i);
@@ -243,7 +313,7 @@ int dp_ar_walk_unheld(ar_vctx *v, ar_lost_list *whole,
     return 0;
 }
 
-/* What the area's entries hold, as held should say (rule 11); false if an
+/* What the area's entries hold, as held should say ([lost chunks]); false if an
  * entry is between owners (INIT, RETIRED), when no sum is exact. */
 static bool held_sum(struct dsmpool_area *a, uint64_t *sum) {
     *sum = 0;
@@ -266,15 +336,15 @@ static bool note_lost(void *arg, uint64_t e, unsigned c, dsmpool_ptr cp, uint32_
     return !tagged || c == AR_LARGE_CLS || lost_add(arg, e, idx, c);
 }
 
-/* One area whose control block we hold a reference on (so no last detach
- * frees it), with a cache record of our own (mine). Find the lost chunks
- * inside the pool's quiet window (no recovery runs, no bracket is open) and
- * with none of the area's caches inside an operation; then, inside an
- * operation on mine (so an explicit destroy waits for us: rule 6), give
- * them back. A chunk that is held by no list, stack or range and still
- * carries its free tag was being freed, drained or moved by an operation
- * that died: nobody can reach it any more, so giving it back after the
- * windows close races with nobody. */
+/* One area whose control block we hold a reference on (so no last detach frees
+ * it), with a cache record of our own (mine). Find the lost chunks inside the
+ * pool's quiet window (no recovery runs, no bracket is open) and with none of
+ * the area's caches inside an operation; then, inside an operation on mine (so
+ * an explicit destroy waits for us: area_life.c [destroy]), give them back. A
+ * chunk that is held by no list, stack or range and still carries its free tag
+ * was being freed, drained or moved by an operation that died: nobody can
+ * reach it any more, so giving it back after the windows close races with
+ * nobody. */
 static int lost_sweep_area(struct dsmpool_area *a, ar_cache *mine, dp_area_scratch *sc, size_t *got) {
     dsmpool *p = a->pool;
     char why[200];
@@ -336,7 +406,8 @@ static int lost_sweep_area(struct dsmpool_area *a, ar_cache *mine, dp_area_scrat
         }
         size_t kept = 0;
         for (size_t i = 0; i < whole.n; i++) { /* a death between the whole count and its retirement */
-            if (dp_load_relaxed(&a->ctl->sh_keep) == whole.v[i].e + 1) { /* relaxed: rule 15's kept span */
+            /* relaxed: area_span.c [kept span], which the sweep leaves alone */
+            if (dp_load_relaxed(&a->ctl->sh_keep) == whole.v[i].e + 1) {
                 kept++;
                 continue;
             }
@@ -365,16 +436,18 @@ bool dp_area_sweep_lost(dsmpool *p, dp_area_scratch *sc, size_t *got) {
     bool done = true;
     for (uint64_t idx = 0; idx < p->nsegs; idx++) {
         ar_ctl *ctl = dp_ar_ctl_of(p, idx);
-        /* relaxed: a first look; what we act on is read again under a reference */
+        /* relaxed: a first look; what we act on is read again under a
+         * reference */
         if (!ctl || !dp_load_relaxed(&ctl->lost)) continue;
-        dsmpool_seg *ref; /* rule 8's reason, here: no last detach frees the block under us */
+        dsmpool_seg *ref; /* [recovery]'s reason, here: no last detach frees the block under us */
         dsmpool_handle h = DP_HANDLE(DP_SEG_GEN(dp_load_acquire(&p->segs[idx].state)), idx);
         int r = dsmpool_seg_attach(p, h, &ref);
         if (r) { /* gone: nothing of it is lost any more; anything else: next time */
             if (r != -ESTALE && r != -ENOENT) done = false;
             continue;
         }
-        uint64_t lost = dp_load_acquire(&ctl->lost); /* acquire: pairs with the CAS below (dp_area_sweep_lost's) */
+        /* acquire: pairs with the CAS below (an earlier dp_area_sweep_lost's) */
+        uint64_t lost = dp_load_acquire(&ctl->lost);
         ar_cache *mine = dp_ar_ctl_of(p, idx) == ctl && dp_load_acquire(&ctl->state) == AR_LIVE && lost
                              ? dp_ar_cache_claim(p, ctl, me) : NULL;
         if (mine) {

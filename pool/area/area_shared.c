@@ -1,14 +1,62 @@
 /*
- * area_shared.c -- the shared path: threads without a cache record
+ * area_shared.c -- the shared path: a thread that finds every cache record
+ * of an area held uses the area all the same, with no cache: it takes a
+ * chunk straight off a span's stack, and its frees push straight back.
  *
- * (Split out of area.c; its design comment, in dp_area.h until the next
- * commit, is divided by concern there.)
+ * Layer: areas, above the small path (whose hand out it shares) and the
+ * span stacks; area_alloc.c runs its operations (shared_alloc,
+ * shared_free), area_large.c its grows.
+ *
+ * Rules
+ *   [shared path] A thread that finds every cache record held takes none:
+ *      its tc has rec NULL, and it sets ctl->shared before its first
+ *      operation (a relaxed store of its own, then a seq_cst fence: a
+ *      destroyer that misses the flag is seen DESTROYED; area_cache.c
+ *      dp_ar_tc_get_slow). Each of its operations is a bracket of its
+ *      process's slot (proc.c rule 6) instead of a record's sequence: begun
+ *      (two acq_rel RMWs), the area state read, the work, ended. A destroyer
+ *      that sees ctl->shared waits for those brackets too (area_life.c
+ *      [destroy]); recovery of a slot that died inside one counts ctl->lost
+ *      (area_recover.c [recovery]). Large blocks are as with a record. Every
+ *      4096 shared operations the thread looks for a record again
+ *      (dp_ar_shared_done). Stats add the shared path's asked/given
+ *      (area_life.c [accounting]). The lost sweep needs a record of its own:
+ *      while all are held it stays due.
+ *   [take] A chunk is taken from a span of its class with returned chunks
+ *      (the last that served, then any, from ctl->sh_hint; looking again a
+ *      few times, with growing pauses, before a fresh span, since a stack
+ *      another taker holds looks empty): the whole stack is stolen by one
+ *      CAS (as a refill does: area_span.c [stacks], [class again]), its top
+ *      kept -- it must carry its free tag and a link that fits the count, or
+ *      the chain is left for the lost sweep (area_span.c [chains]) -- and
+ *      the rest put back (dp_ar_chain_return). No CAS depends on a link read
+ *      from a chunk the taker does not hold, so a taker stopped for any time
+ *      (across generation wraps) installs nothing stale. Else a fresh span,
+ *      published with chunks 1.. on its stack (area_acquire.c [chained
+ *      spans]), chunk 0 the caller's.
+ *   [shared trim] A shared operation that sees a trim request gives the
+ *      kept span back (area_span.c [kept span]; area_cache.c [short of
+ *      memory]): it caches nothing else.
+ *
+ * Crash bound: a taker killed holding a stolen stack, or a free killed
+ * between its chunk's tag and its push, leaves tagged chunks on no stack,
+ * inside a bracket: recovery counts ctl->lost for each area of the slot that
+ * has shared users, and the lost sweep gives them back.
+ *
+ * Memory ordering: the steal is an acquire CAS (the pushes' links and
+ * tags), the put back a release CAS (dp_ar_chain_return); the flag is a
+ * relaxed store ordered by the seq_cst fence against destroy_explicit's.
+ *
+ * Injection points: "area.take.read" (a taker read a span's word, before
+ * its steal CAS: a test parks it there across 2^24 operations on the span,
+ * and the steal must still hand out every chunk once), "area.take.stolen"
+ * (it holds the stolen stack).
  */
 
 #define DP_AREA_INSIDE
 #include "dp_area.h"
 
-/* Rule 15: take one chunk of class c off span e's stack: steal the whole
+/* [take]: take one chunk of class c off span e's stack: steal the whole
  * stack (one CAS, as a refill does), keep its top, put the rest back. No
  * CAS depends on a link read from a chunk we do not hold, so a stopped
  * thread cannot install a stale link (no ABA). false: the stack is empty,
@@ -36,7 +84,8 @@ static bool span_take(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span *s
         memcpy(&next, m, 4);
         memcpy(&tag, m + 8, 8);
     }
-    /* every chunk on a stack carries its tag (rule 11) and the links fit the count */
+    /* every chunk on a stack carries its tag (area_recover.c [lost chunks])
+     * and the links fit the count */
     if (!m || tag != ar_free_tag(a, cp) || next > n || (count > 1) != (next != 0)) {
         dp_ar_chain_lost(a);
         return false;
@@ -47,7 +96,7 @@ static bool span_take(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span *s
     return true;
 }
 
-/* Rule 15: a chunk of class c for a thread without a cache record: popped
+/* [take]: a chunk of class c for a thread without a cache record: popped
  * off a span with returned chunks (the last one that served, then the
  * others), else the first chunk of a fresh span whose others go on its
  * stack. Inside a bracket. */
@@ -86,22 +135,22 @@ int dp_ar_alloc_small_bracketed(struct dsmpool_area *a, ar_tc *tc, size_t size, 
     if (got != dp_load_relaxed(&ctl->sh_hint[c])) dp_store_relaxed(&ctl->sh_hint[c], got); /* relaxed: a hint */
     int r = dp_ar_chunk_hand_out(a, tc, c, h, m, size, flags);
     if (r) return r;
-    dp_fetch_add_relaxed(&ctl->sh_asked, asked); /* relaxed: counters (rule 13) */
+    dp_fetch_add_relaxed(&ctl->sh_asked, asked); /* relaxed: counters (area_life.c [accounting]) */
     dp_fetch_add_relaxed(&ctl->sh_given, cls_size(c));
     *out = h;
     return 0;
 }
 
-/* Rule 15: after a shared-path operation, now and then, look for a cache
+/* [shared path]: after a shared-path operation, now and then, look for a cache
  * record that has come free. */
 void dp_ar_shared_done(struct dsmpool_area *a, ar_tc *tc) {
     if (++tc->sh_ops % 4096 == 0) dp_ar_tc_take_record(a, tc, false);
 }
 
-/* Rule 12 on the shared path: the kept span goes back when asked. Inside a
+/* [shared trim]: the kept span goes back when asked. Inside a
  * bracket. */
 void dp_ar_shared_trim(struct dsmpool_area *a, ar_tc *tc) {
-    uint64_t t = dp_load_relaxed(a->trimp); /* relaxed: rule 12 */
+    uint64_t t = dp_load_relaxed(a->trimp); /* relaxed: area_cache.c [short of memory] */
     if (__builtin_expect(t != tc->trim_seen, 0)) {
         tc->trim_seen = t;
         dp_ar_keep_release(a);

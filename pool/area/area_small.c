@@ -1,8 +1,46 @@
 /*
- * area_small.c -- the cached small path: refill, handing a chunk out, a chunk allocation
+ * area_small.c -- the cached small path: a chunk from this thread's cache
+ * record (its free list, then its bump range), a refill when both are
+ * empty, and what every chunk allocation does as the chunk leaves.
  *
- * (Split out of area.c; its design comment, in dp_area.h until the next
- * commit, is divided by concern there.)
+ * Layer: areas, above the acquire (a refill may take a fresh span) and the
+ * free (an allocation it cannot hand out goes back). The route
+ * (area_alloc.c) calls dp_ar_alloc_small_op; the shared path
+ * dp_ar_chunk_hand_out.
+ *
+ * Rules
+ *   [refill] When the list and the range of a class are empty, the cache
+ *      steals the whole returned stack of a span of the class (one CAS:
+ *      area_span.c [stacks], [class again]), from where its last search
+ *      stopped, onto its list; else it takes a fresh span (area_acquire.c
+ *      [fresh spans]) and sets the bump range to all its chunks. A mid size
+ *      asks for held chunks only, never a fresh span (area_alloc.c [mid
+ *      sizes]).
+ *   [damaged lists] A chunk popped off the list must be a whole chunk at a
+ *      chunk start of its class, and the link it carries one too (a fallback
+ *      pointer's is checked when it is popped in turn); else the list is
+ *      dropped -- its chunks leak -- rather than a link that a
+ *      use-after-free overwrote becoming an address handed out. A bump word
+ *      that names another span than the thread's, or runs past it, is
+ *      dropped the same way.
+ *   [hand out] A chunk leaves the allocator for the caller on either path
+ *      (this one and area_shared.c [take]): its free tag cleared
+ *      (area_free.c [free tags]), its checked-mode bit set, zeroed if asked;
+ *      one that cannot be mapped here to be zeroed goes back.
+ *   [asked bytes] Each cache record adds what every chunk allocation asked
+ *      for (asked) and its class size (given), plain stores on the record's
+ *      first line, which the operation writes anyway (ar_count_asked;
+ *      area_life.c [accounting]).
+ *
+ * Crash bound: an allocation killed after taking its chunk (list head or
+ * bump word stored) and before returning leaves the chunk allocated, as a
+ * death just after the return would; killed inside a refill's steal, after
+ * the CAS and before the list head, the stolen chunks are tagged on no list
+ * (area_recover.c [lost chunks]).
+ *
+ * Memory ordering: the list and range are this thread's own (area_cache.c
+ * [one writer]); a refill's steal is an acquire CAS that sees the pushes'
+ * links (dp_ar_span_push's release).
  */
 
 #include <string.h>
@@ -10,8 +48,9 @@
 #define DP_AREA_INSIDE
 #include "dp_area.h"
 
-/* Rule 2: refill class c of this thread's cache; held_only: from spans the
- * area holds, or -ENOSPC rather than a fresh span (rule 13's mid sizes). */
+/* [refill]: refill class c of this thread's cache; held_only: from spans
+ * the area holds, or -ENOSPC rather than a fresh span (area_alloc.c [mid
+ * sizes]). */
 static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c, bool held_only) {
     ar_ctl *ctl = a->ctl;
     ar_cache *rec = tc->rec;
@@ -29,7 +68,8 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c, bool held_only)
                     continue;
                 if (SPW_COUNT(w) > cls_chunks(c) || SPW_HEAD(w) > cls_chunks(c))
                     continue; /* damaged: left as it is, for dsmpool_check() to report */
-                /* steal the whole stack; acquire pairs with dp_ar_span_push's release */
+                /* steal the whole stack; acquire pairs with dp_ar_span_push's
+                 * release */
                 if (!dp_cas_acquire(&sp->state, &w, SPW(SPW_GEN(w) + 1, 0, 0, SP_SPAN))) continue;
                 dp_fetch_add_relaxed(&ctl->partial[c], (uint64_t)-1);
                 if (!dp_ar_steal_class_holds(a, c, e, sp, w)) continue;
@@ -65,12 +105,13 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c, bool held_only)
     return 0;
 }
 
-/* A chunk of class c at h (mapped at m) leaves the allocator for the
- * caller (both paths, rules 1 and 15): its free tag cleared (rule 9), its
- * checked-mode bit set, zeroed if asked. */
+/* [hand out]: a chunk of class c at h (mapped at m) leaves the allocator
+ * for the caller (both paths): its free tag cleared (area_free.c [free
+ * tags]), its checked-mode bit set, zeroed if asked. Inside the caller's
+ * operation or bracket. */
 int dp_ar_chunk_hand_out(struct dsmpool_area *a, ar_tc *tc, unsigned c, dsmpool_ptr h, char *m, size_t size,
                           unsigned flags) {
-    memset(m + 8, 0, 8); /* rule 9: an allocated chunk carries no free tag */
+    memset(m + 8, 0, 8); /* area_free.c [free tags]: an allocated chunk carries no free tag */
     if (a->ctl->flags & DSMPOOL_AREA_CHECKED) {
         ar_loc l;
         if (dp_ar_locate(a, h, &l) == 0 && ar_locate_entry(a, &l))
@@ -86,6 +127,8 @@ int dp_ar_chunk_hand_out(struct dsmpool_area *a, ar_tc *tc, unsigned c, dsmpool_
     return 0;
 }
 
+/* A chunk of size's class from this thread's cache, inside an operation on
+ * tc->rec ([refill], [damaged lists], [hand out], [asked bytes]). */
 int dp_ar_alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, size_t asked, unsigned flags,
                           bool held_only, dsmpool_ptr *out) {
     unsigned c = cls_of(size);
@@ -93,7 +136,7 @@ int dp_ar_alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, size
     dsmpool_ptr h;
     char *m = NULL;
     for (;;) {
-        h = dp_load_relaxed(&rec->head[c]); /* relaxed: only this thread writes it (rule 1) */
+        h = dp_load_relaxed(&rec->head[c]); /* relaxed: area_cache.c [one writer] */
         if (h) {
             /* a whole chunk, at a chunk start, or the list is damaged (pool
              * spans start at multiples of their size: data_off is a 2 MiB one;

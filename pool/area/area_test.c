@@ -1,8 +1,16 @@
 /*
- * area_test.c -- test hooks (the internal library only)
+ * area_test.c -- test hooks that reach inside areas (dp_area_test_*): a
+ * word of an area's shared state to damage (tests/test_scribble.c,
+ * test_exact.c, test_exact_review2.c, test_area_users.c), the classes'
+ * table and the reciprocal (test_area.c, test_reclaim.c, test_scribble.c),
+ * forcing the shared path (test_area_users.c) or an untrimmed exact block
+ * (test_area.c), and every allocation of a quiet area (test_area_users.c,
+ * test_reclaim.c).
  *
- * (Split out of area.c; its design comment, in dp_area.h until the next
- * commit, is divided by concern there.)
+ * Layer: areas, above every other area file; built into the internal
+ * library alone (meson.build: internal_sources), which the test suites link
+ * and which has the injection points compiled in. Each hook's prototype is
+ * written where the tests use it.
  */
 
 #include <string.h>
@@ -11,7 +19,7 @@
 #include "dp_area.h"
 
 #ifndef DP_INJECTION
-#error "area_test.c is for the internal library (meson.build: area_test_sources)"
+#error "area_test.c is for the internal library only (meson.build: internal_sources)"
 #endif
 
 /* Test-only (tests/test_scribble.c damages areas on purpose): a word of the
@@ -46,7 +54,8 @@ uint64_t dp_area_test_span(unsigned c);
 uint64_t dp_area_test_span(unsigned c) { return c <= AR_CLS_MASK ? cls_span(c) : 0; }
 uint64_t dp_area_test_span_len(unsigned c);
 uint64_t dp_area_test_span_len(unsigned c) { return c <= AR_CLS_MASK ? cls_len(c) : 0; }
-/* Test-only: the offset bits of a fallback pointer into an OS segment of len bytes. */
+/* Test-only: the offset bits of a fallback pointer into an OS segment of len
+ * bytes. */
 unsigned dp_area_test_fb_bits(uint64_t len);
 unsigned dp_area_test_fb_bits(uint64_t len) { return ar_fb_bits(len); }
 

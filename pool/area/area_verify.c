@@ -1,8 +1,36 @@
 /*
- * area_verify.c -- verification and inspection: walks that read an area from outside
+ * area_verify.c -- the walks that read areas from outside: the checker's
+ * (no chunk on two free lists, every link inside the area's spans) and the
+ * inspector's read-only snapshot of one area.
  *
- * (Split out of area.c; its design comment, in dp_area.h until the next
- * commit, is divided by concern there.)
+ * Layer: areas, above the lifetime (it walks every area of the pool through
+ * a temporary object, dp_ar_fill). The checker (stats.c) calls
+ * dp_area_verify inside the pool's quiet window; the inspector (inspect.c)
+ * dp_area_inspect on a view that may be mapped read-only; the lost sweep
+ * (area_recover.c) and a test hook walk one area with dp_ar_verify_area.
+ *
+ * Rules
+ *   [verification] Every free chunk is marked once in a bit per chunk of
+ *      its entry: those of every held cache record's lists (bounded by
+ *      dp_ar_chunks_bound: a longer list has a cycle) and bump ranges, and
+ *      of every live span's stack. A second mark is a chunk on two lists (a
+ *      double free); a link that is not a chunk start of a live span of its
+ *      class and this area, a damaged range or stack, a span entry that
+ *      names no class: each is damage, -EUCLEAN with why. The walk reads
+ *      only; it is believed because the caller holds the pool's quiet
+ *      window (proc.c rule 7; area_recover.c [quiet]). The scratch (the
+ *      entries' bits) is zero at first, kept between the calls of one check
+ *      and freed after.
+ *   [inspection] The snapshot uses loads only (the view may be mapped
+ *      read-only, and another process may be changing the area): every
+ *      offset is checked before it is followed, and a value out of range
+ *      marks the snapshot damaged, with why, instead of being used.
+ *
+ * Memory ordering: the owner words, entry states, page links and the area
+ * state are acquire loads (dp_ar_cache_claim's CAS, dp_ar_span_push's and
+ * acquire_bracketed's release CASes, the link CASes, destroy_explicit's
+ * mark); the lists are read relaxed, since the window keeps their writers
+ * out (verification) or any value is checked (inspection).
  */
 
 #include <stdio.h>
@@ -18,7 +46,8 @@ static void vfail(ar_vctx *v, const char *fmt, unsigned long long x) {
     snprintf(v->why, v->n, fmt, x, (unsigned long long)v->a->handle);
 }
 
-/* Mark chunk idx of entry e as free; a second mark is a chunk on two lists. */
+/* [verification]: mark chunk idx of entry e as free; a second mark is a
+ * chunk on two lists. */
 static void vmark(ar_vctx *v, uint64_t e, uint32_t idx, uint32_t nchunks, dsmpool_ptr p) {
     if (v->err || e >= AR_MAX_ENTRIES || idx >= nchunks) return;
     if (!v->bits[e]) {
@@ -56,7 +85,7 @@ void dp_ar_verify_area(ar_vctx *v) {
     ar_ctl *ctl = a->ctl;
     for (uint32_t i = 0; i < AR_NCACHES && !v->err; i++) {
         ar_cache *rec = dp_ar_cache_rec(a->pool, ctl, i);
-        if (!rec || !dp_load_acquire(&rec->owner)) continue; /* acquire: the claim */
+        if (!rec || !dp_load_acquire(&rec->owner)) continue; /* acquire: dp_ar_cache_claim's CAS */
         for (unsigned c = 0; c < AR_NCLS && !v->err; c++) {
             dsmpool_ptr h = dp_load_relaxed(&rec->head[c]);
             for (uint64_t guard = dp_ar_chunks_bound(a, c); h && !v->err; guard--) {
@@ -130,7 +159,7 @@ int dp_area_verify(dsmpool *p, dp_area_scratch *sc, char *why, size_t n) {
     v.used = sc->used;
     for (uint64_t idx = 0; idx < p->nsegs && !v.err; idx++) {
         ar_ctl *ctl = dp_ar_ctl_of(p, idx);
-        if (!ctl || dp_load_acquire(&ctl->state) != AR_LIVE) continue; /* acquire: destroy's mark */
+        if (!ctl || dp_load_acquire(&ctl->state) != AR_LIVE) continue; /* acquire: destroy_explicit's mark */
         memset(&tmp, 0, sizeof tmp);
         dp_ar_fill(&tmp, p, ctl, idx + 1);
         tmp.handle = DP_HANDLE(DP_SEG_GEN(dp_load_relaxed(&p->segs[idx].state)), idx);
@@ -149,13 +178,14 @@ void dp_area_scratch_free(dp_area_scratch *sc) {
     sc->used = NULL;
 }
 
-/* ---- inspection (inspect.c): a read-only snapshot of one area ------------- */
+/* ---- inspection (inspect.c): a read-only snapshot of one area ------------ */
 
 _Static_assert(AR_NCLS == DP_INSP_NCLS, "inspect.c's classes are the area's");
 
-/* Loads only (the view may be mapped read-only, and another process may be
- * changing the area): every offset is checked before it is followed, and a
- * value out of range marks the snapshot damaged instead of being used. */
+/* [inspection]: loads only (the view may be mapped read-only, and another
+ * process may be changing the area): every offset is checked before it is
+ * followed, and a value out of range marks the snapshot damaged instead of
+ * being used. */
 int dp_area_inspect(dsmpool *p, uint64_t idx, dp_insp_area *out) {
     memset(out, 0, sizeof *out);
     for (unsigned c = 0; c < AR_NCLS; c++) out->chunk_size[c] = cls_size(c);
@@ -164,7 +194,7 @@ int dp_area_inspect(dsmpool *p, uint64_t idx, dp_insp_area *out) {
     uint64_t w = dp_load_acquire(&p->segs[idx].state); /* acquire: create's LIVE CAS */
     out->seg_index = idx;
     out->handle = DP_HANDLE(DP_SEG_GEN(w), idx);
-    uint64_t st = dp_load_acquire(&ctl->state); /* acquire: destroy's CAS */
+    uint64_t st = dp_load_acquire(&ctl->state); /* acquire: destroy_explicit's CAS */
     out->state = st == AR_LIVE || st == AR_DESTROYED ? (unsigned)st : 0;
     out->flags = ctl->flags;
     out->tag = ctl->tag;
@@ -180,7 +210,7 @@ int dp_area_inspect(dsmpool *p, uint64_t idx, dp_insp_area *out) {
         }
     }
     for (uint32_t k = 0; k < AR_REGPAGES; k++) {
-        uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: the link CAS */
+        uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: dp_frame_link's CAS */
         if (!off) continue;
         if (!dp_block_ok(p, off, DP_FRAME_SIZE)) {
             out->damaged = true;
@@ -191,7 +221,7 @@ int dp_area_inspect(dsmpool *p, uint64_t idx, dp_insp_area *out) {
         out->registry_pages++;
         const ar_span *pg = dp_at(p, off);
         for (uint32_t i = 0; i < AR_PER_PAGE; i++) {
-            uint64_t sw = dp_load_acquire(&pg[i].state); /* acquire: the filler's writes */
+            uint64_t sw = dp_load_acquire(&pg[i].state); /* acquire: acquire_bracketed's publishing CAS */
             unsigned s = SPW_ST(sw);
             if (s != SP_SPAN && s != SP_LARGE) continue;
             uint64_t blk = dp_load_relaxed(&pg[i].block);
