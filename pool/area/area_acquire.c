@@ -238,7 +238,7 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
 
 /* acquire_bracketed in a bracket of its own: inside the caller's operation. */
 int dp_ar_acquire(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order, uint64_t keep,
-                   unsigned place, uint64_t asked, bool chain, bool mid, uint64_t *entry, dsmpool_ptr *base) {
+                  unsigned place, uint64_t asked, bool chain, bool mid, uint64_t *entry, dsmpool_ptr *base) {
     dp_inflight_begin(a->pool);
     int r = acquire_bracketed(a, tc, cls, order, keep, place, asked, chain, mid, entry, base);
     dp_inflight_end(a->pool);

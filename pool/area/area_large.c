@@ -70,7 +70,7 @@
 /* [large blocks]: a block of its own for size (mid: a mid size's try, from
  * the pool only), inside an operation on tc->rec or a shared-path bracket. */
 int dp_ar_alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t asked, unsigned flags,
-                          bool mid, dsmpool_ptr *out) {
+                         bool mid, dsmpool_ptr *out) {
     if (size > (1ull << 46)) return dp_fail(-ENOMEM, "%zu bytes is more than any pool holds", size);
     unsigned order = 64u - (unsigned)__builtin_clzll(size - 1) - DP_FRAME_SHIFT;
     /* [large blocks]: exact to the page, to the size asked for (an aligned

@@ -116,7 +116,7 @@ static ar_fb *fb_lookup(struct dsmpool_area *a, uint64_t e) {
  * there first with the same segment, keep theirs and drop ours. Returns the
  * record in use; NULL (and ours unmapped) when out of memory. */
 ar_fb *dp_ar_fb_remember(struct dsmpool_area *a, uint64_t e, char *base, uint64_t len,
-                          dsmpool_handle seg) {
+                         dsmpool_handle seg) {
     pthread_mutex_lock(&a->lock);
     _Atomic(ar_fb *) *page = a->fb[e / 512];
     ar_fb *r = NULL, *cur;

@@ -281,7 +281,7 @@ static bool lost_add(ar_lost_list *l, uint64_t e, uint32_t idx, unsigned c) {
  * list, stack or range holds. fn(e, sp, c, base, idx, m, tagged) for every
  * chunk none holds; whole spans (count full, not retired) go to whole. */
 int dp_ar_walk_unheld(ar_vctx *v, ar_lost_list *whole,
-                            bool (*fn)(void *, uint64_t, unsigned, dsmpool_ptr, uint32_t, bool), void *arg) {
+                      bool (*fn)(void *, uint64_t, unsigned, dsmpool_ptr, uint32_t, bool), void *arg) {
     struct dsmpool_area *a = v->a;
     for (uint64_t e = ar_entry_next(a->ctl, 0); e < AR_MAX_ENTRIES; e = ar_entry_next(a->ctl, e + 1)) {
         ar_span *sp = dp_ar_entry(a->pool, a->ctl, e);

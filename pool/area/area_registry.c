@@ -232,7 +232,7 @@ static uint64_t entry_free_parts(dsmpool *p, uint64_t aid, uint64_t e, ar_span *
 /* Give back what an entry holds, then FREE it. The caller owns the entry:
  * it moved it to RETIRED(itself) by CAS from prev ([entries], [parts]). */
 void dp_ar_entry_release(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span *sp,
-                          uint64_t prev, uint32_t slot) {
+                         uint64_t prev, uint32_t slot) {
     uint64_t bytes = entry_free_parts(p, aid, e, sp, slot);
     /* the held bytes go with the block that was taken, or with the INIT
      * reservation when nobody had put a block in yet (or its filler took it) */
@@ -255,7 +255,7 @@ bool dp_ar_entry_take_from(ar_span *sp, uint64_t *w, uint32_t slot) {
 
 /* The owner of INIT(mine) gives it back itself (a failed fill, or DOOMED). */
 void dp_ar_entry_abandon(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span *sp,
-                          uint64_t mine) {
+                         uint64_t mine) {
     uint64_t w = dp_load_acquire(&sp->state); /* acquire: a destroyer's DOOMED */
     if ((w & ~SPW_DOOMED) != mine) return; /* not ours any more: a damaged word; never touch it */
     if (dp_ar_entry_take_from(sp, &w, p->slot)) dp_ar_entry_release(p, ctl, aid, e, sp, w, p->slot);

@@ -101,7 +101,7 @@ static bool span_take(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span *s
  * others), else the first chunk of a fresh span whose others go on its
  * stack. Inside a bracket. */
 int dp_ar_alloc_small_bracketed(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t asked, unsigned flags,
-                              bool held_only, dsmpool_ptr *out) {
+                                bool held_only, dsmpool_ptr *out) {
     unsigned c = cls_of(size);
     ar_ctl *ctl = a->ctl;
     dsmpool_ptr h = 0;

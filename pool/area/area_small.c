@@ -110,7 +110,7 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c, bool held_only)
  * tags]), its checked-mode bit set, zeroed if asked. Inside the caller's
  * operation or bracket. */
 int dp_ar_chunk_hand_out(struct dsmpool_area *a, ar_tc *tc, unsigned c, dsmpool_ptr h, char *m, size_t size,
-                          unsigned flags) {
+                         unsigned flags) {
     memset(m + 8, 0, 8); /* area_free.c [free tags]: an allocated chunk carries no free tag */
     if (a->ctl->flags & DSMPOOL_AREA_CHECKED) {
         ar_loc l;
@@ -130,7 +130,7 @@ int dp_ar_chunk_hand_out(struct dsmpool_area *a, ar_tc *tc, unsigned c, dsmpool_
 /* A chunk of size's class from this thread's cache, inside an operation on
  * tc->rec ([refill], [damaged lists], [hand out], [asked bytes]). */
 int dp_ar_alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, size_t asked, unsigned flags,
-                          bool held_only, dsmpool_ptr *out) {
+                         bool held_only, dsmpool_ptr *out) {
     unsigned c = cls_of(size);
     ar_cache *rec = tc->rec;
     dsmpool_ptr h;

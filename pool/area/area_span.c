@@ -123,7 +123,7 @@ static bool span_keep(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, uint32_
  * retire a span that is whole again ([retire], [kept span]). retire_slot
  * owns the retirement. */
 void dp_ar_span_pushed(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span *sp, unsigned cls,
-                        uint32_t was, uint64_t nw, uint32_t retire_slot) {
+                       uint32_t was, uint64_t nw, uint32_t retire_slot) {
     if (was == 0) dp_fetch_add_relaxed(&ctl->partial[cls], 1); /* relaxed: a hint */
     if (SPW_COUNT(nw) == cls_chunks(cls)) {
         /* relaxed: area_shared.c [shared path]'s flag, set before any shared operation */
@@ -141,7 +141,7 @@ void dp_ar_span_pushed(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_spa
 
 /* [stacks]: return one chunk (by index) to its span's stack. */
 void dp_ar_span_push(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_span *sp,
-                      unsigned cls, uint32_t idx, char *chunk, uint32_t retire_slot) {
+                     unsigned cls, uint32_t idx, char *chunk, uint32_t retire_slot) {
     uint32_t n = cls_chunks(cls);
     uint64_t w = dp_load_relaxed(&sp->state), nw;
     for (;;) {
@@ -181,7 +181,7 @@ void dp_ar_chain_lost(struct dsmpool_area *a) {
  * shorter of the two walked to its tail -- both are ours, nobody writes
  * them -- and linked to the other, and the whole goes back the same way. */
 void dp_ar_chain_return(struct dsmpool_area *a, unsigned c, uint64_t e, ar_span *sp, dsmpool_ptr base,
-                         uint32_t head, uint32_t count) {
+                        uint32_t head, uint32_t count) {
     uint32_t n = cls_chunks(c);
     uint64_t w = dp_load_relaxed(&sp->state); /* relaxed: the CAS validates */
     for (;;) {

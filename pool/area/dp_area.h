@@ -492,7 +492,7 @@ static inline ar_tc *ar_tc_get(struct dsmpool_area *a) {
  * back to the spans. Inside an operation on rec; the one push of both free
  * paths (dsmpool_area_free's inline case and dp_ar_free_op). */
 static inline void ar_list_push_op(struct dsmpool_area *a, ar_cache *rec, unsigned c, dsmpool_ptr p, char *m,
-                                uint64_t tag) {
+                                   uint64_t tag) {
     dsmpool_ptr head = dp_load_relaxed(&rec->head[c]); /* relaxed: area_cache.c [one writer] */
     memcpy(m, &head, 8);
     memcpy(m + 8, &tag, 8);
