@@ -948,7 +948,7 @@ Test(area_review, fallback_pointer_of_another_area_refused, .timeout = 60) {
 }
 
 /* Issue 24: a fallback pointer carries a check drawn from the OS segment
- * its registry entry holds (area.c, Fallback pointers), so once the entry
+ * its registry entry holds (area_pointer.c [check]), so once the entry
  * is given back and reused for a new segment the old pointer names nothing;
  * before, it was bit for bit the new block's, and its free freed that. The
  * new pointer equals the old one only when the two checks collide (2^-13

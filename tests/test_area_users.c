@@ -1,7 +1,7 @@
 /*
  * test_area_users.c -- any number of users on one area (issue 11, item 5):
  * beyond the 256 cache records, threads and processes go on through the
- * shared path (area.c rule 15) and never fail for that reason.
+ * shared path (area_shared.c [shared path]) and never fail for that reason.
  *
  *   model       threads forced onto the shared path next to cached ones:
  *               random sizes, patterns written and verified, check() after

@@ -1,10 +1,10 @@
 /*
  * test_exact_review.c -- defects found in review of the exact-blocks change
- * (palloc.c [exact blocks], proc.c [exact blocks], area.c large_grow). Each test failed
+ * (palloc.c [exact blocks], proc.c [exact blocks], area_large.c dp_ar_large_grow). Each test failed
  * on the reviewed code; its comment says what the defect was. The fixes:
  * only words marked DP_BLOCK_EXACT are freed piece by piece, and a free
  * never splits (proc.c [exact blocks]); a grow in place is an area operation
- * (area.c rule 13); a grow closes empty open children (palloc.c).
+ * (area_large.c [grow in place]); a grow closes empty open children (palloc.c).
  */
 #include <criterion/criterion.h>
 #include <dsmpool.h>

@@ -1,6 +1,6 @@
 /*
  * test_exact_review2.c -- defects found in the second review of the
- * exact-blocks change (palloc.c [exact blocks], proc.c [exact blocks], area.c rule 13,
+ * exact-blocks change (palloc.c [exact blocks], proc.c [exact blocks], area_registry.c [exact records],
  * segment.c [exact to the page]). Each test failed on the reviewed code (ea0898b); its
  * comment says what the defect was. The fixes: the limit is judged on the
  * exact bytes; the OS fallback rounds as the pool does; mark_owned checks a
@@ -100,7 +100,7 @@ dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpo
  * entry_free_parts makes since 37bc798. A code scribbled to say 64 of 128
  * frames went back (53 did: 300 KiB kept) leaves the block's last 44 KiB to
  * the sweep while the allocation is live. The entry's own record of its
- * frames (area.c rule 13) now disagrees, and mark_owned calls it damage. */
+ * frames (area_registry.c [exact records]) now disagrees, and mark_owned calls it damage. */
 Test(exact_review2, sweep_frees_a_live_large_blocks_tail_on_a_scribbled_code) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     dsmpool_area *a;

@@ -529,7 +529,7 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
  * Thread-private memory, so plain loads and stores; a value is only where
  * to look, the CAS validates (a stale run, or one of a sub-pool detached
  * since, costs a probe at most: any free run is a correct allocation).
- * Global-dynamic TLS (area.c, tc_last). */
+ * Global-dynamic TLS (area_cache.c, dp_ar_tc_last). */
 _Static_assert((DP_PA_BACK & (DP_PA_BACK - 1)) == 0 && DP_PA_BACK <= 128,
                "a ring indexed by uint8_t");
 static _Thread_local struct {

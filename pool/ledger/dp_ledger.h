@@ -45,7 +45,7 @@ void dp_ledger_set_join(int (*join)(struct dsmpool *pool), void (*joined)(struct
  *   rank  lock                                       layer      around fork
  *   10    reg_lock, then each pool->lock (registry   ledger     taken
  *         order)
- *   20    ar_reg_lock, then each area->lock          areas      taken
+ *   20    dp_ar_reg_lock, then each area->lock       areas      taken
  *   30    set_lock (the attached segment objects)    segments   taken
  *   40    objs.c's lock                              base       taken (a leaf)
  *   --    pool->recover_lock, pool->lost_lock        recovery   new in the child
@@ -123,7 +123,7 @@ void dp_slot_records(struct dsmpool *pool, uint32_t slot,
 
 /* Brackets (proc.c [brackets]): every change of what the pool's structures say
  * is inside one, or done by a RECOVERING recoverer, or inside an area cache
- * operation (area.c); the checker and the leak sweep rely on it. */
+ * operation (area_cache.c [operations]); the checker and the leak sweep rely on it. */
 void dp_inflight_begin(struct dsmpool *pool);
 void dp_inflight_end(struct dsmpool *pool);
 bool dp_brackets_quiesce(struct dsmpool *pool, uint64_t deadline_ns);

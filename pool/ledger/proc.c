@@ -50,10 +50,10 @@
  *      happens inside a bracket of the changing slot (dp_inflight_begin /
  *      end: a count of brackets open and a sequence number of brackets
  *      begun and ended), or by a recoverer while the slot it recovers is
- *      RECOVERING, or inside an area cache operation (area.c [quiet windows]). A
+ *      RECOVERING, or inside an area cache operation (area_cache.c [operations]). A
  *      process that dies inside a bracket may leave a block allocated but
  *      recorded nowhere: the leak sweep (recover.c) returns it. The shared
- *      path of areas (area.c rule 15) makes its operations brackets, and a
+ *      path of areas (area_shared.c [shared path]) makes its operations brackets, and a
  *      destroyer waits until no other live slot has one open
  *      (dp_brackets_quiesce, bounded).
  *   [quiet windows] Quiet windows (dp_quiet_open/holds): a seqlock over [brackets]. Open reads
@@ -488,7 +488,7 @@ void dp_inflight_end(dsmpool *p) {
 }
 
 /* Wait until no live slot has a bracket open, other than the caller's own
- * one (area.c rule 15: a destroyer waits for the shared path's operations).
+ * one (area_life.c [destroy]: a destroyer waits for the shared path's operations).
  * false: one was still open when deadline_ns passed. */
 bool dp_brackets_quiesce(dsmpool *p, uint64_t deadline_ns) {
     for (uint32_t i = 0; i < p->nprocs; i++) {

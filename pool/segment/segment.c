@@ -37,7 +37,7 @@
  *   [short of memory] Short of memory (dp_seg_block_short): before a block request spills
  *      to the OS or fails, the caches give back. This thread's own caches
  *      at once (the area layer's trim hook); every other thread's at its
- *      next area call (area.c rule 12), asked by one increment of hdr->trim
+ *      next area call (area_cache.c [short of memory]), asked by one increment of hdr->trim
  *      (a request nobody waits on: no lock, and a thread that makes no call
  *      keeps its cache); the requester retries for at most DP_TRIM_WAIT_NS. A request
  *      that did not help makes the next ones skip the wait for
