@@ -474,7 +474,7 @@ void dp_inflight_begin(dsmpool *p) {
      * either sees the bracket open or sees opseq move on its second read */
     dp_fetch_add_acq_rel(&sl->inflight, 1);
     dp_fetch_add_acq_rel(&sl->opseq, 1);
-    /* release fence: pairs with the reader's acquire fence; any write of the
+    /* release fence: pairs with dp_quiet_holds' acquire fence; any write of the
      * bracket that the reader sees implies it sees opseq move */
     atomic_thread_fence(memory_order_release);
 }
