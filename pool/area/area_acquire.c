@@ -24,7 +24,7 @@
  *      moment a thread near the limit can be refused for another's
  *      reservation, and a trim cut short leaves held above the limit by what
  *      it kept.
- *   [exact blocks] Exact spans (area_class.c [exact spans]) and large
+ *   [exact blocks] Exact spans (area.c [exact spans]) and large
  *      blocks (area_large.c [large blocks]) take their power of two and give
  *      the pages past what they keep back at once (dp_pool_trim: proc.c
  *      rule 9, palloc.c rule 7); an OS segment is made that size. The
@@ -70,8 +70,9 @@
 
 #include <string.h>
 
-#define DP_AREA_INSIDE
-#include "dp_area.h"
+#include "area.h"
+#include "area_pointer.h"
+#include "area_acquire.h"
 
 #ifdef DP_INJECTION
 /* test-only: keep a new exact span's or block's whole power of two, as a

@@ -67,8 +67,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#define DP_AREA_INSIDE
-#include "dp_area.h"
+#include "area.h"
+#include "area_pointer.h"
+#include "area_cache.h"
 
 /* [mid sizes]: a size that takes an exact block first (then its class) */
 static inline bool mid_exact(size_t size) {

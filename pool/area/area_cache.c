@@ -83,8 +83,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DP_AREA_INSIDE
-#include "dp_area.h"
+#include "area.h"
+#include "area_pointer.h"
+#include "area_cache.h"
 #include "dp_os.h"
 
 pthread_mutex_t dp_ar_reg_lock = PTHREAD_MUTEX_INITIALIZER; /* areas of this process, tcs */

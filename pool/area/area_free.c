@@ -50,8 +50,10 @@
 
 #include <string.h>
 
-#define DP_AREA_INSIDE
-#include "dp_area.h"
+#include "area.h"
+#include "area_pointer.h"
+#include "area_registry.h"
+#include "area_cache.h"
 
 /* [free tags]: why the tag of p is intact -- for the message only. */
 static const char *double_free_where(struct dsmpool_area *area, ar_tc *tc, ar_loc *l, dsmpool_ptr p) {

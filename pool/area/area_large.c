@@ -32,7 +32,7 @@
  *      aligned to at least 2 MiB in every process, OS segments are mapped
  *      at 2 MiB boundaries, a span starts its block, which is aligned to its
  *      size (64 KiB to 2 MiB, a power of two), and a chunk of class c sits
- *      at a multiple of its size from its span's start (area_class.c
+ *      at a multiple of its size from its span's start (area.c
  *      [placement]); so a chunk is aligned to the largest power of two
  *      dividing its size: at least 8 B (the 24, 40 and 56 B classes:
  *      PostgreSQL's MAXALIGN, as dsa.c; less than malloc's 16, as the header
@@ -64,8 +64,10 @@
 
 #include <string.h>
 
-#define DP_AREA_INSIDE
-#include "dp_area.h"
+#include "area.h"
+#include "area_pointer.h"
+#include "area_registry.h"
+#include "area_cache.h"
 
 /* [large blocks]: a block of its own for size (mid: a mid size's try, from
  * the pool only), inside an operation on tc->rec or a shared-path bracket. */

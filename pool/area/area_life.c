@@ -106,8 +106,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DP_AREA_INSIDE
-#include "dp_area.h"
+#include "area.h"
+#include "area_cache.h"
 #include "dp_os.h"
 
 static struct dsmpool_area *ar_reg; /* this process's areas (dp_ar_reg_lock) */

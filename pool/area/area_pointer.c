@@ -42,7 +42,7 @@
  *   [offset arithmetic] L <= 2^n, so p + k for k below an allocation's
  *      usable size never carries into the check, and ptr_of(addr(p) + k) ==
  *      p + k; span_rel() reads a chunk's offset out of either kind of
- *      pointer (area_class.c [placement]).
+ *      pointer (area.c [placement]).
  *   [mapping records] This process maps an entry's OS segment into a
  *      record (ar_fb) that stays keyed by entry, names its segment and
  *      keeps its n and check, so a conversion pays one compare; a record of
@@ -67,8 +67,9 @@
 
 #include <stdlib.h>
 
-#define DP_AREA_INSIDE
-#include "dp_area.h"
+#include "area.h"
+#include "area_pointer.h"
+#include "area_registry.h"
 #include "dp_os.h"
 
 /* [check]: the check of pointers into OS segment h (n offset bits): the

@@ -75,8 +75,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DP_AREA_INSIDE
-#include "dp_area.h"
+#include "area.h"
+#include "area_pointer.h"
 #include "dp_os.h"
 
 typedef struct held_areas {

@@ -3,7 +3,7 @@
  * directory that maps a page to its entry, the cache record pages, and the
  * checked-mode bitmaps: who owns an entry, and how its parts go back.
  *
- * Layer: areas, above area_class.c. Every file above owns entries through
+ * Layer: areas, above area.c. Every file above owns entries through
  * dp_ar_entry_take_from and gives their parts back through
  * dp_ar_entry_release.
  *
@@ -47,7 +47,7 @@
  *      (before its entry is published) and clears those that name it when
  *      retired (before its block goes); free() finds a chunk's span with
  *      one load (the span's start: the pointer rounded down to the class's
- *      span size, area_class.c [placement]), and a pointer of another area
+ *      span size, area.c [placement]), and a pointer of another area
  *      is refused. A class that is neither a span's (< AR_NCLS) nor
  *      AR_LARGE_CLS is damage. A block whose words do not all name its
  *      entry is never freed as the entry's.
@@ -88,8 +88,7 @@
  * by acquire loads that see dp_frame_link's and dp_block_link's CAS.
  */
 
-#define DP_AREA_INSIDE
-#include "dp_area.h"
+#include "area.h"
 
 /* The bytes the pool block word blk of entry sp holds, if the entry's own
  * record agrees ([exact records]): an exact word's frames equal sp->seg

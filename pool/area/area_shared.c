@@ -53,8 +53,8 @@
  * (it holds the stolen stack).
  */
 
-#define DP_AREA_INSIDE
-#include "dp_area.h"
+#include "area.h"
+#include "area_pointer.h"
 
 /* [take]: take one chunk of class c off span e's stack: steal the whole
  * stack (one CAS, as a refill does), keep its top, put the rest back. No

@@ -45,8 +45,9 @@
 
 #include <string.h>
 
-#define DP_AREA_INSIDE
-#include "dp_area.h"
+#include "area.h"
+#include "area_pointer.h"
+#include "area_registry.h"
 
 /* [refill]: refill class c of this thread's cache; held_only: from spans
  * the area holds, or -ENOSPC rather than a fresh span (area_alloc.c [mid

@@ -74,8 +74,9 @@
 
 #include <string.h>
 
-#define DP_AREA_INSIDE
-#include "dp_area.h"
+#include "area.h"
+#include "area_pointer.h"
+#include "area_registry.h"
 
 /* [kept span]: give back entry e if it is a whole span (a kept one let go). */
 static void retire_if_whole(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, uint32_t slot) {

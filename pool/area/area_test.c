@@ -15,8 +15,10 @@
 
 #include <string.h>
 
-#define DP_AREA_INSIDE
-#include "dp_area.h"
+#include "area.h"
+#include "area_registry.h"
+#include "area_cache.h"
+#include "area_acquire.h"
 
 #ifndef DP_INJECTION
 #error "area_test.c is for the internal library only (meson.build: internal_sources)"

@@ -37,8 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DP_AREA_INSIDE
-#include "dp_area.h"
+#include "area.h"
+#include "area_pointer.h"
+#include "area_registry.h"
 
 static void vfail(ar_vctx *v, const char *fmt, unsigned long long x) {
     if (v->err) return;

@@ -1,6 +1,6 @@
 /*
- * area_class.c -- the size classes of areas and the spans they live in:
- * the table that every area file reads through dp_area.h's cls_* and
+ * area.c -- the size classes of areas and the spans they live in:
+ * the table that every area file reads through area.h's cls_* and
  * chunk_* (the hot path computes a class and a chunk index inline, with no
  * call and no divide).
  *
@@ -60,8 +60,7 @@
  *      class.)
  */
 
-#define DP_AREA_INSIDE
-#include "dp_area.h"
+#include "area.h"
 
 /* The table ([classes], [spans], [exact spans]); mul: [reciprocal]. */
 #define AR_CSIZE(c)                                                                                \
