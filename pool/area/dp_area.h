@@ -1,12 +1,13 @@
 /*
  * dp_area.h -- the area layer: DSA-like heaps of relocatable pointers
- * (pool/area/area_*.c). First what the layers above call -- recovery, the
- * checker, the inspector and the lifecycle -- then, for the area files
- * alone, what they share.
+ * (pool/area/area_*.c), as the layers above call it: recovery, the checker,
+ * the inspector and the lifecycle. What the area files share among
+ * themselves is area.h's (and the headers of the files whose inlines the
+ * hot path uses: area_pointer.h, area_registry.h, area_cache.h).
  *
  * Layer: areas (pool/area), above segments (an area's control block is a
  * segment) and the ledger. The files, bottom to top (each calls only those
- * before it): area.c (the classes), area_registry.c (entries, the
+ * before it): area.c (the class table), area_registry.c (entries, the
  * directory), area_pointer.c (relocatable pointers), area_span.c (span
  * stacks), area_cache.c (thread caches, operations), area_acquire.c (fresh
  * spans and blocks), area_free.c, area_small.c (the cached path),
