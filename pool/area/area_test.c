@@ -28,7 +28,6 @@
  * area's shared state. "head"/"bump": this thread's cache record, class cls;
  * "regpage": registry page cls; "span": the state word of the span or block
  * that holds pointer p (cls unused). NULL when there is none. */
-dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpool_ptr p);
 dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpool_ptr p) {
     if (!strcmp(what, "regpage")) return cls < AR_REGPAGES ? &a->ctl->regpage[cls] : NULL;
     if (!strcmp(what, "span")) {
@@ -42,28 +41,21 @@ dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpo
     return NULL;
 }
 
-void dp_area_test_untrimmed(bool on);
 void dp_area_test_untrimmed(bool on) { atomic_store_explicit(&dp_ar_untrimmed, on, memory_order_relaxed); }
 
-void dp_area_test_force_shared(bool on);
 void dp_area_test_force_shared(bool on) { dp_ar_tc_force_shared = on; }
 
-unsigned dp_area_test_class(size_t size);
 unsigned dp_area_test_class(size_t size) { return cls_of(size); }
 
 /* Test-only: class c's span bytes (0: no such class). */
-uint64_t dp_area_test_span(unsigned c);
 uint64_t dp_area_test_span(unsigned c) { return c <= AR_CLS_MASK ? cls_span(c) : 0; }
-uint64_t dp_area_test_span_len(unsigned c);
 uint64_t dp_area_test_span_len(unsigned c) { return c <= AR_CLS_MASK ? cls_len(c) : 0; }
 /* Test-only: the offset bits of a fallback pointer into an OS segment of len
  * bytes. */
-unsigned dp_area_test_fb_bits(uint64_t len);
 unsigned dp_area_test_fb_bits(uint64_t len) { return ar_fb_bits(len); }
 
 /* Test-only: class c's chunk size (0: no such class), and the chunk index
  * the reciprocal gives for span offset off, with whether off starts it. */
-uint32_t dp_area_test_chunk(unsigned c, uint64_t off, uint32_t *idx, bool *start);
 uint32_t dp_area_test_chunk(unsigned c, uint64_t off, uint32_t *idx, bool *start) {
     if (c > AR_CLS_MASK) return 0;
     uint32_t i;
@@ -90,7 +82,6 @@ static bool note_live(void *arg, uint64_t e, unsigned c, dsmpool_ptr cp, uint32_
     return true;
 }
 
-long dp_area_test_live(dsmpool_area *a, dsmpool_ptr *out, size_t max, size_t *tagged);
 long dp_area_test_live(dsmpool_area *a, dsmpool_ptr *out, size_t max, size_t *tagged) {
     dp_area_scratch sc = {0};
     char why[200];

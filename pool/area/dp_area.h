@@ -73,4 +73,16 @@ typedef struct dp_insp_area {
 } dp_insp_area;
 int dp_area_inspect(struct dsmpool *pool, uint64_t idx, dp_insp_area *out); /* -ENOENT: not an area */
 
+/* ---- test hooks (area_test.c: the internal library only, for tests/) ---------- */
+
+dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpool_ptr p);
+void dp_area_test_untrimmed(bool on);
+void dp_area_test_force_shared(bool on);
+unsigned dp_area_test_class(size_t size);
+uint64_t dp_area_test_span(unsigned c);
+uint64_t dp_area_test_span_len(unsigned c);
+unsigned dp_area_test_fb_bits(uint64_t len);
+uint32_t dp_area_test_chunk(unsigned c, uint64_t off, uint32_t *idx, bool *start);
+long dp_area_test_live(dsmpool_area *a, dsmpool_ptr *out, size_t max, size_t *tagged);
+
 #endif /* DP_AREA_H */
