@@ -782,11 +782,11 @@ static const char *fmt_count(long long v, char *buf, size_t n) {
     return buf;
 }
 
-/* dsmpool's RMWs on shared words per fresh span, read off pool/area.c
- * (acquire_bracketed): the held-bytes reserve CAS, the entry's claim CAS,
+/* dsmpool's RMWs on shared words per fresh span, read off
+ * pool/area/area_acquire.c (acquire_bracketed): the held-bytes reserve CAS, the entry's claim CAS,
  * the pool allocator's CAS for the 2 MiB block (at least one), the
  * publishing CAS. Chunks in between come from the thread's bump range with
- * no RMW (area.c rule 1). A derivation, not a count: CAS failures unseen. */
+ * no RMW (area_alloc.c [hot path]). A derivation, not a count: CAS failures unseen. */
 #define DSMPOOL_RMW_PER_SPAN 4
 
 static const result *find_row(const result *res, int nres, const result *r, int t) {

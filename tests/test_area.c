@@ -15,6 +15,7 @@
 
 #include "seccomp_count.h"
 #include "seccomp_forbid.h"
+#include "testhooks.h"
 #include "testutil.h"
 
 static dsmpool_area *mkarea(dsmpool *p, unsigned flags) {
@@ -67,11 +68,6 @@ Test(area, classes_alignment_and_destroy_returns_everything) {
     dsmpool_detach(p);
 }
 
-unsigned dp_area_test_class(size_t size);
-uint32_t dp_area_test_chunk(unsigned c, uint64_t off, uint32_t *idx, bool *start);
-uint64_t dp_area_test_span(unsigned c);
-uint64_t dp_area_test_span_len(unsigned c);
-unsigned dp_area_test_fb_bits(uint64_t len);
 
 /* The class of every small size: the smallest that holds it, its waste
  * under 8 B (to 64 B), 16 B (to 128 B), an eighth of the size (to 8 KiB)
@@ -252,7 +248,6 @@ Test(area, exact_spans_hold_their_pages_only) {
     dsmpool_detach(p);
 }
 
-void dp_area_test_untrimmed(bool on);
 
 /* A span whose trim gave nothing back (a trim stops at the first piece a
  * split of another owner holds up: palloc.c [exact blocks]) holds its whole
@@ -861,7 +856,7 @@ Test(area_process, sigkill_at_random_points_then_destroy_is_exact, .timeout = 24
     dsmpool_detach(p);
 }
 
-/* ---- regressions from review ----------------------------------------------- */
+/* ---- OS fallback pointers, and an area's lifetime against detach, death and destroy ---- */
 
 /* Fill the pool so that an area's next spans must come from OS segments. */
 static dsmpool_seg *fill_pool(dsmpool *p) {
@@ -895,7 +890,7 @@ static void *convert_all(void *arg) {
 
 /* Two threads of a process that has mapped none of an area's OS segments
  * convert the same pointers at once: both must get working mappings. */
-Test(area_review, fallback_mapped_by_two_threads_at_once, .timeout = 60) {
+Test(area_fallback, fallback_mapped_by_two_threads_at_once, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
     dsmpool_area *a = mkarea(p, 0);
     fill_pool(p);
@@ -929,7 +924,7 @@ Test(area_review, fallback_mapped_by_two_threads_at_once, .timeout = 60) {
 }
 
 /* A pointer into another area's OS segment is refused, tags being unique. */
-Test(area_review, fallback_pointer_of_another_area_refused, .timeout = 60) {
+Test(area_fallback, fallback_pointer_of_another_area_refused, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
     dsmpool_area *a = mkarea(p, 0), *b = mkarea(p, 0);
     fill_pool(p);
@@ -948,7 +943,7 @@ Test(area_review, fallback_pointer_of_another_area_refused, .timeout = 60) {
 }
 
 /* Issue 24: a fallback pointer carries a check drawn from the OS segment
- * its registry entry holds (area.c, Fallback pointers), so once the entry
+ * its registry entry holds (area_pointer.c [check]), so once the entry
  * is given back and reused for a new segment the old pointer names nothing;
  * before, it was bit for bit the new block's, and its free freed that. The
  * new pointer equals the old one only when the two checks collide (2^-13
@@ -984,7 +979,7 @@ static void expect_stale_refused(dsmpool_area *a, dsmpool_ptr old, dsmpool_ptr v
                  dsmpool_last_error());
 }
 
-Test(area_review, stale_fallback_pointer_refused_after_entry_reuse, .timeout = 60) {
+Test(area_fallback, stale_fallback_pointer_refused_after_entry_reuse, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
     dsmpool_area *a = mkarea(p, 0);
     fill_pool(p);
@@ -1012,7 +1007,7 @@ Test(area_review, stale_fallback_pointer_refused_after_entry_reuse, .timeout = 6
  * names byte k both ways, for spans and blocks of every check width; a
  * pointer of another area, or one whose check bits were changed, is
  * refused. */
-Test(area_review, fallback_pointer_arithmetic_and_checks, .timeout = 60) {
+Test(area_fallback, fallback_pointer_arithmetic_and_checks, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
     dsmpool_area *a = mkarea(p, 0), *b = mkarea(p, 0);
     fill_pool(p);
@@ -1061,7 +1056,7 @@ Test(area_review, fallback_pointer_arithmetic_and_checks, .timeout = 60) {
 /* The pool is removed by force (the OS segments' names go; a destroy keeps
  * them until the last process leaves) before another process frees a
  * pointer into one it never mapped: an error, not a crash. */
-Test(area_review, free_after_names_are_gone_is_an_error, .timeout = 60) {
+Test(area_lifetime, free_after_names_are_gone_is_an_error, .timeout = 60) {
     char name[64];
     test_name(name, sizeof name, "gone");
     dsmpool *p = test_pool(DSMPOOL_BACKING_POSIX, name, 16 * MIB);
@@ -1095,7 +1090,7 @@ static void *alloc_then_exit(void *arg) {
 
 /* dsmpool_detach with areas still attached: they go with the pool, and a
  * thread that exits later does not touch freed memory. */
-Test(area_review, pool_detach_takes_its_areas, .timeout = 60) {
+Test(area_lifetime, pool_detach_takes_its_areas, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
     dsmpool_area *a = mkarea(p, 0);
     pthread_t t;
@@ -1111,7 +1106,7 @@ Test(area_review, pool_detach_takes_its_areas, .timeout = 60) {
 
 /* Dead processes that never detached still hold cache records: a new
  * thread finds one after the library recovers them on its own. */
-Test(area_review, dead_processes_caches_are_reclaimed, .timeout = 120) {
+Test(area_lifetime, dead_processes_caches_are_reclaimed, .timeout = 120) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     dsmpool_area *a = mkarea(p, 0);
     for (int i = 0; i < 260; i++) {
@@ -1133,7 +1128,7 @@ Test(area_review, dead_processes_caches_are_reclaimed, .timeout = 120) {
 
 /* Destroy while children are still allocating: their calls fail with
  * -ESTALE; nothing in the pool is lost or freed twice. */
-Test(area_review, destroy_while_others_allocate, .timeout = 120) {
+Test(area_lifetime, destroy_while_others_allocate, .timeout = 120) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
     size_t free0 = test_pool_free(p);
     for (int round = 0; round < (int)(8 * test_seconds(1.0)); round++) {

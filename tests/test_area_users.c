@@ -1,7 +1,7 @@
 /*
  * test_area_users.c -- any number of users on one area (issue 11, item 5):
  * beyond the 256 cache records, threads and processes go on through the
- * shared path (area.c rule 15) and never fail for that reason.
+ * shared path (area_shared.c [shared path]) and never fail for that reason.
  *
  *   model       threads forced onto the shared path next to cached ones:
  *               random sizes, patterns written and verified, check() after
@@ -25,11 +25,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "testhooks.h"
 #include "testutil.h"
 
-extern void (*volatile dp_inject_fn)(const char *point);
-void dp_area_test_force_shared(bool on);
-long dp_area_test_live(dsmpool_area *a, dsmpool_ptr *out, size_t max, size_t *tagged);
 _Atomic uint64_t *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpool_ptr p);
 
 static dsmpool_area *mkarea(dsmpool *p) {
@@ -538,7 +536,7 @@ Test(area_users, one_chunk_at_a_time_keeps_its_span) {
     dsmpool_detach(p);
 }
 
-/* ---- found in the second review -------------------------------------------- */
+/* ---- the shared path against stopped takers, class reuse and idle areas ----------- */
 
 static _Thread_local bool parker;
 static _Atomic int park_state; /* 1: parked; 2: go */

@@ -14,10 +14,9 @@
 
 #include "dp_internal.h"
 #include "dp_palloc.h"
+#include "testhooks.h"
 #include "testutil.h"
 
-extern void (*volatile dp_inject_fn)(const char *point);
-dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpool_ptr p);
 
 typedef struct tpa {
     dp_pa pa;

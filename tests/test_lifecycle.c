@@ -35,6 +35,7 @@
 
 #include "dp_internal.h"
 #include "dp_os.h"
+#include "testhooks.h"
 #include "testutil.h"
 
 #if defined(__SANITIZE_THREAD__)
@@ -1145,9 +1146,8 @@ Test(lifecycle, a_forged_region_of_another_format_protects_or_removes_nothing, .
     munmap(sh, sizeof *sh);
 }
 
-/* ---- what an adversarial review found -------------------------------------------- */
+/* ---- races of leaves, sweeps and creators -------------------------------------------- */
 
-extern void (*volatile dp_inject_fn)(const char *point);
 static const char *inj_point;
 static int inj_sig;
 
@@ -1168,7 +1168,7 @@ static void inject_at(const char *point, int sig) {
  * the fix the leaver dropped its presence before it took LIFE, so a sweeper
  * in between saw nobody, took the pool for dead and removed it (the
  * reviewer lost it within 3-250 rounds). */
-Test(lifecycle_review, a_clean_leave_racing_a_sweep_never_loses_a_persistent_pool, .timeout = 120) {
+Test(lifecycle_races, a_clean_leave_racing_a_sweep_never_loses_a_persistent_pool, .timeout = 120) {
     char name[64];
     test_name(name, sizeof name, "leave-vs-sweep");
     dsmpool *p = mkpool(DSMPOOL_BACKING_POSIX, name, 8 * MIB, false);
@@ -1215,7 +1215,7 @@ static pid_t stopped_sweeper(void) {
     return sweeper;
 }
 
-Test(lifecycle_review, a_sweep_acts_on_what_it_finds_under_lock_not_on_its_scan, .timeout = 60) {
+Test(lifecycle_races, a_sweep_acts_on_what_it_finds_under_lock_not_on_its_scan, .timeout = 60) {
     char name[64];
     test_name(name, sizeof name, "stale-scan");
     /* live when scanned, closed cleanly before the sweeper goes on */
@@ -1255,7 +1255,7 @@ Test(lifecycle_review, a_sweep_acts_on_what_it_finds_under_lock_not_on_its_scan,
 /* A creator killed while the tables are cleared, the region already named:
  * before the fix the clearing wiped the provisional header too, and the
  * name was "not a dsmpool region" for every call, remove included. */
-Test(lifecycle_review, a_creator_killed_while_clearing_its_tables_leaves_a_half_built_pool) {
+Test(lifecycle_races, a_creator_killed_while_clearing_its_tables_leaves_a_half_built_pool) {
     char name[64];
     test_name(name, sizeof name, "zeroed");
     pid_t c = fork();
@@ -1294,7 +1294,7 @@ static bool drop_dac_override(void) {
 
 /* A sweeper that may not open a live pool's anchor: before the fix "cannot
  * open" counted as "no anchor", and the pool's fallback objects went. */
-Test(lifecycle_review, an_anchor_that_cannot_be_opened_counts_as_held) {
+Test(lifecycle_races, an_anchor_that_cannot_be_opened_counts_as_held) {
     dsmpool_config cfg;
     dsmpool_config_init(&cfg);
     cfg.size = 8 * MIB;
@@ -1334,7 +1334,7 @@ Test(lifecycle_review, an_anchor_that_cannot_be_opened_counts_as_held) {
  * in a private mount namespace): it gets no OS fallback, and a sweep -- which
  * cannot tell whether it closed cleanly -- keeps it. Before the fix the sweep
  * took a cleanly closed one for dead. */
-Test(lifecycle_review, a_pool_without_an_anchor_is_kept_by_the_sweep, .timeout = 60) {
+Test(lifecycle_races, a_pool_without_an_anchor_is_kept_by_the_sweep, .timeout = 60) {
     char name[64];
     sysv_name(name, sizeof name, "noanchor");
     pid_t c = fork();
@@ -1362,7 +1362,7 @@ Test(lifecycle_review, a_pool_without_an_anchor_is_kept_by_the_sweep, .timeout =
     cr_expect(!sysv_seg_exists(name) && !sysv_sem_exists(name));
 }
 
-/* ---- what a second review found -------------------------------------------------- */
+/* ---- adoption, a remover that forks, a destroyed System V pool in use --------------- */
 
 /* A process that holds the pool's LIFE exclusive (life.c [life]: on the
  * pool's lock file, here an anonymous pool's lock memfd, reached through a
@@ -1399,7 +1399,7 @@ static pid_t hold_life(dsmpool *p, int *release) {
  * joiner waits) tries again on its next call -- and, before the fix, then
  * adopted without a presence of its own, so the parent's detach took it
  * for gone and unlinked its live OS segment. */
-Test(lifecycle_review2, a_child_whose_adoption_failed_takes_its_presence_on_the_next_call, .timeout = 90) {
+Test(lifecycle_races, a_child_whose_adoption_failed_takes_its_presence_on_the_next_call, .timeout = 90) {
     dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 8 * MIB, false);
     uint64_t id = p->geo.pool_id;
     int release;
@@ -1454,7 +1454,7 @@ static void fork_a_sleeper(const char *point) {
     }
 }
 
-Test(lifecycle_review2, a_remover_that_forks_lets_go_of_life_all_the_same, .timeout = 60) {
+Test(lifecycle_races, a_remover_that_forks_lets_go_of_life_all_the_same, .timeout = 60) {
     char name[64];
     test_name(name, sizeof name, "remover-forks");
     dsmpool *p = mkpool(DSMPOOL_BACKING_POSIX, name, 8 * MIB, false);
@@ -1481,7 +1481,7 @@ Test(lifecycle_review2, a_remover_that_forks_lets_go_of_life_all_the_same, .time
 /* A System V pool destroyed while a process still uses it: a new pool of the
  * same name must not take its semaphore set (the live process's liveness).
  * Before the fix the create removed it. */
-Test(lifecycle_review2, a_destroyed_sysv_pool_in_use_keeps_its_semaphores) {
+Test(lifecycle_races, a_destroyed_sysv_pool_in_use_keeps_its_semaphores) {
     char name[64];
     sysv_name(name, sizeof name, "destroyed-in-use");
     dsmpool *p = mkpool(DSMPOOL_BACKING_SYSV, name, 8 * MIB, false);

@@ -1,5 +1,5 @@
 /*
- * test_mid.c -- mid sizes (area.c rule 13): above 4 KiB, where whole pages
+ * test_mid.c -- mid sizes (area_alloc.c [mid sizes]): above 4 KiB, where whole pages
  * waste no more than the size class, an allocation takes an exact block of
  * pages (the pool's, shared among sizes and areas under a directory word
  * per page) and falls back to its class when the pool has none or the

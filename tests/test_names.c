@@ -362,7 +362,7 @@ Test(names, creator_killed_or_stopped_in_init, .timeout = 120) {
     cr_assert_eq(dsmpool_detach(p), 0);
 }
 
-/* ---- what an adversarial review found ------------------------------------ */
+/* ---- names against dead creators, reused slots and damage ------------------------- */
 
 /* A named OS segment whose file was removed (systemd RemoveIPC, an
  * operator's rm): an open is a definite error at once, not a spin. */

@@ -33,9 +33,9 @@
 #include <unistd.h>
 
 #include "dp_internal.h"
+#include "testhooks.h"
 #include "testutil.h"
 
-extern void (*volatile dp_inject_fn)(const char *point);
 
 /* A mount namespace of this process's own with a fresh tmpfs on /dev/shm
  * (and, with ipc, an IPC namespace: System V objects of its own). */

@@ -27,12 +27,9 @@
 #include <unistd.h>
 
 #include "dp_internal.h"
+#include "testhooks.h"
 #include "testutil.h"
 
-extern void (*volatile dp_inject_fn)(const char *point);
-long dp_area_test_live(dsmpool_area *a, dsmpool_ptr *out, size_t max, size_t *tagged);
-unsigned dp_area_test_class(size_t size);
-uint64_t dp_area_test_span(unsigned c);
 
 static const char *inj_point;
 
@@ -455,7 +452,7 @@ Test(reclaim, a_stopped_hoarder_delays_nobody_for_long, .timeout = 60) {
     dsmpool_detach(h.p);
 }
 
-/* ---- what a review found --------------------------------------------------- */
+/* ---- trims and lost sweeps against stopped and dying holders --------------------- */
 
 static void stop_at(const char *point) {
     if (inj_point && !strcmp(point, inj_point)) {

@@ -22,9 +22,9 @@
 #include <unistd.h>
 
 #include "dp_internal.h"
+#include "testhooks.h"
 #include "testutil.h"
 
-extern void (*volatile dp_inject_fn)(const char *point);
 
 /* ---- injection: stop or die at a named point ------------------------------ */
 
@@ -856,12 +856,12 @@ Test(safety_soak, allocators_in_other_namespaces_destroyer_and_checker, .timeout
     stress_case(48 * MIB, true);
 }
 
-/* ---- regressions from the adversarial review ------------------------------ */
+/* ---- recovery against forks, destroyers and unsettled counts ------------------------ */
 
 /* A fork()ed child of a process that then let an area go: its inherited
  * area object names a control block that now belongs to a segment. The
  * child's first call must say -ESTALE, not claim a cache record in it. */
-Test(safety_review, forked_child_of_a_released_area_writes_nothing, .timeout = 60) {
+Test(recovery_races, forked_child_of_a_released_area_writes_nothing, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
     dsmpool_area *a = mkarea(p);
     shared *sh = shared_page();
@@ -903,7 +903,7 @@ static void *recover_thread(void *p) { return (void *)(intptr_t)dsmpool_recover(
  * chunk onto its span; another thread destroys the area. Before the fix the
  * destroyer took the slot for dead, released the span, and the recovery's
  * link landed in the segment that got the block next. */
-Test(safety_review, destroyer_waits_for_a_recoverer_of_its_own_process, .timeout = 60) {
+Test(recovery_races, destroyer_waits_for_a_recoverer_of_its_own_process, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_MEMFD, NULL, 64 * MIB);
     dsmpool_area *a = mkarea(p);
     pid_t x = fork();
@@ -945,7 +945,7 @@ static void pause_at_area(const char *point) {
  * becomes a segment full of a value that looks like the dead slot's cache
  * owner word. Before the fix recovery walked every area's control block and
  * rewrote 512 words of that segment. */
-Test(safety_review, recovery_walks_only_areas_the_dead_held, .timeout = 60) {
+Test(recovery_races, recovery_walks_only_areas_the_dead_held, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_MEMFD, NULL, 32 * MIB);
     shared *sh = shared_page();
     pid_t x = fork();
@@ -991,7 +991,7 @@ Test(safety_review, recovery_walks_only_areas_the_dead_held, .timeout = 60) {
  * while, then erased X's record anyway: G leaked a reference for good (and
  * check said so for ever). Now the slot waits RECOVERING, and the next
  * recovery after L goes on settles it exactly. */
-Test(safety_review, an_unsettled_count_waits_for_the_next_recovery, .timeout = 60) {
+Test(recovery_races, an_unsettled_count_waits_for_the_next_recovery, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
     size_t free0 = test_pool_free(p);
     dsmpool_seg *g;

@@ -21,10 +21,9 @@
 #include <sys/mman.h>
 
 #include "dp_internal.h"
+#include "testhooks.h"
 #include "testutil.h"
 
-dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpool_ptr p);
-unsigned dp_area_test_class(size_t size);
 
 static bool documented(int r) {
     static const int ok[] = {0, -EINVAL, -ENOMEM, -ENOSPC, -ESTALE, -EUCLEAN, -EBUSY, -EPROTO,

@@ -126,10 +126,10 @@
  *   - alloc CAS is acquire: pairs with pa_free's release CAS (or pa_close's,
  *     via the parent word) that last returned these frames, so the previous
  *     owner's writes happen before the new owner's.
- *   - free CAS is release: pairs with that acquire.
+ *   - free CAS is release: pairs with dp_pa_alloc's acquire CAS.
  *   - open/close/split CASes are acq_rel; the final store of [open], [close] or [exact blocks] is
  *     release and pairs with the acquire CAS of the next thread that uses
- *     the word.
+ *     the word (pa_try_node, pa_open, pa_close).
  *   - hint loads/stores are relaxed: a hint is only where to look first; the
  *     CAS that follows validates. The take-back's runs and the second
  *     chance's record are thread-private (plain accesses) and process-local,
@@ -410,7 +410,7 @@ static bool pa_open(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t ow
         if (dp_cas_acq_rel(pp, &pw, pw | ((uint64_t)CH_PART << (2 * i)))) break;
     }
     DP_INJECT("palloc.open.linked");
-    /* release: pairs with the acquire CAS of the first allocation in the child */
+    /* release: pairs with pa_try_node's acquire CAS, the first allocation in the child */
     dp_store_release(cp, 0);
     return true;
 }
@@ -529,7 +529,7 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
  * Thread-private memory, so plain loads and stores; a value is only where
  * to look, the CAS validates (a stale run, or one of a sub-pool detached
  * since, costs a probe at most: any free run is a correct allocation).
- * Global-dynamic TLS (area.c, tc_last). */
+ * Global-dynamic TLS (area_cache.c, dp_ar_tc_last). */
 _Static_assert((DP_PA_BACK & (DP_PA_BACK - 1)) == 0 && DP_PA_BACK <= 128,
                "a ring indexed by uint8_t");
 static _Thread_local struct {
@@ -767,8 +767,8 @@ static int pa_split(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t ow
         if (dp_cas_acq_rel(pp, &pw, pw ^ (3ull << (2 * i)))) break;
     }
     DP_INJECT("palloc.split.linked");
-    /* release: pairs with the acquire of the next CAS on the child (a free
-     * of a piece, by us, or an allocation after that) */
+    /* release: pairs with the acquire of the next CAS on the child (pa_free
+     * of a piece, by us, or pa_try_node after that) */
     dp_store_release(cp, all);
     return 0;
 }

@@ -17,8 +17,11 @@
 #ifndef DP_INJECT_H
 #define DP_INJECT_H
 
-#ifdef DP_INJECTION
+/* The hook a test installs (defined in the internal library only; declared
+ * for every build so that tests, which are compiled without DP_INJECTION,
+ * take it from here). */
 extern void (*volatile dp_inject_fn)(const char *point);
+#ifdef DP_INJECTION
 #define DP_INJECT(name)                      \
     do {                                     \
         void (*fn_)(const char *) = dp_inject_fn; \

@@ -11,21 +11,7 @@
 #define DP_LEDGER_H
 
 #include "dp_region.h"
-
-
-/* Fork detection (proc.c [fork]): a value that changes in every child of a
- * fork of any kind, fork(), _Fork(), syscall(SYS_fork) and clone() included
- * (a MADV_WIPEONFORK page; the atfork handler where the kernel lacks it).
- * One load on the fast path. */
-typedef struct dp_fork_page {
-    _Atomic unsigned epoch; /* 0: this process was forked since it was last read */
-} dp_fork_page;
-extern dp_fork_page *dp_forkp;
-unsigned dp_epoch_slow(void);
-static inline unsigned dp_epoch(void) {
-    unsigned e = dp_forkp ? atomic_load_explicit(&dp_forkp->epoch, memory_order_relaxed) : 0;
-    return __builtin_expect(e != 0, 1) ? e : dp_epoch_slow();
-}
+#include "fork.h" /* fork detection, fork handlers, the lock-rank table, the registry */
 
 /* Hooks: how a lower layer reaches what a higher one does (STYLE 13). */
 void dp_ledger_set_reclaim(int (*fn)(struct dsmpool *pool)); /* recovery layer */
@@ -34,41 +20,8 @@ void dp_ledger_set_adopt(int (*fn)(struct dsmpool *pool));   /* segment layer; r
  * slot, and is joined (J8) after; leave undoes a join whose adoption failed */
 void dp_ledger_set_join(int (*join)(struct dsmpool *pool), void (*joined)(struct dsmpool *pool),
                         void (*leave)(struct dsmpool *pool));
-/* ---- fork handlers and the lock-rank table ----------------------------------
- * Every process-local lock of the library, in the one order a thread may
- * take them: lower rank first; a thread that holds one never waits for one
- * of a lower rank. The ledger's single pthread_atfork registration runs
- * every layer's handlers: prepare in rising rank (each takes its layer's
- * locks), parent and child in falling rank (each gives them back, or makes
- * them new); a fork that skipped the handlers (a raw clone, _Fork) runs
- * every layer's reset in the child instead, at its first call.
- *   rank  lock                                       layer      around fork
- *   10    reg_lock, then each pool->lock (registry   ledger     taken
- *         order)
- *   20    ar_reg_lock, then each area->lock          areas      taken
- *   30    set_lock (the attached segment objects)    segments   taken
- *   40    objs.c's lock                              base       taken (a leaf)
- *   --    pool->recover_lock, pool->lost_lock        recovery   new in the child
- *   --    pool->names_mutex                          names      new in the child
- * The unranked ones are never held while a ranked one is taken, and are not
- * taken around fork (a recovery, or a wait for a name, may take seconds):
- * the child makes them new, as it does everything a thread of its parent
- * held. Each layer registers its handlers once, from its layer init. */
-enum { DP_RANK_POOLS = 10, DP_RANK_AREAS = 20, DP_RANK_SEGSET = 30, DP_RANK_OBJS = 40, DP_RANK_NONE = 100 };
-typedef struct dp_fork_ops {
-    unsigned rank;         /* DP_RANK_* */
-    void (*prepare)(void); /* take the layer's locks (NULL: none around fork) */
-    void (*parent)(void);  /* give them back */
-    void (*child)(void);   /* the child, after the handlers: give back, or make new */
-    void (*reset)(void);   /* the child of a fork that skipped the handlers: make new */
-} dp_fork_ops;
-void dp_ledger_on_fork(const dp_fork_ops *ops);
-void dp_ledger_each_pool(void (*fn)(struct dsmpool *pool)); /* in a fork handler: every attached pool */
-void dp_ledger_layer_init(void);                            /* first of the layer inits (pool.c) */
 int dp_reclaim(struct dsmpool *pool); /* recover dead processes now; returns slots recovered */
 
-void dp_registry_add(struct dsmpool *pool);
-bool dp_registry_take(struct dsmpool *pool); /* remove if registered; false if not */
 int dp_self(struct dsmpool *pool);    /* make sure this process holds a slot */
 int dp_slot_claim(struct dsmpool *pool);
 void dp_slot_release(struct dsmpool *pool);
@@ -123,7 +76,7 @@ void dp_slot_records(struct dsmpool *pool, uint32_t slot,
 
 /* Brackets (proc.c [brackets]): every change of what the pool's structures say
  * is inside one, or done by a RECOVERING recoverer, or inside an area cache
- * operation (area.c); the checker and the leak sweep rely on it. */
+ * operation (area_cache.c [operations]); the checker and the leak sweep rely on it. */
 void dp_inflight_begin(struct dsmpool *pool);
 void dp_inflight_end(struct dsmpool *pool);
 bool dp_brackets_quiesce(struct dsmpool *pool, uint64_t deadline_ns);

@@ -1,6 +1,7 @@
 /*
- * proc.c -- the process ledger: slots, fork, attachment records, brackets,
- * quiet windows, and pool blocks handed out in a process's name.
+ * proc.c -- the process ledger: slots, a fork()ed child's adoption,
+ * attachment records, brackets, quiet windows, and pool blocks handed out
+ * in a process's name (fork detection and the registry are fork.c's).
  *
  * Layer: above the allocator (palloc.c) and the region (region.c); below
  * segments, areas, recovery and the checker, which reach it by name. What it
@@ -28,32 +29,27 @@
  *      the slot is cleared, each unlinked before it is freed.
  *   [recovery] Recovery (recover.c) works on a dead slot only while it holds the
  *      slot's lock, and frees the slot before it gives the lock back.
- *   [fork] fork(): a child inherits the dsmpool pointer but not the slot. Every
- *      kind of fork is seen (dp_epoch: a MADV_WIPEONFORK page that the
- *      kernel zeroes in the child; the pthread_atfork child handler does the
- *      same where the kernel has no such advice). The first call on the pool
- *      in the child sees the epoch differ (one load), opens its own liveness
- *      lock, joins the pool (presence, life.c J3..J6, through the join
- *      hook), takes a new slot and a reference on every inherited segment, in
- *      its own name. A child that cannot hold a lock of its own (live.c rule
- *      6) is refused: every call fails, and it holds nothing. After a fork that skipped atfork handlers, the child
- *      resets the library's process-local locks first (a thread that held one
- *      in the parent does not exist in the child).
- *   [process-local] Process-local state: a registry of attached pools (so a second
- *      detach is recognised) and a set of attached segment objects, each
- *      under a mutex; the objects themselves are never freed (objs.c), so
- *      a call on a detached one reads no freed memory. The atfork handlers
- *      take all of the locks (registry, then each pool, then the set, then
- *      objs.c's).
+ *   [fork] fork(): a child inherits the dsmpool pointer but not the slot.
+ *      Every kind of fork is seen (fork.c [every fork is seen]). The first
+ *      call on the pool in the child sees the epoch differ (one load), opens
+ *      its own liveness lock, joins the pool (presence, life.c J3..J6,
+ *      through the join hook), takes a new slot and a reference on every
+ *      inherited segment, in its own name. A child that cannot hold a lock
+ *      of its own (live.c [presence and life]) is refused: every call
+ *      fails, and it holds nothing.
+ *   [process-local] The objects handed to callers are never freed (objs.c),
+ *      so a call on a detached one reads no freed memory; this process's
+ *      attached pools are fork.c's registry, its attached segment objects
+ *      the segment layer's set.
  *   [brackets] Every change of what the pool's shared structures say --
  *      allocator words, segment states and counts, records, area entries --
  *      happens inside a bracket of the changing slot (dp_inflight_begin /
  *      end: a count of brackets open and a sequence number of brackets
  *      begun and ended), or by a recoverer while the slot it recovers is
- *      RECOVERING, or inside an area cache operation (area.c [quiet windows]). A
+ *      RECOVERING, or inside an area cache operation (area_cache.c [operations]). A
  *      process that dies inside a bracket may leave a block allocated but
  *      recorded nowhere: the leak sweep (recover.c) returns it. The shared
- *      path of areas (area.c rule 15) makes its operations brackets, and a
+ *      path of areas (area_shared.c [shared path]) makes its operations brackets, and a
  *      destroyer waits until no other live slot has one open
  *      (dp_brackets_quiesce, bounded).
  *   [quiet windows] Quiet windows (dp_quiet_open/holds): a seqlock over [brackets]. Open reads
@@ -109,8 +105,6 @@
 void (*volatile dp_inject_fn)(const char *point);
 #endif
 
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static dsmpool *reg_head;
 
 /* ---- hooks (STYLE 13) ---------------------------------------------------- */
 
@@ -118,9 +112,6 @@ static int (*reclaim_hook)(dsmpool *);
 #define ADOPT_HOOKS 4
 static int (*adopt_hooks[ADOPT_HOOKS])(dsmpool *);
 static unsigned nadopt_hooks;
-#define FORK_OPS 8
-static const dp_fork_ops *fork_ops[FORK_OPS]; /* by rank, rising */
-static unsigned nfork_ops;
 static int (*join_hook)(dsmpool *);
 static void (*joined_hook)(dsmpool *), (*leave_hook)(dsmpool *);
 
@@ -137,147 +128,8 @@ void dp_ledger_set_adopt(int (*fn)(dsmpool *)) {
 }
 /* Registered once per layer, from its layer init (under pool.c's
  * pthread_once, before any pool exists); kept sorted by rank. */
-static pthread_mutex_t fork_ops_lock = PTHREAD_MUTEX_INITIALIZER; /* the table; held around fork */
-
-void dp_ledger_on_fork(const dp_fork_ops *ops) {
-    pthread_mutex_lock(&fork_ops_lock);
-    bool known = false;
-    for (unsigned i = 0; i < nfork_ops; i++) known |= fork_ops[i] == ops;
-    if (!known && nfork_ops < FORK_OPS) { /* (always room: one per layer) */
-        unsigned i = nfork_ops++;
-        for (; i > 0 && fork_ops[i - 1]->rank > ops->rank; i--) fork_ops[i] = fork_ops[i - 1];
-        fork_ops[i] = ops;
-    }
-    pthread_mutex_unlock(&fork_ops_lock);
-}
-
-void dp_ledger_each_pool(void (*fn)(dsmpool *)) {
-    for (dsmpool *p = reg_head; p; p = p->reg_next) fn(p);
-}
 
 int dp_reclaim(dsmpool *p) { return reclaim_hook ? reclaim_hook(p) : 0; }
-
-/* ---- [fork]: fork detection ---------------------------------------------- */
-
-dp_fork_page *dp_forkp;
-static dp_fork_page fork_static; /* where no page could be mapped */
-static _Atomic unsigned epoch_last; /* plain memory: a child continues its parent's count */
-static bool atfork_ran;             /* the child handler ran in this child */
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-
-/* The one pthread_atfork registration of the library: every layer's fork
- * handlers run from here, prepare in rising rank (the lock-rank table,
- * dp_ledger.h), parent and child in falling rank; the ledger's own locks
- * (the registry, then each pool's, rank DP_RANK_POOLS) and objs.c's (a
- * leaf, DP_RANK_OBJS, taken for the base layer) are two of them. */
-static void ledger_lock_pools(void) {
-    pthread_mutex_lock(&reg_lock);
-    for (dsmpool *p = reg_head; p; p = p->reg_next) pthread_mutex_lock(&p->lock);
-}
-
-static void ledger_unlock_pools(void) {
-    for (dsmpool *p = reg_head; p; p = p->reg_next) pthread_mutex_unlock(&p->lock);
-    pthread_mutex_unlock(&reg_lock);
-}
-
-static void ledger_child(void) {
-    /* single-threaded here: plain stores are enough */
-    if (dp_forkp) atomic_store_explicit(&dp_forkp->epoch, 0, memory_order_relaxed);
-    atfork_ran = true;
-    ledger_unlock_pools();
-}
-
-static void ledger_reset(void) {
-    pthread_mutex_init(&reg_lock, NULL);
-    for (dsmpool *p = reg_head; p; p = p->reg_next) pthread_mutex_init(&p->lock, NULL);
-}
-
-static const dp_fork_ops ledger_fork = {DP_RANK_POOLS, ledger_lock_pools, ledger_unlock_pools, ledger_child,
-                                        ledger_reset};
-static const dp_fork_ops objs_fork = {DP_RANK_OBJS, dp_objs_fork_lock, dp_objs_fork_unlock,
-                                      dp_objs_fork_unlock, dp_objs_fork_reset};
-
-static void atfork_prepare(void) {
-    pthread_mutex_lock(&fork_ops_lock);
-    for (unsigned i = 0; i < nfork_ops; i++)
-        if (fork_ops[i]->prepare) fork_ops[i]->prepare();
-}
-
-static void atfork_parent(void) {
-    for (unsigned i = nfork_ops; i-- > 0;)
-        if (fork_ops[i]->parent) fork_ops[i]->parent();
-    pthread_mutex_unlock(&fork_ops_lock);
-}
-
-static void atfork_child(void) {
-    for (unsigned i = nfork_ops; i-- > 0;)
-        if (fork_ops[i]->child) fork_ops[i]->child();
-    pthread_mutex_unlock(&fork_ops_lock);
-}
-
-static void fork_init(void) {
-    void *pg = NULL;
-    bool wipes = false;
-    dp_forkp = dp_os_fork_page(&pg, &wipes) == 0 ? pg : &fork_static;
-    dp_ledger_on_fork(&ledger_fork);
-    dp_ledger_on_fork(&objs_fork);
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-}
-
-/* A fork that skipped the atfork handlers copied the library's locks as
- * they were: every layer re-initialises its own (only this thread exists
- * here). */
-static void reset_after_raw_fork(void) {
-    pthread_mutex_init(&fork_ops_lock, NULL);
-    for (unsigned i = nfork_ops; i-- > 0;)
-        if (fork_ops[i]->reset) fork_ops[i]->reset();
-}
-
-void dp_ledger_layer_init(void) { pthread_once(&fork_once, fork_init); }
-
-unsigned dp_epoch_slow(void) {
-    pthread_once(&fork_once, fork_init);
-    unsigned e = atomic_load_explicit(&dp_forkp->epoch, memory_order_relaxed);
-    if (e) return e;
-    /* the first call in this process, or the first in a child: a child has
-     * a parent's count (epoch_last != 0) */
-    if (atomic_load_explicit(&epoch_last, memory_order_relaxed) != 0) {
-        if (!atfork_ran) reset_after_raw_fork();
-        atfork_ran = false;
-    }
-    unsigned ne = atomic_fetch_add_explicit(&epoch_last, 1, memory_order_relaxed) + 1;
-    if (ne == 0) ne = atomic_fetch_add_explicit(&epoch_last, 1, memory_order_relaxed) + 1;
-    unsigned z = 0;
-    /* relaxed: the epoch only has to differ from every value this process
-     * stored before; racing first calls in one process agree on one value */
-    atomic_compare_exchange_strong_explicit(&dp_forkp->epoch, &z, ne, memory_order_relaxed,
-                                            memory_order_relaxed);
-    return atomic_load_explicit(&dp_forkp->epoch, memory_order_relaxed);
-}
-
-/* ---- [process-local]: process-local registries ------------------------------------ */
-
-void dp_registry_add(dsmpool *pool) {
-    unsigned e = dp_epoch();
-    pthread_mutex_lock(&reg_lock);
-    atomic_store_explicit(&pool->fork_epoch, e, memory_order_relaxed);
-    pool->reg_next = reg_head;
-    reg_head = pool;
-    pthread_mutex_unlock(&reg_lock);
-}
-
-bool dp_registry_take(dsmpool *pool) {
-    bool found = false;
-    pthread_mutex_lock(&reg_lock);
-    for (dsmpool **pp = &reg_head; *pp; pp = &(*pp)->reg_next)
-        if (*pp == pool) {
-            *pp = pool->reg_next;
-            found = true;
-            break;
-        }
-    pthread_mutex_unlock(&reg_lock);
-    return found;
-}
 
 /* ---- [slots]: slots -------------------------------------------------------- */
 
@@ -474,7 +326,7 @@ void dp_inflight_begin(dsmpool *p) {
      * either sees the bracket open or sees opseq move on its second read */
     dp_fetch_add_acq_rel(&sl->inflight, 1);
     dp_fetch_add_acq_rel(&sl->opseq, 1);
-    /* release fence: pairs with the reader's acquire fence; any write of the
+    /* release fence: pairs with dp_quiet_holds' acquire fence; any write of the
      * bracket that the reader sees implies it sees opseq move */
     atomic_thread_fence(memory_order_release);
 }
@@ -488,7 +340,7 @@ void dp_inflight_end(dsmpool *p) {
 }
 
 /* Wait until no live slot has a bracket open, other than the caller's own
- * one (area.c rule 15: a destroyer waits for the shared path's operations).
+ * one (area_life.c [destroy]: a destroyer waits for the shared path's operations).
  * false: one was still open when deadline_ns passed. */
 bool dp_brackets_quiesce(dsmpool *p, uint64_t deadline_ns) {
     for (uint32_t i = 0; i < p->nprocs; i++) {

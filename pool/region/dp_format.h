@@ -27,7 +27,7 @@
  * Layer: region (pool/region). The region lays these tables out (region.c
  * dp_layout) and validates them on attach; the layers above own their
  * words: slots and records (ledger), segment descriptors (segments), names
- * (names.c), and what areas keep in their own segments (area.c).
+ * (names.c), and what areas keep in their own segments (pool/area).
  */
 #ifndef DP_FORMAT_H
 #define DP_FORMAT_H
@@ -49,8 +49,8 @@
  * owns (life.c [other formats]; format 2 had the pool id at byte 24). Format 10
  * moved presence and LIFE from the anchor in /dev/shm to the region's own
  * lock file (live.c [presence and life]), records the anchor's /dev/shm, and gave OS
- * fallback pointers a check in their offset's high bits (area.c, Fallback
- * pointers). Format 9 widened the area directory
+ * fallback pointers a check in their offset's high bits (area_pointer.c
+ * [check]). Format 9 widened the area directory
  * word's class to 7 bits (87 size classes; its entry to 24). Format 8
  * made the area directory a word per 4 KiB (page-exact area blocks above
  * 4 KiB, which share 64 KiB).
@@ -249,8 +249,8 @@ typedef struct dp_header {
     uint64_t shm_dev, shm_ino;      /* [imm] the /dev/shm the anchor was made in (life.c [anchor]) */
     dp_a64 sweep_needed;            /* release/acquire: a process died inside an ownership change */
     dp_a64 recover_deferred;        /* relaxed counter: recoveries left unfinished for later */
-    dp_a64 lost_reclaimed;          /* relaxed counter: chunks the lost sweep gave back (area.c rule 11) */
-    dp_a64 lost_due;                /* release/acquire: deaths that made an area's lost sweep due (area.c rule 11) */
+    dp_a64 lost_reclaimed;          /* relaxed counter: chunks the lost sweep gave back (area_recover.c [lost chunks]) */
+    dp_a64 lost_due;                /* release/acquire: deaths that made an area's lost sweep due (area_recover.c [lost chunks]) */
     dp_a64 trim;                    /* relaxed counter: requests that caches give back (segment.c [short of memory]) */
     dp_a64 trim_quiet;              /* relaxed: no new request before this time (ns, monotonic) */
     dp_a64 fallbacks[DSMPOOL_MAX_NODES]; /* relaxed counters: wanted sub-pool s, got another */

@@ -58,7 +58,7 @@ struct dsmpool {
     uint32_t nprocs;
     dp_seg_desc *segs;
     uint64_t nsegs;
-    dp_a64 *dir;             /* span directory (area.c) */
+    dp_a64 *dir;             /* span directory (area_registry.c [directory]) */
     dp_name *names;          /* the name table (names.c), geo.names_cap entries */
     pthread_mutex_t names_mutex; /* one thread of this process at a time holds DP_LOCK_NAMES */
     uint32_t nsub;

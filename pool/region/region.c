@@ -261,7 +261,7 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
 }
 
 void dp_region_publish(dsmpool *p) {
-    /* release: pairs with the acquire load of the magic in attach ([creation]) */
+    /* release: pairs with dp_region_view's acquire load of the magic ([creation]) */
     dp_store_release(&p->hdr->magic, DP_MAGIC);
     dp_backing(p->backing)->published(p); /* the creation lock let go (backing.c) */
 }

@@ -8,6 +8,7 @@
 #define DP_SEGMENT_H
 
 #include "dp_ledger.h"
+#include "fallback.h" /* spilling is visible: dp_fallback_fire() */
 
 /* ---- process-local ---------------------------------------------------------- */
 
@@ -30,8 +31,8 @@ struct dsmpool_seg {
 
 /* A kind of segment whose contents must be released when it is destroyed
  * (an area's control block): the area layer registers what to do. */
-void dp_seg_set_area_hook(void (*fn)(struct dsmpool *pool, void *ctl, uint64_t bytes,
-                                     uint64_t aid, uint32_t owner_slot));
+typedef void dp_seg_area_hook(struct dsmpool *pool, void *ctl, uint64_t bytes, uint64_t aid, uint32_t owner_slot);
+void dp_seg_set_area_hook(dp_seg_area_hook *fn);
 void dp_seg_layer_init(void);
 /* segment.c [short of memory]: the pool could not serve a block; caches give back,
  * then one more try (bounded wait). 0 with *block, or the allocator's error. */
@@ -45,19 +46,6 @@ unsigned dp_seg_flags(struct dsmpool *pool, dsmpool_handle h);
 /* An OS segment with no attachment: pinned, count 0, owned by the caller's
  * structure, which unpins it to destroy it. *addr is our mapping. */
 int dp_seg_os_create(struct dsmpool *pool, size_t bytes, dsmpool_handle *h, void **addr);
-/* segment.c [spilling is visible]: the OS segments this thread made in the current public
- * call, reported by dp_fallback_fire(r) once no lock, bracket or area
- * operation is held (r: the call's result; a failed call reports nothing). */
-typedef struct dp_fb_note {
-    struct dsmpool *pool;
-    uint64_t bytes;
-} dp_fb_note;
-extern _Thread_local dp_fb_note dp_fb_pending;
-void dp_fallback_fire_slow(int r);
-static inline void dp_fallback_fire(int r) {
-    if (__builtin_expect(dp_fb_pending.bytes != 0, 0)) dp_fallback_fire_slow(r);
-}
-uint64_t dp_seg_fallback_bytes(struct dsmpool *pool); /* bytes in OS segments now (a walk) */
 int dp_seg_os_map(struct dsmpool *pool, dsmpool_handle h, void **addr, size_t *len);
 void dp_seg_unpin_quiet(struct dsmpool *pool, dsmpool_handle h, uint32_t owner_slot);
 uint64_t dp_seg_os_size(struct dsmpool *pool, dsmpool_handle h); /* 0 if not a live OS segment */

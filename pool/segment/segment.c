@@ -37,7 +37,7 @@
  *   [short of memory] Short of memory (dp_seg_block_short): before a block request spills
  *      to the OS or fails, the caches give back. This thread's own caches
  *      at once (the area layer's trim hook); every other thread's at its
- *      next area call (area.c rule 12), asked by one increment of hdr->trim
+ *      next area call (area_cache.c [short of memory]), asked by one increment of hdr->trim
  *      (a request nobody waits on: no lock, and a thread that makes no call
  *      keeps its cache); the requester retries for at most DP_TRIM_WAIT_NS. A request
  *      that did not help makes the next ones skip the wait for
@@ -166,10 +166,10 @@ static const dp_fork_ops seg_fork = {DP_RANK_SEGSET, set_lock_take, set_lock_giv
 
 /* ---- layer hooks ------------------------------------------------------ */
 
-static void (*area_hook)(dsmpool *, void *, uint64_t, uint64_t, uint32_t);
+static dp_seg_area_hook *area_hook;
 static void (*trim_hook)(dsmpool *);
 
-void dp_seg_set_area_hook(void (*fn)(dsmpool *, void *, uint64_t, uint64_t, uint32_t)) { area_hook = fn; }
+void dp_seg_set_area_hook(dp_seg_area_hook *fn) { area_hook = fn; }
 void dp_seg_set_trim_hook(void (*fn)(dsmpool *)) { trim_hook = fn; }
 
 /* ---- [short of memory]: short of memory ------------------------------------------- */
@@ -195,61 +195,6 @@ int dp_seg_block_short(dsmpool *p, unsigned order, unsigned place, uint64_t *blk
     }
     dp_store_relaxed(&p->hdr->trim_quiet, dp_os_now_ns() + DP_TRIM_QUIET_NS); /* relaxed: a hint */
     return r;
-}
-
-/* ---- [spilling is visible]: spilling is visible -------------------------------------- */
-
-_Thread_local dp_fb_note dp_fb_pending;
-
-/* Bytes in OS segments now: a walk of the descriptors (exact when quiet). */
-uint64_t dp_seg_fallback_bytes(dsmpool *p) {
-    uint64_t sum = 0;
-    for (uint64_t i = 0; i < p->nsegs; i++) {
-        uint64_t w = dp_load_acquire(&p->segs[i].state); /* acquire: create's LIVE store (size) */
-        if (DP_SEG_ST(w) != DP_SEG_LIVE || dp_load_relaxed(&p->segs[i].block) != DP_BLOCK_FALLBACK)
-            continue;
-        uint64_t size = dp_load_relaxed(&p->segs[i].size);
-        if (size <= (1ull << 46)) sum += size; /* a damaged size is not summed */
-    }
-    return sum;
-}
-
-/* An OS segment of bytes was made by this thread ([spilling is visible]). */
-static void fallback_made(dsmpool *p, uint64_t bytes) {
-    if (dp_fb_pending.pool && dp_fb_pending.pool != p) dp_fb_pending.bytes = 0; /* (a stale note) */
-    dp_fb_pending.pool = p;
-    dp_fb_pending.bytes += bytes;
-}
-
-void dp_fallback_fire_slow(int r) {
-    dsmpool *p = dp_fb_pending.pool;
-    uint64_t bytes = dp_fb_pending.bytes;
-    dp_fb_pending.pool = NULL;
-    dp_fb_pending.bytes = 0;
-    /* a call that failed gave back what it made (or keeps it for nobody) */
-    if (r || !p || !bytes || p->magic != DP_POOL_MAGIC) return;
-    /* the descriptor being made is LIVE by now: the walk counts it */
-    uint64_t now = dp_seg_fallback_bytes(p);
-    uint64_t peak = dp_load_relaxed(&p->hdr->fallback_peak); /* relaxed: a statistic; the CAS validates */
-    /* relaxed: a high-water mark orders nothing */
-    while (now > peak && !atomic_compare_exchange_weak_explicit(&p->hdr->fallback_peak, &peak, now,
-                                                                memory_order_relaxed, memory_order_relaxed)) {
-    }
-    pthread_mutex_lock(&p->lock);
-    void (*fn)(void *, size_t) = p->fb_hook;
-    void *arg = p->fb_arg;
-    pthread_mutex_unlock(&p->lock);
-    if (fn) fn(arg, (size_t)bytes);
-}
-
-int dsmpool_set_fallback_hook(dsmpool *pool, void (*fn)(void *arg, size_t bytes), void *arg) {
-    dp_clear_error();
-    if (!pool || pool->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
-    pthread_mutex_lock(&pool->lock);
-    pool->fb_hook = fn;
-    pool->fb_arg = fn ? arg : NULL;
-    pthread_mutex_unlock(&pool->lock);
-    return 0;
 }
 
 /* ---- descriptors -------------------------------------------------------- */
@@ -585,7 +530,7 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
     }
     dp_store_relaxed(&d->block, blk);
     dp_store_relaxed(&d->size, bytes);
-    if (blk == DP_BLOCK_FALLBACK) fallback_made(pool, bytes);
+    if (blk == DP_BLOCK_FALLBACK) dp_seg_fallback_made(pool, bytes);
     dp_store_relaxed(&d->flags, flags);
     s->size = bytes;
     s->handle = DP_HANDLE(gen, idx);
@@ -789,7 +734,7 @@ int dp_seg_os_create(dsmpool *pool, size_t bytes, dsmpool_handle *h, void **addr
     dp_store_relaxed(&d->size, bytes);
     dp_store_relaxed(&d->flags, 0);
     dp_fetch_add_relaxed(&pool->hdr->fallback_created, 1);
-    fallback_made(pool, bytes);
+    dp_seg_fallback_made(pool, bytes);
     /* release: block and size before LIVE; pinned with no reference */
     dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 1, DP_SEG_LIVE));
     *h = DP_HANDLE(gen, idx);

@@ -12,7 +12,7 @@
  *      Holding it, the recoverer marks the slot RECOVERING and releases what
  *      the owner held, from the top layer down:
  *        areas     its cache records and the registry entries it was
- *                  filling or emptying (area.c rule 8);
+ *                  filling or emptying (area_recover.c [recovery]);
  *        segments  its references, re-synced counts where its records were
  *                  ambiguous, descriptors it was creating or destroying;
  *        allocator its half-done open/close steps (palloc.c [recovery]);
@@ -31,7 +31,7 @@
  *      quiet window (proc.c [quiet windows]): a block between its allocation and its
  *      record belongs to a bracket that is open, so the window refuses.
  *      Under the same lock, in windows of its own, it gives back the area
- *      chunks that deaths inside area operations lost (area.c rule 11;
+ *      chunks that deaths inside area operations lost (area_recover.c [lost chunks];
  *      hdr->lost_due; stats: lost_chunks_reclaimed). That flag does not
  *      close the checker's windows: a lost chunk is on no list, so nothing
  *      the checker proves depends on it.
@@ -172,7 +172,7 @@ out:
     return done;
 }
 
-/* The area chunks that deaths inside operations lost (area.c rule 11; it
+/* The area chunks that deaths inside operations lost (area_recover.c [lost chunks]; it
  * opens windows of its own). lost_due counts the deaths that asked for it:
  * it goes back to 0 only from the value this sweep started from, so a
  * death counted meanwhile, or a sweeper that dies, leaves it due. */

@@ -6,7 +6,7 @@
  * itself: the allocator's tree (through the ledger: dp_used_maps,
  * dp_pool_free_frames), segment states and counts (segment.c), who owns
  * which frames (recovery's dp_owned_maps, from every layer's
- * dp_*_mark_owned), free lists (area.c).
+ * dp_*_mark_owned), free lists (area_verify.c [verification]).
  *
  * The check, in order (each failure returns -EUCLEAN with the first broken
  * invariant in the message, or -EBUSY when it could not get a quiet look):
@@ -24,7 +24,7 @@
  *
  * While other processes run: a pass is believed only if it ran inside a
  * quiet window (proc.c [quiet windows]: no bracket open or begun anywhere;
- * area.c rule 7: no cache operation in flight or begun). A pass that saw damage
+ * area_recover.c [quiet]: no cache operation in flight or begun). A pass that saw damage
  * while something moved proves nothing, so it is repeated (up to 200 times
  * within half a second, waiting a little between); -EUCLEAN is returned only
  * for what a believed pass found, and -EBUSY when no pass could be believed.
@@ -159,7 +159,7 @@ int dsmpool_check(dsmpool *pool) {
         return dp_fail(-ENOMEM, "out of memory for the check's maps");
     }
     /* Rule of the proof: believe a pass only if nothing moved while it ran
-     * (proc.c [quiet windows], area.c rule 7). Busy pools get CHECK_TRIES passes, with
+     * (proc.c [quiet windows], area_recover.c [quiet]). Busy pools get CHECK_TRIES passes, with
      * short waits between, within CHECK_NS. */
     enum { CHECK_TRIES = 200 };
     const uint64_t CHECK_NS = 500000000ull;

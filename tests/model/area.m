@@ -1,7 +1,8 @@
 -- area.m -- an area's registry entries under destroy, crashes and recovery
--- (pool/area.c rules 5, 6, 8; recover.c [dead slots]).
+-- (pool/area: area_registry.c [entries], area_life.c [destroy],
+-- area_recover.c [recovery]; recover.c [dead slots]).
 --
--- Acquirers (inside a cache operation: area.c rule 7) claim a FREE entry
+-- Acquirers (inside a cache operation: area_cache.c [operations]) claim a FREE entry
 -- (INIT, owner = them), put a pool block in it, and publish it (SPAN) with
 -- one CAS; or retire a SPAN (its chunks all came back). A destroyer marks
 -- the area DESTROYED, waits until no live acquirer is inside an operation
@@ -90,7 +91,7 @@ ruleset a : acq do
       st[e] := INIT; owner[e] := a; doomed[e] := false; pc[a] := CLAIMED; tgt[a] := e;
     end;
 
-    -- a span retires when its last chunk comes back (area.c rule 3)
+    -- a span retires when its last chunk comes back (area_span.c [retire])
     rule "retire a whole span"
       alive[a] & pc[a] = READY & area_live & st[e] = SPAN & held[e] = 0
     ==>

@@ -1,11 +1,11 @@
 /*
- * test_exact_review2.c -- defects found in the second review of the
- * exact-blocks change (palloc.c [exact blocks], proc.c [exact blocks], area.c rule 13,
- * segment.c [exact to the page]). Each test failed on the reviewed code (ea0898b); its
- * comment says what the defect was. The fixes: the limit is judged on the
- * exact bytes; the OS fallback rounds as the pool does; mark_owned checks a
- * segment's word against its size and a large block's against the entry's
- * record of its frames.
+ * test_exact_accounting.c -- what an exact block counts as (palloc.c
+ * [exact blocks], area_registry.c [exact records], segment.c [exact to the
+ * page]): an area's limit is judged on the exact bytes; the OS fallback
+ * rounds a segment as the pool does; the leak sweep believes a segment's
+ * or a large block's word only where it agrees with the segment's size or
+ * the entry's record of its frames, so a scribbled trim code frees no live
+ * tail. Each test's comment says what a wrong implementation did.
  */
 #include <criterion/criterion.h>
 #include <dsmpool.h>
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dp_internal.h"
+#include "testhooks.h"
 #include "testutil.h"
 
 /* A large allocation reserves its power of two against the area's limit
@@ -21,7 +22,7 @@
  * allows fails with -ENOMEM. The header promises: "An allocation that would
  * pass it fails". 300 KiB holds 300 KiB (320 KiB when this was found,
  * exact to 64 KiB then); its power of two is 512 KiB. */
-Test(exact_review2, limit_refuses_an_exact_block_that_fits) {
+Test(exact_accounting, limit_refuses_an_exact_block_that_fits) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     dsmpool_area *a;
     cr_assert_eq(dsmpool_area_create(p, 0, &a), 0);
@@ -49,7 +50,7 @@ Test(exact_review2, limit_refuses_an_exact_block_that_fits) {
  * (seg_create_bracketed computes the fallback's bytes from size alone), so
  * dsmpool_seg_size() says 1.5 MiB + 4 KiB where the flag promises whole
  * 2 MiB pages ("Round a segment above 1 MiB up to whole 2 MiB pages"). */
-Test(exact_review2, huge_round_is_ignored_by_the_os_fallback) {
+Test(exact_accounting, huge_round_is_ignored_by_the_os_fallback) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
     dsmpool_seg *fill[64];
     int n = 0;
@@ -73,7 +74,7 @@ Test(exact_review2, huge_round_is_ignored_by_the_os_fallback) {
  * frees them while the segment is mapped: the next segment is handed those
  * pages. (dsmpool_check refuses the same word: dp_seg_verify runs before
  * its owned maps; the sweep never calls it.) */
-Test(exact_review2, sweep_frees_a_live_segments_tail_on_a_scribbled_code) {
+Test(exact_accounting, sweep_frees_a_live_segments_tail_on_a_scribbled_code) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     dsmpool_seg *s;
     cr_assert_eq(dsmpool_seg_create(p, 100 * KIB, DSMPOOL_SEG_NO_FALLBACK, &s), 0);
@@ -93,15 +94,14 @@ Test(exact_review2, sweep_frees_a_live_segments_tail_on_a_scribbled_code) {
     dsmpool_detach(p);
 }
 
-dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpool_ptr p);
 
 /* The same for a large area block: dp_area_mark_owned marks
  * DP_BLOCK_BYTES(blk) of its word, with none of the directory cross-check
  * entry_free_parts makes since 37bc798. A code scribbled to say 64 of 128
  * frames went back (53 did: 300 KiB kept) leaves the block's last 44 KiB to
  * the sweep while the allocation is live. The entry's own record of its
- * frames (area.c rule 13) now disagrees, and mark_owned calls it damage. */
-Test(exact_review2, sweep_frees_a_live_large_blocks_tail_on_a_scribbled_code) {
+ * frames (area_registry.c [exact records]) now disagrees, and mark_owned calls it damage. */
+Test(exact_accounting, sweep_frees_a_live_large_blocks_tail_on_a_scribbled_code) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     dsmpool_area *a;
     cr_assert_eq(dsmpool_area_create(p, 0, &a), 0);

@@ -1,10 +1,11 @@
 /*
- * test_exact_review.c -- defects found in review of the exact-blocks change
- * (palloc.c [exact blocks], proc.c [exact blocks], area.c large_grow). Each test failed
- * on the reviewed code; its comment says what the defect was. The fixes:
- * only words marked DP_BLOCK_EXACT are freed piece by piece, and a free
- * never splits (proc.c [exact blocks]); a grow in place is an area operation
- * (area.c rule 13); a grow closes empty open children (palloc.c).
+ * test_exact_grow.c -- frees and grows of exact blocks (palloc.c [exact
+ * blocks], proc.c [exact blocks], area_large.c [grow in place]): a free of
+ * a word that is not exact frees only its block, never a buddy's frames or
+ * a split of another's; a grow in place is an area operation, so a destroy
+ * or a death in it loses nothing and leaves held right; a grow closes the
+ * empty open children in its way. Each test's comment says what a wrong
+ * implementation did.
  */
 #include <criterion/criterion.h>
 #include <dsmpool.h>
@@ -15,9 +16,9 @@
 
 #include "dp_internal.h"
 #include "dp_palloc.h"
+#include "testhooks.h"
 #include "testutil.h"
 
-extern void (*volatile dp_inject_fn)(const char *point);
 
 static uint64_t seg_off(dsmpool *p, dsmpool_seg *s) {
     return DP_BLOCK_OFF(atomic_load(&p->segs[DP_HANDLE_IDX(dsmpool_seg_handle(s))].block));
@@ -28,7 +29,7 @@ static uint64_t seg_off(dsmpool *p, dsmpool_seg *s) {
  * exact check; dp_pa_free_run's halving fallback then freed
  * whatever is allocated inside the range -- here the live buddy segment,
  * whose frames the next allocation hands out again. */
-Test(exact_review, an_oversized_free_takes_the_buddys_frames) {
+Test(exact_grow, an_oversized_free_takes_the_buddys_frames) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     uint64_t d0 = p->geo.sub[0].data_off;
     dsmpool_seg *s[64];
@@ -60,7 +61,7 @@ Test(exact_review, an_oversized_free_takes_the_buddys_frames) {
  * inside another owner's block: the leaf is IDLE under a FULL child, and
  * pa_free_piece's split-down splits the other owner's block and frees the
  * frame. Before the change, and again now, dp_pa_free says -EINVAL. */
-Test(exact_review, a_stale_frame_free_splits_anothers_block) {
+Test(exact_grow, a_stale_frame_free_splits_anothers_block) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     dsmpool_seg *s;
     cr_assert_eq(dsmpool_seg_create(p, 128 * KIB, DSMPOOL_SEG_NO_FALLBACK, &s), 0); /* a FULL leaf */
@@ -90,7 +91,7 @@ static void destroy_now(const char *point) {
  * none: destroy gives the old block back, then large_grow publishes the
  * grown word into the released entry. The tail frames it took are then
  * named by nothing, outside any death, so no sweep ever returns them. */
-Test(exact_review, destroy_during_realloc_grow_loses_frames) {
+Test(exact_grow, destroy_during_realloc_grow_loses_frames) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     size_t f0 = test_pool_free(p);
     dsmpool_area *a;
@@ -132,7 +133,7 @@ static void die_at_open(const char *point) {
  * realloc runs in no area operation, so the death sets no lost_due and no
  * lost sweep re-sums held. With a limit the area has lost that much room
  * for good. */
-Test(exact_review, death_inside_realloc_grow_leaves_held_high) {
+Test(exact_grow, death_inside_realloc_grow_leaves_held_high) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     dsmpool_area *a;
     cr_assert_eq(dsmpool_area_create(p, 0, &a), 0);
@@ -174,7 +175,7 @@ static void destroy_and_reuse(const char *point) {
     cr_assert_eq(read(done2_fd, &c, 1), 1);
 }
 
-Test(exact_review, realloc_grow_after_destroy_overwrites_anothers_directory) {
+Test(exact_grow, realloc_grow_after_destroy_overwrites_anothers_directory) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     dsmpool_area *a;
     cr_assert_eq(dsmpool_area_create(p, 0, &a), 0);
@@ -240,7 +241,7 @@ Test(exact_review, realloc_grow_after_destroy_overwrites_anothers_directory) {
  * empty one (dp_pa_alloc does, in pass 2): the grow says -ENOMEM. The same
  * makes tests/test_exact.c palloc_trim_grow_free_against_model fail at
  * step 47 with the default seed. */
-Test(exact_review, grow_blocked_by_an_empty_open_leaf) {
+Test(exact_grow, grow_blocked_by_an_empty_open_leaf) {
     dp_pa_geom g;
     uint64_t cur = 64;
     cr_assert_eq(dp_pa_layout(1024, 4, &cur, &g), 0);
