@@ -1,11 +1,6 @@
 #!/usr/bin/env bash
-# The seed query, stock PostgreSQL against PostgreSQL on dsmpool (run.sh bench).
-#
-#   create table t (i int); insert into t select generate_series(1, 10000000);
-#   select pg_prewarm('t'); set work_mem = '1GB';
-#   select count(*) from t t1 join t t2 using (i);
-#
-# with max_parallel_workers_per_gather = 0, 1, 2, ... CPUs and 4 x CPUs, on
+# Stock PostgreSQL 18 against PostgreSQL 18 on dsmpool (run.sh bench), release
+# builds, in six configurations of one cluster (shared_buffers = 512MB):
 #   stock-4k      stock, min_dynamic_shared_memory = 0, huge_pages = off
 #   stock-1g-huge stock, min_dynamic_shared_memory = 1GB, huge_pages = on
 #   stock-shm-thp stock, 0 and huge_pages = on, /dev/shm a huge=always tmpfs
@@ -13,21 +8,42 @@
 #   pool-4k       patched, dsmpool_size = 2GB, 4 KiB pages
 #   pool-thp      patched, dsmpool in transparent huge pages
 #   pool-2m       patched, dsmpool in 2 MiB hugetlb pages, huge_pages = on
-# Medians of RUNS (default 7) runs; minor faults of the backends (leader and
-# workers, from the postmaster's reaped-children counter: each query runs in
-# a fresh connection). Output: bench/results/postgresql-<host>/ (seed.csv,
-# seed.txt, seed.png). One command on any machine: run.sh bench.
+# All six servers are up at once (a copy of the cluster each), and every
+# measurement is interleaved: one query of each configuration in turn, the
+# order rotated from round to round, so that this machine's drifts fall on
+# all of them alike. Per configuration: the median and the minimum, and the
+# paired ratio against stock-1g-huge (its time over theirs in the same
+# round: above 1 is faster), median and range.
 #
-# Environment: ROWS (10000000), RUNS (7), WORKERS ("0 1 2 .. CPUs 4xCPUs"),
-# CONFIGS (all six). Rerunning some configurations (CONFIGS=pool-2m) replaces
-# their rows in seed.csv and keeps the others'; delete seed.csv to start over
-# (and always when ROWS or WORKERS change).
+#   seed     select count(*) from t t1 join t t2 using (i), 10M rows,
+#            work_mem = 1GB, max_parallel_workers_per_gather = 0, 1, 2 .. CPUs,
+#            4 x CPUs; RUNS rounds; minor faults of the backends
+#   clients  N = 1, 4, 8 connections at once, each running the seed query
+#            with 2 workers: queries per minute; for the pools, what fell back
+#   vacuum   VACUUM (PARALLEL 2) of a table of VROWS rows, 90% of them dead,
+#            two indexes (the dead TIDs in a shared radix tree, a DSA area):
+#            the time, and, in an untimed round with uprobes, DSA allocations
+#            (and DSM segments) per second of that time
+# Output: bench/results/postgresql-<host>/ (seed.csv, clients.csv,
+# vacuum.csv, bench.txt, seed.png, machine.txt).
+#
+# Environment: ROWS (10000000), RUNS (3), WORKERS ("0 1 2 .. CPUs 4xCPUs"),
+# CLIENTS ("1 4 8"), CRUNS (2), VROWS (3000000), VRUNS (3), PARTS
+# ("seed clients vacuum"), CONFIGS (all six; clients and vacuum use
+# CCONFIGS, "stock-4k stock-1g-huge pool-2m": stock as shipped, stock at its
+# best, dsmpool at its best). The defaults take about 30 minutes on 2 CPUs:
+# seed 16, clients 10, vacuum 4.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 prefix=${1:-$here/work}
 ROWS=${ROWS:-10000000}
-RUNS=${RUNS:-7}
+RUNS=${RUNS:-3}
+CRUNS=${CRUNS:-2}
+VROWS=${VROWS:-3000000}
+VRUNS=${VRUNS:-3}
+CLIENTS=${CLIENTS:-1 4 8}
+PARTS=${PARTS:-seed clients vacuum}
 ncpu=$(nproc)
 if [ -z "${WORKERS:-}" ]; then
     WORKERS="0"
@@ -35,51 +51,83 @@ if [ -z "${WORKERS:-}" ]; then
     [[ " $WORKERS " == *" $ncpu "* ]] || WORKERS="$WORKERS $ncpu"
     WORKERS="$WORKERS $((4 * ncpu))"
 fi
-ALL_CONFIGS="stock-4k stock-1g-huge stock-shm-thp pool-4k pool-thp pool-2m"
-CONFIGS=${CONFIGS:-$ALL_CONFIGS}
-maxw=$((4 * ncpu > 8 ? 4 * ncpu : 8))
+CONFIGS=${CONFIGS:-stock-4k stock-1g-huge stock-shm-thp pool-4k pool-thp pool-2m}
+CCONFIGS=${CCONFIGS:-stock-4k stock-1g-huge pool-2m}
+REF=stock-1g-huge
+maxw=$((4 * ncpu > 24 ? 4 * ncpu : 24))
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+[ "$(id -u)" = 0 ] || die "run as root (huge pages, mount namespaces, uprobes)"
 out="$repo/bench/results/postgresql-$(hostname -s)"
 mkdir -p "$out"
-[ "$(id -u)" = 0 ] || { echo "bench.sh: run as root (huge pages, mount namespaces)" >&2; exit 1; }
-
-# the patched server (run.sh build), and a stock one beside it
-[ -x "$prefix/patched/bin/postgres" ] || "$here/run.sh" build "$prefix"
-# shellcheck source=/dev/null
-source <(sed -n '/^# ---- a server/,/^# ---- check/p' "$here/run.sh")
-PGUSER_NAME=dsmpoolpg
-as_pg() { runuser -u "$PGUSER_NAME" -- "$@"; }
-log() { echo "=== $*" >&2; }
-if [ ! -x "$prefix/stock/bin/postgres" ]; then
-    log "stock PostgreSQL: build into $prefix/stock"
-    source <(sed -n '/^unpack()/,/^}/p;/^configure_and_make()/,/^}/p' "$here/run.sh")
-    jobs=$ncpu
-    unpack src-stock
-    configure_and_make "$prefix/src-stock" "$prefix/stock"
-fi
+for b in bench-stock bench-pool; do [ -x "$prefix/$b/bin/postgres" ] || die "no $prefix/$b: run.sh bench builds it"; done
 
 # ---- system settings, put back at the end ----------------------------------------
 hp=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
 shmem=/sys/kernel/mm/transparent_hugepage/shmem_enabled
-hp_old=$(cat $hp)
-shmem_old=$(sed -E 's/.*\[([a-z]+)\].*/\1/' $shmem)
+tracing=/sys/kernel/tracing
+# What they were before, kept in a file until they are put back: a run killed
+# outright (SIGKILL, no trap) leaves the file, and the next run puts back
+# what it says rather than what it finds (the previous helper's run left
+# 2496 huge pages reserved that way).
+saved="$prefix/bench-system-settings"
+if [ -f "$saved" ]; then
+    read -r hp_old shmem_old <"$saved"
+    echo "a previous bench did not put the system settings back: $hp_old huge pages, shmem_enabled $shmem_old" >&2
+else
+    hp_old=$(cat $hp)
+    shmem_old=$(sed -E 's/.*\[([a-z]+)\].*/\1/' $shmem)
+    echo "$hp_old $shmem_old" >"$saved"
+fi
+mounted_tracefs=0
+ALL="$CONFIGS"
+for c in $CCONFIGS; do [[ " $ALL " == *" $c "* ]] || ALL="$ALL $c"; done
+bindir() { case $1 in pool-*) echo "$prefix/bench-pool/bin" ;; *) echo "$prefix/bench-stock/bin" ;; esac; }
+cdata() { echo "$prefix/bench-data/$1"; }
+cport() { # a port per configuration
+    local i=1 c
+    for c in $ALL; do
+        [ "$c" = "$1" ] && { echo $((port + i)); return; }
+        i=$((i + 1))
+    done
+}
+stop_all() {
+    local c
+    for c in $ALL; do as_pg "$(bindir "$c")/pg_ctl" -D "$(cdata "$c")" stop -m fast >/dev/null 2>&1 || true; done
+}
 restore() {
-    for b in stock patched; do as_pg "$prefix/$b/bin/pg_ctl" -D "$data" stop -m fast >/dev/null 2>&1 || true; done
+    trap - EXIT INT TERM HUP
+    stop_all
     echo "$hp_old" >$hp
     echo "$shmem_old" >$shmem
+    [ "$(cat $hp)" = "$hp_old" ] && rm -f "$saved" ||
+        echo "warning: vm.nr_hugepages is $(cat $hp), not $hp_old: huge pages still in use?" >&2
+    if [ -d $tracing/events/uprobes ]; then
+        grep -o 'dsmpoolbench[a-z0-9_]*' $tracing/uprobe_events 2>/dev/null | sort -u |
+            while read -r e; do echo 0 >"$tracing/events/uprobes/$e/enable" 2>/dev/null || true; echo "-:$e" >>$tracing/uprobe_events 2>/dev/null || true; done
+    fi
+    [ $mounted_tracefs = 1 ] && umount $tracing 2>/dev/null || true
 }
 trap restore EXIT
-need_pages=$(((2048 + 512 + 256) / 2)) # the largest: a 2 GB pool and 512 MB of shared buffers in 2 MiB pages
+trap 'exit 130' INT TERM HUP
+# the huge pages the six take at once: 2 GB of pool, three times 512 MB of
+# shared buffers, 1 GB of min_dynamic_shared_memory, and their tables
+need_pages=$(((2048 + 3 * 512 + 1024 + 3 * 128) / 2))
 echo $((hp_old + need_pages)) >$hp
 have=$(($(cat $hp) - hp_old))
 [ "$have" -ge "$need_pages" ] || echo "warning: only $have of $need_pages huge pages could be reserved: the huge configurations may fail" >&2
 echo advise >$shmem
 
-# ---- the data: one cluster, made once, used by both binaries -------------------------------
-pgbin="$prefix/stock/bin"
-if [ ! -f "$data/seed-$ROWS" ]; then
-    log "the table: $ROWS rows"
+# ---- the cluster, made once (by the patched initdb), a copy per configuration ----------
+tmpl="$prefix/bench-data/template"
+if [ ! -f "$tmpl/seed-$ROWS" ]; then
+    log "the cluster: $ROWS rows"
+    rm -rf "$prefix/bench-data"
+    mkdir -p "$prefix/bench-data" "$sock"
+    chown "$PGUSER_NAME" "$prefix/bench-data" "$sock" "$prefix"
+    data=$tmpl pgbin="$prefix/bench-pool/bin"
     server_init "$pgbin" "shared_buffers = 512MB" "max_worker_processes = $maxw" "max_parallel_workers = $maxw" \
-        "min_dynamic_shared_memory = 0" "huge_pages = off"
+        "max_parallel_maintenance_workers = 4" "maintenance_work_mem = 1GB" "autovacuum = off"
     cp "$data/postgresql.conf" "$data/postgresql.conf.base"
     server_start "$pgbin"
     sql "create table t (i int); insert into t select generate_series(1, $ROWS); analyze t; create extension pg_prewarm;"
@@ -99,91 +147,272 @@ settings() { # the server's settings for a configuration, a line each
 }
 
 start_config() {
-    local c=$1
-    pgbin="$prefix/stock/bin"
-    [[ $c == pool-* ]] && pgbin="$prefix/patched/bin"
-    cp "$data/postgresql.conf.base" "$data/postgresql.conf"
-    settings "$c" >>"$data/postgresql.conf"
-    if [ "$c" = stock-shm-thp ]; then # DSM segments in a huge=always tmpfs, the server in its own mount namespace
-        unshare -m --propagation private sh -c "mount -t tmpfs -o huge=always,size=8g,mode=1777 tmpfs /dev/shm &&
-            exec runuser -u $PGUSER_NAME -- $pgbin/pg_ctl -D $data -l $data/log -w -t 300 start" >/dev/null
-    else
-        as_pg "$pgbin/pg_ctl" -D "$data" -l "$data/log" -w -t 300 start >/dev/null
+    local c=$1 d b
+    d=$(cdata "$c")
+    b=$(bindir "$c")
+    if [ ! -f "$d/seed-$ROWS" ]; then
+        rm -rf "$d"
+        cp -a "$tmpl" "$d"
     fi
-    sql "select pg_prewarm('t');" >/dev/null
+    cp "$d/postgresql.conf.base" "$d/postgresql.conf"
+    { settings "$c"; echo "port = $(cport "$c")"; } >>"$d/postgresql.conf"
+    : >"$d/log"
+    if [ "$c" = stock-shm-thp ]; then # DSM segments in a huge=always tmpfs, the server in its own mount namespace
+        unshare -m --propagation private sh -c "mount -t tmpfs -o huge=always,size=16g,mode=1777 tmpfs /dev/shm &&
+            exec runuser -u $PGUSER_NAME -- $b/pg_ctl -D $d -l $d/log -w -t 300 start" >/dev/null
+    else
+        as_pg "$b/pg_ctl" -D "$d" -l "$d/log" -w -t 300 start >/dev/null
+    fi
+    csql "$c" "select pg_prewarm('t');" >/dev/null
 }
 
-cminflt() { awk '{print $11}' "/proc/$(server_pid)/stat"; } # faults of the reaped children (field 11)
+csql() { # csql config sql...: one psql, each further argument a -c
+    local c=$1 a=()
+    shift
+    for s in "$@"; do a+=(-c "$s"); done
+    as_pg "$(bindir "$c")/psql" -h "$sock" -p "$(cport "$c")" -U postgres -d postgres -X -q -A -t "${a[@]}"
+}
+cminflt() { awk '{print $11}' "/proc/$(head -1 "$(cdata "$1")/postmaster.pid")/stat"; } # reaped children's faults
+rotate() { # rotate k words...: the words, starting at the k-th (mod their number)
+    local k=$1
+    shift
+    local n=$# i
+    local a=("$@")
+    for ((i = 0; i < n; i++)); do printf '%s ' "${a[$(((k + i) % n))]}"; done
+}
+timed() { # timed config sql-settings... : the last statement's ms
+    local c=$1
+    shift
+    csql "$c" "$@" | sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' | tail -1
+}
 
-if [ -f "$out/seed.csv" ]; then # keep the rows of the configurations not run now
-    awk -F, -v cs=" $CONFIGS " 'NR == 1 || index(cs, " " $1 " ") == 0' "$out/seed.csv" >"$out/seed.csv.new"
-    mv "$out/seed.csv.new" "$out/seed.csv"
-else
-    echo "config,workers,run,ms,minflt" >"$out/seed.csv"
-fi
-for c in $CONFIGS; do
-    log "$c: $(settings "$c" | tr '\n' ';')"
-    if ! start_config "$c"; then
-        echo "  $c could not start (see $data/log): skipped" >&2
-        tail -3 "$data/log" >&2
-        continue
-    fi
-    grep -h "dsmpool: pool" "$data/log" | tail -1 | sed 's/.*LOG: */  /' >&2 || true
-    sql "select 1" >/dev/null # a warm connection path
-    for w in $WORKERS; do
-        for r in $(seq 1 "$RUNS"); do
-            f0=$(cminflt)
-            t=$(as_pg "$pgbin/psql" -h "$sock" -p $port -U postgres -d postgres -X -q -A -t \
-                -c "set work_mem = '1GB'" -c "set max_parallel_workers_per_gather = $w" -c '\timing on' \
-                -c "select count(*) from t t1 join t t2 using (i)" | sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p')
-            sleep 0.2 # the workers are reaped
-            f1=$(cminflt)
-            echo "$c,$w,$r,$t,$((f1 - f0))" >>"$out/seed.csv"
-        done
-        echo "  workers $w: $(awk -F, -v c="$c" -v w="$w" '$1==c && $2==w {print $4}' "$out/seed.csv" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)] " ms (median)"}')" >&2
-    done
-    as_pg "$pgbin/pg_ctl" -D "$data" -w stop -m fast >/dev/null
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+log "starting: $ALL"
+for c in $ALL; do
+    start_config "$c" || {
+        tail -3 "$(cdata "$c")/log" >&2
+        die "$c could not start"
+    }
+    grep -h "dsmpool: pool" "$(cdata "$c")/log" | tail -1 | sed "s/.*LOG: */  $c: /" >&2 || true
 done
 
-# ---- the table and the plot --------------------------------------------------------------------
-python3 - "$out" "$ALL_CONFIGS" "$WORKERS" <<'EOF'
-import csv, statistics, sys
-out, configs, workers = sys.argv[1], sys.argv[2].split(), [int(w) for w in sys.argv[3].split()]
-rows = list(csv.DictReader(open(f"{out}/seed.csv")))
-configs = [c for c in configs if any(r["config"] == c for r in rows)]
-med = {}
-for c in configs:
-    for w in workers:
-        ms = [float(r["ms"]) for r in rows if r["config"] == c and int(r["workers"]) == w and r["ms"]]
-        fl = [int(r["minflt"]) for r in rows if r["config"] == c and int(r["workers"]) == w and r["ms"]]
-        if ms:
-            med[c, w] = (statistics.median(ms), statistics.median(fl), len(ms))
-with open(f"{out}/seed.txt", "w") as f:
-    f.write("| config | " + " | ".join(f"{w} workers" for w in workers) + " |\n")
-    f.write("| --- |" + " --- |" * len(workers) + "\n")
-    base = {w: med.get(("stock-4k", w), (None,))[0] for w in workers}
+SEED="select count(*) from t t1 join t t2 using (i)"
+
+# ---- seed: the query by worker count ---------------------------------------------------
+if [[ " $PARTS " == *" seed "* ]]; then
+    echo "config,workers,run,ms,minflt" >"$out/seed.csv"
+    for r in $(seq 1 "$RUNS"); do
+        k=0
+        for w in $WORKERS; do
+            k=$((k + 1))
+            for c in $(rotate $((r + k)) $CONFIGS); do
+                f0=$(cminflt "$c")
+                t=$(timed "$c" "set work_mem = '1GB'" "set max_parallel_workers_per_gather = $w" '\timing on' "$SEED")
+                sleep 0.2 # the workers are reaped
+                f1=$(cminflt "$c")
+                echo "$c,$w,$r,$t,$((f1 - f0))" >>"$out/seed.csv"
+            done
+        done
+        log "seed: round $r of $RUNS done"
+    done
+fi
+
+# ---- clients: N connections at once --------------------------------------------------------
+pool_fell() { # what a pool configuration's pg_dsmpool says fell back: segments+areas|peak MB
+    csql "$1" "select (fallback_segments + fallback_areas) || '|' || round((fallback_area_bytes_peak + fallback_segment_bytes_peak) / 1048576.0) from pg_dsmpool" 2>/dev/null || echo "|"
+}
+if [[ " $PARTS " == *" clients "* ]]; then
+    echo "config,clients,run,ms,queries,errors,fell_back,fallback_peak_mb" >"$out/clients.csv"
+    for r in $(seq 1 "$CRUNS"); do
+        k=0
+        for n in $CLIENTS; do
+            k=$((k + 1))
+            for c in $(rotate $((r + k)) $CCONFIGS); do
+                fb0="|"
+                [[ $c == pool-* ]] && fb0=$(pool_fell "$c")
+                t0=$(date +%s%N)
+                pids=""
+                for i in $(seq 1 "$n"); do
+                    (csql "$c" "set work_mem = '1GB'" "set max_parallel_workers_per_gather = 2" "$SEED" \
+                        >"$prefix/bench-client-$i.out" 2>&1 || true) &
+                    pids="$pids $!"
+                done
+                wait $pids
+                t1=$(date +%s%N)
+                ok=0 err=0
+                for i in $(seq 1 "$n"); do
+                    if grep -qx "$ROWS" "$prefix/bench-client-$i.out"; then ok=$((ok + 1)); else err=$((err + 1)); fi
+                done
+                fb1="|"
+                [[ $c == pool-* ]] && fb1=$(pool_fell "$c")
+                fell=""
+                [[ $c == pool-* ]] && fell=$((${fb1%|*} - ${fb0%|*}))
+                echo "$c,$n,$r,$(((t1 - t0) / 1000000)),$ok,$err,$fell,${fb1#*|}" >>"$out/clients.csv"
+            done
+        done
+        log "clients: round $r of $CRUNS done"
+    done
+fi
+
+# ---- vacuum: VACUUM (PARALLEL 2), the dead TIDs in a shared radix tree ---------------------
+VSETUP="set client_min_messages = warning; drop table if exists v;
+create table v (i int, j int) with (autovacuum_enabled = off);
+insert into v select g, (g::bigint * 7919) % $VROWS from generate_series(1, $VROWS) g;
+create index v_i on v (i); create index v_j on v (j);
+delete from v where i % 10 <> 0; checkpoint;"
+VACUUM="vacuum (parallel 2) v"
+uprobe_add() { # uprobe_add name binary symbol: a counting probe at the symbol's file offset
+    local name=$1 bin=$2 sym=$3 va off
+    va=$(nm "$bin" | awk -v s="$sym" '$3 == s {print $1; exit}')
+    [ -n "$va" ] || return 1
+    off=$(readelf -lW "$bin" | python3 -c '
+import sys
+va = int(sys.argv[1], 16)
+for line in sys.stdin:
+    f = line.split()
+    if f and f[0] == "LOAD":  # Offset VirtAddr PhysAddr FileSiz ...
+        o, v, fs = int(f[1], 16), int(f[2], 16), int(f[4], 16)
+        if v <= va < v + fs:
+            print(hex(va - v + o))
+            break' "$va")
+    [ -n "$off" ] || return 1
+    echo "p:$name $bin:$off" >>$tracing/uprobe_events && echo 1 >"$tracing/events/uprobes/$name/enable"
+}
+uprobe_hits() { awk -v n="$1" '$2 == n {print $3}' $tracing/uprobe_profile; }
+if [[ " $PARTS " == *" vacuum "* ]]; then
+    echo "config,run,ms" >"$out/vacuum.csv"
+    for r in $(seq 1 "$VRUNS"); do
+        for c in $(rotate "$r" $CCONFIGS); do
+            csql "$c" "$VSETUP" >/dev/null
+            t=$(timed "$c" "set maintenance_work_mem = '1GB'" '\timing on' "$VACUUM")
+            echo "$c,$r,$t" >>"$out/vacuum.csv"
+        done
+        log "vacuum: round $r of $VRUNS done"
+    done
+    # the untimed round: what each configuration's VACUUM allocates
+    echo "config,dsa_allocations,dsm_segments" >"$out/vacuum-counts.csv"
+    if [ ! -d $tracing/events ]; then mount -t tracefs nodev $tracing && mounted_tracefs=1 || true; fi
+    if [ -w $tracing/uprobe_events ]; then
+        for b in bench-stock bench-pool; do
+            uprobe_add "dsmpoolbench_${b#bench-}_alloc" "$prefix/$b/bin/postgres" dsa_allocate_extended || true
+            uprobe_add "dsmpoolbench_${b#bench-}_dsm" "$prefix/$b/bin/postgres" dsm_create || true
+        done
+        for c in $CCONFIGS; do
+            csql "$c" "$VSETUP" >/dev/null
+            b=stock
+            [[ $c == pool-* ]] && b=pool
+            a0=$(uprobe_hits "dsmpoolbench_${b}_alloc")
+            s0=$(uprobe_hits "dsmpoolbench_${b}_dsm")
+            csql "$c" "set maintenance_work_mem = '1GB'" "$VACUUM" >/dev/null
+            a1=$(uprobe_hits "dsmpoolbench_${b}_alloc")
+            s1=$(uprobe_hits "dsmpoolbench_${b}_dsm")
+            echo "$c,$((${a1:-0} - ${a0:-0})),$((${s1:-0} - ${s0:-0}))" >>"$out/vacuum-counts.csv"
+        done
+    else
+        echo "  no uprobes here (tracefs): the vacuum's allocations are not counted" >&2
+    fi
+fi
+stop_all
+
+# ---- the tables and the plot --------------------------------------------------------------------
+python3 - "$out" "$CONFIGS" "$WORKERS" "$CCONFIGS" "$REF" "$PARTS" <<'EOF'
+import csv, os, statistics, sys
+out, configs, workers, cconfigs, ref, parts = sys.argv[1], sys.argv[2].split(), [int(w) for w in sys.argv[3].split()], sys.argv[4].split(), sys.argv[5], sys.argv[6].split()
+lines = []
+def rows(name):
+    p = f"{out}/{name}"
+    return list(csv.DictReader(open(p))) if os.path.exists(p) else []
+def ratio_cell(pairs):
+    if not pairs:
+        return "-"
+    return f"{statistics.median(pairs):.2f}x ({min(pairs):.2f}-{max(pairs):.2f})"
+
+seed = [r for r in rows("seed.csv") if r["ms"]]
+if seed and "seed" in parts:
+    t = {(r["config"], int(r["workers"]), int(r["run"])): (float(r["ms"]), int(r["minflt"])) for r in seed}
+    runs = sorted({int(r["run"]) for r in seed})
+    lines.append(f"Seed query, {len(runs)} interleaved rounds: median / minimum seconds, median minor faults, and against {ref} the paired speed-up (its time / this one's, same round): median (range)\n")
+    lines.append("| config | " + " | ".join(f"{w} workers" for w in workers) + " |")
+    lines.append("| --- |" + " --- |" * len(workers))
+    dat = {}
     for c in configs:
         cells = []
         for w in workers:
-            if (c, w) not in med:
+            ms = [t[c, w, r][0] for r in runs if (c, w, r) in t]
+            fl = [t[c, w, r][1] for r in runs if (c, w, r) in t]
+            if not ms:
                 cells.append("-")
                 continue
-            ms, fl, n = med[c, w]
-            rel = f" ({base[w] / ms:.2f}x)" if base[w] else ""
-            cells.append(f"{ms / 1000:.2f} s{rel}, {fl / 1000:.0f}k faults")
-        f.write(f"| {c} | " + " | ".join(cells) + " |\n")
-with open(f"{out}/seed.dat", "w") as f:
-    f.write("workers " + " ".join(configs) + "\n")
-    for w in workers:
-        f.write(f"{w} " + " ".join(f"{med[c, w][0] / 1000:.3f}" if (c, w) in med else "NaN" for c in configs) + "\n")
-print(open(f"{out}/seed.txt").read())
+            pairs = [t[ref, w, r][0] / t[c, w, r][0] for r in runs if (c, w, r) in t and (ref, w, r) in t]
+            dat[c, w] = (statistics.median(ms) / 1000, min(ms) / 1000)
+            rc = "" if c == ref else f", {ratio_cell(pairs)}"
+            cells.append(f"{statistics.median(ms) / 1000:.2f} / {min(ms) / 1000:.2f} s, {statistics.median(fl) / 1000:.0f}k flt{rc}")
+        lines.append(f"| {c} | " + " | ".join(cells) + " |")
+    with open(f"{out}/seed.dat", "w") as f:
+        f.write("workers " + " ".join(configs) + "\n")
+        for w in workers:
+            f.write(f"{w} " + " ".join(f"{dat[c, w][0]:.3f}" if (c, w) in dat else "NaN" for c in configs) + "\n")
+    lines.append("")
+
+cl = rows("clients.csv")
+if cl and "clients" in parts:
+    t = {(r["config"], int(r["clients"]), int(r["run"])): r for r in cl}
+    runs = sorted({int(r["run"]) for r in cl})
+    ns = sorted({int(r["clients"]) for r in cl})
+    lines.append(f"N clients at once, each the seed query with 2 workers, {len(runs)} interleaved rounds: queries per minute (median / best), errors, what fell back in the pool (areas and segments; peak MB in OS segments), and against {ref} the paired ratio of queries per minute: median (range)\n")
+    lines.append("| config | " + " | ".join(f"{n} clients" for n in ns) + " |")
+    lines.append("| --- |" + " --- |" * len(ns))
+    for c in cconfigs:
+        cells = []
+        for n in ns:
+            rs = [t[c, n, r] for r in runs if (c, n, r) in t]
+            if not rs:
+                cells.append("-")
+                continue
+            qpm = [int(x["queries"]) * 60000.0 / int(x["ms"]) for x in rs]
+            err = sum(int(x["errors"]) for x in rs)
+            pairs = [(int(t[c, n, r]["queries"]) * 60000.0 / int(t[c, n, r]["ms"])) / (int(t[ref, n, r]["queries"]) * 60000.0 / int(t[ref, n, r]["ms"]))
+                     for r in runs if (c, n, r) in t and (ref, n, r) in t and int(t[ref, n, r]["queries"]) > 0]
+            cell = f"{statistics.median(qpm):.1f} / {max(qpm):.1f} qpm"
+            if err:
+                cell += f", {err} errors"
+            if c.startswith("pool-"):
+                cell += f", fell back {max(int(x['fell_back'] or 0) for x in rs)} (peak {max(int(x['fallback_peak_mb'] or 0) for x in rs)} MB)"
+            if c != ref:
+                cell += f", {ratio_cell(pairs)}"
+            cells.append(cell)
+        lines.append(f"| {c} | " + " | ".join(cells) + " |")
+    lines.append("")
+
+va = rows("vacuum.csv")
+if va and "vacuum" in parts:
+    counts = {r["config"]: r for r in rows("vacuum-counts.csv")}
+    t = {(r["config"], int(r["run"])): float(r["ms"]) for r in va if r["ms"]}
+    runs = sorted({int(r["run"]) for r in va})
+    lines.append(f"VACUUM (PARALLEL 2), {len(runs)} interleaved rounds: median / minimum seconds, DSA allocations and DSM segments of one VACUUM (an untimed round with uprobes), allocations per second of the median time, and against {ref} the paired speed-up: median (range)\n")
+    lines.append("| config | time | DSA allocations | per second | DSM segments | vs " + ref + " |")
+    lines.append("| --- | --- | --- | --- | --- | --- |")
+    for c in cconfigs:
+        ms = [t[c, r] for r in runs if (c, r) in t]
+        if not ms:
+            continue
+        med = statistics.median(ms)
+        pairs = [t[ref, r] / t[c, r] for r in runs if (c, r) in t and (ref, r) in t]
+        n = counts.get(c, {})
+        a = n.get("dsa_allocations", "")
+        per = f"{int(a) / (med / 1000):,.0f}" if a else "-"
+        lines.append(f"| {c} | {med / 1000:.2f} / {min(ms) / 1000:.2f} s | {int(a):,} | {per} | {n.get('dsm_segments', '-')} | {'-' if c == ref else ratio_cell(pairs)} |" if a else
+                     f"| {c} | {med / 1000:.2f} / {min(ms) / 1000:.2f} s | - | - | - | {'-' if c == ref else ratio_cell(pairs)} |")
+    lines.append("")
+open(f"{out}/bench.txt", "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
 EOF
-if command -v gnuplot >/dev/null; then
+if command -v gnuplot >/dev/null && [ -f "$out/seed.dat" ]; then
     n=$(($(head -1 "$out/seed.dat" | wc -w) - 1))
     gnuplot <<EOF
 set terminal pngcairo size 900,520 noenhanced
 set output "$out/seed.png"
-set title "select count(*) from t t1 join t t2 using (i), $ROWS rows: median of $RUNS ($(nproc) CPUs)"
+set title "PostgreSQL 18, the seed query ($ROWS rows): median of $RUNS interleaved rounds, $(nproc) CPUs"
 set xlabel "max_parallel_workers_per_gather"
 set ylabel "seconds"
 set key outside right
@@ -194,5 +423,7 @@ fi
 {
     echo "machine: $(nproc) CPUs, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r)"
     lscpu 2>/dev/null | grep -E "Model name|NUMA node\(s\)" || true
+    echo "PostgreSQL: $("$prefix/bench-stock/bin/postgres" --version)"
+    echo "load average (1, 5, 15 min) at the start: $load_start; at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other engineers' test suites share this machine)"
 } >"$out/machine.txt"
 log "results: $out"
