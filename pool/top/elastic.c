@@ -37,8 +37,9 @@
  *      cannot be had goes back as it was (released), and the call says
  *      -ENOMEM.
  *   [shares] keep_bytes, bytes, resident_min and warm_bytes are pool totals,
- *      split over the sub-pools by their sizes (in granules, rounded up), so
- *      each node keeps its part resident and warm.
+ *      split over the sub-pools by their sizes (in granules, rounded up, and
+ *      no more than the pool has: SIZE_MAX is "all"), so each node keeps its
+ *      part resident and warm.
  *   [policy] A maintenance step (at most one in the pool at a time: the
  *      DP_LOCK_MAINTAIN lock, which the kernel drops at death, and the
  *      process's maint_mutex) (1) stamps the wholly free resident granules
@@ -47,7 +48,9 @@
  *      idle_release_ms ago -- checking the stamps again once it holds them
  *      -- while more than its share of warm_bytes is free and more than its
  *      shares of resident_min + warm_bytes is resident; (3) refills while
- *      less than its share of warm_bytes is free; (2) and (3) give back or
+ *      less than its share of warm_bytes is free, in whole release units
+ *      (a reserve short by a chunk in use gets one more unit, which (2)
+ *      then never gives back: less than a unit over); (2) and (3) give back or
  *      make resident at most EL_STEP_BYTES each. It says when to call again:
  *      0 when a bound left work, else when the first stamp it saw comes of
  *      age, at most a period (idle_release_ms / 4, 10 ms to 1 s).
@@ -118,7 +121,10 @@ static uint64_t el_resident(const el_sub *e) { return e->ng * GRAN - e->released
 /* [shares]: sub-pool s's part of a pool total, in bytes of whole granules. */
 static uint64_t el_share(const dsmpool *p, uint32_t s, uint64_t total) {
     uint64_t all = p->geo.data_size >> DP_RES_SHIFT, mine = p->geo.sub[s].geom.frames >> (DP_RES_SHIFT - DP_FRAME_SHIFT);
-    uint64_t tg = (total + GRAN - 1) >> DP_RES_SHIFT;
+    /* in granules, and no more than all of them: SIZE_MAX means "everything"
+     * (tg * mine < 2^50 then: both count 2 MiB granules) */
+    uint64_t tg = (total >> DP_RES_SHIFT) + ((total & (GRAN - 1)) != 0);
+    if (tg > all) tg = all;
     return all ? (tg * mine + all - 1) / all * GRAN : 0;
 }
 
@@ -398,7 +404,10 @@ int dsmpool_maintain(dsmpool *pool, unsigned *next_ms) {
         }
         warm = el_warm(&e);
         if (r == 0 && warm < warm_s && e.released) { /* (3) */
-            uint64_t need = warm_s - warm, b = need < fill_left ? need : fill_left;
+            /* in whole release units: a reserve a few KiB short (a chunk of
+             * a granule in use) is refilled by one more unit */
+            uint64_t unit = dp_res_unit(pool) * GRAN, need = (warm_s - warm + unit - 1) / unit * unit;
+            uint64_t b = need < fill_left ? need : fill_left;
             done = 0;
             r = el_run(pool, &e, EL_REFILL, now, 0, b, &done);
             fill_left -= done < fill_left ? done : fill_left;
