@@ -653,3 +653,64 @@ Test(elastic, cgroup_2g_reservation_16g_says_enomem_not_oom, .timeout = 180) {
                  "-ENOMEM, 6 served under 1 GiB); %s", st, oom);
     cr_expect(!strstr(oom, "oom_kill 1") && !strstr(oom, "oom_kill 2"), "%s", oom);
 }
+
+/* ---- dsmpool-inspect shows it ------------------------------------------------------ */
+
+/* The inspector's stdout for args, run through python when expr is given. */
+static void run_inspect(const char *args, const char *py, char *out, size_t n) {
+    const char *tool = getenv("DSMPOOL_INSPECT");
+    char cmd[1200];
+    if (py)
+        snprintf(cmd, sizeof cmd, "%s %s | python3 -c 'import json,sys; d=json.load(sys.stdin); print(%s)' 2>&1",
+                 tool, args, py);
+    else
+        snprintf(cmd, sizeof cmd, "%s %s 2>&1", tool, args);
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    size_t got = fread(out, 1, n - 1, f);
+    out[got] = 0;
+    pclose(f);
+    while (got && out[got - 1] == '\n') out[--got] = 0;
+}
+
+Test(elastic, inspect_shows_residency, .timeout = 60) {
+    if (!getenv("DSMPOOL_INSPECT")) cr_skip_test("DSMPOOL_INSPECT is not set (built without the tools)");
+    test_private_shm();
+    char nm[96], args[200], out[4096], want[400];
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = 128 * MIB;
+    cfg.backing = DSMPOOL_BACKING_POSIX;
+    cfg.name = test_name(nm, sizeof nm, "el-inspect");
+    cfg.resident_min = 8 * MIB;
+    cfg.idle_release_ms = 500;
+    cfg.warm_bytes = 4 * MIB;
+    dsmpool *p = NULL;
+    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "%s", dsmpool_last_error());
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 20 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s), 0, "%s", dsmpool_last_error());
+    dsmpool_seg_detach(s);
+    size_t rel;
+    cr_assert_eq(dsmpool_trim(p, 0, &rel), 0);
+    dsmpool_stats st = stats(p);
+    snprintf(args, sizeof args, "--json --view pool %s", nm);
+    run_inspect(args, "sorted(d[\"pool\"][\"residency\"].items())", out, sizeof out);
+    snprintf(want, sizeof want, "('elastic', True)");
+    cr_expect(strstr(out, want), "%s", out);
+    snprintf(want, sizeof want, "('released_bytes', %zu)", st.released_bytes);
+    cr_expect(strstr(out, want), "want %s in %s", want, out);
+    snprintf(want, sizeof want, "('resident_bytes', %zu)", st.resident_bytes);
+    cr_expect(strstr(out, want), "want %s in %s", want, out);
+    snprintf(want, sizeof want, "('refills_on_demand', %llu)", (unsigned long long)st.refills_on_demand);
+    cr_expect(strstr(out, want), "want %s in %s", want, out);
+    snprintf(want, sizeof want, "('releases', %llu)", (unsigned long long)st.releases);
+    cr_expect(strstr(out, want), "want %s in %s", want, out);
+    cr_expect(strstr(out, "('idle_release_ms', 500)") && strstr(out, "('warm_bytes', 4194304)"), "%s", out);
+    snprintf(args, sizeof args, "--view pool %s", nm);
+    run_inspect(args, NULL, out, sizeof out);
+    snprintf(want, sizeof want, "residency   elastic: %zu bytes resident, %zu released", st.resident_bytes,
+             st.released_bytes);
+    cr_expect(strstr(out, want), "want \"%s\" in:\n%s", want, out);
+    cr_expect(strstr(out, "releases    "), "%s", out);
+    dsmpool_destroy(p);
+}
