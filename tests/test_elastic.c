@@ -459,6 +459,9 @@ Test(elastic, maintain_releases_idle_memory_down_to_min_plus_warm, .timeout = 60
     cr_expect_geq((double)(test_now_ns() - t0) / 1e6, 100.0, "memory went before it had been idle 100 ms");
     cr_expect_gt(st.releases, 0);
     cr_expect_gt(st.maintain_steps, 0);
+    unsigned next = 0;
+    cr_assert_eq(dsmpool_maintain(p, &next), 0);
+    cr_expect_gt(next, 0, "a pool held at resident_min + warm_bytes asks to be called again at once");
     cr_log_info("maintain: resident %zu MiB after %.0f ms (idle_release_ms 100)", st.resident_bytes >> 20,
                 (double)(test_now_ns() - t0) / 1e6);
     /* memory in use is never released, and the warm reserve is refilled:

@@ -222,9 +222,14 @@ bool dp_res_stamp(dsmpool *p, uint64_t g, uint32_t now_ms) {
 /* ---- [refill on demand] ------------------------------------------------------------ */
 
 int dp_res_ensure(dsmpool *p, uint64_t off, uint64_t len) {
-    uint64_t u = dp_res_unit(p), n = p->geo.res_count;
+    uint64_t n = p->geo.res_count;
     if (!len || off < p->geo.data_off) return 0;
     uint64_t g0 = (off - p->geo.data_off) >> DP_RES_SHIFT, g1 = ((off - p->geo.data_off + len - 1) >> DP_RES_SHIFT) + 1;
+    /* the common case -- a block inside one granule of a pool in pages of
+     * 2 MiB or less, resident and not stamped -- is one load and no division */
+    if (g1 == g0 + 1 && g0 < n && p->geo.page_size <= GRAN && !dp_load_relaxed(&p->res[g0])) /* relaxed: see above */
+        return 0;
+    uint64_t u = dp_res_unit(p);
     g0 = g0 / u * u;
     g1 = (g1 + u - 1) / u * u;
     if (g1 > n) g1 = n;

@@ -52,8 +52,10 @@
  *      (a reserve short by a chunk in use gets one more unit, which (2)
  *      then never gives back: less than a unit over); (2) and (3) give back or
  *      make resident at most EL_STEP_BYTES each. It says when to call again:
- *      0 when a bound left work, else when the first stamp it saw comes of
- *      age, at most a period (idle_release_ms / 4, 10 ms to 1 s).
+ *      0 when a bound left work, else when the first stamp it saw that is
+ *      not yet of age comes of age (one of age is released now or kept by
+ *      the floor: a pool held at resident_min + warm_bytes is not polled),
+ *      at most a period (idle_release_ms / 4, 10 ms to 1 s).
  *
  * Invariant (quiet): resident + released = the data, and for each sub-pool
  *   free = warm + released (a released granule is wholly free: resident.c R1).
@@ -365,8 +367,10 @@ static uint32_t el_stamp(dsmpool *p, uint32_t now) {
             if (!dp_pool_granule_free(p, s, k) || !dp_res_stamp(p, g, now)) continue;
             st = now;
         }
-        uint32_t age = now - st, left = age >= idle ? 0 : idle - age;
-        if (left < soonest) soonest = left;
+        /* of age already: this step releases it, or the floor (resident_min
+         * + warm_bytes) keeps it -- neither is a reason to be called sooner */
+        uint32_t age = now - st;
+        if (age < idle && idle - age < soonest) soonest = idle - age;
     }
     dp_store_relaxed(&p->hdr->maint_cursor, (cur + scan) % (n ? n : 1)); /* relaxed: a hint */
     return soonest;
