@@ -168,7 +168,10 @@ int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n) {
                        (unsigned long long)bytes, strerror(-r),
                        p->geo.huge_pages ? ": no huge page of the pool's size can be had now "
                                            "(free_hugepages, nr_overcommit_hugepages)"
-                                         : "");
+                       : r == -EFAULT || r == -ENOSPC
+                           ? ": the file system holding the pool is full (a tmpfs at its size=; "
+                             "df /dev/shm), or the memory cannot be had"
+                           : "");
     }
     return 0;
 }

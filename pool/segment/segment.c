@@ -496,6 +496,9 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
     uint64_t blk, bytes;
     /* proc.c [exact blocks]: trimmed inside our bracket, and only what is
      * kept made resident */
+    /* relaxed: a counter, read to word the message below (resident.c: a
+     * free block that could not be made resident) */
+    uint64_t refill_failed = dp_load_relaxed(&pool->hdr->refill_failures);
     r = dp_pool_alloc_exact(pool, order, flags, frames, &blk);
     if (r && r != -EUCLEAN) r = dp_seg_block_short(pool, order, flags, frames, &blk); /* [short of memory] */
     if (r == 0) {
@@ -531,6 +534,12 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
         dp_fetch_add_relaxed(&pool->hdr->fallback_created, 1);
     } else {
         dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
+        if (dp_load_relaxed(&pool->hdr->refill_failures) != refill_failed) { /* relaxed: a counter */
+            char why[600]; /* the refill's own message says which limit (resident.c [room first]) */
+            snprintf(why, sizeof why, "%s", dsmpool_last_error());
+            return dp_fail(-ENOMEM, "the pool's free memory for %zu bytes could not be made resident "
+                           "(DSMPOOL_SEG_NO_FALLBACK): %s", size, why);
+        }
         return dp_fail(-ENOMEM, "the pool has no free block of %llu bytes for %zu bytes "
                        "(DSMPOOL_SEG_NO_FALLBACK)", (unsigned long long)DP_FRAME_SIZE << order, size);
     }
