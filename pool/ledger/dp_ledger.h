@@ -143,7 +143,19 @@ uint64_t dp_res_load(const struct dsmpool *pool, uint64_t g); /* the word (relax
 /* [refill on demand]: make every granule of [off, off+len) resident; the
  * caller holds part of each. 0, or -ENOMEM (the memory cannot be had: the
  * caller gives the block back) with a message. Clears idle stamps. */
-int dp_res_ensure(struct dsmpool *pool, uint64_t off, uint64_t len);
+int dp_res_ensure_slow(struct dsmpool *pool, uint64_t off, uint64_t len);
+/* The common case inline (every pool block passes here: proc.c [pool
+ * blocks]): a block inside one granule of a pool in pages of 2 MiB or less
+ * whose word is 0 (resident, not stamped) is one load and no call. relaxed:
+ * the block is held; what made its granule resident happened before the
+ * allocator's acquire CAS that handed it out (resident.c, ordering). */
+static inline int dp_res_ensure(struct dsmpool *p, uint64_t off, uint64_t len) {
+    uint64_t r = off - p->geo.data_off, g = r >> DP_RES_SHIFT;
+    if (len && off >= p->geo.data_off && ((r + len - 1) >> DP_RES_SHIFT) == g && g < p->geo.res_count &&
+        p->geo.page_size <= (1ull << DP_RES_SHIFT) && !dp_load_relaxed(&p->res[g]))
+        return 0;
+    return dp_res_ensure_slow(p, off, len);
+}
 bool dp_res_any_released(const struct dsmpool *pool, uint64_t off, uint64_t len);
 /* Populate granules [g, g+n) ([room first], strict); no mark. */
 int dp_res_populate(struct dsmpool *pool, uint64_t g, uint64_t n);

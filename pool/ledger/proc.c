@@ -510,7 +510,7 @@ static int pool_alloc_raw(dsmpool *p, unsigned order, unsigned flags, uint64_t *
 
 /* resident.c [refill on demand]: a block that cannot be made resident goes
  * back, and the caller is told -ENOMEM (the message says why). */
-static int pool_resident(dsmpool *p, uint64_t *block, uint64_t bytes) {
+static inline int pool_resident(dsmpool *p, uint64_t *block, uint64_t bytes) {
     int r = dp_res_ensure(p, DP_BLOCK_OFF(*block), bytes);
     if (r == 0) return 0;
     dp_pool_free(p, *block);
@@ -520,7 +520,8 @@ static int pool_resident(dsmpool *p, uint64_t *block, uint64_t bytes) {
 
 int dp_pool_alloc_placed(dsmpool *p, unsigned order, unsigned flags, uint64_t *block) {
     int r = pool_alloc_raw(p, order, flags, block);
-    return r ? r : pool_resident(p, block, DP_BLOCK_BYTES(*block));
+    /* a fresh block of the order: its bytes without decoding the word */
+    return r ? r : pool_resident(p, block, (uint64_t)DP_FRAME_SIZE << order);
 }
 
 int dp_pool_alloc_exact(dsmpool *p, unsigned order, unsigned flags, uint64_t keep, uint64_t *block) {

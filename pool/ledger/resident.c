@@ -224,14 +224,20 @@ bool dp_res_stamp(dsmpool *p, uint64_t g, uint32_t now_ms) {
 
 /* ---- [refill on demand] ------------------------------------------------------------ */
 
-int dp_res_ensure(dsmpool *p, uint64_t off, uint64_t len) {
+/* Has the release unit at g (aligned) any granule released? relaxed: the
+ * caller holds part of the unit; see the file comment. */
+static bool unit_released(const dsmpool *p, uint64_t g, uint64_t u, uint64_t g1) {
+    for (uint64_t k = g; k < g + u && k < g1; k++)
+        if (dp_load_relaxed(&p->res[k]) & DP_RES_RELEASED) return true;
+    return false;
+}
+
+int dp_res_ensure_slow(dsmpool *p, uint64_t off, uint64_t len) {
     uint64_t n = p->geo.res_count;
     if (!len || off < p->geo.data_off) return 0;
     uint64_t g0 = (off - p->geo.data_off) >> DP_RES_SHIFT, g1 = ((off - p->geo.data_off + len - 1) >> DP_RES_SHIFT) + 1;
-    /* the common case -- a block inside one granule of a pool in pages of
-     * 2 MiB or less, resident and not stamped -- is one load and no division */
-    if (g1 == g0 + 1 && g0 < n && p->geo.page_size <= GRAN && !dp_load_relaxed(&p->res[g0])) /* relaxed: see above */
-        return 0;
+    /* (dp_ledger.h's inline dp_res_ensure took the one-granule, resident,
+     * unstamped case: one load and no call) */
     uint64_t u = dp_res_unit(p);
     g0 = g0 / u * u;
     g1 = (g1 + u - 1) / u * u;
@@ -240,16 +246,22 @@ int dp_res_ensure(dsmpool *p, uint64_t off, uint64_t len) {
     for (uint64_t g = g0; g < g1; g++) any |= dp_load_relaxed(&p->res[g]); /* relaxed: see the file comment */
     if (!any) return 0; /* resident, not stamped: nothing to write */
     uint64_t t0 = 0, filled = 0;
+    /* whole release units, aligned ([release unit]): a unit with any
+     * granule released is populated whole -- a death inside
+     * dp_res_mark_resident's loop can leave a 1 GiB page part marked, and
+     * a run must never start inside a unit nor end in the next one */
     for (uint64_t g = g0; g < g1;) {
-        uint64_t w = dp_load_relaxed(&p->res[g]);
-        if (!(w & DP_RES_RELEASED)) {
-            /* [idle stamps]: used now; relaxed CAS: a hint (a failed one found it changed) */
-            if (w) dp_cas_relaxed(&p->res[g], &w, 0);
-            g++;
+        if (!unit_released(p, g, u, g1)) {
+            for (uint64_t k = g; k < g + u && k < g1; k++) {
+                uint64_t w = dp_load_relaxed(&p->res[k]);
+                /* [idle stamps]: used now; relaxed CAS: a hint (a failed one found it changed) */
+                if (w) dp_cas_relaxed(&p->res[k], &w, 0);
+            }
+            g += u;
             continue;
         }
-        uint64_t h = g + u; /* a run of released units */
-        while (h < g1 && (dp_load_relaxed(&p->res[h]) & DP_RES_RELEASED)) h += u;
+        uint64_t h = g + u; /* a run of units with released granules */
+        while (h < g1 && unit_released(p, h, u, g1)) h += u;
         if (h > g1) h = g1;
         if (!t0) t0 = dp_os_now_ns();
         int r = dp_res_populate(p, g, h - g);
