@@ -43,6 +43,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -324,6 +325,50 @@ Test(elastic, hugetlb_pages_go_back_to_the_pool, .timeout = 60) {
                 rel >> 20, f2);
 }
 
+/* A hugetlb pool that is not elastic has its pages reserved for its whole
+ * size: a hole punched in its file would be reserved again by the next
+ * process to map it (an attach by name), and that attach fails when the
+ * kernel's pool is short. So its trim is refused, with what to do; the same
+ * pool created elastic trims. */
+Test(elastic, trim_of_a_reserved_hugetlb_file_pool_is_refused, .timeout = 60) {
+    long nr0 = read_long(NR_HUGE);
+    if (nr0 < 0) cr_skip_test("no 2 MiB hugetlb pool on this kernel (%s is missing)", NR_HUGE);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%ld", nr0 + 40);
+    if (test_write_file(NR_HUGE, buf) != 0 || read_long(NR_HUGE) < nr0 + 40) {
+        snprintf(buf, sizeof buf, "%ld", nr0);
+        test_write_file(NR_HUGE, buf);
+        cr_skip_test("could not reserve 40 huge pages of 2 MiB (not root, or memory too fragmented)");
+    }
+    int r[2] = {-1, -1}, tr[2] = {1, 1};
+    char msg[2][256] = {"", ""};
+    size_t rel[2] = {0, 0};
+    for (int el = 0; el < 2; el++) {
+        dsmpool_config cfg;
+        dsmpool_config_init(&cfg);
+        cfg.size = 32 * MIB;
+        cfg.backing = DSMPOOL_BACKING_MEMFD;
+        cfg.huge_pages = DSMPOOL_HUGE_ON;
+        if (el) cfg.resident_min = 8 * MIB;
+        dsmpool *p = NULL;
+        if ((r[el] = dsmpool_create(&cfg, &p)) != 0) {
+            snprintf(msg[el], sizeof msg[el], "%s", dsmpool_last_error());
+            continue;
+        }
+        tr[el] = dsmpool_trim(p, 0, &rel[el]);
+        snprintf(msg[el], sizeof msg[el], "%s", dsmpool_last_error());
+        dsmpool_destroy(p);
+    }
+    snprintf(buf, sizeof buf, "%ld", nr0);
+    test_write_file(NR_HUGE, buf);
+    cr_assert_eq(r[0], 0, "create: %s", msg[0]);
+    cr_assert_eq(r[1], 0, "create elastic: %s", msg[1]);
+    cr_expect_eq(tr[0], -EOPNOTSUPP, "trim of a reserved hugetlb MEMFD pool: %d (%s)", tr[0], msg[0]);
+    cr_expect_eq(rel[0], 0u);
+    cr_expect(strstr(msg[0], "elastic") != NULL, "the message says what to do: %s", msg[0]);
+    cr_expect_eq(tr[1], 0, "trim of the elastic one: %s", msg[1]);
+}
+
 /* ---- kills at each step ------------------------------------------------------ */
 
 static const char *inj_point;
@@ -437,6 +482,28 @@ static bool maintain_until(dsmpool *p, double secs, bool (*done)(const dsmpool_s
 static bool resident_is(const dsmpool_stats *st, const void *arg) { return st->resident_bytes == *(const size_t *)arg; }
 static bool warm_at_least(const dsmpool_stats *st, const void *arg) {
     return st->warm_free_bytes >= *(const size_t *)arg;
+}
+
+/* [idle stamps] forced: a step looks at a free granule, an allocation takes
+ * it (its one load finds no stamp yet), and the step stamps it. The next
+ * step must take that stamp away while the granule is held, or the memory
+ * goes the moment it is freed, however briefly it was idle. The race is
+ * forced by stamping a held granule as the step would have. */
+Test(elastic, a_stamp_on_a_granule_in_use_goes_at_the_next_step, .timeout = 60) {
+    dsmpool *p = mkelastic(64 * MIB, 8 * MIB, 1000, 0);
+    uint64_t blk;
+    cr_assert_eq(dp_pool_alloc(p, 9, &blk), 0, "%s", dsmpool_last_error()); /* 2 MiB: one granule */
+    uint64_t g = (DP_BLOCK_OFF(blk) - p->geo.data_off) >> DP_RES_SHIFT;
+    cr_assert(dp_res_stamp(p, g, 1), "the held granule's word was %#llx", (unsigned long long)dp_res_load(p, g));
+    unsigned next;
+    cr_assert_eq(dsmpool_maintain(p, &next), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(dp_res_load(p, g), 0, "a granule in use keeps a stamp of %u ms after the epoch",
+                 DP_RES_STAMP(dp_res_load(p, g)));
+    cr_expect_eq(dp_pool_free(p, blk), 0);
+    cr_assert_eq(dsmpool_maintain(p, &next), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(dp_res_load(p, g) & DP_RES_RELEASED, 0, "freed just now, and released by the same step");
+    test_check_ok(p);
+    dsmpool_destroy(p);
 }
 
 Test(elastic, maintain_releases_idle_memory_down_to_min_plus_warm, .timeout = 60) {

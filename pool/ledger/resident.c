@@ -44,8 +44,12 @@
  *      finds wholly free with the time ("idle since", dp_res_stamp); the
  *      allocation that takes any of it clears the stamp ([refill on
  *      demand] reads the word anyway, and writes only a stamped or released
- *      one). So a stamp that is still there once a trimmer holds the whole
- *      granule says it has been free and unused since then.
+ *      one). An allocation that takes some of it between the step's look
+ *      and its stamp finds no stamp and leaves it, so each step looks again
+ *      and takes a stamp off a granule that is not wholly free
+ *      (elastic.c el_stamp). So a stamp that is still there once a trimmer
+ *      holds the whole granule says it has been free and unused since then,
+ *      but for a use that began and ended between two steps.
  *
  * Invariant (quiet: no bracket open)
  *   R1  every granule holding an allocated frame is resident (checked by

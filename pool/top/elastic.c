@@ -315,6 +315,14 @@ static int el_enter(dsmpool *pool) {
 int dsmpool_trim(dsmpool *pool, size_t keep_bytes, size_t *released) {
     if (released) *released = 0;
     int r = el_enter(pool);
+    /* A hugetlb pool that is not elastic was mapped with its pages reserved:
+     * a hole punched in its file is reserved again by the next process that
+     * maps it (an attach by name), which then fails when the kernel's pool
+     * is short. A forked child inherits the mapping, so ANON is safe. */
+    if (r == 0 && pool->geo.huge_pages && !pool->geo.elastic && pool->geo.backing != DSMPOOL_BACKING_ANON)
+        r = dp_fail(-EOPNOTSUPP, "this pool has hugetlb pages reserved for its whole size (not elastic): "
+                    "memory given back would be reserved again by the next process to attach; create it "
+                    "elastic (resident_min, idle_release_ms or warm_bytes) to trim it");
     uint64_t total = 0;
     for (uint32_t s = 0; r == 0 && s < pool->nsub; s++) {
         el_sub e;
@@ -366,6 +374,16 @@ static uint32_t el_stamp(dsmpool *p, uint32_t now) {
         if (!st) {
             if (!dp_pool_granule_free(p, s, k) || !dp_res_stamp(p, g, now)) continue;
             st = now;
+            w = DP_RES_WORD(0, now); /* what dp_res_stamp wrote */
+        }
+        /* [idle stamps]: an allocation that took some of it between the
+         * look and the stamp read the word before the stamp was there (its
+         * one load in dp_res_ensure) and left it; so every step looks again,
+         * and a stamp on a granule that is not wholly free now goes. What is
+         * left is a granule taken and given back between two steps. */
+        if (!dp_pool_granule_free(p, s, k)) {
+            dp_cas_relaxed(&p->res[g], &w, 0); /* relaxed CAS: a hint, as the stamp */
+            continue;
         }
         /* of age already: this step releases it, or the floor (resident_min
          * + warm_bytes) keeps it -- neither is a reason to be called sooner */
