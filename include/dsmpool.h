@@ -62,7 +62,8 @@
  *     -EOPNOTSUPP an elastic pool, dsmpool_trim(), dsmpool_prefault_free() or
  *               dsmpool_maintain() on a kernel without MADV_POPULATE_WRITE
  *               (before Linux 5.14): released memory could not be made
- *               resident again without risking a SIGBUS
+ *               resident again without risking a SIGBUS; dsmpool_trim() of a
+ *               hugetlb pool that is not elastic (its pages reserved)
  *     -EUCLEAN  the pool's structures are damaged: from dsmpool_check() (the
  *               message says what and where), or from a call that met the
  *               damage; nothing outside the region is ever touched
@@ -756,13 +757,19 @@ DSMPOOL_EXPORT long dsmpool_seg_pages_per_node(const dsmpool_seg *seg, size_t *c
  * prefers resident memory where it chooses among free 2 MiB and 32 MiB
  * blocks; the 32 KiB chunk path never looks at residency.
  *
- * Released memory reads as zeroes when it is handed out again. Huge pages
+ * Do not rely on the contents of memory handed out, released or not: as
+ * with any allocator, a block may hold what its last user left (a release
+ * that failed, or a trimmer that died before giving the pages back, leaves
+ * them). Huge pages
  * given back go to the kernel's hugetlb pool: to the system as well only as
  * surplus pages (vm.nr_overcommit_hugepages, nr_hugepages below what is in
  * use); persistent ones (vm.nr_hugepages) stay reserved for hugetlb users
  * (dsmpool_stats.huge_release_to_system and dsmpool-inspect say which).
  *
- * All three calls work on every pool, elastic or not, and are safe while
+ * All three calls work on every pool, elastic or not (but dsmpool_trim() of
+ * a hugetlb pool created not elastic, other than ANON, is -EOPNOTSUPP: its
+ * pages are reserved for its whole size, and a process attaching later would
+ * reserve what was given back again), and are safe while
  * other processes allocate, free and die: a block is released only while the
  * trimmer holds it in the allocator (nobody else can hold it or be handed
  * it), and no allocation waits for a trim. They return 0 or -errno
