@@ -59,6 +59,11 @@
  *               itself)
  *     -ENAMETOOLONG creating a POSIX pool: its file's path (the hugetlbfs
  *               mount and the name) would be longer than the library keeps
+ *     -EOPNOTSUPP an elastic pool, dsmpool_trim(), dsmpool_prefault_free() or
+ *               dsmpool_maintain() on a kernel without MADV_POPULATE_WRITE
+ *               (before Linux 5.14): released memory could not be made
+ *               resident again without risking a SIGBUS; dsmpool_trim() of a
+ *               hugetlb pool that is not elastic (its pages reserved)
  *     -EUCLEAN  the pool's structures are damaged: from dsmpool_check() (the
  *               message says what and where), or from a call that met the
  *               damage; nothing outside the region is ever touched
@@ -216,6 +221,16 @@ typedef struct dsmpool_config {
                                 (every process died, or its creator died half-way) is
                                 removed and created afresh; a pool with a live process
                                 is never replaced (-EEXIST) */
+    /* The elastic pool ("Residency" below). Any of these set, or a size beyond
+     * the machine's memory, makes size a reservation: address space and tables,
+     * which may exceed the memory or the cgroup's limit; only the tables and
+     * resident_min are reserved, prefaulted and charged at creation. */
+    size_t resident_min;     /* bytes kept resident: prefaulted at creation, never released
+                                by dsmpool_maintain() (dsmpool_trim() may go below it) */
+    unsigned idle_release_ms; /* dsmpool_maintain() gives back memory free and unused this
+                                long; 0 (the default): never */
+    size_t warm_bytes;       /* free resident bytes dsmpool_maintain() keeps ready (it
+                                makes released memory resident ahead of need to keep them) */
 } dsmpool_config;
 
 /* ---- the pool ---------------------------------------------------------- */
@@ -672,6 +687,32 @@ typedef struct dsmpool_stats {
                                   spans and blocks): what the pool could not serve */
     size_t fallback_bytes_peak; /* their high-water mark since the pool was created (as seen
                                   by the processes that made them) */
+    /* Residency (below). Bytes are of the data, counted by 2 MiB granule from the
+     * residency table: exact when the pool is quiet. */
+    bool elastic;              /* created elastic (reserved, not all resident) */
+    size_t resident_bytes;     /* data granules resident */
+    size_t released_bytes;     /* data granules given back to the system (all free) */
+    size_t warm_free_bytes;    /* free bytes in resident granules: what allocation finds
+                                  without a refill */
+    size_t resident_min;       /* the pool's settings, as created */
+    size_t warm_bytes;
+    unsigned idle_release_ms;
+    uint64_t releases;         /* blocks given back (dsmpool_trim, dsmpool_maintain) */
+    uint64_t released_total;   /* their bytes, since the pool was created */
+    uint64_t release_ns;       /* time spent giving them back */
+    uint64_t refills_ahead;    /* blocks made resident ahead of need (dsmpool_prefault_free,
+                                  dsmpool_maintain's warm reserve) */
+    uint64_t refilled_ahead;   /* their bytes */
+    uint64_t refill_ahead_ns;  /* the time */
+    uint64_t refills_on_demand; /* allocations that had to make their block resident first */
+    uint64_t refilled_on_demand; /* their bytes */
+    uint64_t refill_on_demand_ns; /* the time, paid by those allocations */
+    uint64_t refill_failures;  /* refills that could not get the memory (-ENOMEM) */
+    uint64_t maintain_steps;   /* dsmpool_maintain steps run */
+    bool huge_release_to_system; /* hugetlb pool: released pages go back to the system now (the
+                                  kernel's pool has surplus pages: nr_overcommit_hugepages);
+                                  false: only to the kernel's hugetlb pool (persistent pages,
+                                  free_hugepages), where other hugetlb users can take them */
 } dsmpool_stats;
 
 /* Spilling made visible: fn(arg, bytes) is called each time this process
@@ -697,6 +738,72 @@ DSMPOOL_EXPORT long dsmpool_pages_per_node(const void *addr, size_t len, size_t 
                                            unsigned ncounts);
 DSMPOOL_EXPORT long dsmpool_seg_pages_per_node(const dsmpool_seg *seg, size_t *counts,
                                                unsigned ncounts);
+
+/* ---- residency: the elastic pool --------------------------------------- */
+
+/*
+ * A pool's data is resident or given back to the system 2 MiB at a time (a
+ * granule; the huge page with 1 GiB pages). A pool created elastic (see
+ * dsmpool_config: resident_min, idle_release_ms, warm_bytes, or a size
+ * beyond memory) starts with only resident_min resident; the rest is a
+ * reservation, charged to nothing until it is used. Memory is handed out
+ * resident, always: a block in a released granule is made resident before
+ * its allocation returns (MADV_POPULATE_WRITE: a system call and page faults
+ * on that allocation, counted in the stats as a refill on demand), and when
+ * the memory cannot be had -- the memory cgroup's limit (held against its
+ * room before populating: a populate beyond it would wake the OOM killer),
+ * no huge page left, a full tmpfs -- the allocation fails with -ENOMEM (or
+ * takes the OS fallback), never a SIGBUS or the OOM killer later. Allocation
+ * prefers resident memory where it chooses among free 2 MiB and 32 MiB
+ * blocks; the 32 KiB chunk path never looks at residency.
+ *
+ * Do not rely on the contents of memory handed out, released or not: as
+ * with any allocator, a block may hold what its last user left (a release
+ * that failed, or a trimmer that died before giving the pages back, leaves
+ * them). Huge pages
+ * given back go to the kernel's hugetlb pool: to the system as well only as
+ * surplus pages (vm.nr_overcommit_hugepages, nr_hugepages below what is in
+ * use); persistent ones (vm.nr_hugepages) stay reserved for hugetlb users
+ * (dsmpool_stats.huge_release_to_system and dsmpool-inspect say which).
+ *
+ * All three calls work on every pool, elastic or not (but dsmpool_trim() of
+ * a hugetlb pool created not elastic, other than ANON, is -EOPNOTSUPP: its
+ * pages are reserved for its whole size, and a process attaching later would
+ * reserve what was given back again), and are safe while
+ * other processes allocate, free and die: a block is released only while the
+ * trimmer holds it in the allocator (nobody else can hold it or be handed
+ * it), and no allocation waits for a trim. They return 0 or -errno
+ * (-EOPNOTSUPP: no MADV_POPULATE_WRITE in this kernel, so nothing released
+ * could be made resident again safely).
+ */
+
+/* Give free memory beyond keep_bytes of free resident memory back to the
+ * system, largest free blocks first (up to 32 MiB at a time), each sub-pool
+ * keeping its share of keep_bytes (by its size). *released (may be NULL):
+ * the bytes given back. Only wholly free granules go; partly used ones stay. */
+DSMPOOL_EXPORT int dsmpool_trim(dsmpool *pool, size_t keep_bytes, size_t *released);
+/* Make up to bytes of released free memory resident again, each sub-pool its
+ * share, on its node (its memory policy). *prefaulted (may be NULL): the
+ * bytes made resident. -ENOMEM when the memory cannot be had (what was done
+ * before is kept and counted). */
+DSMPOOL_EXPORT int dsmpool_prefault_free(dsmpool *pool, size_t bytes, size_t *prefaulted);
+/* One bounded step of the elastic pool's policy: stamp what it finds free,
+ * release what has been free and unused for idle_release_ms while more
+ * than resident_min + warm_bytes is resident and more than warm_bytes is
+ * free (at most 256 MiB a step), and make released memory resident again
+ * while less than warm_bytes is free (at most 256 MiB a step). *next_ms (may
+ * be NULL): when to call again (0: at once, work is left). A pool without a
+ * policy (not elastic, or neither idle_release_ms nor warm_bytes) does
+ * nothing and says 1000. One step runs at a time in a pool: a call while
+ * another process's runs returns 0 at once. The embedder chooses who calls
+ * it (a background worker; or the helper thread below). */
+DSMPOOL_EXPORT int dsmpool_maintain(dsmpool *pool, unsigned *next_ms);
+/* A helper thread in this process that calls dsmpool_maintain() when it says,
+ * at least every max_period_ms (0: 1000). Never started unless asked;
+ * -EALREADY if this process runs one for the pool. dsmpool_detach() stops it;
+ * a fork()ed child does not inherit it. */
+DSMPOOL_EXPORT int dsmpool_maintainer_start(dsmpool *pool, unsigned max_period_ms);
+DSMPOOL_EXPORT int dsmpool_maintainer_stop(dsmpool *pool);
 
 /* ---- errors ------------------------------------------------------------ */
 

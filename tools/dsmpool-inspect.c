@@ -171,6 +171,28 @@ static void show_pool(out *o, dp_insp *in) {
         j_u(o, "cache_trims", st.cache_trims);
         j_b(o, "sweep_due", st.sweep_due);
         j_close(o, '}');
+        j_open(o, "residency", '{');
+        j_b(o, "elastic", st.elastic);
+        j_u(o, "resident_bytes", st.resident_bytes);
+        j_u(o, "released_bytes", st.released_bytes);
+        j_u(o, "warm_free_bytes", st.warm_free_bytes);
+        j_u(o, "resident_min", st.resident_min);
+        j_u(o, "warm_bytes", st.warm_bytes);
+        j_u(o, "idle_release_ms", st.idle_release_ms);
+        j_u(o, "releases", st.releases);
+        j_u(o, "released_total", st.released_total);
+        j_u(o, "release_ns", st.release_ns);
+        j_u(o, "refills_ahead", st.refills_ahead);
+        j_u(o, "refilled_ahead", st.refilled_ahead);
+        j_u(o, "refill_ahead_ns", st.refill_ahead_ns);
+        j_u(o, "refills_on_demand", st.refills_on_demand);
+        j_u(o, "refilled_on_demand", st.refilled_on_demand);
+        j_u(o, "refill_on_demand_ns", st.refill_on_demand_ns);
+        j_u(o, "refill_failures", st.refill_failures);
+        j_u(o, "maintain_steps", st.maintain_steps);
+        if (h->huge_pages)
+            j_s(o, "huge_released_to", st.huge_release_to_system ? "system" : "hugetlb_pool");
+        j_close(o, '}');
         j_close(o, '}');
         return;
     }
@@ -191,6 +213,23 @@ static void show_pool(out *o, dp_insp *in) {
            (unsigned long long)st.lost_chunks_reclaimed);
     printf("pressure    %llu times the pool ran short and asked caches to give back\n",
            (unsigned long long)st.cache_trims);
+    printf("residency   %s: %zu bytes resident, %zu released, %zu free and resident (warm)",
+           st.elastic ? "elastic" : "fixed", st.resident_bytes, st.released_bytes, st.warm_free_bytes);
+    if (st.elastic)
+        printf("; resident_min %zu, warm_bytes %zu, idle_release_ms %u", st.resident_min, st.warm_bytes,
+               st.idle_release_ms);
+    printf("\n");
+    printf("releases    %llu (%llu bytes, %.3f ms); refills ahead %llu (%llu bytes, %.3f ms), on demand %llu "
+           "(%llu bytes, %.3f ms), %llu failed; %llu maintenance steps\n",
+           (unsigned long long)st.releases, (unsigned long long)st.released_total, st.release_ns / 1e6,
+           (unsigned long long)st.refills_ahead, (unsigned long long)st.refilled_ahead, st.refill_ahead_ns / 1e6,
+           (unsigned long long)st.refills_on_demand, (unsigned long long)st.refilled_on_demand,
+           st.refill_on_demand_ns / 1e6, (unsigned long long)st.refill_failures,
+           (unsigned long long)st.maintain_steps);
+    if (h->huge_pages)
+        printf("huge pages  released ones go back %s\n",
+               st.huge_release_to_system ? "to the system (the kernel's pool has surplus pages)"
+                                         : "to the kernel's hugetlb pool only (persistent pages: nr_hugepages)");
 }
 
 static void show_subpools(out *o, dp_insp *in) {

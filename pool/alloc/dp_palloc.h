@@ -47,7 +47,22 @@ typedef struct dp_pa {
     dp_a64 *level[DP_PA_MAX_LEVELS];
     uint64_t count[DP_PA_MAX_LEVELS];
     struct dp_pa_hint *hints;
+    const dp_a64 *cold;  /* per 2 MiB node (level 1), a word whose DP_PA_COLD bit says "cold":
+                            palloc.c [resident first]; NULL: no hint */
+    dp_a64 *ncold;       /* how many are cold (a hint: 0 turns the preference off) */
 } dp_pa;
+
+/* The cold bit of a 2 MiB node's hint word (palloc.c [resident first]): its
+ * memory is not resident, and an allocation that takes it pays for making
+ * it so. Set and cleared by the owner of the words (the ledger's residency
+ * table), never by the allocator, which only reads them. */
+#define DP_PA_COLD 1ull
+/* Give a view its cold hints: words[i] for the i-th 2 MiB node of the
+ * sub-pool, and the count of cold ones. Process-local; no frame changes. */
+static inline void dp_pa_set_cold(dp_pa *pa, const dp_a64 *words, dp_a64 *count) {
+    pa->cold = words;
+    pa->ncold = count;
+}
 
 /* A word's RESV bit (palloc.c [reservation]: some CPU's current node; advisory). */
 #define DP_PA_RESV (1ull << 54)
@@ -122,6 +137,19 @@ int dp_pa_free_run(dp_pa *pa, uint64_t frame, unsigned order, uint64_t n);
  * are all free (the pieces are claimed one by one; on failure the ones
  * taken go back). 0, or -ENOMEM when some of them are held. */
 int dp_pa_grow(dp_pa *pa, uint64_t frame, unsigned order, uint64_t from, uint64_t to, uint32_t owner);
+/* Give back frames [from, to) that a dp_pa_grow of [from, to) took. */
+void dp_pa_ungrow(dp_pa *pa, uint64_t frame, unsigned order, uint64_t from, uint64_t to);
+
+/* Take exactly the aligned block of 2^order frames at frame if all of it is
+ * free (one CAS in its node, or the opens on the way down: palloc.c
+ * [claim]); it is then held as if dp_pa_alloc had returned it (dp_pa_free
+ * frees it). 0, -ENOMEM (some of it is held, or a node on the way is in
+ * another owner's step), -EINVAL (not an aligned block of this sub-pool). */
+int dp_pa_claim(dp_pa *pa, uint64_t frame, unsigned order, uint32_t owner);
+
+/* Is the 2 MiB node g (frames g*512 ..) wholly free now? A hint for whom to
+ * claim (palloc.c [claim]): exact only when nothing runs; the claim decides. */
+bool dp_pa_granule_free(dp_pa *pa, uint64_t g);
 
 /* Finish the multi-step operations of owners that is_dead() says are dead.
  * is_dead must answer true only for an owner that cannot come back and whose

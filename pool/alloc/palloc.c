@@ -72,6 +72,26 @@
  *      reservation. Only in the reservation's node, and only for a CPU that
  *      has a reservation of the order: a thread that moved to another CPU
  *      does not follow its old CPU's leaves into that CPU's node.
+ *   [resident first] A sub-pool's view may carry a hint word per 2 MiB node
+ *      (dp_pa_set_cold: the ledger's residency table) whose DP_PA_COLD bit
+ *      says the node's memory was given back to the system. While the
+ *      sub-pool has any cold node (one relaxed load of its count), the
+ *      search prefers warm ones where it picks among free children: a
+ *      2 MiB block (a run of FREE children of a 32 MiB node) is taken among
+ *      warm children first, a fresh 2 MiB node is opened warm first, and a
+ *      fresh 32 MiB node with a warm 2 MiB node in it before one without.
+ *      Larger blocks, and nodes chosen higher up, take no notice (partly
+ *      used nodes come first there anyway, and they are resident). A hint
+ *      only: a cold block is still a correct block (its holder makes it
+ *      resident); the reservation's first CAS does not look at it for
+ *      orders below 9, and with no cold node nothing is read at all.
+ *   [claim] Any aligned free block can be taken by its address
+ *      (dp_pa_claim: a grow's piece, [exact blocks]): one CAS on its bits
+ *      or FULL children when its node is open, after closing the empty
+ *      children left open by [alloc and free]'s lazy coalescing; else the
+ *      FREE children on the way down are opened first ([open]). Every CAS
+ *      validates that the run is free, so a claim racing an allocation of
+ *      any of it fails (-ENOMEM) and takes nothing.
  *   (docs/design.md, "Page allocator", gives the measurements behind each of
  *   these choices.)
  *   [recovery] a word in OPENING/CLOSING whose owner is dead: if P's state
@@ -363,6 +383,33 @@ static inline uint32_t present_mask(const dp_pa *pa, unsigned L, uint64_t idx) {
     return first >= n ? 0u : LO2 & ((1u << (2 * (unsigned)(n - first))) - 1u);
 }
 
+/* [resident first]: is the preference on (the sub-pool has cold 2 MiB
+ * nodes)? relaxed: a hint; a stale answer only changes where a search
+ * looks first. */
+static inline bool pa_cold_on(const dp_pa *pa) {
+    return pa->cold && pa->nlevels > 2 && dp_load_relaxed(pa->ncold) != 0;
+}
+
+/* [resident first]: bit 2i for each child i of the level-2 node idx (a
+ * 2 MiB node) whose hint word says cold. relaxed: hints. */
+static uint32_t pa_cold_kids(const dp_pa *pa, uint64_t idx) {
+    uint32_t m = 0;
+    uint64_t g0 = idx * 16, n = pa->count[1];
+    for (unsigned i = 0; i < 16 && g0 + i < n; i++)
+        if (dp_load_relaxed(&pa->cold[g0 + i]) & DP_PA_COLD) m |= 1u << (2 * i);
+    return m;
+}
+
+/* [resident first]: bit 2i for each child i of the level-3 node idx (a
+ * 32 MiB node) with no warm 2 MiB node in it. */
+static uint32_t pa_cold_kids3(const dp_pa *pa, uint64_t idx) {
+    uint32_t m = 0;
+    for (unsigned i = 0; i < 16 && idx * 16 + i < pa->count[2]; i++)
+        if ((pa_cold_kids(pa, idx * 16 + i) | ~present_mask(pa, 2, idx * 16 + i)) == 0xffffffffu)
+            m |= 1u << (2 * i);
+    return m;
+}
+
 /* [alloc and free]: one CAS in one node. Returns true with *frame set; false when the
  * node is not open or has fewer than need runs (1 or 2; phase
  * OPENING/CLOSING sets *stuck). resv (0 or W_RESV) is set by the same CAS:
@@ -374,6 +421,8 @@ static bool pa_try_node(dp_pa *pa, unsigned L, uint64_t idx, unsigned rs, uint64
     dp_a64 *p = pa_node(pa, L, idx);
     uint64_t w = dp_load_relaxed(p); /* relaxed: the CAS below validates it */
     uint32_t valid = L == 0 ? 0xffffffffu : present_mask(pa, L, idx);
+    /* [resident first]: 2 MiB blocks among warm children first */
+    uint32_t warm = L == 2 && pa_cold_on(pa) ? ~pa_cold_kids(pa, idx) : ~0u;
     for (;;) {
         if (w_phase(w) != PH_OPEN) {
             if (w_phase(w) != PH_IDLE && stuck) *stuck = true;
@@ -381,6 +430,10 @@ static bool pa_try_node(dp_pa *pa, unsigned L, uint64_t idx, unsigned rs, uint64
         }
         uint32_t c = (uint32_t)w;
         uint32_t m = L == 0 ? leaf_runs(c, rs) : child_runs(ch_free(c) & valid, rs);
+        if (warm != ~0u && m) {
+            uint32_t mw = child_runs(ch_free(c) & valid & warm, rs);
+            if (mw) m = mw;
+        }
         if (!m || (need > 1 && !(m & (m - 1)))) return false;
         unsigned pos = L == 0 ? (unsigned)__builtin_ctz(m) : (unsigned)__builtin_ctz(m) / 2;
         uint64_t nw = w | run_used(L, run_mask(L, pos, rs)) | resv;
@@ -503,21 +556,27 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
         if (w_phase(w) != PH_IDLE) rq->stuck = true;
         return false;
     }
+    /* [resident first]: fresh 2 MiB and 32 MiB nodes warm first */
+    uint32_t fm = ch_free((uint32_t)w), cold = 0;
+    if ((A == 2 || A == 3) && fm && pa_cold_on(pa))
+        cold = fm & (A == 2 ? pa_cold_kids(pa, idx) : pa_cold_kids3(pa, idx));
     unsigned pref = 16;
     if ((rq->near >> (4 * (A - rq->t))) == idx) {
         pref = (unsigned)(rq->near >> (4 * (A - 1 - rq->t))) & 15;
         unsigned st = ch_state(w, pref);
-        if ((st == CH_PART || st == CH_FREE) && pa_dfs_child(pa, A, idx, pref, st, rq, node, frame))
+        if (st == CH_FREE && (cold >> (2 * pref) & 1)) pref = 16; /* cold: its turn comes last */
+        else if ((st == CH_PART || st == CH_FREE) && pa_dfs_child(pa, A, idx, pref, st, rq, node, frame))
             return true;
     }
     for (uint32_t m = ch_part((uint32_t)w); m; m &= m - 1) {
         unsigned i = (unsigned)__builtin_ctz(m) / 2;
         if (i != pref && pa_dfs_child(pa, A, idx, i, CH_PART, rq, node, frame)) return true;
     }
-    for (uint32_t m = ch_free((uint32_t)w); m; m &= m - 1) {
-        unsigned i = (unsigned)__builtin_ctz(m) / 2;
-        if (i != pref && pa_dfs_child(pa, A, idx, i, CH_FREE, rq, node, frame)) return true;
-    }
+    for (int round = 0; round < 2; round++)
+        for (uint32_t m = round ? cold : fm & ~cold; m; m &= m - 1) {
+            unsigned i = (unsigned)__builtin_ctz(m) / 2;
+            if (i != pref && pa_dfs_child(pa, A, idx, i, CH_FREE, rq, node, frame)) return true;
+        }
     return false;
 }
 
@@ -921,12 +980,55 @@ int dp_pa_grow(dp_pa *pa, uint64_t frame, unsigned order, uint64_t from, uint64_
         pos += s;
     }
     if (pos == to) return 0;
-    /* give back what was taken, as the same pieces of [from, pos) */
-    for (uint64_t q = from, s; q < pos; q += s) {
-        s = piece_up(q, pos);
+    dp_pa_ungrow(pa, frame, order, from, pos); /* what was taken goes back */
+    return r;
+}
+
+void dp_pa_ungrow(dp_pa *pa, uint64_t frame, unsigned order, uint64_t from, uint64_t to) {
+    (void)order;
+    /* the same pieces of [from, to) that dp_pa_grow took */
+    for (uint64_t q = from, s; q < to; q += s) {
+        s = piece_up(q, to);
         pa_free(pa, frame + q, (unsigned)__builtin_ctzll(s), false);
     }
-    return r;
+}
+
+int dp_pa_claim(dp_pa *pa, uint64_t frame, unsigned order, uint32_t owner) {
+    uint64_t n = 1ull << order;
+    if (order > DP_PA_MAX_ORDER || (frame & (n - 1)) || frame >= pa->frames || n > pa->frames - frame)
+        return -EINVAL;
+    return pa_take_piece(pa, frame, order, owner); /* [claim] */
+}
+
+/* Is everything under the OPEN node (L, idx), L >= 1, free? Children FREE,
+ * or PART with an empty open node below (lazy coalescing). */
+static bool pa_open_node_free(dp_pa *pa, unsigned L, uint64_t idx, uint64_t w) {
+    uint32_t c = (uint32_t)w, valid = present_mask(pa, L, idx);
+    if ((ch_free(c) & valid) == valid) return true;
+    if (c & HI2 & (valid << 1)) return false; /* a FULL child */
+    for (uint32_t m = ch_part(c) & valid; m; m &= m - 1) {
+        uint64_t ci = idx * 16 + (unsigned)__builtin_ctz(m) / 2;
+        uint64_t cw = dp_load_relaxed(pa_node(pa, L - 1, ci)); /* relaxed: a hint */
+        if (w_phase(cw) != PH_OPEN) return false;
+        if (L - 1 == 0 ? (uint32_t)cw != 0 : !pa_open_node_free(pa, L - 1, ci, cw)) return false;
+    }
+    return true;
+}
+
+bool dp_pa_granule_free(dp_pa *pa, uint64_t g) {
+    if (pa->nlevels < 2 || g >= pa->count[1]) return false;
+    /* relaxed loads throughout: a hint, dp_pa_claim validates by CAS */
+    uint64_t w = dp_load_relaxed(pa_node(pa, 1, g));
+    if (w_phase(w) == PH_OPEN) return pa_open_node_free(pa, 1, g, w);
+    if (w_phase(w) != PH_IDLE) return false; /* in an owner's step */
+    /* IDLE: what the lowest open node above says of the subtree holding it */
+    for (unsigned A = 2; A < pa->nlevels; A++) {
+        uint64_t pw = dp_load_relaxed(pa_node(pa, A, g >> (4 * (A - 1))));
+        unsigned st = ch_state(pw, (unsigned)(g >> (4 * (A - 2))) & 15);
+        if (w_phase(pw) == PH_OPEN) return st == CH_FREE;
+        if (w_phase(pw) != PH_IDLE) return false;
+    }
+    return false;
 }
 
 unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), void *arg) {

@@ -26,8 +26,9 @@
  *      it kept.
  *   [exact blocks] Exact spans (area.c [exact spans]) and large
  *      blocks (area_large.c [large blocks]) take their power of two and give
- *      the pages past what they keep back at once (dp_pool_trim: proc.c
- *      rule 9, palloc.c rule 7); an OS segment is made that size. The
+ *      the pages past what they keep back at once (dp_pool_alloc_exact:
+ *      proc.c [exact blocks], which makes only what is kept resident); an
+ *      OS segment is made that size. The
  *      entry's record of the frames is written before the block word
  *      (area_registry.c [exact records]).
  *   [shortage] When the pool cannot serve, this thread's caches give back
@@ -164,7 +165,10 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
         dp_store_release(&sp->info, cls == AR_LARGE_CLS ? AR_INFO_LARGE(asked) : cls);
     }
     uint64_t blk = 0;
-    r = dp_pool_alloc_placed(p, order, place, &blk); /* spans: the thread's own node first */
+    /* spans: the thread's own node first; an exact block is trimmed at once
+     * and only what it keeps is made resident (proc.c [exact blocks]) */
+    uint64_t exact = keep && !AR_TEST_UNTRIMMED ? keep : 0;
+    r = exact ? dp_pool_alloc_exact(p, order, place, exact, &blk) : dp_pool_alloc_placed(p, order, place, &blk);
     if (r && mid) { /* no trim request and no OS segment for a mid-size block: its class serves */
         dp_ar_entry_abandon(p, ctl, a->aid, (uint64_t)e, sp, mine);
         return -ENOMEM;
@@ -176,12 +180,11 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
             dp_ar_keep_release(a);
             dp_ar_trim_thread(p);
         }
-        r = dp_seg_block_short(p, order, place, &blk);
+        r = dp_seg_block_short(p, order, place, exact, &blk);
     }
     if (r == 0) {
-        if (keep) /* [exact blocks]: exact blocks and spans */
-            blk = AR_TEST_UNTRIMMED ? dp_block_mk_trimmed(DP_BLOCK_OFF(blk), order, 0)
-                                    : dp_pool_trim(p, blk, keep);
+        if (keep && !exact) /* [exact blocks]: a test's untrimmed exact word */
+            blk = dp_block_mk_trimmed(DP_BLOCK_OFF(blk), order, 0);
         /* the entry's record first: a death before the block word leaves a
          * block owned by nothing (the sweep's), never a word it disagrees with */
         if (blk & DP_BLOCK_EXACT) dp_store_relaxed(&sp->seg, dp_block_frames(blk));

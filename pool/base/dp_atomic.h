@@ -49,6 +49,11 @@ typedef _Atomic uint32_t dp_a32;
                                                        memory_order_release,                 \
                                                        memory_order_relaxed);                \
     }                                                                                        \
+    static inline bool dp_cas_relaxed_##T(A *p, T *expected, T desired) {                    \
+        return atomic_compare_exchange_strong_explicit(p, expected, desired,                 \
+                                                       memory_order_relaxed,                 \
+                                                       memory_order_relaxed);                \
+    }                                                                                        \
     static inline T dp_fetch_add_relaxed_##T(A *p, T v) {                                    \
         return atomic_fetch_add_explicit(p, v, memory_order_relaxed);                        \
     }                                                                                        \
@@ -67,6 +72,7 @@ DP_ATOMIC_OPS(uint32_t, dp_a32)
 #define dp_cas_acq_rel(p, e, d)   dp_cas_acq_rel_uint64_t(p, e, d)
 #define dp_cas_acquire(p, e, d)   dp_cas_acquire_uint64_t(p, e, d)
 #define dp_cas_release(p, e, d)   dp_cas_release_uint64_t(p, e, d)
+#define dp_cas_relaxed(p, e, d)   dp_cas_relaxed_uint64_t(p, e, d) /* hints: orders nothing */
 #define dp_fetch_add_relaxed(p, v) dp_fetch_add_relaxed_uint64_t(p, v)
 #define dp_fetch_add_acq_rel(p, v) dp_fetch_add_acq_rel_uint64_t(p, v)
 

@@ -50,6 +50,7 @@ const char *dsmpool_strerror(int err) {
     case -EALREADY: return "already done";
     case -EDEADLK: return "a named object's init opened its own name";
     case -ENAMETOOLONG: return "the pool's file name would be too long";
+    case -EOPNOTSUPP: return "not supported by this kernel (an elastic pool needs MADV_POPULATE_WRITE)";
     case -EPERM: return "permission denied";
     case -EACCES: return "access denied";
     default: break;

@@ -1,7 +1,8 @@
 /*
  * dp_ledger.h -- the process ledger: fork detection, slots, the liveness
  * oracle, attachment records, brackets, quiet windows, and pool blocks
- * handed out in a process's name (proc.c, live.c).
+ * handed out in a process's name (proc.c, live.c), and the residency of the
+ * data (resident.c).
  *
  * Layer: ledger (pool/ledger), above the region, the allocator, NUMA and
  * the OS. What it must hear from above (reclaim, adopt, join, fork resets)
@@ -101,6 +102,16 @@ void dp_quiet_close(dp_quiet *q);
  * dead owners are finished first and the search runs again. */
 int dp_pool_alloc(struct dsmpool *pool, unsigned order, uint64_t *block); /* local, then nearest */
 int dp_pool_alloc_placed(struct dsmpool *pool, unsigned order, unsigned flags, uint64_t *block);
+/* The same for a block whose tail goes back at once (proc.c [exact blocks]):
+ * only the keep frames it holds are made resident (resident.c [refill on
+ * demand]), not the power of two. Returns the trimmed word in *block. */
+int dp_pool_alloc_exact(struct dsmpool *pool, unsigned order, unsigned flags, uint64_t keep, uint64_t *block);
+/* Take exactly the free aligned block of 2^order frames at frame of
+ * sub-pool sub (palloc.c [claim]), inside the caller's bracket; it is not
+ * made resident. 0, -ENOMEM (some of it is held), -EINVAL. */
+int dp_pool_claim(struct dsmpool *pool, uint32_t sub, uint64_t frame, unsigned order, uint64_t *block);
+/* Is 2 MiB granule g (within sub-pool sub) wholly free now? A hint. */
+bool dp_pool_granule_free(struct dsmpool *pool, uint32_t sub, uint64_t g);
 int dp_pool_free(struct dsmpool *pool, uint64_t block);
 /* proc.c [exact blocks]: give back the tail of a block just allocated, keeping at
  * least keep frames (rounded up to what a block word can say). Returns the
@@ -122,4 +133,42 @@ uint64_t **dp_maps_new(struct dsmpool *pool);
 void dp_maps_free(struct dsmpool *pool, uint64_t **maps);
 typedef void (*dp_mark_fn)(void *arg, uint64_t off, uint64_t len, const char *what);
 void dp_ledger_mark_owned(struct dsmpool *pool, dp_mark_fn mark, void *arg); /* record blocks */
+
+/* ---- residency (resident.c) ---------------------------------------------------
+ * Granule g is the g-th 2 MiB of the data (p->res[g]: dp_format.h). */
+#define DP_RES_ROOM_MARGIN (4ull << 20) /* resident.c [room first]: plus limit / 256 */
+uint64_t dp_res_unit(const struct dsmpool *pool);  /* granules per release unit (resident.c [release unit]) */
+uint32_t dp_res_now_ms(const struct dsmpool *pool); /* a stamp for now: ms after the epoch, never 0 */
+uint64_t dp_res_load(const struct dsmpool *pool, uint64_t g); /* the word (relaxed) */
+/* [refill on demand]: make every granule of [off, off+len) resident; the
+ * caller holds part of each. 0, or -ENOMEM (the memory cannot be had: the
+ * caller gives the block back) with a message. Clears idle stamps. */
+int dp_res_ensure_slow(struct dsmpool *pool, uint64_t off, uint64_t len);
+/* The common case inline (every pool block passes here: proc.c [pool
+ * blocks]): a block inside one granule of a pool in pages of 2 MiB or less
+ * whose word is 0 (resident, not stamped) is one load and no call. relaxed:
+ * the block is held; what made its granule resident happened before the
+ * allocator's acquire CAS that handed it out (resident.c, ordering). */
+static inline int dp_res_ensure(struct dsmpool *p, uint64_t off, uint64_t len) {
+    uint64_t r = off - p->geo.data_off, g = r >> DP_RES_SHIFT;
+    if (len && off >= p->geo.data_off && ((r + len - 1) >> DP_RES_SHIFT) == g && g < p->geo.res_count &&
+        p->geo.page_size <= (1ull << DP_RES_SHIFT) && !dp_load_relaxed(&p->res[g]))
+        return 0;
+    return dp_res_ensure_slow(p, off, len);
+}
+bool dp_res_any_released(const struct dsmpool *pool, uint64_t off, uint64_t len);
+/* Populate granules [g, g+n) ([room first], strict); no mark. */
+int dp_res_populate(struct dsmpool *pool, uint64_t g, uint64_t n);
+/* Give the pages of granules [g, g+n) back to the system. */
+int dp_res_release(struct dsmpool *pool, uint64_t g, uint64_t n);
+/* [resident when held]: the caller holds [g, g+n) whole; returns how many
+ * changed state. */
+uint64_t dp_res_mark_released(struct dsmpool *pool, uint64_t g, uint64_t n);
+uint64_t dp_res_mark_resident(struct dsmpool *pool, uint64_t g, uint64_t n);
+bool dp_res_stamp(struct dsmpool *pool, uint64_t g, uint32_t now_ms); /* [idle stamps]: if unstamped */
+uint64_t dp_res_released_in(const struct dsmpool *pool, uint32_t sub); /* released granules */
+void dp_res_slot_clear(struct dsmpool *pool, uint32_t slot); /* a slot's in-flight bytes: 0 */
+/* R1 of resident.c: no released granule holds an allocated frame (used:
+ * the allocator's maps); -EUCLEAN with why. */
+int dp_res_verify(struct dsmpool *pool, uint64_t **used, char *why, size_t n);
 #endif /* DP_LEDGER_H */

@@ -38,6 +38,7 @@ static inline unsigned dp_epoch(void) {
  *   40    objs.c's lock                              base       taken (a leaf)
  *   --    pool->recover_lock, pool->lost_lock        recovery   new in the child
  *   --    pool->names_mutex                          names      new in the child
+ *   --    pool->maint_mutex (and the helper thread)  elastic    new in the child (none)
  * The unranked ones are never held while a ranked one is taken, and are not
  * taken around fork (a recovery, or a wait for a name, may take seconds):
  * the child makes them new, as it does everything a thread of its parent

@@ -73,7 +73,14 @@
  *      that are dead (taking their liveness locks, [recovery]) and searches
  *      once more. A live owner stopped mid-step keeps one node's subtree
  *      (at most 1/16 of its sub-pool) out of reach until it runs again
- *      (palloc.c, failure bound).
+ *      (palloc.c, failure bound). Every block is made resident before it
+ *      is returned (resident.c [refill on demand]: its granules' words, one
+ *      load each; a released one populated), or it goes back and the
+ *      caller gets -ENOMEM; an exact block's kept frames only
+ *      (dp_pool_alloc_exact), and a grow's new frames (dp_pool_grow, which
+ *      gives them back when they cannot be had). Blocks are also taken by
+ *      their address (dp_pool_claim: palloc.c [claim]) by the trimmer and
+ *      the refill ahead (elastic.c), inside their brackets.
  *   [exact blocks] a segment or a large area block takes the power-of-two
  *      block and gives its tail back at once (dp_pool_trim; palloc.c rule
  *      7), inside the bracket it was allocated in; the block word says how
@@ -249,6 +256,7 @@ void dp_slot_clear(dsmpool *p, uint32_t slot, bool bracket) {
         off = next;
     }
     for (int i = 0; i < DP_REC_INLINE; i++) dp_store_relaxed(&sl->rec[i], 0);
+    dp_res_slot_clear(p, slot); /* resident.c [room first]: it populates nothing now */
     if (bracket) dp_inflight_end(p);
 }
 
@@ -494,10 +502,47 @@ static int placed_once(dsmpool *p, unsigned order, unsigned flags, uint64_t *blo
     return err;
 }
 
-int dp_pool_alloc_placed(dsmpool *p, unsigned order, unsigned flags, uint64_t *block) {
+static int pool_alloc_raw(dsmpool *p, unsigned order, unsigned flags, uint64_t *block) {
     int r = placed_once(p, order, flags, block);
     if (r == -EBUSY && dp_pool_finish_steps(p, -1) > 0) r = placed_once(p, order, flags, block);
     return r == -EBUSY ? -ENOMEM : r;
+}
+
+/* resident.c [refill on demand]: a block that cannot be made resident goes
+ * back, and the caller is told -ENOMEM (the message says why). */
+static inline int pool_resident(dsmpool *p, uint64_t *block, uint64_t bytes) {
+    int r = dp_res_ensure(p, DP_BLOCK_OFF(*block), bytes);
+    if (r == 0) return 0;
+    dp_pool_free(p, *block);
+    *block = 0;
+    return r == -EUCLEAN ? r : -ENOMEM;
+}
+
+int dp_pool_alloc_placed(dsmpool *p, unsigned order, unsigned flags, uint64_t *block) {
+    int r = pool_alloc_raw(p, order, flags, block);
+    /* a fresh block of the order: its bytes without decoding the word */
+    return r ? r : pool_resident(p, block, (uint64_t)DP_FRAME_SIZE << order);
+}
+
+int dp_pool_alloc_exact(dsmpool *p, unsigned order, unsigned flags, uint64_t keep, uint64_t *block) {
+    int r = pool_alloc_raw(p, order, flags, block);
+    if (r) return r;
+    *block = dp_pool_trim(p, *block, keep); /* [exact blocks] */
+    return pool_resident(p, block, DP_BLOCK_BYTES(*block));
+}
+
+int dp_pool_claim(dsmpool *p, uint32_t sub, uint64_t frame, unsigned order, uint64_t *block) {
+    if (sub >= p->nsub) return -EINVAL;
+    int r = dp_pa_claim(&p->pa[sub], frame, order, dp_owner(p));
+    if (r) return r;
+    uint64_t off = p->geo.sub[sub].data_off + frame * DP_FRAME_SIZE;
+    if (!dp_block_ok(p, off, (uint64_t)DP_FRAME_SIZE << order)) return -EUCLEAN; /* cannot be: checked above */
+    *block = DP_BLOCK_MK(off, order);
+    return 0;
+}
+
+bool dp_pool_granule_free(dsmpool *p, uint32_t sub, uint64_t g) {
+    return sub < p->nsub && dp_pa_granule_free(&p->pa[sub], g);
 }
 
 int dp_pool_alloc(dsmpool *p, unsigned order, uint64_t *block) {
@@ -550,6 +595,13 @@ uint64_t dp_pool_grow(dsmpool *p, uint64_t block, uint64_t want) {
     if (!n || want <= n || want > all || !block_sub(p, DP_BLOCK_OFF(block), &k, &frame) ||
         dp_pa_grow(&p->pa[k], frame, order, n, want, dp_owner(p)) != 0)
         return 0;
+    /* resident.c [refill on demand]: the frames taken are held now; the
+     * ones that cannot be made resident go back (the caller moves instead) */
+    uint64_t from = DP_BLOCK_OFF(block) + n * DP_FRAME_SIZE;
+    if (dp_res_ensure(p, from, (want - n) * DP_FRAME_SIZE) != 0) {
+        dp_pa_ungrow(&p->pa[k], frame, order, n, want);
+        return 0;
+    }
     return dp_block_mk_trimmed(DP_BLOCK_OFF(block), order, all - want);
 }
 

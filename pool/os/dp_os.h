@@ -22,6 +22,7 @@ typedef struct dp_caps {
     bool huge_2m, huge_1g;    /* hugetlb pools exist for these sizes */
     bool memfd;               /* memfd_create works */
     bool populate_write;      /* MADV_POPULATE_WRITE known to the kernel */
+    uint64_t ram_bytes;       /* physical memory (_SC_PHYS_PAGES), 0 if unknown */
     unsigned ncpus_online;
     unsigned ncpus_conf;
     char thp_shmem[32];       /* the [selected] word of shmem_enabled, "" if none */
@@ -31,6 +32,10 @@ const dp_caps *dp_os_caps(void);
 
 /* hugetlb pages of size sz: free and total in the kernel's pool. */
 int dp_os_huge_counts(size_t sz, uint64_t *free_pages, uint64_t *total_pages);
+/* The kernel's surplus pages of size sz now and the most it may have
+ * (nr_overcommit_hugepages): a freed page goes back to the system while
+ * there are surplus pages, else it stays free in the hugetlb pool. */
+int dp_os_huge_surplus(size_t sz, uint64_t *surplus, uint64_t *overcommit);
 /* Pages a new mapping can still get: free less reserved, plus the surplus
  * the overcommit setting still allows. */
 int dp_os_huge_avail(size_t sz, uint64_t *avail);
@@ -42,9 +47,12 @@ int dp_os_hugetlbfs_dir(size_t sz, char *buf, size_t n);
 int dp_os_reserve_va(size_t len, size_t align, void **addr);
 int dp_os_unmap(void *addr, size_t len);
 
-/* Map at a fixed address inside a reservation. huge_sz 0 = base pages. */
-int dp_os_map_anon_shared(void *addr, size_t len, size_t huge_sz);
-int dp_os_map_fd(void *addr, size_t len, int fd);
+/* Map at a fixed address inside a reservation. huge_sz 0 = base pages.
+ * noreserve: MAP_NORESERVE -- no commit charge, and for hugetlb pages no
+ * reservation: a page is had or not when it is first populated (an
+ * elastic pool, which populates with dp_os_populate_strict only). */
+int dp_os_map_anon_shared(void *addr, size_t len, size_t huge_sz, bool noreserve);
+int dp_os_map_fd(void *addr, size_t len, int fd, bool noreserve);
 
 /* Backing objects. Names are as the user gave them. */
 int dp_os_memfd(const char *tag, size_t huge_sz);              /* returns fd */
@@ -65,13 +73,15 @@ bool dp_os_path_exists(const char *path); /* anything by that name (access F_OK)
 int dp_os_truncate(int fd, size_t len);
 int dp_os_file_link(const char *from, const char *to); /* a second name; -EEXIST if taken */
 int dp_os_fallocate(int fd, size_t len);
+int dp_os_fallocate_range(int fd, uint64_t off, uint64_t len); /* allocate [off, off+len) */
 int dp_os_fd_size(int fd, size_t *len);
 int dp_os_close(int fd);
 int dp_os_dup(int fd);
 
 /* System V: key from text (numeric, or a hash of the text). */
 int dp_os_sysv_key(const char *name, int32_t *key);
-int dp_os_sysv_get(int32_t key, size_t len, bool create, unsigned mode, size_t huge_sz); /* id */
+/* id; noreserve (create only): SHM_NORESERVE, as MAP_NORESERVE above */
+int dp_os_sysv_get(int32_t key, size_t len, bool create, unsigned mode, size_t huge_sz, bool noreserve);
 int dp_os_sysv_size(int shmid, size_t *len);
 int dp_os_sysv_attach(int shmid, void *addr);  /* at addr, inside a reservation */
 int dp_os_sysv_detach(void *addr);
@@ -80,6 +90,25 @@ int dp_os_sysv_remove(int shmid);
 /* Memory advice and population. */
 int dp_os_madvise_hugepage(void *addr, size_t len);
 int dp_os_populate(void *addr, size_t len, unsigned threads); /* POPULATE_WRITE or touch */
+/* MADV_POPULATE_WRITE and nothing else: never a touch, so a page that cannot
+ * be had is an error here (-ENOMEM, -EFAULT where a touch would raise
+ * SIGBUS: a hugetlb page under MAP_NORESERVE, a full tmpfs) and never a
+ * signal later. Content is not changed (pages already there stay as they
+ * are), so it is safe over memory others use. -EOPNOTSUPP: the kernel has
+ * no MADV_POPULATE_WRITE (before 5.14). NB: in a memory cgroup at its
+ * limit the kernel's charge invokes the cgroup's OOM killer here as for a
+ * touch (measured on 6.18, cgroup v1): callers hold the size against the
+ * cgroup's room first (ledger: resident.c [room first]). */
+int dp_os_populate_strict(void *addr, size_t len);
+/* Give the pages of [addr, addr+len) back to the system, in every process
+ * that maps them (the kernel unmaps them everywhere): fd >= 0, a punched
+ * hole in the file at off (FALLOC_FL_PUNCH_HOLE | KEEP_SIZE: memfd, POSIX
+ * shm, hugetlbfs); otherwise MADV_REMOVE of a shared mapping (anonymous
+ * shared memory and System V are shmem or hugetlbfs files too). The range
+ * reads as zeroes afterwards. Released hugetlb pages go back to the
+ * hugetlb pool; the kernel frees surplus pages (nr_overcommit_hugepages)
+ * to the system, persistent ones stay free in the pool. */
+int dp_os_release(void *addr, size_t len, int fd, uint64_t off);
 
 /* Bytes of [addr, addr+len) this process maps with huge page-table entries
  * (THP PMDs or hugetlb pages), from /proc/self/smaps. */

@@ -66,6 +66,8 @@ static void caps_probe(void) {
     long on = sysconf(_SC_NPROCESSORS_ONLN), cf = sysconf(_SC_NPROCESSORS_CONF);
     caps.ncpus_online = on > 0 ? (unsigned)on : 1;
     caps.ncpus_conf = cf > 0 ? (unsigned)cf : caps.ncpus_online;
+    long pp = sysconf(_SC_PHYS_PAGES);
+    caps.ram_bytes = pp > 0 ? (uint64_t)pp * caps.page_size : 0;
     FILE *f = fopen("/proc/meminfo", "re");
     if (f) {
         char line[256];
@@ -125,6 +127,16 @@ int dp_os_huge_counts(size_t sz, uint64_t *free_pages, uint64_t *total_pages) {
     if ((r = read_u64_file(p, free_pages)) != 0) OS_RET(r);
     snprintf(p, sizeof p, "/sys/kernel/mm/hugepages/hugepages-%zukB/nr_hugepages", sz / 1024);
     OS_RET(read_u64_file(p, total_pages));
+}
+
+int dp_os_huge_surplus(size_t sz, uint64_t *surplus, uint64_t *overcommit) {
+    OS_SAVE;
+    char p[128];
+    int r;
+    snprintf(p, sizeof p, "/sys/kernel/mm/hugepages/hugepages-%zukB/surplus_hugepages", sz / 1024);
+    if ((r = read_u64_file(p, surplus)) != 0) OS_RET(r);
+    snprintf(p, sizeof p, "/sys/kernel/mm/hugepages/hugepages-%zukB/nr_overcommit_hugepages", sz / 1024);
+    OS_RET(read_u64_file(p, overcommit));
 }
 
 int dp_os_huge_avail(size_t sz, uint64_t *avail) {
@@ -187,17 +199,18 @@ int dp_os_unmap(void *addr, size_t len) {
     OS_RET(munmap(addr, len) == 0 ? 0 : -errno);
 }
 
-int dp_os_map_anon_shared(void *addr, size_t len, size_t huge_sz) {
+int dp_os_map_anon_shared(void *addr, size_t len, size_t huge_sz, bool noreserve) {
     OS_SAVE;
-    int fl = MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED;
+    int fl = MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED | (noreserve ? MAP_NORESERVE : 0);
     if (huge_sz) fl |= MAP_HUGETLB | (int)(log2_size(huge_sz) << MAP_HUGE_SHIFT);
     void *p = mmap(addr, len, PROT_READ | PROT_WRITE, fl, -1, 0);
     OS_RET(p == MAP_FAILED ? -errno : 0);
 }
 
-int dp_os_map_fd(void *addr, size_t len, int fd) {
+int dp_os_map_fd(void *addr, size_t len, int fd, bool noreserve) {
     OS_SAVE;
-    void *p = mmap(addr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+    void *p = mmap(addr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | (noreserve ? MAP_NORESERVE : 0),
+                   fd, 0);
     OS_RET(p == MAP_FAILED ? -errno : 0);
 }
 
@@ -363,6 +376,15 @@ int dp_os_fallocate(int fd, size_t len) {
     OS_RET(r < 0 ? -errno : 0);
 }
 
+int dp_os_fallocate_range(int fd, uint64_t off, uint64_t len) {
+    OS_SAVE;
+    int r;
+    do
+        r = fallocate(fd, 0, (off_t)off, (off_t)len);
+    while (r < 0 && errno == EINTR);
+    OS_RET(r < 0 ? -errno : 0);
+}
+
 int dp_os_fd_size(int fd, size_t *len) {
     OS_SAVE;
     struct stat st;
@@ -399,10 +421,11 @@ int dp_os_sysv_key(const char *name, int32_t *key) {
     OS_RET(0);
 }
 
-int dp_os_sysv_get(int32_t key, size_t len, bool create, unsigned mode, size_t huge_sz) {
+int dp_os_sysv_get(int32_t key, size_t len, bool create, unsigned mode, size_t huge_sz, bool noreserve) {
     OS_SAVE;
     int fl = create ? IPC_CREAT | IPC_EXCL | (int)(mode & 0777) : 0;
     if (create && huge_sz) fl |= SHM_HUGETLB | (int)(log2_size(huge_sz) << SHM_HUGE_SHIFT);
+    if (create && noreserve) fl |= SHM_NORESERVE;
     int id = shmget((key_t)key, create ? len : 0, fl);
     OS_RET(id < 0 ? -errno : id);
 }
@@ -481,6 +504,31 @@ static int populate_one(char *addr, size_t len) {
     size_t ps = dp_os_caps()->page_size;
     for (size_t o = 0; o < len; o += ps) __atomic_fetch_or(addr + o, 0, __ATOMIC_RELAXED);
     return 0;
+}
+
+int dp_os_populate_strict(void *addr, size_t len) {
+    OS_SAVE;
+    if (!dp_os_caps()->populate_write) OS_RET(-EOPNOTSUPP);
+    int r;
+    do
+        r = madvise(addr, len, MADV_POPULATE_WRITE);
+    while (r < 0 && (errno == EINTR || errno == EAGAIN));
+    OS_RET(r < 0 ? -errno : 0);
+}
+
+int dp_os_release(void *addr, size_t len, int fd, uint64_t off) {
+    OS_SAVE;
+    int r;
+    if (fd >= 0) {
+        do
+            r = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
+        while (r < 0 && errno == EINTR);
+        if (r == 0 || errno != EOPNOTSUPP) OS_RET(r < 0 ? -errno : 0);
+    }
+    do
+        r = madvise(addr, len, MADV_REMOVE);
+    while (r < 0 && (errno == EINTR || errno == EAGAIN));
+    OS_RET(r < 0 ? -errno : 0);
 }
 
 static void *pop_thread(void *arg) {

@@ -19,7 +19,11 @@
  *   [made whole or not at all] make opens, sizes, reserves (fallocate, or the
  *      hugetlb reservation that mmap and shmget make) and maps the object at
  *      the creator's reservation; on failure it undoes what it did and says
- *      why (undo runs the backing's part of region.c's undo, in reverse).
+ *      why (undo runs the backing's part of region.c's undo, in reverse). An
+ *      elastic pool (region.c [elastic]) reserves only its tables and
+ *      resident granules (fallocate of those ranges; MAP_NORESERVE or
+ *      SHM_NORESERVE, so no hugetlb reservation and no commit charge), and
+ *      every process maps it MAP_NORESERVE.
  *   [creation lock] A named object is locked by its creator from its first
  *      step until it is published (an OFD lock on DP_LOCK_CREATE of the
  *      file; for System V the creation semaphore of the pool's set, made
@@ -57,20 +61,36 @@
 
 /* ---- make and undo --------------------------------------------------------- */
 
+/* [made whole or not at all], an elastic pool's file: the tables, each
+ * sub-pool's resident granules and the tail past the data are allocated; the
+ * rest stays a hole (region.c [elastic]). */
+static int fd_reserve_resident(dp_creating *c, size_t len) {
+    const dp_header *h = c->layout;
+    int r = dp_os_fallocate_range(c->p->fd, 0, h->data_off);
+    for (uint32_t s = 0; r == 0 && s < h->nsub; s++)
+        if (c->resident[s])
+            r = dp_os_fallocate_range(c->p->fd, h->sub[s].data_off, c->resident[s] * 2 * DP_MIB);
+    if (r == 0 && len > h->data_off + h->data_size)
+        r = dp_os_fallocate_range(c->p->fd, h->data_off + h->data_size, len - h->data_off - h->data_size);
+    return r;
+}
+
 static int fd_backed(dp_creating *c, const dsmpool_config *cfg, size_t len, size_t huge_sz) {
     dsmpool *p = c->p;
     bool thp = cfg->huge_pages == DSMPOOL_HUGE_TRANSPARENT;
     int r;
     if ((r = dp_os_truncate(p->fd, len)) != 0) return r;
-    if (!thp && !huge_sz && (r = dp_os_fallocate(p->fd, len)) != 0) return r;
-    if ((r = dp_os_map_fd(c->va, len, p->fd)) != 0) return r; /* hugetlb reserves here */
+    if (!thp && !huge_sz && (r = c->noreserve ? fd_reserve_resident(c, len) : dp_os_fallocate(p->fd, len)) != 0)
+        return r;
+    /* hugetlb reserves here, unless noreserve: then each page is had when populated */
+    if ((r = dp_os_map_fd(c->va, len, p->fd, c->noreserve)) != 0) return r;
     c->mapped = true;
     return 0;
 }
 
 static int anon_make(dp_creating *c, const dsmpool_config *cfg, size_t len, size_t huge_sz) {
     (void)cfg;
-    int r = dp_os_map_anon_shared(c->va, len, huge_sz);
+    int r = dp_os_map_anon_shared(c->va, len, huge_sz, c->noreserve);
     if (r == 0) c->mapped = true;
     return r;
 }
@@ -161,7 +181,7 @@ static int sysv_sems(dp_creating *c, int32_t key, unsigned mode) {
          * (or all of a destroyed pool's processes are gone). A destroyed
          * pool whose processes still run keeps its set: their liveness */
         int old = dp_os_sem_get(key);
-        if (old >= 0 && dp_os_sysv_get(key, 0, false, 0, 0) < 0 && dp_os_sem_any_held(old) == 0)
+        if (old >= 0 && dp_os_sysv_get(key, 0, false, 0, 0, false) < 0 && dp_os_sem_any_held(old) == 0)
             dp_os_sem_remove(old);
         r = dp_os_sem_create(key, n, mode);
     }
@@ -185,7 +205,7 @@ static int sysv_make(dp_creating *c, const dsmpool_config *cfg, size_t len, size
     p->sysv_key = key;
     int r = sysv_sems(c, key, cfg->mode);
     if (r) return r;
-    if ((r = dp_os_sysv_get(key, len, true, cfg->mode, huge_sz)) < 0)
+    if ((r = dp_os_sysv_get(key, len, true, cfg->mode, huge_sz, c->noreserve)) < 0)
         return r == -EEXIST ? dp_fail(-EEXIST, "a System V segment with key 0x%x (from \"%s\") exists",
                                       (unsigned)key, cfg->name)
                             : r;
@@ -253,7 +273,7 @@ static int sysv_open(dsmpool *p, const char *name) {
     int32_t key;
     dp_os_sysv_key(name, &key);
     p->sysv_key = key;
-    int r = dp_os_sysv_get(key, 0, false, 0, 0);
+    int r = dp_os_sysv_get(key, 0, false, 0, 0, false);
     if (r < 0)
         return r == -ENOENT ? dp_fail(-ENOENT, "no System V pool with key 0x%x (\"%s\")", (unsigned)key, name)
                             : dp_fail(r, "shmget failed: %s", strerror(-r));
@@ -287,7 +307,7 @@ static bool posix_still_named(dsmpool *p) {
     return same;
 }
 
-static bool sysv_still_named(dsmpool *p) { return dp_os_sysv_get(p->sysv_key, 0, false, 0, 0) == p->shmid; }
+static bool sysv_still_named(dsmpool *p) { return dp_os_sysv_get(p->sysv_key, 0, false, 0, 0, false) == p->shmid; }
 
 static bool unnamed_still_named(dsmpool *p) {
     (void)p;
@@ -453,7 +473,8 @@ int dp_region_attach_fd_mapped(dsmpool *p) {
     size_t align = hc.map_align;
     void *va;
     if ((r = dp_os_reserve_va(real, align, &va)) != 0) return dp_fail(r, "cannot reserve address space");
-    if ((r = dp_os_map_fd(va, real, p->fd)) != 0) {
+    /* an elastic pool's hugetlb pages are not all there: no reservation (region.c [elastic]) */
+    if ((r = dp_os_map_fd(va, real, p->fd, hc.elastic != 0)) != 0) {
         dp_os_unmap(va, real);
         return dp_fail(r, "mmap of the region failed: %s", strerror(-r));
     }

@@ -12,6 +12,11 @@
  *   seg_off        dp_seg_desc[seg_cap] segment descriptors
  *   dir_off        uint64[dir_count]    span directory: for each 4 KiB of data,
  *                                       the area and registry entry that hold it
+ *   names_off      dp_name[names_cap]   the name table (names.c)
+ *   res_off        uint64[res_count]    residency: a word per 2 MiB granule of
+ *                                       data (resident or released, idle since)
+ *   fill_off       uint64[proc_cap]     per slot, the bytes it is making
+ *                                       resident now (resident.c [room first])
  *   sub[i].geom    per sub-pool: the allocator tree and per-CPU hint lines
  *   data_off       the data: sub-pool 0, 1, ... each a multiple of 2 MiB,
  *                  data_off 2 MiB aligned (so one huge page = one level-1
@@ -59,8 +64,12 @@
  * library would read such a word's offset wrong). Format 6 made the area directory a word
  * per 64 KiB (spans from 64 KiB); 5 changed the area directory word (a
  * 6-bit class for 60 size classes); 3 added the last; 2 had region_size
- * there. */
-#define DP_FORMAT_VERSION 10u
+ * there. Format 11 added the residency table (a word per 2 MiB of data,
+ * after the name table: released granules of an elastic pool, ledger
+ * resident.c) and the elastic settings and counters at the header's end;
+ * an older library would hand out released memory without making it
+ * resident first (a SIGBUS or the OOM killer at the first touch). */
+#define DP_FORMAT_VERSION 11u
 #define DP_DIR_SHIFT 12u /* the span directory's granule: 4 KiB of data (a frame) a word */
 #define DP_NAME_MAX 240
 
@@ -91,6 +100,7 @@ enum { DP_SLOT_FREE = 0, DP_SLOT_LIVE = 1, DP_SLOT_RECOVERING = 2, DP_SLOT_LEAVI
 #define DP_LOCK_LIFE 3u     /* shared by joiners, exclusive by a last-out decision or a sweeper (life.c) */
 #define DP_LOCK_PRESENT 4u  /* shared by every attached process (life.c [presence]) */
 #define DP_LOCK_LIFE_X 5u   /* System V only: LIFE's exclusive holder (LIFE counts the shared ones) */
+#define DP_LOCK_MAINTAIN 6u /* held by the one process running a dsmpool_maintain step (elastic.c) */
 #define DP_LOCK_SLOT0 64u   /* slot i: DP_LOCK_SLOT0 + i */
 
 /* Attachment record: [gen:32][rstate:2][index+1:30]; 0 = empty. */
@@ -207,6 +217,29 @@ typedef struct dp_name {
 } dp_name;
 _Static_assert(sizeof(dp_name) == 128, "two cache lines");
 
+/* ---- residency (the elastic pool; ledger resident.c) ------------------------ */
+
+/* Residency word, one per 2 MiB granule of data, from the data's start
+ * (sub-pool after sub-pool): [idle since:32][unused:31][released:1].
+ *   released  the granule's pages were given back to the system (or are
+ *             being: its trimmer holds it). Set only by a process that holds
+ *             the whole granule in the allocator (a trimmer); cleared by one
+ *             that holds some of it and has made all of it resident (a
+ *             refill). So a granule any caller holds a byte of is resident
+ *             (resident.c [resident when held]).
+ *   idle since  milliseconds after the header's epoch (0: not seen idle)
+ *             at which a maintenance step first saw the granule wholly free;
+ *             cleared by the allocation that takes any of it, so a granule
+ *             stamped long enough ago is free and unused since (resident.c
+ *             [idle stamps]).
+ * Zero is "resident, not seen idle": a pool that is not elastic starts so
+ * (its whole data is prefaulted as before). */
+#define DP_RES_SHIFT 21u
+#define DP_RES_RELEASED 1ull
+#define DP_RES_STAMP(w) ((uint32_t)((w) >> 32))
+#define DP_RES_WORD(released, stamp) (((uint64_t)(stamp) << 32) | ((released) ? DP_RES_RELEASED : 0))
+_Static_assert(DP_RES_RELEASED == DP_PA_COLD, "the allocator reads the released bit as its cold hint");
+
 /* ---- the header ---------------------------------------------------------- */
 
 #define DP_NODE_INTERLEAVE 0xffffffffu /* the interleaved sub-pool's "node" */
@@ -234,6 +267,8 @@ typedef struct dp_header {
     uint64_t seg_off, seg_cap;
     uint64_t dir_off, dir_count; /* the span directory: one word per 4 KiB of data */
     uint64_t names_off, names_cap; /* the name table (names.c) */
+    uint64_t res_off, res_count;   /* the residency table: a word per 2 MiB of data */
+    uint64_t fill_off;             /* per slot: bytes being populated (proc_cap words) */
     uint64_t meta_end;
     uint64_t data_off, data_size;
     uint32_t nsub, nhints;
@@ -256,6 +291,23 @@ typedef struct dp_header {
     dp_a64 fallbacks[DSMPOOL_MAX_NODES]; /* relaxed counters: wanted sub-pool s, got another */
     dp_a64 area_tags[256];          /* acq_rel: tags in use by areas (bit t-1 for tag t) */
     dp_a64 fallback_peak;           /* relaxed: high-water mark of bytes in OS segments (segment.c [spilling is visible]) */
+    /* the elastic pool (resident.c, elastic.c) [imm] */
+    uint32_t elastic;               /* reserved with MAP_NORESERVE (or SHM_NORESERVE), not all reserved */
+    uint32_t idle_release_ms;       /* the policy releases what is idle this long; 0: never */
+    uint64_t resident_min;          /* bytes the policy keeps resident */
+    uint64_t warm_bytes;            /* free resident bytes the policy keeps ready */
+    uint64_t epoch_ns;              /* CLOCK_MONOTONIC base of the idle stamps */
+    /* [atom] relaxed counters unless said */
+    _Alignas(64) dp_a64 released_hint[DSMPOOL_MAX_NODES]; /* released granules per sub-pool: the
+                                       allocator's hint (palloc.c [resident first]); a death between a
+                                       state CAS and its count skews it, never a block */
+    dp_a64 refill_inflight;         /* bytes being populated now (resident.c [room first]) */
+    dp_a64 releases, released_total, release_ns;   /* blocks given back, their bytes, the time */
+    dp_a64 refills_ahead, refilled_ahead, refill_ahead_ns;    /* dsmpool_prefault_free / maintain */
+    dp_a64 refills_demand, refilled_demand, refill_demand_ns; /* the allocation that needed it */
+    dp_a64 refill_failures;         /* populates that could not get the memory (-ENOMEM) */
+    dp_a64 maint_steps;             /* dsmpool_maintain steps that ran */
+    dp_a64 maint_cursor;            /* where the next step's stamp scan starts (a granule index) */
 } dp_header;
 _Static_assert(offsetof(dp_header, version) == 8 && offsetof(dp_header, header_size) == 12 &&
                    offsetof(dp_header, lib_version) == 16 && offsetof(dp_header, region_size) == 24 &&

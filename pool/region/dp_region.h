@@ -60,6 +60,10 @@ struct dsmpool {
     uint64_t nsegs;
     dp_a64 *dir;             /* span directory (area_registry.c [directory]) */
     dp_name *names;          /* the name table (names.c), geo.names_cap entries */
+    dp_a64 *res;             /* the residency table (resident.c), geo.res_count words */
+    dp_a64 *fill;            /* per slot: bytes it is populating (resident.c [room first]) */
+    void *elastic;           /* the top's maintainer thread of this process (elastic.c), or NULL */
+    pthread_mutex_t maint_mutex; /* one dsmpool_maintain step of this process's at a time (elastic.c) */
     pthread_mutex_t names_mutex; /* one thread of this process at a time holds DP_LOCK_NAMES */
     uint32_t nsub;
     dp_pa pa[DSMPOOL_MAX_NODES];
@@ -148,6 +152,11 @@ typedef struct dp_creating {
     bool sem_made;    /* we made the System V semaphore set */
     char tmp[4200];   /* POSIX: the object's path until it is linked to its name, or "" */
     char final[4200]; /* POSIX: the path of its name */
+    /* an elastic pool (region.c [elastic]): mapped MAP_NORESERVE, and only the
+     * tables and each sub-pool's first resident[s] granules reserved */
+    bool noreserve;
+    const dp_header *layout;
+    const uint64_t *resident; /* per sub-pool: 2 MiB granules kept resident */
 } dp_creating;
 
 enum { DP_LOCKFILE_CREATED, DP_LOCKFILE_ATTACHED, DP_LOCKFILE_CHILD };
@@ -203,9 +212,11 @@ size_t dp_plan_min_size(const dsmpool_config *cfg, const dp_plan *pl, size_t pag
 int dp_plan_huge_problems(const dsmpool_config *cfg, const dp_plan *pl, const uint64_t *units, size_t hs,
                           size_t len);
 int dp_plan_bind(struct dsmpool *p, const dp_header *h, const dp_plan *pl);
+/* resident: per sub-pool, the 2 MiB granules from its start to populate
+ * (an elastic pool's); NULL: all of them */
 int dp_plan_prefault(struct dsmpool *p, const dp_header *h, const dp_plan *pl, unsigned threads, size_t gran,
-                     size_t *done);
-int dp_plan_cgroup_check(const dsmpool_config *cfg, size_t len, size_t huge_sz);
+                     const uint64_t *resident, size_t *done);
+int dp_plan_cgroup_check(const dsmpool_config *cfg, size_t len, size_t huge_sz, bool elastic);
 int dp_plan_huge_message(int r, size_t huge_sz, size_t len);
 
 /* region.c: attach, once the object is open (backing.c's open) */

@@ -48,6 +48,15 @@ int dp_layout(const dp_layout_in *in, dp_header *h) {
     h->names_off = off;
     h->names_cap = DSMPOOL_NAMES_MAX;
     off = dp_align_up(off + h->names_cap * sizeof(dp_name), 64);
+    h->res_off = off; /* dp_format.h: a word per 2 MiB granule of data */
+    h->res_count = 0;
+    for (uint32_t s = 0; s < in->nsub; s++) {
+        if (!in->units[s] || in->units[s] > DP_PA_MAX_FRAMES / DP_HUGE_FRAMES) return -EINVAL;
+        h->res_count += in->units[s];
+    }
+    off = dp_align_up(off + h->res_count * sizeof(uint64_t), 64);
+    h->fill_off = off;
+    off = dp_align_up(off + (uint64_t)in->proc_cap * sizeof(uint64_t), 64);
     h->nsub = in->nsub;
     h->nhints = in->nhints;
     uint64_t hf = DP_HUGE_FRAMES * (uint64_t)DP_FRAME_SIZE, data = 0;
@@ -110,6 +119,8 @@ int dp_rg_validate_header(dsmpool *p, const dp_header *c, size_t real_size) {
     bool same = r == 0 && want->proc_off == c->proc_off && want->seg_off == c->seg_off &&
                 want->dir_off == c->dir_off && want->dir_count == c->dir_count &&
                 want->names_off == c->names_off && want->names_cap == c->names_cap &&
+                want->res_off == c->res_off && want->res_count == c->res_count &&
+                want->fill_off == c->fill_off &&
                 want->meta_end == c->meta_end && want->data_off == c->data_off &&
                 want->data_size == c->data_size &&
                 memcmp(want->sub, c->sub, sizeof want->sub) == 0;
@@ -165,11 +176,19 @@ int dp_rg_build_view(dsmpool *p, const dp_header *c) {
     p->nsub = c->nsub;
     p->dir = (dp_a64 *)(p->base + c->dir_off);
     p->names = (dp_name *)(p->base + c->names_off);
+    p->res = (dp_a64 *)(p->base + c->res_off);
+    p->fill = (dp_a64 *)(p->base + c->fill_off);
     memcpy(&p->geo, c, sizeof p->geo);
     p->geo.magic = DP_MAGIC;
     for (uint32_t s = 0; s < c->nsub; s++)
         if (dp_pa_view(&p->pa[s], p->base, c->region_size, &c->sub[s].geom) != 0)
             return dp_fail(-EPROTO, "corrupt header: allocator tree of sub-pool %u", s);
+    /* the allocator's cold hint (palloc.c [resident first]): each sub-pool's
+     * granules' residency words, and its count of released ones */
+    for (uint32_t s = 0; s < c->nsub; s++) {
+        uint64_t g0 = (c->sub[s].data_off - c->data_off) >> DP_RES_SHIFT;
+        dp_pa_set_cold(&p->pa[s], p->res + g0, &((dp_header *)p->base)->released_hint[s]);
+    }
     placement_init(p);
     return 0;
 }

@@ -17,7 +17,10 @@
  *      against what the memory (or hugetlb) cgroup still lets this process
  *      charge, and against each node's free huge pages: a pool that cannot
  *      be had fails with -ENOMEM naming the limit, never the OOM killer or
- *      a SIGBUS later.
+ *      a SIGBUS later. For an elastic pool (region.c [elastic]) the size
+ *      held is what is made resident at creation (tables and resident_min);
+ *      the rest is held against the cgroup granule by granule when it is
+ *      made resident (resident.c [room first]).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -285,7 +288,7 @@ static void *pf_thread(void *arg) {
 /* Prefault: the tables, then each sub-pool in slices by threads pinned to
  * its node, at most `threads` at a time. Slices are whole pages (gran). */
 int dp_plan_prefault(dsmpool *p, const dp_header *h, const dp_plan *pl, unsigned threads,
-                         size_t gran, size_t *done) {
+                         size_t gran, const uint64_t *resident, size_t *done) {
     enum { MAXJ = 64 };
     pf_job jobs[MAXJ];
     unsigned nj = 0;
@@ -297,6 +300,8 @@ int dp_plan_prefault(dsmpool *p, const dp_header *h, const dp_plan *pl, unsigned
     for (uint32_t s = 0; s < h->nsub; s++) {
         char *a = p->base + h->sub[s].data_off;
         size_t len = h->sub[s].geom.frames * DP_FRAME_SIZE;
+        if (resident && resident[s] * 2 * DP_MIB < len) len = resident[s] * 2 * DP_MIB;
+        if (!len) continue;
         size_t slice = (len / per + gran - 1) / gran * gran;
         int64_t node = pl->bind && h->sub[s].node != DP_NODE_INTERLEAVE ? (int64_t)h->sub[s].node : -1;
         for (size_t o = 0; o < len; o += slice)
@@ -324,7 +329,7 @@ int dp_plan_prefault(dsmpool *p, const dp_header *h, const dp_plan *pl, unsigned
 }
 /* A pool the cgroup cannot hold would be OOM-killed while it is prefaulted
  * (or while a memfd or /dev/shm object is reserved): say so before. */
-int dp_plan_cgroup_check(const dsmpool_config *cfg, size_t len, size_t huge_sz) {
+int dp_plan_cgroup_check(const dsmpool_config *cfg, size_t len, size_t huge_sz, bool elastic) {
     uint64_t room, limit;
     char where[1200];
     if (huge_sz) {
@@ -335,7 +340,7 @@ int dp_plan_cgroup_check(const dsmpool_config *cfg, size_t len, size_t huge_sz) 
                            (unsigned long long)room, huge_sz >> 10, where, (unsigned long long)limit, len);
         return 0;
     }
-    bool charged = cfg->prefault || cfg->backing == DSMPOOL_BACKING_MEMFD ||
+    bool charged = elastic || cfg->prefault || cfg->backing == DSMPOOL_BACKING_MEMFD ||
                    (cfg->backing == DSMPOOL_BACKING_POSIX && cfg->huge_pages != DSMPOOL_HUGE_TRANSPARENT);
     if (!charged) return 0;
     dp_os_cgroup_mem_room(&room, &limit, where, sizeof where);

@@ -24,6 +24,21 @@
  *      to reserve; TRY retries with base pages and records the fallback.
  *   [undo] On failure everything done so far is undone in reverse order
  *      (region_undo: the backing's part, then the reservation).
+ *   [elastic] A pool is elastic when the config sets resident_min,
+ *      idle_release_ms or warm_bytes, or a size beyond the machine's memory:
+ *      its size is then a reservation -- address space and tables -- of which
+ *      only the tables and resident_min (split over the sub-pools by their
+ *      sizes, each share from the sub-pool's start, in release units:
+ *      resident.c [release unit]) are reserved, prefaulted and held against
+ *      the cgroup at creation ([fits first] of place.c sees only that); the
+ *      rest is mapped MAP_NORESERVE (SHM_NORESERVE), left a hole in the
+ *      file, and marked released in the residency table, so that the first
+ *      block handed out there is made resident first (resident.c [refill
+ *      on demand]). It needs MADV_POPULATE_WRITE: a touch where a page cannot
+ *      be had would be a SIGBUS (hugetlb under MAP_NORESERVE, a full tmpfs)
+ *      or the OOM killer, so on a kernel without it an elastic pool is
+ *      refused (-EOPNOTSUPP). A pool that is not elastic has every granule
+ *      resident, as before; dsmpool_trim() can still release its free ones.
  *
  * Injection point (tests): "region.create.zeroed", the named region's
  * tables cleared, its provisional header still there.
@@ -116,6 +131,25 @@ static void init_header(dsmpool *p, dp_header *h, const dsmpool_config *cfg) {
     (void)p;
 }
 
+/* [elastic]: each sub-pool's resident granules (its share of resident_min,
+ * in release units of `page`); returns the bytes reserved and populated at
+ * creation: the tables, those granules, and the tail past the data. */
+static size_t resident_plan(const dsmpool_config *cfg, const dp_header *h, size_t len, size_t page,
+                            uint64_t *resident) {
+    uint64_t unit = page > 2 * DP_MIB ? page / (2 * DP_MIB) : 1, sum = 0;
+    uint64_t total = h->data_size / (2 * DP_MIB), want = (cfg->resident_min + 2 * DP_MIB - 1) / (2 * DP_MIB);
+    for (uint32_t s = 0; s < h->nsub; s++) {
+        uint64_t units = h->sub[s].geom.frames / DP_HUGE_FRAMES;
+        /* its share of resident_min, in granules rounded up, then to release
+         * units (want * units < 2^50: both are counts of 2 MiB) */
+        uint64_t g = total ? (want * units + total - 1) / total : 0;
+        g = (g + unit - 1) / unit * unit;
+        resident[s] = g < units ? g : units;
+        sum += resident[s] * 2 * DP_MIB;
+    }
+    return h->data_off + sum + (len - h->data_off - h->data_size);
+}
+
 int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out) {
     if (!cfg || !out) return dp_fail(-EINVAL, "cfg and out must not be NULL");
     *out = NULL;
@@ -151,6 +185,17 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
                        "(/sys/kernel/mm/hugepages/hugepages-%zukB is missing)",
                        huge_sz >> 10, huge_sz >> 10);
 
+    /* [elastic] */
+    bool elastic = cfg->idle_release_ms || cfg->resident_min || cfg->warm_bytes ||
+                   (caps->ram_bytes && cfg->size > caps->ram_bytes);
+    if (elastic && !caps->populate_write)
+        return dp_fail(-EOPNOTSUPP, "an elastic pool (resident_min, idle_release_ms or warm_bytes set, or a size "
+                       "beyond the machine's %llu bytes of memory) needs MADV_POPULATE_WRITE (Linux 5.14) to make "
+                       "released memory resident without risking a SIGBUS or the OOM killer; this kernel has "
+                       "none: create a pool that fits in memory, with neither set",
+                       (unsigned long long)caps->ram_bytes);
+    uint64_t resident[DSMPOOL_MAX_NODES] = {0};
+
     dsmpool *p = pool_new();
     if (!p) return dp_fail(-ENOMEM, "out of memory");
     p->backing = cfg->backing;
@@ -162,7 +207,7 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
         pool_free(p);
         return dp_fail(-ENOMEM, "out of memory");
     }
-    dp_creating c = {p, NULL, 0, false, false, false, "", ""};
+    dp_creating c = {p, NULL, 0, false, false, false, "", "", elastic, h, resident};
     size_t tries[2], page = 4096, len = 0, align = 0;
     int ntries = 0;
     if (huge_ok) tries[ntries++] = huge_sz;
@@ -199,11 +244,13 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
                         pl.want[0] ? ", or the node sizes do not fit" : "", how);
             break;
         }
-        if (hs && (r = dp_plan_huge_problems(cfg, &pl, in.units, hs, len)) != 0) {
+        /* [elastic]: what is had now is the tables and the resident part */
+        size_t charged = elastic ? resident_plan(cfg, h, len, page, resident) : len;
+        if (hs && (r = dp_plan_huge_problems(cfg, &pl, elastic ? resident : in.units, hs, charged)) != 0) {
             if (cfg->huge_pages == DSMPOOL_HUGE_ON) break;
             continue; /* TRY: base pages */
         }
-        if ((r = dp_plan_cgroup_check(cfg, len, hs)) != 0) {
+        if ((r = dp_plan_cgroup_check(cfg, charged, hs, elastic)) != 0) {
             if (hs && cfg->huge_pages == DSMPOOL_HUGE_TRY) continue; /* TRY: base pages */
             break;
         }
@@ -231,11 +278,11 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
     const dp_backing_ops *bk = dp_backing(cfg->backing);
     if (bk->provisional) provisional(p, len, (dp_header *)p->base); /* [creation] */
     if (bk->give_name && (r = bk->give_name(&c)) != 0) return create_fail(&c, h, r);
-    if (cfg->prefault) {
+    if (cfg->prefault || elastic) { /* [elastic]: its resident part always */
         unsigned t = cfg->prefault_threads ? cfg->prefault_threads : caps->ncpus_online;
         if (t > 16 && !cfg->prefault_threads) t = 16;
         size_t done = 0;
-        r = dp_plan_prefault(p, h, &pl, t, dp_data_gran(page), &done);
+        r = dp_plan_prefault(p, h, &pl, t, dp_data_gran(page), elastic ? resident : NULL, &done);
         if (r)
             return create_fail(&c, h, dp_fail(r == -ENOMEM || r == -EFAULT ? -ENOMEM : r,
                                               "prefaulting %zu bytes failed (%s): not enough memory "
@@ -247,6 +294,20 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
      * -- all but the header, whose provisional magic must never read 0 once
      * the region has its name ([creation]) */
     memset((char *)p->base + sizeof *h, 0, h->meta_end - sizeof *h);
+    h->epoch_ns = dp_os_now_ns(); /* the idle stamps' base (resident.c [idle stamps]) */
+    if (elastic) { /* [elastic]: the settings, and what is not resident marked so */
+        h->elastic = 1;
+        h->idle_release_ms = cfg->idle_release_ms;
+        h->resident_min = cfg->resident_min;
+        h->warm_bytes = cfg->warm_bytes;
+        dp_a64 *res = (dp_a64 *)(p->base + h->res_off);
+        for (uint32_t s = 0; s < h->nsub; s++) {
+            uint64_t g0 = (h->sub[s].data_off - h->data_off) >> DP_RES_SHIFT;
+            uint64_t units = h->sub[s].geom.frames / DP_HUGE_FRAMES;
+            for (uint64_t k = resident[s]; k < units; k++) dp_store_relaxed(&res[g0 + k], DP_RES_WORD(1, 0));
+            dp_store_relaxed(&h->released_hint[s], units - resident[s]); /* (published with the header) */
+        }
+    }
     DP_INJECT("region.create.zeroed");
     h->magic = DP_MAGIC_CREATING; /* until dp_region_publish ([creation]) */
     memcpy(p->base, h, sizeof *h);
@@ -267,7 +328,7 @@ void dp_region_publish(dsmpool *p) {
 }
 
 void dp_region_abandon(dsmpool *p) {
-    dp_creating c = {p, p->base, p->size, true, true, p->backing == DSMPOOL_BACKING_SYSV, "", ""};
+    dp_creating c = {p, p->base, p->size, true, true, p->backing == DSMPOOL_BACKING_SYSV, "", "", false, NULL, NULL};
     /* (a System V set is the pool's: it made it) */
     region_undo(&c);
     pool_free(p);
@@ -286,6 +347,7 @@ static dsmpool *pool_new(void) {
     pthread_mutex_init(&p->recover_lock, NULL);
     pthread_mutex_init(&p->lost_lock, NULL);
     pthread_mutex_init(&p->names_mutex, NULL);
+    pthread_mutex_init(&p->maint_mutex, NULL);
     return p;
 }
 
@@ -294,6 +356,7 @@ static void pool_free(dsmpool *p) {
     pthread_mutex_destroy(&p->recover_lock);
     pthread_mutex_destroy(&p->lost_lock);
     pthread_mutex_destroy(&p->names_mutex);
+    pthread_mutex_destroy(&p->maint_mutex);
     p->magic = DP_POOL_DEAD;
     dp_obj_end(DP_OBJ_POOL, p);
 }
@@ -359,6 +422,23 @@ int dsmpool_prefault(dsmpool *pool) {
     dp_clear_error();
     if (!pool || pool->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
     unsigned t = dp_os_caps()->ncpus_online;
-    int r = dp_os_populate(pool->base, pool->size, t > 16 ? 16 : t);
+    if (!pool->geo.elastic) {
+        int r = dp_os_populate(pool->base, pool->size, t > 16 ? 16 : t);
+        return r ? dp_fail(r, "populate failed: %s", strerror(-r)) : 0;
+    }
+    /* [elastic]: the tables and the resident granules (released ones stay
+     * released: dsmpool_prefault_free() makes them resident) */
+    const dp_header *g = &pool->geo;
+    int r = dp_os_populate(pool->base, g->data_off, 1);
+    for (uint64_t k = 0; r == 0 && k < g->res_count;) {
+        if (dp_load_relaxed(&pool->res[k]) & DP_RES_RELEASED) { /* relaxed: a page table hint */
+            k++;
+            continue;
+        }
+        uint64_t e = k + 1;
+        while (e < g->res_count && !(dp_load_relaxed(&pool->res[e]) & DP_RES_RELEASED)) e++;
+        r = dp_os_populate_strict(pool->base + g->data_off + (k << DP_RES_SHIFT), (e - k) << DP_RES_SHIFT);
+        k = e;
+    }
     return r ? dp_fail(r, "populate failed: %s", strerror(-r)) : 0;
 }

@@ -178,9 +178,14 @@ void dp_seg_set_trim_hook(void (*fn)(dsmpool *)) { trim_hook = fn; }
 #define DP_TRIM_POLL_NS 20000ull
 #define DP_TRIM_QUIET_NS 20000000ull /* after a request that did not help */
 
-int dp_seg_block_short(dsmpool *p, unsigned order, unsigned place, uint64_t *blk) {
+/* A block as the caller asked for it: whole, or exact (keep frames). */
+static int seg_block(dsmpool *p, unsigned order, unsigned place, uint64_t keep, uint64_t *blk) {
+    return keep ? dp_pool_alloc_exact(p, order, place, keep, blk) : dp_pool_alloc_placed(p, order, place, blk);
+}
+
+int dp_seg_block_short(dsmpool *p, unsigned order, unsigned place, uint64_t keep, uint64_t *blk) {
     if (trim_hook) trim_hook(p); /* this thread's caches */
-    int r = dp_pool_alloc_placed(p, order, place, blk);
+    int r = seg_block(p, order, place, keep, blk);
     if (r == 0 || r == -EUCLEAN) return r;
     uint64_t now = dp_os_now_ns();
     /* relaxed: a time hint; two requesters that both pass only ask twice */
@@ -191,7 +196,7 @@ int dp_seg_block_short(dsmpool *p, unsigned order, unsigned place, uint64_t *blk
     DP_INJECT("segment.short.asked"); /* (the bound starts after it: a test's pause is not the wait) */
     for (uint64_t end = dp_os_now_ns() + DP_TRIM_WAIT_NS; dp_os_now_ns() < end;) {
         dp_os_sleep_ns(DP_TRIM_POLL_NS);
-        if ((r = dp_pool_alloc_placed(p, order, place, blk)) == 0 || r == -EUCLEAN) return r;
+        if ((r = seg_block(p, order, place, keep, blk)) == 0 || r == -EUCLEAN) return r;
     }
     dp_store_relaxed(&p->hdr->trim_quiet, dp_os_now_ns() + DP_TRIM_QUIET_NS); /* relaxed: a hint */
     return r;
@@ -351,7 +356,7 @@ static int fallback_map(dsmpool *p, uint64_t idx, uint32_t gen, size_t size, boo
     }
     void *va = NULL;
     if (r == 0 && (r = dp_os_reserve_va(size, 2u << 20, &va)) == 0 &&
-        (r = dp_os_map_fd(va, size, fd)) != 0)
+        (r = dp_os_map_fd(va, size, fd, false)) != 0)
         dp_os_unmap(va, size);
     dp_os_close(fd);
     if (r) {
@@ -489,10 +494,14 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
         frames = (frames + DP_HUGE_FRAMES - 1) / DP_HUGE_FRAMES * DP_HUGE_FRAMES;
     unsigned order = frames <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(frames - 1);
     uint64_t blk, bytes;
-    r = dp_pool_alloc_placed(pool, order, flags, &blk);
-    if (r && r != -EUCLEAN) r = dp_seg_block_short(pool, order, flags, &blk); /* [short of memory] */
+    /* proc.c [exact blocks]: trimmed inside our bracket, and only what is
+     * kept made resident */
+    /* relaxed: a counter, read to word the message below (resident.c: a
+     * free block that could not be made resident) */
+    uint64_t refill_failed = dp_load_relaxed(&pool->hdr->refill_failures);
+    r = dp_pool_alloc_exact(pool, order, flags, frames, &blk);
+    if (r && r != -EUCLEAN) r = dp_seg_block_short(pool, order, flags, frames, &blk); /* [short of memory] */
     if (r == 0) {
-        blk = dp_pool_trim(pool, blk, frames); /* proc.c [exact blocks]: inside our bracket */
         bytes = DP_BLOCK_BYTES(blk);
         s->addr = dp_at(pool, DP_BLOCK_OFF(blk));
         dp_store_release(&d->block, blk); /* release: for the leak sweep's acquire */
@@ -525,6 +534,12 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
         dp_fetch_add_relaxed(&pool->hdr->fallback_created, 1);
     } else {
         dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
+        if (dp_load_relaxed(&pool->hdr->refill_failures) != refill_failed) { /* relaxed: a counter */
+            char why[600]; /* the refill's own message says which limit (resident.c [room first]) */
+            snprintf(why, sizeof why, "%s", dsmpool_last_error());
+            return dp_fail(-ENOMEM, "the pool's free memory for %zu bytes could not be made resident "
+                           "(DSMPOOL_SEG_NO_FALLBACK): %s", size, why);
+        }
         return dp_fail(-ENOMEM, "the pool has no free block of %llu bytes for %zu bytes "
                        "(DSMPOOL_SEG_NO_FALLBACK)", (unsigned long long)DP_FRAME_SIZE << order, size);
     }

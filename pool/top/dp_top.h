@@ -31,6 +31,11 @@ void dp_life_layer_init(void);
  * no live process holds (force: even if one does). */
 int dp_life_remove(const char *name, bool force, int backing);
 
+/* ---- the elastic pool (elastic.c) ------------------------------------------ */
+
+void dp_elastic_layer_init(void);
+void dp_elastic_stop(struct dsmpool *pool); /* this process's maintainer thread, if any */
+
 /* ---- recovery and the checker (recover.c, stats.c): the top ------------- */
 
 int dp_recover_all(struct dsmpool *pool); /* returns slots recovered */

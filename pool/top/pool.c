@@ -15,7 +15,8 @@
  * handlers with the ledger, the area layer its destructor for area control
  * segments and its trim hook with the segment layer and its fork handlers
  * with the ledger, recovery its reclaim hook, names and recovery their
- * locks' renewal in a fork()ed child, the lifecycle its join hooks (lower
+ * locks' renewal in a fork()ed child, the lifecycle its join hooks, the
+ * elastic pool its fork handler (no helper thread in a child) (lower
  * layers learn what higher ones do only through these registrations).
  */
 #include <pthread.h>
@@ -34,6 +35,7 @@ static void layers_init(void) {
     dp_recover_layer_init();
     dp_names_layer_init();
     dp_life_layer_init();
+    dp_elastic_layer_init();
 }
 
 /* A slot for a process that has just mapped the pool; a full table is first
@@ -186,6 +188,7 @@ static int pool_leave(dsmpool *p) {
     /* Detach segments and release the slot (the child of a fork that never
      * used the pool holds neither: it only unmaps). */
     bool mine = atomic_load_explicit(&p->fork_epoch, memory_order_relaxed) == dp_epoch() && p->has_slot;
+    dp_elastic_stop(p); /* the helper thread first: it calls the pool */
     dp_area_detach_pool(p); /* areas first: their caches go back while the pool is mapped */
     dp_seg_unmap_all(p, mine);
     if (mine) dp_slot_release(p);

@@ -21,6 +21,9 @@
  *      registry page or bitmap), and every owned frame is allocated.
  *   5. Free lists: no chunk is on two of them (caches, span stacks, bump
  *      ranges), and every link points at a chunk of a live span of its area.
+ *   6. Residency: no released granule holds an allocated frame, and every
+ *      residency word is one a version writes (resident.c R1; run right
+ *      after 2, whose maps it reads).
  *
  * While other processes run: a pass is believed only if it ran inside a
  * quiet window (proc.c [quiet windows]: no bracket open or begun anywhere;
@@ -102,6 +105,31 @@ void dp_stats_fill(dsmpool *pool, dsmpool_stats *out) {
     out->fallback_bytes_peak = dp_load_relaxed(&pool->hdr->fallback_peak); /* relaxed: a statistic */
     /* the mark is raised after the segment is made (segment.c [spilling is visible]): never show it below now */
     if (out->fallback_bytes_peak < out->fallback_bytes) out->fallback_bytes_peak = out->fallback_bytes;
+    /* residency (resident.c): granules from the table, warm = free less released */
+    out->elastic = g->elastic != 0;
+    out->resident_min = g->resident_min;
+    out->warm_bytes = g->warm_bytes;
+    out->idle_release_ms = g->idle_release_ms;
+    for (uint32_t s = 0; s < pool->nsub; s++) {
+        uint64_t rel = dp_res_released_in(pool, s) << DP_RES_SHIFT;
+        out->released_bytes += rel;
+        out->warm_free_bytes += out->subpool[s].free > rel ? out->subpool[s].free - rel : 0;
+    }
+    out->resident_bytes = g->data_size > out->released_bytes ? g->data_size - out->released_bytes : 0;
+    const dp_header *h = pool->hdr; /* relaxed: counters */
+    out->releases = dp_load_relaxed(&h->releases);
+    out->released_total = dp_load_relaxed(&h->released_total);
+    out->release_ns = dp_load_relaxed(&h->release_ns);
+    out->refills_ahead = dp_load_relaxed(&h->refills_ahead);
+    out->refilled_ahead = dp_load_relaxed(&h->refilled_ahead);
+    out->refill_ahead_ns = dp_load_relaxed(&h->refill_ahead_ns);
+    out->refills_on_demand = dp_load_relaxed(&h->refills_demand);
+    out->refilled_on_demand = dp_load_relaxed(&h->refilled_demand);
+    out->refill_on_demand_ns = dp_load_relaxed(&h->refill_demand_ns);
+    out->refill_failures = dp_load_relaxed(&h->refill_failures);
+    out->maintain_steps = dp_load_relaxed(&h->maint_steps);
+    uint64_t surplus = 0, over = 0;
+    out->huge_release_to_system = g->huge_pages && dp_os_huge_surplus(g->page_size, &surplus, &over) == 0 && surplus > 0;
 }
 
 /* ---- check -------------------------------------------------------------- */
@@ -118,6 +146,8 @@ static int check_pass(dsmpool *pool, uint64_t **used, uint64_t **owned, dp_area_
     }
     /* 2 */
     if ((r = dp_used_maps(pool, used, why, n, true)) != 0) return r;
+    /* 6 (needs only 2's maps) */
+    if ((r = dp_res_verify(pool, used, why, n)) != 0) return r;
     /* 3, 4 */
     if ((r = dp_seg_verify(pool, why, n)) != 0) return r;
     if ((r = dp_owned_maps(pool, owned, why, n)) != 0) return r;

@@ -1,0 +1,818 @@
+/*
+ * test_elastic.c -- the elastic pool (issue 27): memory given back to the
+ * system and made resident again while other processes allocate, free and
+ * die.
+ *
+ *   trim_under_load     4 processes allocate segments and area chunks,
+ *                       write a pattern, verify it and free, while the
+ *                       parent trims everything free and prefaults it back
+ *                       again and again: no byte a holder wrote changes (a
+ *                       block released under its holder would read zeroes)
+ *   every backing       trim, then the backing's allocated blocks
+ *                       (st_blocks: MEMFD, POSIX) or this process's RSS of
+ *                       the region (ANON, SysV) drop by exactly what trim
+ *                       reports, and dsmpool_prefault_free brings them back
+ *   hugetlb             the kernel's free huge pages rise by the pages trim
+ *                       released (persistent pages: they stay in the
+ *                       hugetlb pool); skipped, saying why, when no huge
+ *                       pages can be reserved (the setting is put back)
+ *   kills               a process killed at every step of trim and of a
+ *                       refill (ahead and on demand); then recover(): the
+ *                       pool's free bytes exact, dsmpool_check() clean, the
+ *                       released bytes those of a granule state the kill
+ *                       allows, and everything can be trimmed and refilled
+ *   zeroed              a released block handed out again is resident (a
+ *                       refill on demand is counted) and reads zeroes
+ *   maintain            dsmpool_maintain with idle_release_ms and
+ *                       warm_bytes: after idle the pool holds resident_min +
+ *                       warm_bytes; the warm reserve is refilled ahead of
+ *                       need; the helper thread does the same
+ *   reservation         a 64 GiB reservation on a smaller machine is
+ *                       created with only its tables charged and serves
+ *                       what fits (2 GiB here; a POSIX one in a 1 GiB
+ *                       tmpfs answers -ENOMEM once the tmpfs is full)
+ *   cgroup              in a memory cgroup limited to 2 GiB a 16 GiB
+ *                       reservation is created, serves up to the limit and
+ *                       answers -ENOMEM beyond it: no SIGBUS, no OOM kill
+ *                       (skipped, saying why, where no cgroup can be made)
+ *
+ * Children never use Criterion's asserts; they report through exit codes.
+ */
+#include <criterion/criterion.h>
+#include <dsmpool.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dp_internal.h"
+#include "testhooks.h"
+#include "testutil.h"
+
+#define GIB (1ull << 30)
+
+/* ThreadSanitizer's shadow memory follows what the process touches: it is
+ * charged to the same memory cgroup, and touching GiBs under it takes
+ * minutes (tests/crshim's runner under TSan). */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+#define GRANULE (2 * MIB)
+
+static dsmpool_stats stats(dsmpool *p) {
+    dsmpool_stats st;
+    cr_assert_eq(dsmpool_get_stats(p, &st), 0, "%s", dsmpool_last_error());
+    return st;
+}
+
+static dsmpool *mkpool(dsmpool_backing b, const char *name, size_t size) {
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = size;
+    cfg.backing = b;
+    cfg.name = name;
+    dsmpool *p = NULL;
+    int r = dsmpool_create(&cfg, &p);
+    cr_assert_eq(r, 0, "create (%s): %s", dsmpool_backing_name(b), dsmpool_last_error());
+    return p;
+}
+
+/* Bytes of the backing that hold memory: the file's blocks (MEMFD, POSIX)
+ * or this process's resident pages of the region (ANON, SysV). */
+static long long held_bytes(dsmpool *p) {
+    if (p->fd >= 0 && (p->backing == DSMPOOL_BACKING_MEMFD || p->backing == DSMPOOL_BACKING_POSIX)) {
+        struct stat s;
+        cr_assert_eq(fstat(p->fd, &s), 0);
+        return (long long)s.st_blocks * 512;
+    }
+    long kb = test_smaps_kb(p->base, p->size, "Rss");
+    cr_assert_geq(kb, 0, "/proc/self/smaps is unreadable");
+    return (long long)kb * 1024;
+}
+
+/* ---- trim under load ------------------------------------------------------ */
+
+static uint64_t pat(uint64_t seed, size_t i) { return (seed * 0x9e3779b97f4a7c15ull) ^ (i * 0xff51afd7ed558ccdull); }
+
+static void fill(void *a, size_t n, uint64_t seed) {
+    uint64_t *w = a;
+    for (size_t i = 0; i < n / 8; i += 64) w[i] = pat(seed, i); /* a word per 512 bytes */
+    w[n / 8 - 1] = pat(seed, n / 8 - 1);
+}
+
+static bool same(const void *a, size_t n, uint64_t seed) {
+    const uint64_t *w = a;
+    for (size_t i = 0; i < n / 8; i += 64)
+        if (w[i] != pat(seed, i)) return false;
+    return w[n / 8 - 1] == pat(seed, n / 8 - 1);
+}
+
+/* A child: segments and area chunks, written, verified, freed, until the
+ * deadline. Exit 0, or 10+ for what went wrong. */
+typedef struct load_ctl {
+    _Atomic int started, stop;
+} load_ctl;
+
+static void worker(dsmpool *p, dsmpool_area *a, uint64_t seed, load_ctl *ctl) {
+    dsmpool_seg *segs[4] = {0};
+    uint64_t sseed[4] = {0};
+    dsmpool_ptr ch[64] = {0};
+    size_t csz[64] = {0};
+    uint64_t cseed[64] = {0};
+    for (unsigned ops = 0; !atomic_load(&ctl->stop); ops++) {
+        if (ops == 16) atomic_fetch_add(&ctl->started, 1);
+        uint64_t r = test_rand(&seed);
+        unsigned i = r % 4, j = (r >> 8) % 64;
+        if (segs[i]) {
+            if (!same(dsmpool_seg_address(segs[i]), dsmpool_seg_size(segs[i]), sseed[i])) _exit(11);
+            if (dsmpool_seg_detach(segs[i]) != 0) _exit(12);
+            segs[i] = NULL;
+        } else {
+            size_t sz = (64 * KIB) << ((r >> 16) % 8); /* 64 KiB .. 8 MiB */
+            if (dsmpool_seg_create(p, sz, DSMPOOL_SEG_NO_FALLBACK, &segs[i]) == 0) {
+                sseed[i] = test_rand(&seed);
+                fill(dsmpool_seg_address(segs[i]), dsmpool_seg_size(segs[i]), sseed[i]);
+            } else
+                segs[i] = NULL;
+        }
+        if (ch[j]) {
+            if (!same(dsmpool_area_addr(a, ch[j]), csz[j], cseed[j])) _exit(13);
+            if (dsmpool_area_free(a, ch[j]) != 0) _exit(14);
+            ch[j] = 0;
+        } else {
+            csz[j] = (4 * KIB) << ((r >> 24) % 8); /* 4 KiB .. 512 KiB */
+            if (dsmpool_area_alloc(a, csz[j], 0, &ch[j]) == 0) {
+                cseed[j] = test_rand(&seed);
+                fill(dsmpool_area_addr(a, ch[j]), csz[j], cseed[j]);
+            } else
+                ch[j] = 0;
+        }
+    }
+    for (unsigned i = 0; i < 4; i++)
+        if (segs[i] && (!same(dsmpool_seg_address(segs[i]), dsmpool_seg_size(segs[i]), sseed[i]) ||
+                        dsmpool_seg_detach(segs[i]) != 0))
+            _exit(15);
+    for (unsigned j = 0; j < 64; j++)
+        if (ch[j] && (!same(dsmpool_area_addr(a, ch[j]), csz[j], cseed[j]) || dsmpool_area_free(a, ch[j]) != 0))
+            _exit(16);
+    dsmpool_area_flush(a);
+    _exit(0);
+}
+
+static void trim_under_load(dsmpool_backing b) {
+    char nm[96];
+    dsmpool *p = mkpool(b, b == DSMPOOL_BACKING_ANON || b == DSMPOOL_BACKING_MEMFD ? NULL : test_name(nm, sizeof nm, "el-load"),
+                        256 * MIB);
+    dsmpool_area *a;
+    cr_assert_eq(dsmpool_area_create(p, 0, &a), 0, "%s", dsmpool_last_error());
+    load_ctl *ctl = mmap(NULL, sizeof *ctl, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(ctl, MAP_FAILED);
+    pid_t kids[4];
+    for (int k = 0; k < 4; k++)
+        if ((kids[k] = fork()) == 0) worker(p, a, test_seed() + (uint64_t)k, ctl);
+    for (int i = 0; i < 10000 && atomic_load(&ctl->started) < 4; i++) usleep(1000);
+    uint64_t until = test_now_ns() + (uint64_t)(test_seconds(2.0) * 1e9);
+    size_t released = 0, refilled = 0, got;
+    unsigned rounds = 0;
+    while (test_now_ns() < until || rounds < 8) { /* at least 8 rounds, however slow (sanitizers) */
+        cr_assert_eq(dsmpool_trim(p, 0, &got), 0, "trim: %s", dsmpool_last_error());
+        released += got;
+        if (rounds++ % 2) {
+            cr_assert_eq(dsmpool_prefault_free(p, 64 * MIB, &got), 0, "prefault: %s", dsmpool_last_error());
+            refilled += got;
+        }
+    }
+    atomic_store(&ctl->stop, 1);
+    for (int k = 0; k < 4; k++) cr_expect_eq(test_wait(kids[k]), 0, "worker %d: a pattern changed or a call failed", k);
+    dsmpool_stats st = stats(p);
+    cr_expect_gt(released, 0, "trim never found a free granule");
+    cr_expect_gt(st.refills_on_demand + st.refills_ahead, 0);
+    cr_log_info("%s: %u rounds, %zu MiB released, %zu MiB refilled ahead, %llu refills on demand",
+                dsmpool_backing_name(b), rounds, released >> 20, refilled >> 20,
+                (unsigned long long)st.refills_on_demand);
+    test_recover_all(p);
+    test_check_ok(p);
+    dsmpool_area_destroy(a);
+    dsmpool_destroy(p);
+}
+
+Test(elastic, trim_under_load_anon, .timeout = 120) { trim_under_load(DSMPOOL_BACKING_ANON); }
+Test(elastic, trim_under_load_memfd, .timeout = 120) { trim_under_load(DSMPOOL_BACKING_MEMFD); }
+
+/* ---- every backing: the memory goes and comes back -------------------------- */
+
+static void backing_round(dsmpool_backing b, bool elastic) {
+    char nm[96];
+    test_private_shm();
+    const char *name = b == DSMPOOL_BACKING_POSIX ? test_name(nm, sizeof nm, "el-posix")
+                       : b == DSMPOOL_BACKING_SYSV ? test_name(nm, sizeof nm, "el-sysv") + 1
+                                                   : NULL;
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = 128 * MIB;
+    cfg.backing = b;
+    cfg.name = name;
+    if (elastic) cfg.resident_min = 16 * MIB;
+    dsmpool *p = NULL;
+    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "create (%s): %s", dsmpool_backing_name(b), dsmpool_last_error());
+    dsmpool_stats st = stats(p);
+    cr_assert_eq(st.elastic, elastic);
+    if (elastic) {
+        cr_expect_eq(st.resident_bytes, 16 * MIB, "an elastic pool starts with resident_min resident");
+        size_t got;
+        cr_assert_eq(dsmpool_prefault_free(p, SIZE_MAX, &got), 0, "%s", dsmpool_last_error());
+        cr_expect_eq(got, st.released_bytes);
+    }
+    size_t free0 = test_pool_free(p);
+    long long h0 = held_bytes(p);
+    size_t rel = 0, got = 0;
+    cr_assert_eq(dsmpool_trim(p, 8 * MIB, &rel), 0, "trim: %s", dsmpool_last_error());
+    long long h1 = held_bytes(p);
+    st = stats(p);
+    cr_expect_geq(rel, free0 - 8 * MIB - 2 * GRANULE, "trim left %zu of %zu free bytes", free0 - rel, free0);
+    cr_expect_eq(st.released_bytes, rel);
+    cr_expect_geq(st.warm_free_bytes, 8 * MIB, "trim kept less than keep_bytes resident and free");
+    cr_expect_eq(h0 - h1, (long long)rel, "%s: the backing held %lld bytes before and %lld after; trim said %zu",
+                 dsmpool_backing_name(b), h0, h1, rel);
+    test_check_ok(p);
+    cr_assert_eq(dsmpool_prefault_free(p, SIZE_MAX, &got), 0, "prefault: %s", dsmpool_last_error());
+    cr_expect_eq(got, rel);
+    long long h2 = held_bytes(p);
+    cr_expect_eq(h2, h0, "%s: prefault_free brought back %lld of %zu bytes", dsmpool_backing_name(b), h2 - h1, rel);
+    st = stats(p);
+    cr_expect_eq(st.released_bytes, 0);
+    cr_expect_eq(test_pool_free(p), free0);
+    cr_log_info("%s%s: held %lld MiB, after trim %lld MiB (released %zu MiB), after prefault_free %lld MiB",
+                dsmpool_backing_name(b), elastic ? " (elastic)" : "", h0 >> 20, h1 >> 20, rel >> 20, h2 >> 20);
+    test_check_ok(p);
+    dsmpool_destroy(p);
+}
+
+Test(elastic, backing_anon) { backing_round(DSMPOOL_BACKING_ANON, false); }
+Test(elastic, backing_memfd) { backing_round(DSMPOOL_BACKING_MEMFD, false); }
+Test(elastic, backing_posix) { backing_round(DSMPOOL_BACKING_POSIX, false); }
+Test(elastic, backing_sysv) { backing_round(DSMPOOL_BACKING_SYSV, false); }
+Test(elastic, backing_anon_elastic) { backing_round(DSMPOOL_BACKING_ANON, true); }
+Test(elastic, backing_memfd_elastic) { backing_round(DSMPOOL_BACKING_MEMFD, true); }
+Test(elastic, backing_posix_elastic) { backing_round(DSMPOOL_BACKING_POSIX, true); }
+Test(elastic, backing_sysv_elastic) { backing_round(DSMPOOL_BACKING_SYSV, true); }
+
+/* ---- hugetlb ------------------------------------------------------------------ */
+
+#define NR_HUGE "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+#define FREE_HUGE "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"
+
+static long read_long(const char *path) {
+    char buf[32] = "";
+    return test_read_file(path, buf, sizeof buf) == 0 ? atol(buf) : -1;
+}
+
+Test(elastic, hugetlb_pages_go_back_to_the_pool, .timeout = 60) {
+    long nr0 = read_long(NR_HUGE);
+    if (nr0 < 0) cr_skip_test("no 2 MiB hugetlb pool on this kernel (%s is missing)", NR_HUGE);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%ld", nr0 + 40);
+    if (test_write_file(NR_HUGE, buf) != 0 || read_long(NR_HUGE) < nr0 + 40) {
+        snprintf(buf, sizeof buf, "%ld", nr0);
+        test_write_file(NR_HUGE, buf);
+        cr_skip_test("could not reserve 40 huge pages of 2 MiB (not root, or memory too fragmented)");
+    }
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = 64 * MIB;
+    cfg.huge_pages = DSMPOOL_HUGE_ON;
+    dsmpool *p = NULL;
+    int r = dsmpool_create(&cfg, &p);
+    bool ok = false;
+    long f0 = 0, f1 = 0, f2 = 0;
+    size_t rel = 0, got = 0;
+    if (r == 0) {
+        /* other users of the hugetlb pool may take or free pages meanwhile:
+         * try a few times for a quiet window */
+        for (int t = 0; t < 5 && !ok; t++) {
+            f0 = read_long(FREE_HUGE);
+            if (dsmpool_trim(p, 0, &rel) != 0) break;
+            f1 = read_long(FREE_HUGE);
+            if (dsmpool_prefault_free(p, SIZE_MAX, &got) != 0) break;
+            f2 = read_long(FREE_HUGE);
+            ok = rel && f1 - f0 == (long)(rel / GRANULE) && f1 - f2 == (long)(got / GRANULE) && got == rel;
+        }
+    }
+    dsmpool_stats st = {0};
+    if (p) {
+        st = stats(p);
+        test_check_ok(p);
+        dsmpool_destroy(p);
+    }
+    snprintf(buf, sizeof buf, "%ld", nr0);
+    test_write_file(NR_HUGE, buf);
+    cr_assert_eq(r, 0, "create with huge pages: %s", dsmpool_last_error());
+    cr_expect(ok, "free huge pages %ld, after trim (released %zu bytes) %ld, after prefault_free (%zu) %ld", f0, rel,
+              f1, got, f2);
+    cr_expect(!st.huge_release_to_system || read_long("/proc/sys/vm/nr_overcommit_hugepages") > 0);
+    cr_log_info("hugetlb: free pages %ld, after trim %ld (%zu MiB released), after prefault_free %ld", f0, f1,
+                rel >> 20, f2);
+}
+
+/* A hugetlb pool that is not elastic has its pages reserved for its whole
+ * size: a hole punched in its file would be reserved again by the next
+ * process to map it (an attach by name), and that attach fails when the
+ * kernel's pool is short. So its trim is refused, with what to do; the same
+ * pool created elastic trims. */
+Test(elastic, trim_of_a_reserved_hugetlb_file_pool_is_refused, .timeout = 60) {
+    long nr0 = read_long(NR_HUGE);
+    if (nr0 < 0) cr_skip_test("no 2 MiB hugetlb pool on this kernel (%s is missing)", NR_HUGE);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%ld", nr0 + 40);
+    if (test_write_file(NR_HUGE, buf) != 0 || read_long(NR_HUGE) < nr0 + 40) {
+        snprintf(buf, sizeof buf, "%ld", nr0);
+        test_write_file(NR_HUGE, buf);
+        cr_skip_test("could not reserve 40 huge pages of 2 MiB (not root, or memory too fragmented)");
+    }
+    int r[2] = {-1, -1}, tr[2] = {1, 1};
+    char msg[2][256] = {"", ""};
+    size_t rel[2] = {0, 0};
+    for (int el = 0; el < 2; el++) {
+        dsmpool_config cfg;
+        dsmpool_config_init(&cfg);
+        cfg.size = 32 * MIB;
+        cfg.backing = DSMPOOL_BACKING_MEMFD;
+        cfg.huge_pages = DSMPOOL_HUGE_ON;
+        if (el) cfg.resident_min = 8 * MIB;
+        dsmpool *p = NULL;
+        if ((r[el] = dsmpool_create(&cfg, &p)) != 0) {
+            snprintf(msg[el], sizeof msg[el], "%s", dsmpool_last_error());
+            continue;
+        }
+        tr[el] = dsmpool_trim(p, 0, &rel[el]);
+        snprintf(msg[el], sizeof msg[el], "%s", dsmpool_last_error());
+        dsmpool_destroy(p);
+    }
+    snprintf(buf, sizeof buf, "%ld", nr0);
+    test_write_file(NR_HUGE, buf);
+    cr_assert_eq(r[0], 0, "create: %s", msg[0]);
+    cr_assert_eq(r[1], 0, "create elastic: %s", msg[1]);
+    cr_expect_eq(tr[0], -EOPNOTSUPP, "trim of a reserved hugetlb MEMFD pool: %d (%s)", tr[0], msg[0]);
+    cr_expect_eq(rel[0], 0u);
+    cr_expect(strstr(msg[0], "elastic") != NULL, "the message says what to do: %s", msg[0]);
+    cr_expect_eq(tr[1], 0, "trim of the elastic one: %s", msg[1]);
+}
+
+/* ---- kills at each step ------------------------------------------------------ */
+
+static const char *inj_point;
+static void die_at(const char *point) {
+    if (inj_point && !strcmp(point, inj_point)) raise(SIGKILL);
+}
+
+/* Kill a child at point during op (0 trim, 1 prefault_free, 2 an allocation
+ * of released memory); the pool is then recovered and must be whole. */
+static void kill_at(const char *point, int op) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_MEMFD, NULL, 64 * MIB);
+    size_t free0 = test_pool_free(p), got;
+    long long held0 = held_bytes(p);
+    if (op) cr_assert_eq(dsmpool_trim(p, 0, &got), 0, "%s", dsmpool_last_error());
+    size_t rel0 = stats(p).released_bytes;
+    pid_t c = fork();
+    if (c == 0) {
+        inj_point = point;
+        dp_inject_fn = die_at;
+        dsmpool_seg *s;
+        if (op == 0) dsmpool_trim(p, 0, &got);
+        else if (op == 1) dsmpool_prefault_free(p, SIZE_MAX, &got);
+        else dsmpool_seg_create(p, 8 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s);
+        _exit(5);
+    }
+    cr_assert_eq(test_wait(c), 128 + SIGKILL, "the child did not die at %s", point);
+    test_recover_all(p);
+    cr_expect_eq(test_pool_free(p), free0, "%s: free bytes are not what they were", point);
+    test_check_ok(p);
+    dsmpool_stats st = stats(p);
+    /* a kill releases at most one piece (32 MiB), or makes one resident */
+    if (op == 0) cr_expect_leq(st.released_bytes, 32 * MIB, "%s: %zu released", point, st.released_bytes);
+    else cr_expect_geq(st.released_bytes + 32 * MIB, rel0, "%s: %zu released of %zu", point, st.released_bytes, rel0);
+    /* every state is one the next trim and refill take as it is */
+    cr_assert_eq(dsmpool_trim(p, 0, &got), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(stats(p).released_bytes, free0 / GRANULE * GRANULE, "%s: a free granule was not released", point);
+    cr_assert_eq(dsmpool_prefault_free(p, SIZE_MAX, &got), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(stats(p).released_bytes, 0);
+    cr_expect_eq(held_bytes(p), held0, "%s: the file holds %lld bytes, %lld at first", point, held_bytes(p), held0);
+    test_check_ok(p);
+    dsmpool_destroy(p);
+}
+
+Test(elastic, kill_trim_claimed) { kill_at("elastic.trim.claimed", 0); }
+Test(elastic, kill_trim_marked) { kill_at("elastic.trim.marked", 0); }
+Test(elastic, kill_trim_released) { kill_at("elastic.trim.released", 0); }
+Test(elastic, kill_refill_claimed) { kill_at("elastic.refill.claimed", 1); }
+Test(elastic, kill_refill_populated) { kill_at("elastic.refill.populated", 1); }
+Test(elastic, kill_refill_marked) { kill_at("elastic.refill.marked", 1); }
+Test(elastic, kill_refill_on_demand_populated) { kill_at("resident.refill.populated", 2); }
+
+/* ---- a released block comes back resident and zeroed ---------------------------- */
+
+Test(elastic, released_block_comes_back_zeroed) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 32 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s), 0, "%s", dsmpool_last_error());
+    memset(dsmpool_seg_address(s), 0xab, dsmpool_seg_size(s));
+    cr_assert_eq(dsmpool_seg_detach(s), 0);
+    size_t rel;
+    cr_assert_eq(dsmpool_trim(p, 0, &rel), 0, "%s", dsmpool_last_error());
+    dsmpool_stats st0 = stats(p);
+    cr_assert_eq(st0.warm_free_bytes, 0, "trim(0) left %zu free bytes resident", st0.warm_free_bytes);
+    cr_assert_eq(dsmpool_seg_create(p, 32 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s), 0, "%s", dsmpool_last_error());
+    dsmpool_stats st1 = stats(p);
+    cr_expect_gt(st1.refills_on_demand, st0.refills_on_demand, "no refill on demand was counted");
+    cr_expect_geq(st1.refilled_on_demand - st0.refilled_on_demand, 32 * MIB);
+    const unsigned char *b = dsmpool_seg_address(s);
+    size_t n = dsmpool_seg_size(s), nz = 0;
+    /* resident: mincore says every page is there before we touch it */
+    unsigned char vec[32 * MIB / 4096];
+    cr_assert_eq(mincore((void *)b, 32 * MIB, vec), 0);
+    size_t absent = 0;
+    for (size_t i = 0; i < sizeof vec; i++) absent += !(vec[i] & 1);
+    cr_expect_eq(absent, 0, "%zu pages of the block handed out are not resident", absent);
+    for (size_t i = 0; i < n; i++) nz += b[i] != 0;
+    cr_expect_eq(nz, 0, "%zu bytes of a released block handed out again are not zero", nz);
+    dsmpool_seg_detach(s);
+    test_check_ok(p);
+    dsmpool_destroy(p);
+}
+
+/* ---- the policy -------------------------------------------------------------- */
+
+static dsmpool *mkelastic(size_t size, size_t rmin, unsigned idle_ms, size_t warm) {
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = size;
+    cfg.resident_min = rmin;
+    cfg.idle_release_ms = idle_ms;
+    cfg.warm_bytes = warm;
+    dsmpool *p = NULL;
+    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "create: %s", dsmpool_last_error());
+    return p;
+}
+
+/* Run maintenance steps as they ask, until done() or the time is up. */
+static bool maintain_until(dsmpool *p, double secs, bool (*done)(const dsmpool_stats *, const void *),
+                           const void *arg) {
+    uint64_t end = test_now_ns() + (uint64_t)(secs * 1e9);
+    while (test_now_ns() < end) {
+        unsigned next = 0;
+        cr_assert_eq(dsmpool_maintain(p, &next), 0, "maintain: %s", dsmpool_last_error());
+        dsmpool_stats st = stats(p);
+        if (done(&st, arg)) return true;
+        usleep(next > 200 ? 200000 : next * 1000u);
+    }
+    return false;
+}
+
+static bool resident_is(const dsmpool_stats *st, const void *arg) { return st->resident_bytes == *(const size_t *)arg; }
+static bool warm_at_least(const dsmpool_stats *st, const void *arg) {
+    return st->warm_free_bytes >= *(const size_t *)arg;
+}
+
+/* [idle stamps] forced: a step looks at a free granule, an allocation takes
+ * it (its one load finds no stamp yet), and the step stamps it. The next
+ * step must take that stamp away while the granule is held, or the memory
+ * goes the moment it is freed, however briefly it was idle. The race is
+ * forced by stamping a held granule as the step would have. */
+Test(elastic, a_stamp_on_a_granule_in_use_goes_at_the_next_step, .timeout = 60) {
+    dsmpool *p = mkelastic(64 * MIB, 8 * MIB, 1000, 0);
+    uint64_t blk;
+    cr_assert_eq(dp_pool_alloc(p, 9, &blk), 0, "%s", dsmpool_last_error()); /* 2 MiB: one granule */
+    uint64_t g = (DP_BLOCK_OFF(blk) - p->geo.data_off) >> DP_RES_SHIFT;
+    cr_assert(dp_res_stamp(p, g, 1), "the held granule's word was %#llx", (unsigned long long)dp_res_load(p, g));
+    unsigned next;
+    cr_assert_eq(dsmpool_maintain(p, &next), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(dp_res_load(p, g), 0, "a granule in use keeps a stamp of %u ms after the epoch",
+                 DP_RES_STAMP(dp_res_load(p, g)));
+    cr_expect_eq(dp_pool_free(p, blk), 0);
+    cr_assert_eq(dsmpool_maintain(p, &next), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(dp_res_load(p, g) & DP_RES_RELEASED, 0, "freed just now, and released by the same step");
+    test_check_ok(p);
+    dsmpool_destroy(p);
+}
+
+Test(elastic, maintain_releases_idle_memory_down_to_min_plus_warm, .timeout = 60) {
+    dsmpool *p = mkelastic(256 * MIB, 32 * MIB, 100, 16 * MIB);
+    dsmpool_stats st = stats(p);
+    cr_assert(st.elastic);
+    cr_expect_eq(st.resident_bytes, 32 * MIB);
+    /* a query's worth of memory, used and freed */
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 120 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s), 0, "%s", dsmpool_last_error());
+    memset(dsmpool_seg_address(s), 1, dsmpool_seg_size(s));
+    dsmpool_seg_detach(s);
+    st = stats(p);
+    cr_expect_geq(st.resident_bytes, 120 * MIB);
+    size_t want = 48 * MIB; /* resident_min + warm_bytes */
+    uint64_t t0 = test_now_ns();
+    bool ok = maintain_until(p, 5, resident_is, &want);
+    st = stats(p);
+    cr_expect(ok, "after 5 s of maintenance %zu bytes are resident, not %zu", st.resident_bytes, want);
+    cr_expect_geq((double)(test_now_ns() - t0) / 1e6, 100.0, "memory went before it had been idle 100 ms");
+    cr_expect_gt(st.releases, 0);
+    cr_expect_gt(st.maintain_steps, 0);
+    unsigned next = 0;
+    cr_assert_eq(dsmpool_maintain(p, &next), 0);
+    cr_expect_gt(next, 0, "a pool held at resident_min + warm_bytes asks to be called again at once");
+    cr_log_info("maintain: resident %zu MiB after %.0f ms (idle_release_ms 100)", st.resident_bytes >> 20,
+                (double)(test_now_ns() - t0) / 1e6);
+    /* memory in use is never released, and the warm reserve is refilled:
+     * 20 segments of 2 MiB take resident memory first (the allocator's
+     * [resident first]), leaving less than warm_bytes warm */
+    dsmpool_seg *segs[40];
+    int nseg = 0;
+    while (nseg < 20 || (nseg < 40 && stats(p).warm_free_bytes >= 16 * MIB)) {
+        cr_assert_eq(dsmpool_seg_create(p, 2 * MIB, DSMPOOL_SEG_NO_FALLBACK, &segs[nseg]), 0, "%s",
+                     dsmpool_last_error());
+        memset(dsmpool_seg_address(segs[nseg]), 2, dsmpool_seg_size(segs[nseg]));
+        nseg++;
+    }
+    st = stats(p);
+    /* (the preference is a hint on the slow path: a partly used 32 MiB node
+     * is still taken before a free one, even where its warm granules are gone) */
+    cr_log_info("maintain: %d segments of 2 MiB from 48 MiB resident: %llu more refills on demand", nseg,
+                (unsigned long long)st.refills_on_demand - 1);
+    cr_expect_lt(st.warm_free_bytes, 16 * MIB);
+    size_t warm = 16 * MIB;
+    cr_expect(maintain_until(p, 5, warm_at_least, &warm), "the warm reserve was not refilled: %zu free resident",
+              stats(p).warm_free_bytes);
+    cr_expect_gt(stats(p).refills_ahead, 0);
+    usleep(300000);
+    for (int i = 0; i < 10; i++) dsmpool_maintain(p, NULL);
+    size_t bad = 0;
+    for (int i = 0; i < nseg; i++) {
+        const unsigned char *b = dsmpool_seg_address(segs[i]);
+        for (size_t k = 0; k < dsmpool_seg_size(segs[i]); k += 4096) bad += b[k] != 2;
+    }
+    cr_expect_eq(bad, 0, "%zu pages of held segments changed", bad);
+    st = stats(p);
+    cr_expect_geq(st.resident_bytes, (size_t)nseg * 2 * MIB + 16 * MIB, "held + warm must stay resident");
+    cr_expect_geq(st.warm_free_bytes, 16 * MIB);
+    for (int i = 0; i < nseg; i++) dsmpool_seg_detach(segs[i]);
+    test_check_ok(p);
+    dsmpool_destroy(p);
+}
+
+Test(elastic, maintainer_thread, .timeout = 60) {
+    dsmpool *p = mkelastic(128 * MIB, 16 * MIB, 50, 8 * MIB);
+    size_t got;
+    cr_assert_eq(dsmpool_prefault_free(p, SIZE_MAX, &got), 0);
+    cr_assert_eq(dsmpool_maintainer_start(p, 20), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(dsmpool_maintainer_start(p, 20), -EALREADY);
+    size_t want = 24 * MIB;
+    uint64_t end = test_now_ns() + 5000000000ull;
+    while (stats(p).resident_bytes != want && test_now_ns() < end) usleep(10000);
+    cr_expect_eq(stats(p).resident_bytes, want, "the helper thread left %zu bytes resident", stats(p).resident_bytes);
+    cr_assert_eq(dsmpool_maintainer_stop(p), 0);
+    cr_assert_eq(dsmpool_maintainer_start(p, 0), 0, "%s", dsmpool_last_error());
+    dsmpool_detach(p); /* stops it */
+}
+
+Test(elastic, no_policy_does_nothing) {
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    unsigned next = 0;
+    cr_assert_eq(dsmpool_maintain(p, &next), 0);
+    cr_expect_eq(next, 1000);
+    cr_expect_eq(stats(p).released_bytes, 0);
+    dsmpool_destroy(p);
+}
+
+/* ---- reservations beyond memory ------------------------------------------------ */
+
+Test(elastic, reservation_64g_serves_what_fits, .timeout = 120) {
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = 64 * GIB;
+    dsmpool *p = NULL;
+    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "create of a 64 GiB reservation: %s", dsmpool_last_error());
+    dsmpool_stats st = stats(p);
+    cr_expect(st.elastic, "a size beyond memory is a reservation");
+    cr_expect_leq(st.resident_bytes, 2 * GRANULE);
+    long rss_kb = test_smaps_kb(p->base, p->size, "Rss");
+    cr_log_info("64 GiB reservation: tables %llu MiB, this process's RSS of it %ld MiB", (unsigned long long)(p->geo.data_off >> 20),
+                rss_kb >> 10);
+    /* 2 GiB of it used (the rest would fit too, but this machine is shared);
+     * 256 MiB under TSan */
+    dsmpool_seg *s[8];
+    int nseg = UNDER_TSAN ? 1 : 8;
+    for (int i = 0; i < nseg; i++) {
+        cr_assert_eq(dsmpool_seg_create(p, 256 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s[i]), 0, "%s", dsmpool_last_error());
+        memset(dsmpool_seg_address(s[i]), i + 1, dsmpool_seg_size(s[i]));
+    }
+    st = stats(p);
+    cr_expect_geq(st.resident_bytes, (size_t)nseg * 256 * MIB);
+    for (int i = 0; i < nseg; i++) dsmpool_seg_detach(s[i]);
+    size_t rel;
+    cr_assert_eq(dsmpool_trim(p, 0, &rel), 0);
+    cr_expect_geq(rel, (size_t)nseg * 256 * MIB);
+    test_check_ok(p);
+    dsmpool_destroy(p);
+}
+
+/* POSIX in a tmpfs of 1 GiB: the reservation is 64 GiB, the tmpfs fills,
+ * and the allocation that finds no room is -ENOMEM, not a SIGBUS. */
+Test(elastic, reservation_in_a_full_tmpfs_says_enomem, .timeout = 120) {
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1g") != 0)
+        cr_skip_test("no private /dev/shm of 1 GiB (%s; not root?)", strerror(errno));
+    char nm[96];
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = 64 * GIB;
+    cfg.backing = DSMPOOL_BACKING_POSIX;
+    cfg.name = test_name(nm, sizeof nm, "el-tmpfs");
+    dsmpool *p = NULL;
+    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "create: %s", dsmpool_last_error());
+    dsmpool_seg *s[64];
+    int n = 0, r = 0;
+    while (n < 64 && (r = dsmpool_seg_create(p, 64 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s[n])) == 0) {
+        memset(dsmpool_seg_address(s[n]), 1, dsmpool_seg_size(s[n]));
+        n++;
+    }
+    cr_expect_eq(r, -ENOMEM, "the allocation past the tmpfs's room: %d (%s)", r, dsmpool_last_error());
+    cr_expect(strstr(dsmpool_last_error(), "could not be made resident"), "the message: %s", dsmpool_last_error());
+    cr_expect_geq(n, 8, "only %d segments of 64 MiB fit in a 1 GiB tmpfs", n);
+    cr_log_info("full tmpfs: %d segments of 64 MiB, then %s", n, dsmpool_last_error());
+    dsmpool_stats st = stats(p);
+    cr_expect_gt(st.refill_failures, 0);
+    for (int i = 0; i < n; i++) dsmpool_seg_detach(s[i]);
+    test_check_ok(p);
+    dsmpool_destroy(p);
+}
+
+/* ---- a memory cgroup ------------------------------------------------------------ */
+
+/* Make a memory cgroup limited to 2 GiB under this process's own (v2, or v1's
+ * memory controller); its path in dir, or false with why. */
+static bool cgroup_make(char *dir, size_t n, char *why, size_t wn) {
+    char line[512], v1[400] = "", v2[400] = "";
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return snprintf(why, wn, "/proc/self/cgroup is unreadable"), false;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+        if (!b) continue;
+        if (!strncmp(a, "::", 2)) snprintf(v2, sizeof v2, "%s", b + 1);
+        else if (!strncmp(a + 1, "memory:", 7)) snprintf(v1, sizeof v1, "%s", b + 1);
+    }
+    fclose(f);
+    const char *tries[2][3] = {{"/sys/fs/cgroup", v2, "memory.max"}, {"/sys/fs/cgroup/memory", v1, "memory.limit_in_bytes"}};
+    char probe[800];
+    for (int i = 0; i < 2; i++) {
+        if (i == 0) { /* v2 with the memory controller on */
+            snprintf(probe, sizeof probe, "%s%s/cgroup.controllers", tries[0][0], v2);
+            char c[256] = "";
+            if (test_read_file(probe, c, sizeof c) != 0 || !strstr(c, "memory")) continue;
+        } else if (!v1[0])
+            continue;
+        snprintf(dir, n, "%s%s/dsmpool-test-%d", tries[i][0], strcmp(tries[i][1], "/") ? tries[i][1] : "", (int)getpid());
+        if (mkdir(dir, 0755) != 0) {
+            snprintf(why, wn, "mkdir %s: %s", dir, strerror(errno));
+            continue;
+        }
+        snprintf(probe, sizeof probe, "%s/%s", dir, tries[i][2]);
+        if (test_write_file(probe, "2147483648") != 0) {
+            snprintf(why, wn, "writing %s failed", probe);
+            rmdir(dir);
+            continue;
+        }
+        return true;
+    }
+    if (!why[0]) snprintf(why, wn, "no cgroup v2 with the memory controller and no v1 memory hierarchy");
+    return false;
+}
+
+Test(elastic, cgroup_2g_reservation_16g_says_enomem_not_oom, .timeout = 180) {
+    char dir[700], why[900] = "";
+    if (UNDER_TSAN)
+        cr_skip_test("under ThreadSanitizer its shadow memory is charged to the cgroup too: the limit is not "
+                     "the pool's to reach");
+    if (!cgroup_make(dir, sizeof dir, why, sizeof why)) cr_skip_test("no memory cgroup can be made here: %s", why);
+    int pfd[2];
+    cr_assert_eq(pipe(pfd), 0);
+    pid_t c = fork();
+    if (c == 0) {
+        char go;
+        close(pfd[1]);
+        if (read(pfd[0], &go, 1) != 1) _exit(2);
+        dsmpool_config cfg;
+        dsmpool_config_init(&cfg);
+        cfg.size = 16 * GIB;
+        cfg.idle_release_ms = 1000; /* elastic */
+        dsmpool *p = NULL;
+        if (dsmpool_create(&cfg, &p) != 0) {
+            fprintf(stderr, "create: %s\n", dsmpool_last_error());
+            _exit(3);
+        }
+        size_t served = 0;
+        int r;
+        dsmpool_seg *s;
+        while ((r = dsmpool_seg_create(p, 64 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s)) == 0) {
+            memset(dsmpool_seg_address(s), 1, dsmpool_seg_size(s));
+            served += dsmpool_seg_size(s);
+            if (served > 3 * GIB) _exit(4); /* beyond the limit: the check did not hold */
+        }
+        fprintf(stderr, "served %zu MiB, then %d: %s\n", served >> 20, r, dsmpool_last_error());
+        if (r != -ENOMEM) _exit(5);
+        if (served < GIB) _exit(6);
+        if (!strstr(dsmpool_last_error(), "cgroup")) _exit(7); /* the message names the limit */
+        _exit(0);
+    }
+    close(pfd[0]);
+    char procs[800];
+    snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d", (int)c);
+    int mv = test_write_file(procs, pid);
+    cr_assert_eq(write(pfd[1], "g", 1), 1);
+    close(pfd[1]);
+    int st = test_wait(c);
+    char oom[256] = "";
+    snprintf(procs, sizeof procs, "%s/memory.oom_control", dir);
+    test_read_file(procs, oom, sizeof oom);
+    snprintf(procs, sizeof procs, "%s/memory.events", dir);
+    if (!oom[0]) test_read_file(procs, oom, sizeof oom);
+    rmdir(dir);
+    cr_assert_eq(mv, 0, "could not move the child into %s", dir);
+    cr_expect_neq(st, 128 + SIGBUS, "SIGBUS");
+    cr_expect_neq(st, 128 + SIGKILL, "the OOM killer (or a kill): %s", oom);
+    cr_expect_eq(st, 0, "the child in a 2 GiB cgroup: exit %d (3 create failed, 4 served past the limit, 5 not "
+                 "-ENOMEM, 6 served under 1 GiB, 7 the message does not name the cgroup); %s", st, oom);
+    cr_expect(!strstr(oom, "oom_kill 1") && !strstr(oom, "oom_kill 2"), "%s", oom);
+}
+
+/* ---- dsmpool-inspect shows it ------------------------------------------------------ */
+
+/* The inspector's stdout for args, run through python when expr is given. */
+static void run_inspect(const char *args, const char *py, char *out, size_t n) {
+    const char *tool = getenv("DSMPOOL_INSPECT");
+    char cmd[1200];
+    if (py)
+        snprintf(cmd, sizeof cmd, "%s %s | python3 -c 'import json,sys; d=json.load(sys.stdin); print(%s)' 2>&1",
+                 tool, args, py);
+    else
+        snprintf(cmd, sizeof cmd, "%s %s 2>&1", tool, args);
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    size_t got = fread(out, 1, n - 1, f);
+    out[got] = 0;
+    pclose(f);
+    while (got && out[got - 1] == '\n') out[--got] = 0;
+}
+
+Test(elastic, inspect_shows_residency, .timeout = 60) {
+    if (!getenv("DSMPOOL_INSPECT")) cr_skip_test("DSMPOOL_INSPECT is not set (built without the tools)");
+    test_private_shm();
+    char nm[96], args[200], out[4096], want[400];
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = 128 * MIB;
+    cfg.backing = DSMPOOL_BACKING_POSIX;
+    cfg.name = test_name(nm, sizeof nm, "el-inspect");
+    cfg.resident_min = 8 * MIB;
+    cfg.idle_release_ms = 500;
+    cfg.warm_bytes = 4 * MIB;
+    dsmpool *p = NULL;
+    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "%s", dsmpool_last_error());
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 20 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s), 0, "%s", dsmpool_last_error());
+    dsmpool_seg_detach(s);
+    size_t rel;
+    cr_assert_eq(dsmpool_trim(p, 0, &rel), 0);
+    dsmpool_stats st = stats(p);
+    snprintf(args, sizeof args, "--json --view pool %s", nm);
+    run_inspect(args, "sorted(d[\"pool\"][\"residency\"].items())", out, sizeof out);
+    snprintf(want, sizeof want, "('elastic', True)");
+    cr_expect(strstr(out, want), "%s", out);
+    snprintf(want, sizeof want, "('released_bytes', %zu)", st.released_bytes);
+    cr_expect(strstr(out, want), "want %s in %s", want, out);
+    snprintf(want, sizeof want, "('resident_bytes', %zu)", st.resident_bytes);
+    cr_expect(strstr(out, want), "want %s in %s", want, out);
+    snprintf(want, sizeof want, "('refills_on_demand', %llu)", (unsigned long long)st.refills_on_demand);
+    cr_expect(strstr(out, want), "want %s in %s", want, out);
+    snprintf(want, sizeof want, "('releases', %llu)", (unsigned long long)st.releases);
+    cr_expect(strstr(out, want), "want %s in %s", want, out);
+    cr_expect(strstr(out, "('idle_release_ms', 500)") && strstr(out, "('warm_bytes', 4194304)"), "%s", out);
+    snprintf(args, sizeof args, "--view pool %s", nm);
+    run_inspect(args, NULL, out, sizeof out);
+    snprintf(want, sizeof want, "residency   elastic: %zu bytes resident, %zu released", st.resident_bytes,
+             st.released_bytes);
+    cr_expect(strstr(out, want), "want \"%s\" in:\n%s", want, out);
+    cr_expect(strstr(out, "releases    "), "%s", out);
+    dsmpool_destroy(p);
+}
