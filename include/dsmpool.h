@@ -800,7 +800,9 @@ DSMPOOL_EXPORT int dsmpool_prefault_free(dsmpool *pool, size_t bytes, size_t *pr
 DSMPOOL_EXPORT int dsmpool_maintain(dsmpool *pool, unsigned *next_ms);
 /* A helper thread in this process that calls dsmpool_maintain() when it says,
  * at least every max_period_ms (0: 1000). Never started unless asked;
- * -EALREADY if this process runs one for the pool. dsmpool_detach() stops it;
+ * -EALREADY if this process runs one for the pool, -EOPNOTSUPP as for
+ * dsmpool_maintain(). The thread's steps report no errors: an embedder that
+ * wants them calls dsmpool_maintain() itself. dsmpool_detach() stops it;
  * a fork()ed child does not inherit it. */
 DSMPOOL_EXPORT int dsmpool_maintainer_start(dsmpool *pool, unsigned max_period_ms);
 DSMPOOL_EXPORT int dsmpool_maintainer_stop(dsmpool *pool);

@@ -222,12 +222,15 @@ static int el_release(dsmpool *p, const el_sub *e, el_piece pc, bool idle, uint3
     DP_INJECT("elastic.trim.released");
     dp_pool_free(p, blk);
     dp_inflight_end(p);
-    if (newly) { /* relaxed: counters */
+    /* A release that failed keeps its marks: some of its pages may be gone,
+     * and a granule marked released is only ever populated again, which is
+     * safe over pages that are still there. It is not counted as given back. */
+    if (newly && !r) { /* relaxed: counters */
         dp_fetch_add_relaxed(&p->hdr->releases, 1);
         dp_fetch_add_relaxed(&p->hdr->released_total, newly * GRAN);
         dp_fetch_add_relaxed(&p->hdr->release_ns, dp_os_now_ns() - t0);
     }
-    *got = newly * GRAN;
+    *got = r ? 0 : newly * GRAN;
     return r ? dp_fail(r, "giving back %llu bytes of the pool failed: %s", (unsigned long long)(pc.n * GRAN),
                        strerror(-r))
              : 0;
@@ -476,9 +479,7 @@ static void *el_main(void *arg) {
 }
 
 int dsmpool_maintainer_start(dsmpool *pool, unsigned max_period_ms) {
-    dp_clear_error();
-    if (!pool || pool->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
-    int r = dp_self(pool);
+    int r = el_enter(pool); /* -EOPNOTSUPP here, not from every step of a thread nobody hears */
     if (r) return r;
     pthread_mutex_lock(&pool->lock);
     el_thread *t = pool->elastic;
