@@ -55,19 +55,9 @@
 
 #define GIB (1ull << 30)
 
-/* ThreadSanitizer's shadow memory follows what the process touches: it is
- * charged to the same memory cgroup, and touching GiBs under it takes
- * minutes (tests/crshim's runner under TSan). */
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-#ifndef UNDER_TSAN
-#define UNDER_TSAN 0
-#endif
+/* Under TSan (UNDER_TSAN, testutil.h) the shadow memory follows what the
+ * process touches: it is charged to the same memory cgroup, and touching
+ * GiBs under it takes minutes (tests/crshim's runner under TSan). */
 #define GRANULE (2 * MIB)
 
 static dsmpool_stats stats(dsmpool *p) {
@@ -278,16 +268,27 @@ static long read_long(const char *path) {
     return test_read_file(path, buf, sizeof buf) == 0 ? atol(buf) : -1;
 }
 
-Test(elastic, hugetlb_pages_go_back_to_the_pool, .timeout = 60) {
+static void set_nr_huge(long n) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%ld", n);
+    test_write_file(NR_HUGE, buf);
+}
+
+/* n more 2 MiB huge pages reserved, or the test skips saying why; returns
+ * what nr_hugepages was, for set_nr_huge() to put back. */
+static long reserve_huge_or_skip(long n) {
     long nr0 = read_long(NR_HUGE);
     if (nr0 < 0) cr_skip_test("no 2 MiB hugetlb pool on this kernel (%s is missing)", NR_HUGE);
-    char buf[32];
-    snprintf(buf, sizeof buf, "%ld", nr0 + 40);
-    if (test_write_file(NR_HUGE, buf) != 0 || read_long(NR_HUGE) < nr0 + 40) {
-        snprintf(buf, sizeof buf, "%ld", nr0);
-        test_write_file(NR_HUGE, buf);
-        cr_skip_test("could not reserve 40 huge pages of 2 MiB (not root, or memory too fragmented)");
+    set_nr_huge(nr0 + n);
+    if (read_long(NR_HUGE) < nr0 + n) {
+        set_nr_huge(nr0);
+        cr_skip_test("could not reserve %ld huge pages of 2 MiB (not root, or memory too fragmented)", n);
     }
+    return nr0;
+}
+
+Test(elastic, hugetlb_pages_go_back_to_the_pool, .timeout = 60) {
+    long nr0 = reserve_huge_or_skip(40);
     dsmpool_config cfg;
     dsmpool_config_init(&cfg);
     cfg.size = 64 * MIB;
@@ -315,8 +316,7 @@ Test(elastic, hugetlb_pages_go_back_to_the_pool, .timeout = 60) {
         test_check_ok(p);
         dsmpool_destroy(p);
     }
-    snprintf(buf, sizeof buf, "%ld", nr0);
-    test_write_file(NR_HUGE, buf);
+    set_nr_huge(nr0);
     cr_assert_eq(r, 0, "create with huge pages: %s", dsmpool_last_error());
     cr_expect(ok, "free huge pages %ld, after trim (released %zu bytes) %ld, after prefault_free (%zu) %ld", f0, rel,
               f1, got, f2);
@@ -331,15 +331,7 @@ Test(elastic, hugetlb_pages_go_back_to_the_pool, .timeout = 60) {
  * kernel's pool is short. So its trim is refused, with what to do; the same
  * pool created elastic trims. */
 Test(elastic, trim_of_a_reserved_hugetlb_file_pool_is_refused, .timeout = 60) {
-    long nr0 = read_long(NR_HUGE);
-    if (nr0 < 0) cr_skip_test("no 2 MiB hugetlb pool on this kernel (%s is missing)", NR_HUGE);
-    char buf[32];
-    snprintf(buf, sizeof buf, "%ld", nr0 + 40);
-    if (test_write_file(NR_HUGE, buf) != 0 || read_long(NR_HUGE) < nr0 + 40) {
-        snprintf(buf, sizeof buf, "%ld", nr0);
-        test_write_file(NR_HUGE, buf);
-        cr_skip_test("could not reserve 40 huge pages of 2 MiB (not root, or memory too fragmented)");
-    }
+    long nr0 = reserve_huge_or_skip(40);
     int r[2] = {-1, -1}, tr[2] = {1, 1};
     char msg[2][256] = {"", ""};
     size_t rel[2] = {0, 0};
@@ -359,8 +351,7 @@ Test(elastic, trim_of_a_reserved_hugetlb_file_pool_is_refused, .timeout = 60) {
         snprintf(msg[el], sizeof msg[el], "%s", dsmpool_last_error());
         dsmpool_destroy(p);
     }
-    snprintf(buf, sizeof buf, "%ld", nr0);
-    test_write_file(NR_HUGE, buf);
+    set_nr_huge(nr0);
     cr_assert_eq(r[0], 0, "create: %s", msg[0]);
     cr_assert_eq(r[1], 0, "create elastic: %s", msg[1]);
     cr_expect_eq(tr[0], -EOPNOTSUPP, "trim of a reserved hugetlb MEMFD pool: %d (%s)", tr[0], msg[0]);

@@ -28,6 +28,18 @@
 #define KIB (1ull << 10)
 #define MIB (1ull << 20)
 
+/* UNDER_TSAN: 1 in a ThreadSanitizer build (gcc's macro, clang's feature) */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+
 /* A pool of the given backing, size and process slots (0: the default),
  * or the test fails. */
 static inline dsmpool *test_pool_procs(dsmpool_backing b, const char *name, size_t size, unsigned procs) {
