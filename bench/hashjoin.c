@@ -38,6 +38,16 @@
  * 16x the CPUs), 3 rounds and one untimed counted round, workers as
  * threads and then as forked processes (--mode threads|procs|both).
  *
+ * Idle-gap mode (--idle, tools/bench.sh --idle): memory that follows demand.
+ * The query 1 + 2Q times at one worker count, first after short gaps (shorter
+ * than idle_release_ms), then after long ones; rows: dsmpool fixed (today),
+ * dsmpool elastic (resident_min, idle_release_ms, a maintainer thread in the
+ * leader), dsmpool elastic with the leader refilling ahead of the build,
+ * pg-dsa (gives everything back after each query), pg-dsa on a THP tmpfs,
+ * pg-prealloc (holds everything). Per query the time, the faults and the
+ * refills it paid; the shared memory resident in the system between queries
+ * and over time (hashjoin-idle.csv, hashjoin-idle-mem.csv, hashjoin-idle.png).
+ *
  * Output: progress on stderr; a table on stdout (medians of --rounds rounds),
  * speedup against pg-dsa at the same T and mode; CSV, a gnuplot data file
  * and a PNG plot in --out (bench/results). Exit status 1 on a wrong answer.
@@ -177,7 +187,9 @@ static void make_data(long n, int dup, double zs, uint64_t seed) {
 /* ---- backends ---------------------------------------------------------------- */
 
 enum { BK_DSMPOOL, BK_PGDSA, BK_PGPRE, BK_JEMALLOC, BK_GLIBC, BK_MIMALLOC };
-enum { V_NONE, V_THP_SHM, V_INLINE }; /* variants: pg-dsa on a huge=always tmpfs; inline translation */
+/* variants: pg-dsa on a huge=always tmpfs; inline translation; an elastic
+ * pool (--idle), and one whose leader also refills ahead of the build */
+enum { V_NONE, V_THP_SHM, V_INLINE, V_ELASTIC, V_AHEAD };
 
 typedef struct backend {
     const char *id;    /* selectable name */
@@ -188,25 +200,44 @@ typedef struct backend {
     size_t huge_size;
     bool shared;       /* works with forked workers */
     int variant;
+    bool idle_only;    /* a row of the idle-gap mode (--idle) only */
 } backend;
 
 static const backend backends[] = {
-    {"dsmpool-4k", "dsmpool", "4 KiB", BK_DSMPOOL, DSMPOOL_HUGE_OFF, 0, true, V_NONE},
-    {"dsmpool-thp", "dsmpool", "THP", BK_DSMPOOL, DSMPOOL_HUGE_TRANSPARENT, 0, true, V_NONE},
-    {"dsmpool-2m", "dsmpool", "2 MiB", BK_DSMPOOL, DSMPOOL_HUGE_ON, 2 * MIB, true, V_NONE},
-    {"dsmpool-1g", "dsmpool", "1 GiB", BK_DSMPOOL, DSMPOOL_HUGE_ON, GIB, true, V_NONE},
-    {"pg-dsa", "pg-dsa", "4 KiB", BK_PGDSA, DSMPOOL_HUGE_OFF, 0, true, V_NONE},
+    {"dsmpool-4k", "dsmpool", "4 KiB", BK_DSMPOOL, DSMPOOL_HUGE_OFF, 0, true, V_NONE, false},
+    {"dsmpool-thp", "dsmpool", "THP", BK_DSMPOOL, DSMPOOL_HUGE_TRANSPARENT, 0, true, V_NONE, false},
+    {"dsmpool-2m", "dsmpool", "2 MiB", BK_DSMPOOL, DSMPOOL_HUGE_ON, 2 * MIB, true, V_NONE, false},
+    {"dsmpool-1g", "dsmpool", "1 GiB", BK_DSMPOOL, DSMPOOL_HUGE_ON, GIB, true, V_NONE, false},
+    {"pg-dsa", "pg-dsa", "4 KiB", BK_PGDSA, DSMPOOL_HUGE_OFF, 0, true, V_NONE, false},
     /* PostgreSQL with no code change on a tmpfs mounted huge=always */
-    {"pg-dsa-thp", "pg-dsa", "THP tmpfs", BK_PGDSA, DSMPOOL_HUGE_TRANSPARENT, 0, true, V_THP_SHM},
-    {"pg-prealloc-4k", "pg-prealloc", "4 KiB", BK_PGPRE, DSMPOOL_HUGE_OFF, 0, true, V_NONE},
-    {"pg-prealloc-2m", "pg-prealloc", "2 MiB", BK_PGPRE, DSMPOOL_HUGE_ON, 2 * MIB, true, V_NONE},
+    {"pg-dsa-thp", "pg-dsa", "THP tmpfs", BK_PGDSA, DSMPOOL_HUGE_TRANSPARENT, 0, true, V_THP_SHM, false},
+    {"pg-prealloc-4k", "pg-prealloc", "4 KiB", BK_PGPRE, DSMPOOL_HUGE_OFF, 0, true, V_NONE, false},
+    {"pg-prealloc-2m", "pg-prealloc", "2 MiB", BK_PGPRE, DSMPOOL_HUGE_ON, 2 * MIB, true, V_NONE, false},
     /* the same with dsmpool's kind of address translation: isolates translation */
-    {"pg-prealloc-2m-inline", "pg-prealloc+inl", "2 MiB", BK_PGPRE, DSMPOOL_HUGE_ON, 2 * MIB, true, V_INLINE},
-    {"jemalloc", "jemalloc", "4 KiB", BK_JEMALLOC, DSMPOOL_HUGE_OFF, 0, false, V_NONE},
-    {"glibc", "glibc", "4 KiB", BK_GLIBC, DSMPOOL_HUGE_OFF, 0, false, V_NONE},
-    {"mimalloc", "mimalloc", "4 KiB", BK_MIMALLOC, DSMPOOL_HUGE_OFF, 0, false, V_NONE},
+    {"pg-prealloc-2m-inline", "pg-prealloc+inl", "2 MiB", BK_PGPRE, DSMPOOL_HUGE_ON, 2 * MIB, true, V_INLINE, false},
+    /* the elastic pool (--idle): released after idle_release_ms, refilled on
+     * demand; "+ahead": the leader also refills ahead of the build */
+    {"dsmpool-2m-elastic", "dsmpool-el", "2 MiB", BK_DSMPOOL, DSMPOOL_HUGE_ON, 2 * MIB, true, V_ELASTIC, true},
+    {"dsmpool-2m-ahead", "dsmpool-el+ahd", "2 MiB", BK_DSMPOOL, DSMPOOL_HUGE_ON, 2 * MIB, true, V_AHEAD, true},
+    {"dsmpool-thp-elastic", "dsmpool-el", "THP", BK_DSMPOOL, DSMPOOL_HUGE_TRANSPARENT, 0, true, V_ELASTIC, true},
+    {"dsmpool-thp-ahead", "dsmpool-el+ahd", "THP", BK_DSMPOOL, DSMPOOL_HUGE_TRANSPARENT, 0, true, V_AHEAD, true},
+    {"dsmpool-4k-elastic", "dsmpool-el", "4 KiB", BK_DSMPOOL, DSMPOOL_HUGE_OFF, 0, true, V_ELASTIC, true},
+    {"jemalloc", "jemalloc", "4 KiB", BK_JEMALLOC, DSMPOOL_HUGE_OFF, 0, false, V_NONE, false},
+    {"glibc", "glibc", "4 KiB", BK_GLIBC, DSMPOOL_HUGE_OFF, 0, false, V_NONE, false},
+    {"mimalloc", "mimalloc", "4 KiB", BK_MIMALLOC, DSMPOOL_HUGE_OFF, 0, false, V_NONE, false},
 };
 #define NBACKENDS (sizeof backends / sizeof *backends)
+
+/* The idle-gap mode (--idle): the query again and again with gaps between,
+ * and the elastic rows' pool settings. */
+static struct {
+    bool on;
+    int queries;                /* per kind of gap */
+    unsigned short_ms, long_ms; /* the gaps: shorter and longer than release_ms */
+    unsigned release_ms;        /* cfg.idle_release_ms of the elastic rows */
+    unsigned period_ms;         /* the maintainer thread's longest wait */
+    size_t resident_min, warm;  /* cfg.resident_min, cfg.warm_bytes */
+} I = {false, 8, 300, 3000, 1000, 200, 64 * MIB, 0};
 
 static struct {
     const backend *b;
@@ -297,11 +328,24 @@ static int be_setup(const backend *b, char *why, size_t n) {
         c.size = be_pool_size(b);
         c.huge_pages = b->huge;
         c.huge_page_size = b->huge_size;
+        if (b->variant == V_ELASTIC || b->variant == V_AHEAD) {
+            c.resident_min = I.resident_min;
+            c.idle_release_ms = I.release_ms;
+            c.warm_bytes = I.warm;
+        }
         if (dsmpool_create(&c, &S.pool) != 0) {
             snprintf(why, n, "%s", dsmpool_last_error());
             return -1;
         }
-        if (b->huge == DSMPOOL_HUGE_TRANSPARENT) {
+        /* the policy's steps: a thread of the leader, as a background worker in PostgreSQL */
+        if ((b->variant == V_ELASTIC || b->variant == V_AHEAD) &&
+            dsmpool_maintainer_start(S.pool, I.period_ms) != 0) {
+            snprintf(why, n, "maintainer: %s", dsmpool_last_error());
+            dsmpool_destroy(S.pool);
+            S.pool = NULL;
+            return -1;
+        }
+        if (b->huge == DSMPOOL_HUGE_TRANSPARENT && b->variant == V_NONE) { /* elastic: not resident yet */
             dsmpool_stats st;
             dsmpool_get_stats(S.pool, &st);
             if (st.huge_mapped_bytes < st.region_size / 2)
@@ -615,6 +659,24 @@ static int cmp_u32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* V_AHEAD: from the query's start the leader makes what the query will need
+ * (its tuples and buckets) resident again, in a thread of its own, while the
+ * workers build: a refill ahead of the build (as a PostgreSQL leader would,
+ * knowing its hash table's estimated size). */
+static struct {
+    size_t bytes, done;
+    double secs;
+    int err;
+} AH;
+
+static void *ahead_main(void *arg) {
+    (void)arg;
+    double t0 = now_s();
+    AH.err = dsmpool_prefault_free(S.pool, AH.bytes, &AH.done);
+    AH.secs = now_s() - t0;
+    return NULL;
+}
+
 static meas one_round(int nt, bool procs, bool counted) {
     meas m = {0, 0, 0, -1, 0, {0}};
     shared *sh = mmap(NULL, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -663,6 +725,15 @@ static meas one_round(int nt, bool procs, bool counted) {
             pthread_create(&tid[i], NULL, thread_main, &w[i]);
         }
     }
+    /* started after the forks: no worker is forked while it holds a block */
+    pthread_t aht;
+    bool ahead = S.b->variant == V_AHEAD;
+    if (ahead) {
+        AH.bytes = (pool_bytes() - 128 * MIB) / 2;
+        AH.done = 0;
+        AH.secs = 0;
+        ahead = pthread_create(&aht, NULL, ahead_main, NULL) == 0;
+    }
     pthread_barrier_wait(&sh->bar);
     double t0 = now_s();
     pthread_barrier_wait(&sh->bar); /* allocated */
@@ -675,6 +746,7 @@ static meas one_round(int nt, bool procs, bool counted) {
     }
     pthread_barrier_wait(&sh->bar); /* probed */
     double t2 = now_s();
+    if (ahead) pthread_join(aht, NULL);
     for (int i = 0; i < nt; i++) {
         if (procs) {
             int st;
@@ -760,6 +832,10 @@ static void usage(const char *p) {
             "--oversub: add T = 4x and 16x the CPUs (oversubscription) to the list\n"
             "--no-count: no counted round (by default one untimed round per row counts\n"
             "            locks, RMWs, system calls, faults and allocation latency)\n"
+            "--idle [--queries Q] [--gaps SHORT_MS,LONG_MS] [--release-ms MS] [--resident-min-mib M]\n"
+            "       [--warm-mib W]: the idle-gap mode: the query 1 + 2Q times with gaps (8; 300,3000 ms),\n"
+            "       at one worker count (2), processes unless --mode threads; the elastic rows'\n"
+            "       idle_release_ms (1000), resident_min (64 MiB) and warm_bytes (0)\n"
             "backends:", p);
     for (size_t i = 0; i < NBACKENDS; i++) fprintf(stderr, " %s", backends[i].id);
     fprintf(stderr, "\n");
@@ -910,6 +986,305 @@ static void print_counts(const result *res, int nres, const char *out) {
     }
 }
 
+/* ---- the idle-gap mode (--idle) ------------------------------------------------ */
+
+/* Shared memory resident in the system, kB: shmem and tmpfs pages (4 KiB and
+ * transparent huge ones) plus hugetlb pages in use. Read with read(2) into a
+ * buffer on the stack: the sampler runs while the leader forks. */
+static long shm_resident_kb(void) {
+    char buf[8192];
+    int fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    long shmem = 0, total = 0, fre = 0, hsz = 2048;
+    for (char *l = buf; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+        if (!strncmp(l, "Shmem:", 6)) shmem = atol(l + 6);
+        else if (!strncmp(l, "HugePages_Total:", 16)) total = atol(l + 16);
+        else if (!strncmp(l, "HugePages_Free:", 15)) fre = atol(l + 15);
+        else if (!strncmp(l, "Hugepagesize:", 13)) hsz = atol(l + 13);
+    }
+    return shmem + (total - fre) * hsz;
+}
+
+typedef struct isample {
+    float t, mib, pool_mib; /* seconds since the row began; system; the pool's resident data */
+    int q;                  /* the query running, or -1 */
+} isample;
+
+enum { GAP_FIRST, GAP_SHORT, GAP_LONG };
+typedef struct iquery {
+    int gap, q;
+    double start, secs, build;
+    long minflt;
+    double held_mib, pool_mib;  /* resident just before the query: system, the pool's data */
+    double demand_mib, demand_ms; /* refills on demand during the query (allocations paid) */
+    double ahead_mib, ahead_ms;   /* refills ahead: the maintainer's and the leader's */
+} iquery;
+
+typedef struct irow {
+    const backend *b;
+    char pages[32], skip[300];
+    int nq;
+    iquery q[200];
+    double warm, cold, warm_flt, cold_flt, held_short, held_long, peak, pool_long;
+    int err;
+} irow;
+
+#define IMAXS 200000
+static struct {
+    isample *s;
+    _Atomic size_t n;
+    _Atomic int q;
+    _Atomic bool stop;
+    long base_kb;
+    double t0;
+} SM;
+
+static double pool_resident_mib(void) {
+    dsmpool_stats st;
+    if (!S.pool || dsmpool_get_stats(S.pool, &st) != 0) return 0;
+    return (double)st.resident_bytes / MIB;
+}
+
+static void *sampler_main(void *arg) {
+    (void)arg;
+    while (!atomic_load(&SM.stop)) {
+        size_t i = atomic_load(&SM.n);
+        if (i < IMAXS) {
+            long kb = shm_resident_kb();
+            SM.s[i] = (isample){(float)(now_s() - SM.t0), (float)(kb - SM.base_kb) / 1024.0f,
+                                (float)pool_resident_mib(), atomic_load(&SM.q)};
+            atomic_store(&SM.n, i + 1); /* one writer: the main thread reads only after the join */
+        }
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static void sleep_ms(unsigned ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static double med_of(const irow *r, int gap, int what) {
+    double v[200];
+    int n = 0;
+    for (int i = 0; i < r->nq; i++) {
+        const iquery *q = &r->q[i];
+        if (q->gap != gap) continue;
+        v[n++] = what == 0 ? q->secs : what == 1 ? (double)q->minflt : what == 2 ? q->held_mib : q->pool_mib;
+    }
+    return n ? median(v, n) : 0;
+}
+
+static void idle_row(irow *r, int nt, bool procs, FILE *mem) {
+    char why[300] = "";
+    memset(&S, 0, sizeof S);
+    SM.base_kb = shm_resident_kb();
+    if (be_setup(r->b, why, sizeof why) != 0) {
+        snprintf(r->skip, sizeof r->skip, "%s", why);
+        return;
+    }
+    snprintf(r->pages, sizeof r->pages, "%s", S.pages);
+    atomic_store(&SM.n, 0);
+    atomic_store(&SM.q, -1);
+    atomic_store(&SM.stop, false);
+    SM.t0 = now_s();
+    pthread_t st;
+    bool sampling = pthread_create(&st, NULL, sampler_main, NULL) == 0;
+    int total = 1 + 2 * I.queries;
+    for (int k = 0; k < total && !r->err; k++) {
+        iquery *q = &r->q[r->nq];
+        q->gap = k == 0 ? GAP_FIRST : k <= I.queries ? GAP_SHORT : GAP_LONG;
+        q->q = k;
+        if (k) sleep_ms(q->gap == GAP_SHORT ? I.short_ms : I.long_ms);
+        dsmpool_stats a, b;
+        if (S.pool) dsmpool_get_stats(S.pool, &a);
+        q->held_mib = (double)(shm_resident_kb() - SM.base_kb) / 1024;
+        q->pool_mib = pool_resident_mib();
+        q->start = now_s() - SM.t0;
+        atomic_store(&SM.q, k);
+        fprintf(stderr, "  %-20s %-7s T=%d query %d/%d\r", r->b->id, procs ? "procs" : "threads", nt, k + 1, total);
+        meas m = one_round(nt, procs, false);
+        atomic_store(&SM.q, -1);
+        if (m.err) {
+            r->err = m.err;
+            break;
+        }
+        q->secs = m.build + m.probe;
+        q->build = m.build;
+        q->minflt = m.minflt;
+        if (S.pool) {
+            dsmpool_get_stats(S.pool, &b);
+            q->demand_mib = (double)(b.refilled_on_demand - a.refilled_on_demand) / MIB;
+            q->demand_ms = (double)(b.refill_on_demand_ns - a.refill_on_demand_ns) / 1e6;
+            q->ahead_mib = (double)(b.refilled_ahead - a.refilled_ahead) / MIB;
+            q->ahead_ms = (double)(b.refill_ahead_ns - a.refill_ahead_ns) / 1e6;
+        }
+        r->nq++;
+    }
+    atomic_store(&SM.stop, true);
+    if (sampling) pthread_join(st, NULL);
+    size_t ns = atomic_load(&SM.n);
+    for (size_t i = 0; i < ns && mem; i++) {
+        fprintf(mem, "%s,%s,%.3f,%.1f,%.1f,%d\n", r->b->id, r->pages, SM.s[i].t, SM.s[i].mib, SM.s[i].pool_mib,
+                SM.s[i].q);
+        if (SM.s[i].mib > r->peak) r->peak = SM.s[i].mib;
+    }
+    be_teardown();
+    r->warm = med_of(r, GAP_SHORT, 0);
+    r->cold = med_of(r, GAP_LONG, 0);
+    r->warm_flt = med_of(r, GAP_SHORT, 1);
+    r->cold_flt = med_of(r, GAP_LONG, 1);
+    r->held_short = med_of(r, GAP_SHORT, 2);
+    r->held_long = med_of(r, GAP_LONG, 2);
+    r->pool_long = med_of(r, GAP_LONG, 3);
+}
+
+static const irow *idle_find(const irow *rows, int n, int kind, int variant, size_t huge_size, int bvariant) {
+    for (int i = 0; i < n; i++) {
+        const backend *b = rows[i].b;
+        if (b->kind == kind && b->variant == variant && (kind != BK_DSMPOOL || b->huge_size == huge_size) &&
+            (bvariant < 0 || b->huge == (dsmpool_huge)bvariant) && !rows[i].skip[0] && !rows[i].err && rows[i].nq)
+            return &rows[i];
+    }
+    return NULL;
+}
+
+/* The query 1 + 2Q times: a first one (the memory's first touch), Q after
+ * short gaps (shorter than release_ms: an elastic pool keeps the memory), Q
+ * after long ones (longer than release_ms plus a maintenance period: it has
+ * given back all but resident_min + warm_bytes). Per query the time, the
+ * workers' faults, what was resident before it, and the refills it paid;
+ * the system's resident shared memory sampled every 50 ms (the memory over
+ * time). Rows run one after another (a row's gaps are its own idle time), so
+ * a drift of the machine falls on rows unevenly: the figures are medians. */
+static int idle_main(const char *blist, int nt, bool procs, const char *out) {
+    static const char *def = "dsmpool-2m,dsmpool-2m-elastic,dsmpool-2m-ahead,dsmpool-thp-elastic,"
+                             "pg-dsa,pg-dsa-thp,pg-prealloc-2m";
+    if (!blist) blist = def;
+    irow *rows = calloc(NBACKENDS, sizeof *rows);
+    SM.s = calloc(IMAXS, sizeof *SM.s);
+    if (!rows || !SM.s) return 2;
+    int nr = 0;
+    mkdir(out, 0755);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/hashjoin-idle-mem.csv", out);
+    FILE *mem = fopen(path, "w");
+    if (mem) fprintf(mem, "backend,pages,t_s,resident_mib,pool_resident_mib,query\n");
+    for (size_t bi = 0; bi < NBACKENDS; bi++) {
+        if (!listed(blist, backends[bi].id) || (procs && !backends[bi].shared)) continue;
+        rows[nr].b = &backends[bi];
+        idle_row(&rows[nr], nt, procs, mem);
+        nr++;
+    }
+    if (mem) fclose(mem);
+    fprintf(stderr, "%79s\r", "");
+    printf("idle gaps: hash join of %ld x %ld rows, T=%d %s; 1 + %d + %d queries: gaps of %u ms, then %u ms;\n"
+           "elastic rows: idle_release_ms %u, resident_min %zu MiB, warm_bytes %zu MiB, maintainer period %u ms\n",
+           N, N, nt, procs ? "processes" : "threads", I.queries, I.queries, I.short_ms, I.long_ms, I.release_ms,
+           I.resident_min >> 20, I.warm >> 20, I.period_ms);
+    printf("%-15s %-10s %8s %8s %8s %8s %9s %9s %9s %9s\n", "backend", "pages", "warm s", "cold s", "warm flt",
+           "cold flt", "held MiB", "idle MiB", "peak MiB", "pool idle");
+    for (int i = 0; i < nr; i++) {
+        const irow *r = &rows[i];
+        if (r->skip[0] || r->err) {
+            printf("%-15s %-10s %s%s\n", r->b->name, r->b->pages, r->skip[0] ? "skipped: " : "",
+                   r->skip[0] ? r->skip : r->err == 1 ? "WRONG ANSWER" : "FAILED");
+            continue;
+        }
+        char pl[16] = "-";
+        if (r->b->kind == BK_DSMPOOL) snprintf(pl, sizeof pl, "%.0f", r->pool_long);
+        printf("%-15s %-10s %8.3f %8.3f %8.0f %8.0f %9.0f %9.0f %9.0f %9s\n", r->b->name, r->pages, r->warm, r->cold,
+               r->warm_flt, r->cold_flt, r->held_short, r->held_long, r->peak, pl);
+    }
+    printf("  warm/cold: median query time after short/long gaps; flt: the workers' minor faults; held/idle:\n"
+           "  shared memory resident in the system (Shmem + hugetlb in use, /proc/meminfo, less what was\n"
+           "  there before the row) just before the queries after short/long gaps; pool idle: the pool's\n"
+           "  resident data (its stats) after long gaps.\n");
+    printf("\nper query (refills: MiB and ms, on demand = paid by the build's allocations; ahead = the\n"
+           "maintainer's warm reserve and the leader's refill ahead)\n");
+    printf("%-15s %-10s %-5s %3s %8s %8s %8s %9s %9s %9s %9s\n", "backend", "pages", "gap", "q", "secs", "minflt",
+           "held MiB", "demand", "dem ms", "ahead", "ahd ms");
+    snprintf(path, sizeof path, "%s/hashjoin-idle.csv", out);
+    FILE *f = fopen(path, "w");
+    if (f)
+        fprintf(f, "backend,pages,gap,query,start_s,secs,build_s,minflt,held_mib,pool_resident_mib,demand_mib,"
+                   "demand_ms,ahead_mib,ahead_ms,rows,workers,mode\n");
+    static const char *gname[] = {"first", "short", "long"};
+    for (int i = 0; i < nr; i++) {
+        const irow *r = &rows[i];
+        for (int k = 0; k < r->nq; k++) {
+            const iquery *q = &r->q[k];
+            printf("%-15s %-10s %-5s %3d %8.3f %8ld %8.0f %9.0f %9.1f %9.0f %9.1f\n", r->b->name, r->pages,
+                   gname[q->gap], q->q, q->secs, q->minflt, q->held_mib, q->demand_mib, q->demand_ms, q->ahead_mib,
+                   q->ahead_ms);
+            if (f)
+                fprintf(f, "%s,%s,%s,%d,%.3f,%.4f,%.4f,%ld,%.1f,%.1f,%.1f,%.2f,%.1f,%.2f,%ld,%d,%s\n", r->b->id,
+                        r->pages, gname[q->gap], q->q, q->start, q->secs, q->build, q->minflt, q->held_mib,
+                        q->pool_mib, q->demand_mib, q->demand_ms, q->ahead_mib, q->ahead_ms, N, nt,
+                        procs ? "procs" : "threads");
+        }
+    }
+    if (f) fclose(f);
+    /* the targets, as ratios in this run */
+    printf("\ntargets:\n");
+    for (int i = 0; i < nr; i++) {
+        const irow *r = &rows[i];
+        if (r->b->kind != BK_DSMPOOL || r->b->variant == V_NONE || r->skip[0] || r->err || !r->nq) continue;
+        const irow *fx = idle_find(rows, nr, BK_DSMPOOL, V_NONE, r->b->huge_size, (int)r->b->huge);
+        const irow *thp = idle_find(rows, nr, BK_PGDSA, V_THP_SHM, 0, -1);
+        const irow *pre = idle_find(rows, nr, BK_PGPRE, V_NONE, 0, -1);
+        printf("  %s %s:\n", r->b->name, r->pages);
+        if (fx)
+            printf("    warm: %.3f s against %.3f s fixed: %.3fx (target <= 1.03: %s); faults %.0f against %.0f (%s)\n",
+                   r->warm, fx->warm, r->warm / fx->warm, r->warm / fx->warm <= 1.03 ? "met" : "MISSED",
+                   r->warm_flt, fx->warm_flt, r->warm_flt <= fx->warm_flt ? "no more: met" : "MORE");
+        else
+            printf("    warm: no fixed dsmpool row in %s to compare with\n", r->pages);
+        double want = (double)(I.resident_min + I.warm) / MIB;
+        printf("    idle: the pool's resident data after long gaps %.0f MiB, resident_min + warm_bytes %.0f MiB (%s);"
+               " in the system %.0f MiB",
+               r->pool_long, want, r->pool_long <= want + 2 ? "met" : "MISSED", r->held_long);
+        if (pre) printf(", where pg-prealloc holds %.0f MiB", pre->held_long);
+        printf("\n");
+        if (fx)
+            printf("    cold: %.3f s against %.3f s fixed (%.3fx): the refill's cost, paid by the query\n", r->cold,
+                   fx->cold, r->cold / fx->cold);
+        if (thp)
+            printf("    cold: %.3f s against %.3f s pg-dsa on a THP tmpfs (%.3fx; target <= 1: %s)\n", r->cold,
+                   thp->cold, r->cold / thp->cold, r->cold <= thp->cold ? "met" : "MISSED");
+    }
+    char ids[2048] = "", cmd[9000];
+    double ymax = 1, xmax = 1;
+    for (int i = 0; i < nr; i++) {
+        if (rows[i].skip[0] || !rows[i].nq) continue;
+        size_t l = strlen(ids);
+        snprintf(ids + l, sizeof ids - l, "%s%s", l ? " " : "", rows[i].b->id);
+        if (rows[i].peak > ymax) ymax = rows[i].peak;
+        const iquery *last = &rows[i].q[rows[i].nq - 1];
+        if (last->start + last->secs > xmax) xmax = last->start + last->secs;
+    }
+    snprintf(cmd, sizeof cmd,
+             "gnuplot -e \"dir='%s'; rows=%ld; ids='%s'; ymax=%.0f; xmax=%.1f\" bench/plot-hashjoin-idle.gp 2>/dev/null",
+             out, N, ids, ymax, xmax);
+    printf("\nCSV: %s/hashjoin-idle.csv, %s/hashjoin-idle-mem.csv\n", out, out);
+    if (access("bench/plot-hashjoin-idle.gp", R_OK) == 0 && system(cmd) == 0)
+        printf("plot: %s/hashjoin-idle.png\n", out);
+    else
+        printf("plot: not drawn (needs gnuplot and bench/plot-hashjoin-idle.gp, run from the repository)\n");
+    int bad = 0;
+    for (int i = 0; i < nr; i++) bad |= rows[i].err == 1;
+    free(rows);
+    free(SM.s);
+    return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     G = glibc_malloc();
     long rows = 10000000;
@@ -948,9 +1323,18 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--oversub")) oversub = true;
         else if (!strcmp(a, "--hugepages-needed")) need_huge = true;
         else if (!strcmp(a, "--gib-pages-needed")) need_gib = true;
+        else if (!strcmp(a, "--idle")) I.on = true;
+        else if (!strcmp(a, "--queries") && more) I.queries = atoi(argv[++i]);
+        else if (!strcmp(a, "--gaps") && more) {
+            if (sscanf(argv[++i], "%u,%u", &I.short_ms, &I.long_ms) != 2) usage(argv[0]);
+        } else if (!strcmp(a, "--release-ms") && more) I.release_ms = (unsigned)atoi(argv[++i]);
+        else if (!strcmp(a, "--resident-min-mib") && more) I.resident_min = (size_t)atol(argv[++i]) * MIB;
+        else if (!strcmp(a, "--warm-mib") && more) I.warm = (size_t)atol(argv[++i]) * MIB;
         else usage(argv[0]);
     }
-    if (rows < 1 || rows > 1000000000 || rounds < 1 || rounds > 99) usage(argv[0]);
+    if (rows < 1 || rows > 1000000000 || rounds < 1 || rounds > 99 || I.queries < 1 || I.queries > 99 ||
+        I.release_ms < 1)
+        usage(argv[0]);
     N = rows;
     if (need_huge) { /* for the set-up script: 2 MiB pages the largest backend needs */
         printf("%zu\n", (size_t)(pool_bytes() / (2 * MIB) + 8));
@@ -961,6 +1345,7 @@ int main(int argc, char **argv) {
             if (backends[i].huge_size == GIB) printf("%zu\n", (size_t)(be_pool_size(&backends[i]) / GIB));
         return 0;
     }
+    int idle_t = nts ? ts[0] : 2;
     if (!nts) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         for (long t = 1; t <= n && nts < 31; t *= 2) ts[nts++] = (int)t;
@@ -978,6 +1363,8 @@ int main(int argc, char **argv) {
     make_data(N, dup, zs, seed);
     fprintf(stderr, "hashjoin: expecting %llu matches\n", (unsigned long long)want_matches);
 
+    if (I.on) /* one worker count (the first given; 2, the seed query's, by default), processes unless threads */
+        return idle_main(blist, idle_t, both ? true : procs, out);
     int nmodes = both ? 2 : 1;
     result *res = calloc(NBACKENDS * (size_t)nts * 2, sizeof *res);
     int nres = 0, wrong = 0;
@@ -985,7 +1372,7 @@ int main(int argc, char **argv) {
         bool pm = both ? mode == 1 : procs;
         for (size_t bi = 0; bi < NBACKENDS; bi++) {
             const backend *b = &backends[bi];
-            if (!listed(blist, b->id) || (pm && !b->shared)) continue;
+            if (!listed(blist, b->id) || (pm && !b->shared) || (b->idle_only && !blist)) continue;
             char why[300] = "";
             bool ok = be_setup(b, why, sizeof why) == 0;
             for (int ti = 0; ti < nts; ti++) {

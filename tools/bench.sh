@@ -7,7 +7,14 @@
 # "advise" for the run, and puts every setting back afterwards. Prints the
 # table; CSV and PNG land in bench/results/.
 # Extra arguments go to bench/hashjoin (e.g. --rows 2000000 --threads 1,2).
+# With --idle (the idle-gap mode: the query again and again with gaps, fixed
+# pools against elastic ones) the 2 MiB pages are surplus pages
+# (vm.nr_overcommit_hugepages) instead of reserved ones, so that the huge
+# pages an elastic pool gives back go back to the system, and no 1 GiB pages
+# are reserved.
 set -euo pipefail
+idle=false
+[[ " $* " == *" --idle "* ]] && idle=true
 cd "$(dirname "$0")/.."
 tools/deps.sh
 dir=build-release
@@ -29,7 +36,7 @@ if [ -w "$ovc" ]; then
 fi
 # 1 GiB pages first (each needs 1 GiB of contiguous free memory), for the
 # dsmpool 1 GiB backend unless --backends leaves it out
-if [ -w "$nr1g" ] && { [[ " $* " != *" --backends "* ]] || [[ "$*" == *dsmpool-1g* ]]; }; then
+if [ -w "$nr1g" ] && ! $idle && { [[ " $* " != *" --backends "* ]] || [[ "$*" == *dsmpool-1g* ]]; }; then
     old_1g=$(cat "$nr1g")
     need1g=$("$dir/bench/hashjoin" --gib-pages-needed "$@")
     restore="echo $old_1g > $nr1g; $restore"
@@ -39,7 +46,10 @@ if [ -w "$nr1g" ] && { [[ " $* " != *" --backends "* ]] || [[ "$*" == *dsmpool-1
     [ "$got" -ge $((old_1g + need1g)) ] ||
         echo "note: the kernel found contiguous memory for only $((got - old_1g)) of $need1g 1 GiB pages; the dsmpool 1 GiB rows will say skipped" >&2
 fi
-if [ -w "$nr" ]; then
+if [ -w "$nr" ] && [ -w "$ovc" ] && $idle; then # surplus pages: what is given back is the system's again
+    need=$("$dir/bench/hashjoin" --hugepages-needed "$@")
+    echo "$((old_ovc + need))" >"$ovc"
+elif [ -w "$nr" ]; then
     old_nr=$(cat "$nr")
     need=$("$dir/bench/hashjoin" --hugepages-needed "$@")
     restore="echo $old_nr > $nr; $restore"
