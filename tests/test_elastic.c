@@ -66,11 +66,19 @@ static dsmpool_stats stats(dsmpool *p) {
     return st;
 }
 
-static dsmpool *mkpool(dsmpool_backing b, const char *name, size_t size) {
+/* A pool of size bytes on backing b, elastic when resident_min is not 0. */
+static dsmpool_config pool_config(size_t size, dsmpool_backing b, dsmpool_huge huge, size_t resident_min) {
     dsmpool_config cfg;
     dsmpool_config_init(&cfg);
     cfg.size = size;
     cfg.backing = b;
+    cfg.huge_pages = huge;
+    cfg.resident_min = resident_min;
+    return cfg;
+}
+
+static dsmpool *mkpool(dsmpool_backing b, const char *name, size_t size) {
+    dsmpool_config cfg = pool_config(size, b, DSMPOOL_HUGE_OFF, 0);
     cfg.name = name;
     dsmpool *p = NULL;
     int r = dsmpool_create(&cfg, &p);
@@ -208,12 +216,8 @@ static void backing_round(dsmpool_backing b, bool elastic) {
     const char *name = b == DSMPOOL_BACKING_POSIX ? test_name(nm, sizeof nm, "el-posix")
                        : b == DSMPOOL_BACKING_SYSV ? test_name(nm, sizeof nm, "el-sysv") + 1
                                                    : NULL;
-    dsmpool_config cfg;
-    dsmpool_config_init(&cfg);
-    cfg.size = 128 * MIB;
-    cfg.backing = b;
+    dsmpool_config cfg = pool_config(128 * MIB, b, DSMPOOL_HUGE_OFF, elastic ? 16 * MIB : 0);
     cfg.name = name;
-    if (elastic) cfg.resident_min = 16 * MIB;
     dsmpool *p = NULL;
     cr_assert_eq(dsmpool_create(&cfg, &p), 0, "create (%s): %s", dsmpool_backing_name(b), dsmpool_last_error());
     dsmpool_stats st = stats(p);
@@ -289,10 +293,7 @@ static long reserve_huge_or_skip(long n) {
 
 Test(elastic, hugetlb_pages_go_back_to_the_pool, .timeout = 60) {
     long nr0 = reserve_huge_or_skip(40);
-    dsmpool_config cfg;
-    dsmpool_config_init(&cfg);
-    cfg.size = 64 * MIB;
-    cfg.huge_pages = DSMPOOL_HUGE_ON;
+    dsmpool_config cfg = pool_config(64 * MIB, DSMPOOL_BACKING_ANON, DSMPOOL_HUGE_ON, 0);
     dsmpool *p = NULL;
     int r = dsmpool_create(&cfg, &p);
     bool ok = false;
@@ -336,12 +337,7 @@ Test(elastic, trim_of_a_reserved_hugetlb_file_pool_is_refused, .timeout = 60) {
     char msg[2][256] = {"", ""};
     size_t rel[2] = {0, 0};
     for (int el = 0; el < 2; el++) {
-        dsmpool_config cfg;
-        dsmpool_config_init(&cfg);
-        cfg.size = 32 * MIB;
-        cfg.backing = DSMPOOL_BACKING_MEMFD;
-        cfg.huge_pages = DSMPOOL_HUGE_ON;
-        if (el) cfg.resident_min = 8 * MIB;
+        dsmpool_config cfg = pool_config(32 * MIB, DSMPOOL_BACKING_MEMFD, DSMPOOL_HUGE_ON, el ? 8 * MIB : 0);
         dsmpool *p = NULL;
         if ((r[el] = dsmpool_create(&cfg, &p)) != 0) {
             snprintf(msg[el], sizeof msg[el], "%s", dsmpool_last_error());

@@ -119,35 +119,33 @@ static int read_u64_file(const char *path, uint64_t *v) {
     return 0;
 }
 
+/* One of the kernel's counters of hugetlb pages of size sz
+ * (/sys/kernel/mm/hugepages/hugepages-<kB>kB/<name>_hugepages). */
+static int huge_counter(size_t sz, const char *name, uint64_t *v) {
+    char p[128];
+    snprintf(p, sizeof p, "/sys/kernel/mm/hugepages/hugepages-%zukB/%s_hugepages", sz / 1024, name);
+    return read_u64_file(p, v);
+}
+
 int dp_os_huge_counts(size_t sz, uint64_t *free_pages, uint64_t *total_pages) {
     OS_SAVE;
-    char p[128];
-    int r;
-    snprintf(p, sizeof p, "/sys/kernel/mm/hugepages/hugepages-%zukB/free_hugepages", sz / 1024);
-    if ((r = read_u64_file(p, free_pages)) != 0) OS_RET(r);
-    snprintf(p, sizeof p, "/sys/kernel/mm/hugepages/hugepages-%zukB/nr_hugepages", sz / 1024);
-    OS_RET(read_u64_file(p, total_pages));
+    int r = huge_counter(sz, "free", free_pages);
+    OS_RET(r ? r : huge_counter(sz, "nr", total_pages));
 }
 
 int dp_os_huge_surplus(size_t sz, uint64_t *surplus, uint64_t *overcommit) {
     OS_SAVE;
-    char p[128];
-    int r;
-    snprintf(p, sizeof p, "/sys/kernel/mm/hugepages/hugepages-%zukB/surplus_hugepages", sz / 1024);
-    if ((r = read_u64_file(p, surplus)) != 0) OS_RET(r);
-    snprintf(p, sizeof p, "/sys/kernel/mm/hugepages/hugepages-%zukB/nr_overcommit_hugepages", sz / 1024);
-    OS_RET(read_u64_file(p, overcommit));
+    int r = huge_counter(sz, "surplus", surplus);
+    OS_RET(r ? r : huge_counter(sz, "nr_overcommit", overcommit));
 }
 
 int dp_os_huge_avail(size_t sz, uint64_t *avail) {
     OS_SAVE;
     static const char *const f[4] = {"free", "resv", "nr_overcommit", "surplus"};
     uint64_t v[4] = {0, 0, 0, 0};
-    char p[128];
     for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "/sys/kernel/mm/hugepages/hugepages-%zukB/%s_hugepages", sz / 1024, f[i]);
-        int r = read_u64_file(p, &v[i]);
-        if (r && i < 2) OS_RET(r);
+        int r = huge_counter(sz, f[i], &v[i]);
+        if (r && i < 2) OS_RET(r); /* no overcommit counters: none to add */
     }
     *avail = (v[0] > v[1] ? v[0] - v[1] : 0) + (v[2] > v[3] ? v[2] - v[3] : 0);
     OS_RET(0);
@@ -367,14 +365,7 @@ int dp_os_file_link(const char *from, const char *to) {
     OS_RET(link(from, to) == 0 ? 0 : -errno);
 }
 
-int dp_os_fallocate(int fd, size_t len) {
-    OS_SAVE;
-    int r;
-    do
-        r = fallocate(fd, 0, 0, (off_t)len);
-    while (r < 0 && errno == EINTR);
-    OS_RET(r < 0 ? -errno : 0);
-}
+int dp_os_fallocate(int fd, size_t len) { return dp_os_fallocate_range(fd, 0, len); }
 
 int dp_os_fallocate_range(int fd, uint64_t off, uint64_t len) {
     OS_SAVE;
