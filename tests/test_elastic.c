@@ -803,3 +803,45 @@ Test(elastic, inspect_shows_residency, .timeout = 60) {
     cr_expect(strstr(out, "releases    "), "%s", out);
     dsmpool_destroy(p);
 }
+
+/* ---- warm memory first ---------------------------------------------------------- */
+
+/* [resident first] (palloc.c): while free resident memory fits a request, an
+ * allocation takes it and does not make released memory resident. A pool
+ * trimmed to nothing, 64 MiB made resident again, then segments of each
+ * size from 2 MiB to 16 MiB and area chunks, up to 48 MiB in all, freed and
+ * taken again: no refill on demand. Also after the trimmer's claims left
+ * nodes open (a second trim and refill first). */
+Test(elastic, allocations_take_warm_memory_first, .timeout = 60) {
+    test_private_shm();
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 512 * MIB);
+    size_t got = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        cr_assert_eq(dsmpool_trim(p, 0, NULL), 0, "%s", dsmpool_last_error());
+        cr_assert_eq(dsmpool_prefault_free(p, 64 * MIB, &got), 0, "%s", dsmpool_last_error());
+        cr_assert_eq(got, 64 * MIB);
+        dsmpool_stats s0 = stats(p);
+        cr_assert_geq(s0.warm_free_bytes, 64 * MIB);
+        for (int round = 0; round < 4; round++) {
+            static const size_t sizes[] = {2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 2 * MIB, 6 * MIB, 10 * MIB};
+            dsmpool_seg *segs[8];
+            size_t used = 0;
+            int n = 0;
+            for (size_t i = 0; i < sizeof sizes / sizeof *sizes && used + sizes[i] <= 48 * MIB; i++) {
+                cr_assert_eq(dsmpool_seg_create(p, sizes[i], 0, &segs[n]), 0, "%s", dsmpool_last_error());
+                cr_assert(!dsmpool_seg_is_fallback(segs[n]));
+                used += sizes[i];
+                n++;
+            }
+            for (int i = 0; i < n; i++) dsmpool_seg_detach(segs[(i * 3 + round) % n]);
+        }
+        dsmpool_stats s1 = stats(p);
+        cr_expect_eq(s1.refills_on_demand - s0.refills_on_demand, 0,
+                     "pass %d: %llu allocations (%llu MiB) made released memory resident while %zu MiB of "
+                     "resident memory was free", pass,
+                     (unsigned long long)(s1.refills_on_demand - s0.refills_on_demand),
+                     (unsigned long long)((s1.refilled_on_demand - s0.refilled_on_demand) >> 20),
+                     s0.warm_free_bytes >> 20);
+    }
+    dsmpool_destroy(p);
+}

@@ -75,16 +75,19 @@
  *   [resident first] A sub-pool's view may carry a hint word per 2 MiB node
  *      (dp_pa_set_cold: the ledger's residency table) whose DP_PA_COLD bit
  *      says the node's memory was given back to the system. While the
- *      sub-pool has any cold node (one relaxed load of its count), the
- *      search prefers warm ones where it picks among free children: a
- *      2 MiB block (a run of FREE children of a 32 MiB node) is taken among
- *      warm children first, a fresh 2 MiB node is opened warm first, and a
- *      fresh 32 MiB node with a warm 2 MiB node in it before one without.
- *      Larger blocks, and nodes chosen higher up, take no notice (partly
- *      used nodes come first there anyway, and they are resident). A hint
- *      only: a cold block is still a correct block (its holder makes it
- *      resident); the reservation's first CAS does not look at it for
- *      orders below 9, and with no cold node nothing is read at all.
+ *      sub-pool has any cold node (one relaxed load of its count), blocks
+ *      below 32 MiB take warm memory while any fits: the search's passes
+ *      take no cold 2 MiB node (open or not: a trimmer's claim leaves the
+ *      nodes it opened open, empty and cold, and open nodes are searched
+ *      before free ones) and no run of a 32 MiB node with a cold child, nor
+ *      does the reservation's first try for blocks of 128 KiB and up; a
+ *      last pass takes cold memory. Within a pass, fresh 2 MiB nodes are
+ *      opened warm first and a fresh 32 MiB node with a warm 2 MiB node in
+ *      it before one without. Blocks of 32 MiB and up take no notice. A
+ *      hint only: a cold block is still a correct block (its holder makes
+ *      it resident); below 128 KiB the reservation's first CAS does not
+ *      look at it (the hot path), and with no cold node nothing is read at
+ *      all (tests/test_elastic.c, allocations_take_warm_memory_first).
  *   [claim] Any aligned free block can be taken by its address
  *      (dp_pa_claim: a grow's piece, [exact blocks]): one CAS on its bits
  *      or FULL children when its node is open, after closing the empty
@@ -390,6 +393,12 @@ static inline bool pa_cold_on(const dp_pa *pa) {
     return pa->cold && pa->nlevels > 2 && dp_load_relaxed(pa->ncold) != 0;
 }
 
+/* [resident first]: is the 2 MiB node idx (level 1) cold? relaxed: a hint;
+ * a cold node is still correct memory, only not preferred. */
+static inline bool pa_cold_node(const dp_pa *pa, uint64_t idx) {
+    return dp_load_relaxed(&pa->cold[idx]) & DP_PA_COLD;
+}
+
 /* [resident first]: bit 2i for each child i of the level-2 node idx (a
  * 2 MiB node) whose hint word says cold. relaxed: hints. */
 static uint32_t pa_cold_kids(const dp_pa *pa, uint64_t idx) {
@@ -410,11 +419,18 @@ static uint32_t pa_cold_kids3(const dp_pa *pa, uint64_t idx) {
     return m;
 }
 
+/* pa_try_node's need, or'ed in ([resident first]): warm memory only */
+#define PA_WARM_ONLY 4u
+
 /* [alloc and free]: one CAS in one node. Returns true with *frame set; false when the
  * node is not open or has fewer than need runs (1 or 2; phase
  * OPENING/CLOSING sets *stuck). resv (0 or W_RESV) is set by the same CAS:
  * a node found by a search becomes the caller's reservation without a CAS
- * of its own ([reservation]). */
+ * of its own ([reservation]). With PA_WARM_ONLY in need ([resident first]):
+ * false, too, when a level-2 node's only runs have a cold child (a cold
+ * 2 MiB node the callers do not try: pa_cold_node). A flag in need, not a
+ * parameter of its own: a ninth would go on the stack at every call, and
+ * tests of need's bit 1 cost nothing more than need > 1 did. */
 static bool pa_try_node(dp_pa *pa, unsigned L, uint64_t idx, unsigned rs, uint64_t resv,
                         unsigned need, uint64_t *frame, bool *stuck) {
     if (idx >= pa->count[L]) return false;
@@ -433,8 +449,9 @@ static bool pa_try_node(dp_pa *pa, unsigned L, uint64_t idx, unsigned rs, uint64
         if (warm != ~0u && m) {
             uint32_t mw = child_runs(ch_free(c) & valid & warm, rs);
             if (mw) m = mw;
+            else if (need & PA_WARM_ONLY) return false;
         }
-        if (!m || (need > 1 && !(m & (m - 1)))) return false;
+        if (!m || ((need & 2) && !(m & (m - 1)))) return false;
         unsigned pos = L == 0 ? (unsigned)__builtin_ctz(m) : (unsigned)__builtin_ctz(m) / 2;
         uint64_t nw = w | run_used(L, run_mask(L, pos, rs)) | resv;
         /* acquire: pairs with the release CAS in dp_pa_free (or close) that freed these frames */
@@ -522,6 +539,7 @@ typedef struct pa_req {
     uint64_t mine; /* my hint at level t, index + 1 */
     uint64_t near; /* the level-t node to start from: its path is tried first */
     bool stuck;    /* a node on the way was in another owner's open/close step */
+    bool warm_only; /* [resident first]: no cold 2 MiB node, no run with a cold child */
 } pa_req;
 
 static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *node,
@@ -547,7 +565,10 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
         if (idx + 1 == rq->mine && rq->tried) return false;
         if (rq->avoid && (dp_load_relaxed(pa_node(pa, A, idx)) & W_RESV) && idx + 1 != rq->mine)
             return false;
-        if (!pa_try_node(pa, A, idx, rq->rs, W_RESV, rq->need, frame, &rq->stuck)) return false;
+        if (rq->warm_only && A == 1 && pa_cold_node(pa, idx)) return false;
+        if (!pa_try_node(pa, A, idx, rq->rs, W_RESV, rq->need | (rq->warm_only ? PA_WARM_ONLY : 0), frame,
+                         &rq->stuck))
+            return false;
         *node = idx;
         return true;
     }
@@ -556,24 +577,32 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
         if (w_phase(w) != PH_IDLE) rq->stuck = true;
         return false;
     }
-    /* [resident first]: fresh 2 MiB and 32 MiB nodes warm first */
-    uint32_t fm = ch_free((uint32_t)w), cold = 0;
-    if ((A == 2 || A == 3) && fm && pa_cold_on(pa))
+    /* [resident first]: fresh 2 MiB and 32 MiB nodes warm first; with
+     * warm_only, no cold 2 MiB node at all, open or not (a trimmer's claim
+     * leaves the nodes it opened open: empty, cold, and searched before
+     * free ones) */
+    uint32_t fm = ch_free((uint32_t)w), cold = 0, skip = 0;
+    if (A == 2 && rq->warm_only) { /* warm_only is set only while the preference is on */
+        skip = pa_cold_kids(pa, idx);
+        cold = fm & skip;
+    } else if ((A == 2 || A == 3) && fm && pa_cold_on(pa)) {
         cold = fm & (A == 2 ? pa_cold_kids(pa, idx) : pa_cold_kids3(pa, idx));
+    }
     unsigned pref = 16;
     if ((rq->near >> (4 * (A - rq->t))) == idx) {
         pref = (unsigned)(rq->near >> (4 * (A - 1 - rq->t))) & 15;
         unsigned st = ch_state(w, pref);
-        if (st == CH_FREE && (cold >> (2 * pref) & 1)) pref = 16; /* cold: its turn comes last */
+        if ((st == CH_FREE && (cold >> (2 * pref) & 1)) || (skip >> (2 * pref) & 1))
+            pref = 16; /* cold: its turn comes last, or not in this pass */
         else if ((st == CH_PART || st == CH_FREE) && pa_dfs_child(pa, A, idx, pref, st, rq, node, frame))
             return true;
     }
-    for (uint32_t m = ch_part((uint32_t)w); m; m &= m - 1) {
+    for (uint32_t m = ch_part((uint32_t)w) & ~skip; m; m &= m - 1) {
         unsigned i = (unsigned)__builtin_ctz(m) / 2;
         if (i != pref && pa_dfs_child(pa, A, idx, i, CH_PART, rq, node, frame)) return true;
     }
     for (int round = 0; round < 2; round++)
-        for (uint32_t m = round ? cold : fm & ~cold; m; m &= m - 1) {
+        for (uint32_t m = round ? cold & ~skip : fm & ~cold; m; m &= m - 1) {
             unsigned i = (unsigned)__builtin_ctz(m) / 2;
             if (i != pref && pa_dfs_child(pa, A, idx, i, CH_FREE, rq, node, frame)) return true;
         }
@@ -699,8 +728,13 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
      * shared library a __tls_get_addr call per allocation of order 0..4. */
     if (t == 0 && hv && pa_freed.n[rs] && pa_freed.pa == pa && pa_take_back(pa, h, rs, hv, frame))
         return 0; /* a run from a leaf in the sub-pool: no end check needed */
+    /* [resident first] for blocks of 128 KiB and up (one relaxed load of
+     * the count, and only for them: the leaf path below 128 KiB is left
+     * as it was). */
+    bool warm_first = t > 0 && pa_cold_on(pa);
     if (hv && hv - 1 < pa->count[t]) {
-        got = pa_try_node(pa, t, hv - 1, rs, 0, 1, frame, &stuck);
+        if (!(warm_first && t == 1 && pa_cold_node(pa, hv - 1)))
+            got = pa_try_node(pa, t, hv - 1, rs, 0, warm_first ? 1 | PA_WARM_ONLY : 1, frame, &stuck);
         start = hv - 1;
     } else {
         hv = 0;
@@ -717,17 +751,23 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
             got = true;
         }
     }
-    for (int pass = 0; pass < 3 && !got; pass++) {
+    /* Passes: 0 leaves that keep a run after this one ([reservation]) and
+     * no node another CPU reserved; 1 any; 2 after closing empty nodes
+     * (not for a leaf: closing nodes never makes room inside one); 3, while
+     * the sub-pool has cold memory, any again with cold memory allowed
+     * ([resident first]: the passes before take warm memory only). */
+    if (t == 0 && !got) warm_first = pa_cold_on(pa);
+    for (int pass = 0; pass < 4 && !got; pass++) {
+        if (pass == 3 && !warm_first) break;
         if (pass == 2) {
-            if (t == 0) break; /* closing nodes never makes room inside a leaf */
+            if (t == 0) continue;
             stuck |= pa_reclaim(pa, owner); /* it visits every part-used node */
         }
-        /* First pass: leaves that keep a run after this one ([reservation]). */
         unsigned need = pass == 0 && t == 0 && rs <= 3 ? 2 : 1;
-        pa_req rq = {t, rs, owner, pass == 0, pass == 0 && hv, need, hv, start, false};
+        pa_req rq = {t, rs, owner, pass == 0, pass == 0 && hv, need, hv, start, false, warm_first && pass < 3};
         uint64_t node;
         if (t == root) {
-            got = pa_try_node(pa, root, 0, rs, 0, 1, frame, &rq.stuck);
+            got = pa_try_node(pa, root, 0, rs, 0, rq.warm_only ? 1 | PA_WARM_ONLY : 1, frame, &rq.stuck);
         } else { /* nearby first: the smallest open subtree around start, then larger ones */
             for (unsigned A = t + 1; A <= root && !got; A++)
                 if (pa_dfs(pa, A, start >> (4 * (A - t)), &rq, &node, frame)) {
