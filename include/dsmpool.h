@@ -201,9 +201,11 @@ typedef struct dsmpool_config {
     unsigned prefault_threads; /* threads that populate; 0: online CPUs, at most 16 */
     size_t max_segments;     /* segment table capacity; 0: max(1024, data / 16 KiB) */
     unsigned max_procs;      /* process slots; 0: 1024 */
-    size_t map_align;        /* virtual address alignment of the mapping; 0: 2 MiB.
-                                1 GiB lets Linux share page tables of hugetlb
-                                mappings between processes. Power of two. */
+    size_t map_align;        /* virtual address alignment of the mapping, a power of two
+                                from 2 MiB to 1 GiB; 0: 1 GiB for a pool in hugetlb pages
+                                of 1 GiB or more (Linux shares the page tables of each
+                                whole GiB of it among the processes that map it), else
+                                2 MiB */
     /* NUMA: each node's sub-pool is bound to the node (mbind) before it is
      * prefaulted by threads running on that node's CPUs; an extra
      * interleaved sub-pool spreads its pages (4 KiB, or whole huge pages)

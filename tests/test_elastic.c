@@ -356,6 +356,53 @@ Test(elastic, trim_of_a_reserved_hugetlb_file_pool_is_refused, .timeout = 60) {
     cr_expect_eq(tr[1], 0, "trim of the elastic one: %s", msg[1]);
 }
 
+/* region.c [creation]: a pool in 2 MiB hugetlb pages of 1 GiB or more is
+ * mapped at a GiB boundary (x86 Linux then shares the page tables of each
+ * whole GiB among its mappers: bench/pagetables), a smaller one and one that
+ * asks for its own alignment at 2 MiB, and a forked child sees the first at
+ * the same address. Elastic, so that only the tables and resident_min take
+ * huge pages. */
+Test(elastic, a_hugetlb_pool_of_a_gib_starts_on_a_gib, .timeout = 60) {
+    long nr0 = reserve_huge_or_skip(16);
+    struct { size_t size, align; } want[3] = {{GIB + 64 * MIB, 0}, {256 * MIB, 0}, {GIB, 2 * MIB}};
+    int r[3] = {-1, -1, -1}, child = -1;
+    uint64_t got[3] = {0, 0, 0};
+    uintptr_t base[3] = {0, 0, 0};
+    char msg[3][256] = {"", "", ""};
+    for (int i = 0; i < 3; i++) {
+        dsmpool_config cfg = pool_config(want[i].size, DSMPOOL_BACKING_ANON, DSMPOOL_HUGE_ON, 4 * MIB);
+        cfg.map_align = want[i].align;
+        dsmpool *p = NULL;
+        if ((r[i] = dsmpool_create(&cfg, &p)) != 0) {
+            snprintf(msg[i], sizeof msg[i], "%s", dsmpool_last_error());
+            continue;
+        }
+        got[i] = p->hdr->map_align;
+        base[i] = (uintptr_t)p->base;
+        if (i == 0) { /* a forked child's mapping is the parent's, and it can refill */
+            pid_t pid = fork();
+            if (pid == 0) {
+                dsmpool_seg *s;
+                if ((uintptr_t)p->base != base[0]) _exit(1);
+                if (dsmpool_seg_create(p, 8 * MIB, 0, &s) != 0) _exit(2);
+                memset(dsmpool_seg_address(s), 1, 8 * MIB);
+                _exit(0);
+            }
+            int st;
+            waitpid(pid, &st, 0);
+            child = WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+        }
+        dsmpool_destroy(p);
+    }
+    set_nr_huge(nr0);
+    for (int i = 0; i < 3; i++) cr_assert_eq(r[i], 0, "create %d: %s", i, msg[i]);
+    cr_expect_eq(got[0], GIB, "a 1 GiB hugetlb pool: map_align %llu", (unsigned long long)got[0]);
+    cr_expect_eq(base[0] % GIB, 0, "mapped at %#lx, not on a GiB", (unsigned long)base[0]);
+    cr_expect_eq(got[1], 2 * MIB, "a 256 MiB hugetlb pool: map_align %llu", (unsigned long long)got[1]);
+    cr_expect_eq(got[2], 2 * MIB, "map_align asked for: %llu", (unsigned long long)got[2]);
+    cr_expect_eq(child, 0, "the forked child: exit %d", child);
+}
+
 /* ---- kills at each step ------------------------------------------------------ */
 
 static const char *inj_point;

@@ -9,7 +9,13 @@
  *      (fallocate, or the hugetlb reservation at mmap/shmget) so exhaustion
  *      is an error now and never a SIGBUS later (backing.c), map it at an
  *      address aligned to map_align (>= 2 MiB, so THP and huge pages line
- *      up with the allocator's 2 MiB nodes), advise THP, populate in
+ *      up with the allocator's 2 MiB nodes; by default 1 GiB for a hugetlb
+ *      region of 1 GiB or more: x86 Linux shares the page-table page of
+ *      each whole, aligned GiB of a shared hugetlb mapping among all its
+ *      mappers, so 1024 processes hold one instead of 1024, a release
+ *      unmaps a page once instead of in each of them, and a refilled page
+ *      is mapped in all by the first touch -- bench/pagetables; the cost
+ *      is address space only), advise THP, populate in
  *      parallel (place.c), write the tables, and store the magic last
  *      (release), so an attacher that reads the magic (acquire) sees a
  *      complete header. A named region is locked by its creator from its
@@ -220,6 +226,7 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
         align = cfg->map_align ? cfg->map_align : 2 * DP_MIB;
         if (align < page) align = page;
         if (align < 2 * DP_MIB) align = 2 * DP_MIB;
+        if (!cfg->map_align && hs && len >= DP_GIB) align = DP_GIB; /* [creation]: shared page tables */
         dp_layout_in in;
         int lr = dp_plan_layout(cfg, &pl, len, page, &in, h);
         if (lr == -EINVAL) {
