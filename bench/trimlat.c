@@ -219,6 +219,10 @@ int main(int argc, char **argv) {
            "demand: %llu quiet, %llu during trims\n", (unsigned long long)sh->trims,
            sh->trims ? (double)sh->cycle_ns / 1e6 / (double)sh->trims : 0, (unsigned long long)(sh->released >> 20),
            (unsigned long long)(sh->refilled >> 20), (unsigned long long)demand[0], (unsigned long long)demand[1]);
+    double secs = (double)rounds * phase_ms / 1e3;
+    printf("worker: %.0f rounds/s quiet, %.0f during trims (a round: the calls below, and one write to each block: "
+           "the writes fault where the trimmer made memory resident, in its own page tables only)\n",
+           sh->n[0][P_SEG2M] / secs, sh->n[1][P_SEG2M] / secs);
     printf("%-16s %-6s %9s %8s %8s %8s %9s\n", "path", "phase", "calls", "p50 us", "p99 us", "p99.9 us", "max us");
     for (int p = 0; p < NPATH; p++) {
         double q[2][4];
