@@ -14,10 +14,16 @@
  *   - when node k is exhausted, allocation falls back to the nearest node by
  *     the SLIT distances given to qemu (LOCAL_ONLY refuses instead);
  *   - a 2 MiB hugetlb pool's sub-pools land on their nodes;
+ *   - an elastic pool (4 KiB and 2 MiB hugetlb pages) keeps every page on
+ *     its sub-pool's node after dsmpool_trim and each kind of refill
+ *     (dsmpool_prefault_free, allocations that meet released granules,
+ *     dsmpool_maintain's warm reserve), run from threads on other nodes,
+ *     and in a process that attached it by fd; what a trim releases leaves
+ *     the node (its shmem or hugetlb pages in use, from nodeN/meminfo);
  *   - a 256 GiB pool's mapping is O(nodes) VMAs in its creator and in a
  *     forked child (the fork is timed).
- * Prints a pages-per-node table per policy, "RESULT n passed, m failed",
- * and exits through qemu's isa-debug-exit with 0 when all passed.
+ * Prints a pages-per-node table per policy, each test's time, "RESULT n
+ * passed, m failed", and exits through qemu's isa-debug-exit with 0 when all passed.
  */
 #include <dsmpool.h>
 #include <errno.h>
@@ -486,6 +492,7 @@ static void refill_on_demand(dsmpool *p, dsmpool_seg **segs, const char *who) {
  * gives back leaves the nodes. */
 static void test_refill(dsmpool_huge huge, size_t per_node) {
     bool hp = huge != DSMPOOL_HUGE_OFF;
+    printf("elastic ANON pool of %s pages: refills from threads on other nodes\n", hp ? "2 MiB hugetlb" : "4 KiB");
     dsmpool_config cfg;
     dsmpool_config_init(&cfg);
     cfg.size = nn * per_node;
@@ -581,6 +588,8 @@ static int attach_child(int fd) {
 }
 
 static void test_refill_attached(dsmpool_huge huge, size_t per_node) {
+    printf("elastic MEMFD pool of %s pages, released whole; an attacher (after exec) refills it\n",
+           huge != DSMPOOL_HUGE_OFF ? "2 MiB hugetlb" : "4 KiB");
     dsmpool_config cfg;
     dsmpool_config_init(&cfg);
     cfg.size = nn * per_node;
