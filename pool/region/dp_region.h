@@ -212,6 +212,8 @@ size_t dp_plan_min_size(const dsmpool_config *cfg, const dp_plan *pl, size_t pag
 int dp_plan_huge_problems(const dsmpool_config *cfg, const dp_plan *pl, const uint64_t *units, size_t hs,
                           size_t len);
 int dp_plan_bind(struct dsmpool *p, const dp_header *h, const dp_plan *pl);
+/* The same policies from a validated header (place.c [bound in every mapping]). */
+int dp_region_bind(struct dsmpool *p, const dp_header *h);
 /* resident: per sub-pool, the 2 MiB granules from its start to populate
  * (an elastic pool's); NULL: all of them */
 int dp_plan_prefault(struct dsmpool *p, const dp_header *h, const dp_plan *pl, unsigned threads, size_t gran,

@@ -13,6 +13,16 @@
  *   [bound before touched] Each node's sub-pool is bound (MPOL_BIND) before
  *      anything touches it, and prefaulted by threads pinned to that node's
  *      CPUs; the interleaved one is one MPOL_INTERLEAVE range (one VMA).
+ *   [bound in every mapping] Pages are placed by the policy of the mapping
+ *      that faults them in, and a hugetlb page is faulted in by whichever
+ *      process populates it: a refill (resident.c), dsmpool_prefault(), or
+ *      a first touch of a pool not prefaulted. A shmem object (4 KiB and
+ *      THP pages, every backing) keeps the creator's mbind as the object's
+ *      own shared policy, which every mapping's faults follow; a hugetlb
+ *      file has none, only the policy of each mapping (which a fork()ed
+ *      child inherits). So a process that attaches a hugetlb pool binds its
+ *      own mapping's sub-pools as the creator did (dp_region_bind), or its
+ *      refills would land on its own CPU's node (tests/numa-vm).
  *   [fits first] Before anything is reserved, the pool's size is held
  *      against what the memory (or hugetlb) cgroup still lets this process
  *      charge, and against each node's free huge pages: a pool that cannot
@@ -259,12 +269,22 @@ int dp_plan_huge_problems(const dsmpool_config *cfg, const dp_plan *pl, const ui
  * interleaved sub-pool is therefore interleaved page by page -- 4 KiB pages,
  * or whole huge pages -- in the kernel's order (numa.c [bind before touch]). */
 int dp_plan_bind(dsmpool *p, const dp_header *h, const dp_plan *pl) {
-    if (!pl->bind) return 0;
+    return pl->bind ? dp_region_bind(p, h) : 0;
+}
+
+/* The policies of dp_plan_bind from the header alone: the node sub-pools
+ * come first, in the plan's order of nodes, and the plan binds exactly
+ * when there are several (dp_plan_nodes: bind = NUMA && n > 1). */
+int dp_region_bind(dsmpool *p, const dp_header *h) {
+    uint32_t nodes[DSMPOOL_MAX_NODES], n = 0;
+    for (uint32_t s = 0; s < h->nsub && s < DSMPOOL_MAX_NODES; s++)
+        if (h->sub[s].node != DP_NODE_INTERLEAVE) nodes[n++] = h->sub[s].node;
+    if (n < 2) return 0;
     for (uint32_t s = 0; s < h->nsub; s++) {
         char *a = p->base + h->sub[s].data_off;
         size_t len = h->sub[s].geom.frames * DP_FRAME_SIZE;
         int r = h->sub[s].node != DP_NODE_INTERLEAVE ? dp_numa_bind(a, len, h->sub[s].node)
-                                                      : dp_numa_interleave(a, len, pl->nodes, pl->nnode);
+                                                      : dp_numa_interleave(a, len, nodes, n);
         if (r) return dp_fail(r, "mbind of sub-pool %u failed: %s", s, strerror(-r));
     }
     return 0;

@@ -14,10 +14,16 @@
  *   - when node k is exhausted, allocation falls back to the nearest node by
  *     the SLIT distances given to qemu (LOCAL_ONLY refuses instead);
  *   - a 2 MiB hugetlb pool's sub-pools land on their nodes;
+ *   - an elastic pool (4 KiB and 2 MiB hugetlb pages) keeps every page on
+ *     its sub-pool's node after dsmpool_trim and each kind of refill
+ *     (dsmpool_prefault_free, allocations that meet released granules,
+ *     dsmpool_maintain's warm reserve), run from threads on other nodes,
+ *     and in a process that attached it by fd; what a trim releases leaves
+ *     the node (its shmem or hugetlb pages in use, from nodeN/meminfo);
  *   - a 256 GiB pool's mapping is O(nodes) VMAs in its creator and in a
  *     forked child (the fork is timed).
- * Prints a pages-per-node table per policy, "RESULT n passed, m failed",
- * and exits through qemu's isa-debug-exit with 0 when all passed.
+ * Prints a pages-per-node table per policy, each test's time, "RESULT n
+ * passed, m failed", and exits through qemu's isa-debug-exit with 0 when all passed.
  */
 #include <dsmpool.h>
 #include <errno.h>
@@ -56,15 +62,19 @@ static unsigned nn;            /* nodes */
         }                                                                                     \
     } while (0)
 
+static double now_ms(void);
+static double test_t0;
+
 static void begin(const char *name) {
     test_name = name;
     test_failed = 0;
+    test_t0 = now_ms();
 }
 
 static void end(void) {
     if (test_failed) failed++;
     else passed++;
-    printf("%s %s\n", test_failed ? "FAILED" : "PASSED", test_name);
+    printf("%s %s (%.1f s)\n", test_failed ? "FAILED" : "PASSED", test_name, (now_ms() - test_t0) / 1e3);
 }
 
 static void table(const char *what, const size_t *c) {
@@ -322,6 +332,297 @@ static void test_vma_count(void) {
     dsmpool_destroy(p);
 }
 
+/* ---- placement kept after release and refill (issue 27) ------------------ */
+
+/* What a node holds for pools of this kind: its shmem pages (4 KiB pools)
+ * or its hugetlb pages in use (2 MiB pools), in bytes, from
+ * /sys/devices/system/node/nodeN/meminfo; -1 if unreadable. The per-CPU
+ * counter deltas are folded first (vm.stat_refresh), so shmem is exact. */
+static long long node_held(uint32_t node, bool huge) {
+    char path[96], line[256];
+    snprintf(path, sizeof path, "/sys/devices/system/node/node%u/meminfo", node);
+    FILE *f = fopen(path, "re");
+    if (!f) return -1;
+    long long shmem = -1, htot = -1, hfree = -1, v;
+    while (fgets(line, sizeof line, f)) {
+        char *k = strchr(line, ':');
+        if (!k || sscanf(k + 1, "%lld", &v) != 1) continue;
+        if (strstr(line, " Shmem:")) shmem = v * 1024;
+        else if (strstr(line, " HugePages_Total:")) htot = v;
+        else if (strstr(line, " HugePages_Free:")) hfree = v;
+    }
+    fclose(f);
+    if (!huge) return shmem;
+    return htot < 0 || hfree < 0 ? -1 : (htot - hfree) * (long long)(2 * MIB);
+}
+
+static void stat_refresh(void) {
+    FILE *f = fopen("/proc/sys/vm/stat_refresh", "we");
+    if (f) {
+        fputs("1", f);
+        fclose(f);
+    }
+}
+
+typedef struct snap {
+    size_t on[DSMPOOL_MAX_NODES];       /* present 4 KiB pages of the pool's data per node */
+    long long held[DSMPOOL_MAX_NODES];  /* node_held() */
+    size_t present, absent;
+} snap;
+
+/* Where every 4 KiB page of every sub-pool's data is (move_pages, nodes
+ * NULL: a page not present in this process's page tables is -ENOENT), with
+ * checks: each present page on its sub-pool's node -- or, in the
+ * interleaved sub-pool, node (i + c) mod n for page i of the sub-pool's
+ * page size, one c for the whole sub-pool, gaps (released granules) or
+ * not -- and a sub-pool's present pages exactly its granules that the
+ * residency table says are resident. */
+static void placed(dsmpool *p, const char *label, bool huge, snap *out) {
+    memset(out, 0, sizeof *out);
+    const dp_topo *t = dp_numa_topo();
+    size_t pg = p->geo.page_size;
+    for (uint32_t s = 0; s < p->nsub; s++) {
+        const char *a = p->base + p->geo.sub[s].data_off;
+        size_t len = p->geo.sub[s].geom.frames * DP_FRAME_SIZE, present = 0, absent = 0, wrong = 0, odd = 0;
+        uint32_t node = p->geo.sub[s].node;
+        long c = -1; /* interleaved: page i's node index is (i + c) % nn */
+        enum { BATCH = 1024 };
+        void *pages[BATCH];
+        int status[BATCH];
+        for (size_t o = 0; o < len;) {
+            unsigned n = 0;
+            size_t o0 = o;
+            for (; n < BATCH && o < len; n++, o += 4096) pages[n] = (void *)(a + o);
+            if (syscall(SYS_move_pages, 0, (unsigned long)n, pages, NULL, status, 0) != 0) {
+                CHECK(0, "%s: move_pages: %s", label, strerror(errno));
+                return;
+            }
+            for (unsigned i = 0; i < n; i++) {
+                if (status[i] == -ENOENT) {
+                    absent++;
+                    continue;
+                }
+                if (status[i] < 0 || status[i] >= DSMPOOL_MAX_NODES) {
+                    odd++;
+                    continue;
+                }
+                present++;
+                out->on[status[i]]++;
+                if (node != DP_NODE_INTERLEAVE) {
+                    wrong += (uint32_t)status[i] != node;
+                    continue;
+                }
+                long k = dp_numa_index((uint32_t)status[i]), idx = (long)((o0 + (size_t)i * 4096) / pg);
+                if (k < 0) wrong++;
+                else if (c < 0) c = ((k - idx) % (long)t->nnodes + (long)t->nnodes) % (long)t->nnodes;
+                else wrong += (idx + c) % (long)t->nnodes != k;
+            }
+        }
+        size_t resident = (size_t)(len / (2 * MIB) - dp_res_released_in(p, s)) * (2 * MIB / 4096);
+        CHECK(wrong == 0 && odd == 0, "%s: sub-pool %u (%s%u): %zu pages on the wrong node, %zu unreadable", label,
+              s, node == DP_NODE_INTERLEAVE ? "interleaved over " : "node ", node == DP_NODE_INTERLEAVE ? nn : node,
+              wrong, odd);
+        CHECK(present == resident, "%s: sub-pool %u: %zu pages present, the residency table says %zu", label, s,
+              present, resident);
+        out->present += present;
+        out->absent += absent;
+    }
+    stat_refresh();
+    for (unsigned i = 0; i < nn; i++) out->held[i] = node_held(t->node[i], huge);
+    printf("  %-20s present", label);
+    for (unsigned i = 0; i < nn; i++) printf(" node%u=%-6zu", i, out->on[i]);
+    printf(" absent=%-6zu held MiB", out->absent);
+    for (unsigned i = 0; i < nn; i++) printf(" %lld", out->held[i] >> 20);
+    printf("\n");
+}
+
+/* What left (or came back to) each node between two snapshots is what the
+ * page tables say left (came back): the node's shmem or hugetlb pages in
+ * use move by the same bytes as the pool's present pages there, so a
+ * release really gives the memory back and a refill really takes it on
+ * that node. 4 KiB: up to 256 KiB of slack (the kernel's own shmem). */
+static void moved(const snap *a, const snap *b, const char *what, bool huge) {
+    long long slack = huge ? 0 : 256 << 10;
+    for (unsigned i = 0; i < nn; i++) {
+        long long pages = ((long long)b->on[i] - (long long)a->on[i]) * 4096, held = b->held[i] - a->held[i];
+        CHECK(a->held[i] >= 0 && b->held[i] >= 0 && llabs(held - pages) <= slack,
+              "%s: node %u's %s moved by %lld KiB, the pool's present pages there by %lld KiB", what, i,
+              huge ? "hugetlb pages in use" : "shmem", held >> 10, pages >> 10);
+    }
+}
+
+static size_t data_bytes(const dsmpool *p) {
+    size_t n = 0;
+    for (uint32_t s = 0; s < p->nsub; s++) n += p->geo.sub[s].geom.frames * DP_FRAME_SIZE;
+    return n;
+}
+
+/* Allocations that meet released granules, each from a thread on another
+ * node than the one it asks for: for each node k, a 4 MiB segment on k from
+ * a thread on node k+1; and an interleaved one of 2 MiB per node. Their
+ * pages (made resident on demand by that thread) are where they asked. */
+static void refill_on_demand(dsmpool *p, dsmpool_seg **segs, const char *who) {
+    dsmpool_stats s0, s1;
+    dsmpool_get_stats(p, &s0);
+    for (unsigned k = 0; k <= nn; k++) {
+        segs[k] = NULL;
+        bool il = k == nn;
+        size_t size = il ? nn * 2 * MIB : 4 * MIB, c[DSMPOOL_MAX_NODES];
+        pin(il ? 0 : (k + 1) % nn);
+        int r = dsmpool_seg_create(p, size, (il ? DSMPOOL_SEG_INTERLEAVE : DSMPOOL_SEG_ON_NODE(k)) |
+                                                DSMPOOL_SEG_NO_FALLBACK, &segs[k]);
+        CHECK(r == 0, "%s: segment %u: %s", who, k, dsmpool_last_error());
+        if (r) continue;
+        memset(dsmpool_seg_address(segs[k]), 0x5a, size);
+        where(dsmpool_seg_address(segs[k]), size, c);
+        for (unsigned i = 0; i < nn; i++)
+            CHECK(il ? c[i] == size / 4096 / nn : c[i] == (i == k ? size / 4096 : 0),
+                  "%s: %s segment: node %u has %zu of its pages", who, il ? "interleaved" : "ON_NODE", i, c[i]);
+    }
+    dsmpool_get_stats(p, &s1);
+    CHECK(s1.refills_on_demand >= s0.refills_on_demand + nn + 1, "%s: %llu refills on demand, want %u more",
+          who, (unsigned long long)(s1.refills_on_demand - s0.refills_on_demand), nn + 1);
+}
+
+/* The elastic pool's whole cycle on one pool (ANON): made resident by
+ * dsmpool_prefault_free, released by dsmpool_trim, made resident again by
+ * dsmpool_prefault_free, by allocations (on demand) and by dsmpool_maintain's
+ * warm reserve, each refill run from a thread on a node other than most
+ * sub-pools': every page stays on its sub-pool's node, and what a trim
+ * gives back leaves the nodes. */
+static void test_refill(dsmpool_huge huge, size_t per_node) {
+    bool hp = huge != DSMPOOL_HUGE_OFF;
+    printf("elastic ANON pool of %s pages: refills from threads on other nodes\n", hp ? "2 MiB hugetlb" : "4 KiB");
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = nn * per_node;
+    cfg.huge_pages = huge;
+    cfg.resident_min = nn * 4 * MIB;
+    cfg.warm_bytes = nn * 4 * MIB;
+    cfg.idle_release_ms = 600000; /* (no idle release in this test's time) */
+    dsmpool *p;
+    if (dsmpool_create(&cfg, &p) != 0) {
+        CHECK(0, "create: %s", dsmpool_last_error());
+        return;
+    }
+    CHECK(p->geo.elastic && p->geo.page_size == (hp ? 2 * MIB : 4096), "an elastic pool of %s pages",
+          hp ? "2 MiB" : "4 KiB");
+    size_t data = data_bytes(p), got = 0, rel = 0;
+    snap a, b;
+    placed(p, "created", hp, &a);
+    CHECK(a.present > 0 && a.present * 4096 < data, "created: %zu of %zu bytes resident", a.present * 4096, data);
+    pin(nn - 1); /* refills from a thread on the last node: placement is the policy's */
+    CHECK(dsmpool_prefault_free(p, SIZE_MAX, &got) == 0, "prefault_free: %s", dsmpool_last_error());
+    placed(p, "prefault_free", hp, &b);
+    CHECK(b.present * 4096 == data && got == data - a.present * 4096, "prefault_free: %zu made resident", got);
+    moved(&a, &b, "prefault_free", hp);
+    CHECK(dsmpool_trim(p, 0, &rel) == 0, "trim: %s", dsmpool_last_error());
+    placed(p, "trim", hp, &a);
+    CHECK(rel == data && a.present == 0, "trim: %zu of %zu bytes released, %zu pages left", rel, data, a.present);
+    moved(&b, &a, "trim", hp);
+    CHECK(dsmpool_prefault_free(p, SIZE_MAX, &got) == 0, "prefault_free: %s", dsmpool_last_error());
+    placed(p, "prefault_free again", hp, &b);
+    CHECK(b.present * 4096 == data && got == data, "prefault_free again: %zu made resident", got);
+    moved(&a, &b, "prefault_free again", hp);
+    CHECK(dsmpool_trim(p, 0, &rel) == 0 && rel == data, "trim again: %zu released: %s", rel,
+          dsmpool_last_error());
+    placed(p, "trim again", hp, &a);
+    dsmpool_seg *segs[DSMPOOL_MAX_NODES + 1];
+    refill_on_demand(p, segs, "on demand");
+    placed(p, "refill on demand", hp, &b);
+    moved(&a, &b, "refill on demand", hp);
+    for (unsigned k = 0; k <= nn; k++)
+        if (segs[k]) dsmpool_seg_detach(segs[k]);
+    CHECK(dsmpool_trim(p, 0, &rel) == 0, "trim after the segments: %s", dsmpool_last_error());
+    placed(p, "trim once more", hp, &a);
+    CHECK(a.present == 0, "trim once more: %zu pages left", a.present);
+    dsmpool_stats s0, s1;
+    dsmpool_get_stats(p, &s0);
+    pin(nn - 1);
+    unsigned next = 0;
+    for (int i = 0; i < 16 && next == 0; i++)
+        CHECK(dsmpool_maintain(p, &next) == 0, "maintain: %s", dsmpool_last_error());
+    dsmpool_get_stats(p, &s1);
+    placed(p, "maintain (warm)", hp, &b);
+    CHECK(s1.refills_ahead > s0.refills_ahead && s1.warm_free_bytes >= cfg.warm_bytes && b.present > 0 &&
+              b.present * 4096 < data,
+          "maintain: %llu refills, %zu warm bytes (want %zu), %zu pages present",
+          (unsigned long long)(s1.refills_ahead - s0.refills_ahead), s1.warm_free_bytes, cfg.warm_bytes,
+          b.present);
+    moved(&a, &b, "maintain", hp);
+    CHECK(dsmpool_check(p) == 0, "check: %s", dsmpool_last_error());
+    dsmpool_destroy(p);
+}
+
+/* The same refills in a process that attached (dsmpool_attach_fd, after
+ * exec: nothing inherited) a MEMFD pool that the creator had released
+ * whole: its allocations and its dsmpool_prefault_free place every page on
+ * its sub-pool's node, as in the creator. A shmem object keeps the
+ * creator's mbind as the object's own policy; a hugetlb mapping has no
+ * shared policy, only the mapping's own. */
+static int attach_child(int fd) {
+    nn = dp_numa_topo()->nnodes;
+    dsmpool *p;
+    if (dsmpool_attach_fd(fd, &p) != 0) {
+        printf("FAIL attach_fd: %s\n", dsmpool_last_error());
+        return 1;
+    }
+    close(fd);
+    bool hp = p->geo.page_size > 4096;
+    size_t data = data_bytes(p), got = 0;
+    snap a, b;
+    placed(p, "attacher: attached", hp, &a);
+    dsmpool_seg *segs[DSMPOOL_MAX_NODES + 1];
+    refill_on_demand(p, segs, "attacher on demand");
+    placed(p, "attacher: on demand", hp, &b);
+    moved(&a, &b, "attacher: on demand", hp);
+    pin(nn - 1);
+    CHECK(dsmpool_prefault_free(p, SIZE_MAX, &got) == 0, "attacher: prefault_free: %s", dsmpool_last_error());
+    placed(p, "attacher: prefault", hp, &a);
+    CHECK(a.present * 4096 == data, "attacher: prefault_free: %zu of %zu bytes resident", a.present * 4096, data);
+    moved(&b, &a, "attacher: prefault_free", hp);
+    for (unsigned k = 0; k <= nn; k++)
+        if (segs[k]) dsmpool_seg_detach(segs[k]);
+    dsmpool_detach(p);
+    return test_failed ? 1 : 0;
+}
+
+static void test_refill_attached(dsmpool_huge huge, size_t per_node) {
+    printf("elastic MEMFD pool of %s pages, released whole; an attacher (after exec) refills it\n",
+           huge != DSMPOOL_HUGE_OFF ? "2 MiB hugetlb" : "4 KiB");
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = nn * per_node;
+    cfg.backing = DSMPOOL_BACKING_MEMFD;
+    cfg.huge_pages = huge;
+    cfg.warm_bytes = nn * 4 * MIB; /* elastic; nothing resident but the tables */
+    dsmpool *p;
+    if (dsmpool_create(&cfg, &p) != 0) {
+        CHECK(0, "create: %s", dsmpool_last_error());
+        return;
+    }
+    size_t rel = 0;
+    CHECK(dsmpool_trim(p, 0, &rel) == 0, "trim: %s", dsmpool_last_error());
+    snap a;
+    placed(p, "creator: trimmed", huge != DSMPOOL_HUGE_OFF, &a);
+    CHECK(a.present == 0, "trimmed: %zu pages left", a.present);
+    int fd = dup(dsmpool_fd(p)); /* without FD_CLOEXEC, for the exec */
+    pid_t pid = fork();
+    if (pid == 0) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", fd);
+        setenv("VMTEST_ATTACH_FD", v, 1);
+        execl("/proc/self/exe", "vmtest", (char *)NULL);
+        _exit(127);
+    }
+    close(fd);
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "the attacher failed (status %d)", st);
+    CHECK(dsmpool_check(p) == 0, "check: %s", dsmpool_last_error());
+    dsmpool_destroy(p);
+}
+
 static void run_all(void) {
     nn = dp_numa_topo()->nnodes;
     printf("NUMA VM: %u nodes, %ld CPUs\n", nn, sysconf(_SC_NPROCESSORS_ONLN));
@@ -356,6 +657,18 @@ static void run_all(void) {
         dsmpool_destroy(h);
     }
     end();
+    begin("4 KiB elastic pool: pages on their nodes after trim and each kind of refill; trim frees them");
+    test_refill(DSMPOOL_HUGE_OFF, 16 * MIB);
+    end();
+    begin("2 MiB hugetlb elastic pool: pages on their nodes after trim and each kind of refill");
+    test_refill(DSMPOOL_HUGE_ON, 24 * MIB);
+    end();
+    begin("4 KiB MEMFD pool: an attacher's refills land on the sub-pools' nodes");
+    test_refill_attached(DSMPOOL_HUGE_OFF, 16 * MIB);
+    end();
+    begin("2 MiB hugetlb MEMFD pool: an attacher's refills land on the sub-pools' nodes");
+    test_refill_attached(DSMPOOL_HUGE_ON, 24 * MIB);
+    end();
     begin("a 256 GiB pool maps as O(nodes) VMAs, in the creator and a forked child");
     test_vma_count();
     end();
@@ -371,6 +684,8 @@ int main(int argc, char **argv) {
         printf("FAIL exec: %s\n", strerror(errno));
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *afd = getenv("VMTEST_ATTACH_FD");
+    if (afd) return attach_child(atoi(afd)); /* test_refill_attached's attacher */
     run_all();
     printf("RESULT %d passed, %d failed\n", passed, failed);
     fflush(stdout);
