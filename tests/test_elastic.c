@@ -433,6 +433,11 @@ static void kill_at(const char *point, int op) {
     cr_expect_eq(test_pool_free(p), free0, "%s: free bytes are not what they were", point);
     test_check_ok(p);
     dsmpool_stats st = stats(p);
+    /* the count palloc's [resident first] reads is the granules' (the sweep sets it right) */
+    uint64_t hint = 0;
+    for (uint32_t s = 0; s < p->nsub; s++) hint += dp_load_relaxed(&p->hdr->released_hint[s]);
+    cr_expect_eq(hint, st.released_bytes / GRANULE, "%s: released_hint says %llu granules, the table %zu", point,
+                 (unsigned long long)hint, st.released_bytes / GRANULE);
     /* a kill releases at most one piece (32 MiB), or makes one resident */
     if (op == 0) cr_expect_leq(st.released_bytes, 32 * MIB, "%s: %zu released", point, st.released_bytes);
     else cr_expect_geq(st.released_bytes + 32 * MIB, rel0, "%s: %zu released of %zu", point, st.released_bytes, rel0);
@@ -453,6 +458,8 @@ Test(elastic, kill_refill_claimed) { kill_at("elastic.refill.claimed", 1); }
 Test(elastic, kill_refill_populated) { kill_at("elastic.refill.populated", 1); }
 Test(elastic, kill_refill_marked) { kill_at("elastic.refill.marked", 1); }
 Test(elastic, kill_refill_on_demand_populated) { kill_at("resident.refill.populated", 2); }
+Test(elastic, kill_trim_inside_the_mark) { kill_at("resident.mark.partway", 0); }
+Test(elastic, kill_refill_inside_the_mark) { kill_at("resident.mark.partway", 1); }
 
 /* ---- a released block comes back resident and zeroed ---------------------------- */
 

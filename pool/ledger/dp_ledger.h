@@ -167,6 +167,11 @@ uint64_t dp_res_mark_released(struct dsmpool *pool, uint64_t g, uint64_t n);
 uint64_t dp_res_mark_resident(struct dsmpool *pool, uint64_t g, uint64_t n);
 bool dp_res_stamp(struct dsmpool *pool, uint64_t g, uint32_t now_ms); /* [idle stamps]: if unstamped */
 uint64_t dp_res_released_in(const struct dsmpool *pool, uint32_t sub); /* released granules */
+/* The sub-pool's count of released granules as palloc's [resident first]
+ * reads it, and its repair: set it to count (the granules counted in a
+ * quiet window) if it is still before (read in that window). */
+uint64_t dp_res_hint(const struct dsmpool *pool, uint32_t sub);
+void dp_res_hint_fix(struct dsmpool *pool, uint32_t sub, uint64_t before, uint64_t count);
 void dp_res_slot_clear(struct dsmpool *pool, uint32_t slot); /* a slot's in-flight bytes: 0 */
 /* R1 of resident.c: no released granule holds an allocated frame (used:
  * the allocator's maps); -EUCLEAN with why. */

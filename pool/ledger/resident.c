@@ -61,7 +61,11 @@
  * what is there already. (The other order -- pages gone, granule still
  * marked resident -- cannot happen: the trimmer marks first.) A death
  * between a populate and the resident mark leaves it released and
- * populated: the same. The block the dead process held is owned by nothing
+ * populated: the same. A death inside a mark's loop leaves the sub-pool's
+ * released_hint (a count palloc.c [resident first] reads to turn its
+ * preference on) off by the granules marked so far: the leak sweep, which
+ * a death inside a bracket brings, counts the words in its quiet window
+ * and sets it right (dp_res_hint_fix). The block the dead process held is owned by nothing
  * and was inside its bracket: the leak sweep returns it (recover.c [leak
  * sweep]) with its granules as they are, which every state allows. A dead
  * refiller's in-flight bytes are cleared with its slot (dp_res_slot_clear).
@@ -199,6 +203,7 @@ uint64_t dp_res_mark_released(dsmpool *p, uint64_t g, uint64_t n) {
         while (!(w & DP_RES_RELEASED) && !dp_cas_acq_rel(&p->res[i], &w, DP_RES_WORD(1, 0)))
             ;
         if (!(w & DP_RES_RELEASED)) newly++;
+        if (i == g) DP_INJECT("resident.mark.partway");
     }
     if (newly) dp_fetch_add_relaxed(&p->hdr->released_hint[s], newly); /* relaxed: a hint */
     return newly;
@@ -213,9 +218,22 @@ uint64_t dp_res_mark_resident(dsmpool *p, uint64_t g, uint64_t n) {
         while ((w & DP_RES_RELEASED) && !dp_cas_acq_rel(&p->res[i], &w, DP_RES_WORD(0, 0)))
             ;
         if (w & DP_RES_RELEASED) newly++;
+        if (i == g) DP_INJECT("resident.mark.partway");
     }
     if (newly) dp_fetch_add_relaxed(&p->hdr->released_hint[s], (uint64_t)-newly); /* relaxed: a hint */
     return newly;
+}
+
+uint64_t dp_res_hint(const dsmpool *p, uint32_t s) {
+    return s < p->nsub ? dp_load_relaxed(&p->hdr->released_hint[s]) : 0; /* relaxed: a hint */
+}
+
+void dp_res_hint_fix(dsmpool *p, uint32_t s, uint64_t before, uint64_t count) {
+    if (s >= p->nsub || before == count) return;
+    /* relaxed CAS: a hint. It fails when a mark added to the count since
+     * `before` was read; a mark that changed words after the quiet window
+     * and adds only after this CAS adds to the right base. */
+    dp_cas_relaxed(&p->hdr->released_hint[s], &before, count);
 }
 
 bool dp_res_stamp(dsmpool *p, uint64_t g, uint32_t now_ms) {

@@ -137,10 +137,16 @@ static bool sweep(dsmpool *p) {
     dp_quiet q = {0};
     bool done = false;
     char why[200];
+    uint64_t hint[DSMPOOL_MAX_NODES], nrel[DSMPOOL_MAX_NODES];
     if (!used || !owned || dp_quiet_open(p, &q, true) != 0) goto out;
+    for (uint32_t s = 0; s < p->nsub; s++) { /* resident.c [crash bound]: a death inside a mark */
+        hint[s] = dp_res_hint(p, s);
+        nrel[s] = dp_res_released_in(p, s);
+    }
     if (dp_used_maps(p, used, why, sizeof why, false) != 0) goto out;
     if (dp_owned_maps(p, owned, why, sizeof why) != 0) goto out; /* damage: leave it to check() */
     if (!dp_quiet_holds(p, &q)) goto out;
+    for (uint32_t s = 0; s < p->nsub; s++) dp_res_hint_fix(p, s, hint[s], nrel[s]);
     static const unsigned unit_orders[] = {0, 5, 9, 13, 17, 21, 25, 29, 33};
     for (uint32_t s = 0; s < p->nsub; s++) {
         uint64_t frames = p->geo.sub[s].geom.frames;
