@@ -451,7 +451,7 @@ if has_part idle; then
         rm -f "$stopf"
         python3 -c "$SAMPLER" "$c" "$(head -1 "$(cdata "$c")/postmaster.pid")" "$out/idle-mem.csv" "$poolbytes" "$ISAMPLE" "$hbase" "$stopf" &
         sampler=$!
-        sleep 3 # the idle server, and the elastic pool's first maintenance steps
+        sleep "${ISETTLE:-5}" # the idle server, and the elastic pool's first maintenance steps (its warm reserve)
         prev=$(pool_row "$c")
         q=0
         for phase in short long; do
@@ -683,8 +683,8 @@ EOF
         {
             echo "set terminal pngcairo size 1000,$((170 * n + 60)) noenhanced"
             echo "set output '$out/idle-mem.png'"
-            echo "set multiplot layout $n,1 title 'PostgreSQL 18, the seed query ($ROWS rows, 2 workers): dynamic shared memory resident (MB) over time (s); bars: the queries; $IRUNS ${ISHORT}s apart, then $IRUNS after ${ILONG}s idle'"
-            echo "set grid; set key top right; set yrange [-300:2400]; set ytics 500; set lmargin 9"
+            echo "set multiplot layout $n,1 title 'PostgreSQL 18, seed query ($ROWS rows, 2 workers): DSM resident, MB; bars: queries ($IRUNS ${ISHORT} s apart, $IRUNS after ${ILONG} s)'"
+            echo "set grid; set key top right horizontal; set yrange [-300:3000]; set ytics 0,500,2500; set lmargin 9"
             i=0
             for c in $titles; do
                 [ $i = $((n - 1)) ] && echo "set xlabel 'seconds since the server started'"
