@@ -68,7 +68,8 @@
 # clients and vacuum use CCONFIGS, "stock-4k stock-1g-huge pool-2m": stock
 # as shipped, stock at its best, dsmpool at its best), IRUNS (10), ISHORT
 # (1), ILONG (5), ISAMPLE (200), ICONFIGS. The defaults take about 30
-# minutes on 2 CPUs: seed 16, clients 10, vacuum 4; idle about 20 more.
+# minutes on 2 CPUs: seed 16, clients 10, vacuum 4; idle about 20 more (30
+# here under load).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
