@@ -24,15 +24,52 @@
 #            two indexes (the dead TIDs in a shared radix tree, a DSA area):
 #            the time, and, in an untimed round with uprobes, DSA allocations
 #            (and DSM segments) per second of that time
+#   idle     the elastic pool against the fixed ones and stock, over time
+#            (not in the default PARTS): the seed query with 2 workers
+#            IRUNS times with ISHORT-second gaps (shorter than the idle
+#            release: the memory stays), then IRUNS times each after an
+#            ILONG-second gap (longer than dsmpool_idle_release and a
+#            maintenance period: the elastic pool gives its memory back and
+#            refills it in the next query), in ICONFIGS: stock-1g-huge,
+#            stock-4k, stock-shm-thp, pool-2m and pool-elastic
+#              pool-elastic  patched, dsmpool_size = 2GB as a reservation in
+#                            2 MiB hugetlb pages (as pool-2m: only the
+#                            elasticity differs), dsmpool_resident_min =
+#                            64MB, dsmpool_idle_release = 2000 ms,
+#                            dsmpool_warm = 256MB (ELASTIC_MIN, ELASTIC_IDLE,
+#                            ELASTIC_WARM)
+#            Gaps that depend on idle time cannot be interleaved query by
+#            query: the configurations run one after another, one server up
+#            at a time, each started afresh. Per query: ms, the backends'
+#            minor faults and, for the pools, pg_dsmpool's resident bytes and
+#            refills on demand (their count and time: what the query paid).
+#            Every ISAMPLE ms a sampler writes the server's shared memory
+#            resident: the blocks (st_blocks) of every shared object its
+#            processes map -- the main region, the pool, DSM segments in
+#            /dev/shm -- read through /proc/PID/map_files, each object once.
+#            That counts faulted pages alike for hugetlb, tmpfs, THP and
+#            anonymous shared memory, and only this server's. The figure
+#            compared is the dynamic shared memory resident: the pool, the
+#            DSM segments, and what the main region gained since the start
+#            (min_dynamic_shared_memory's pages as they are touched; shared
+#            buffers are prewarmed before). Not faulted but reserved hugetlb
+#            pages (stock-1g-huge's min_dynamic_shared_memory, held from the
+#            start) are in hugetlb_held_mb: HugePages_Total - Free + Rsvd
+#            of /proc/meminfo since before the server started (this
+#            machine's: other users of huge pages show there too).
+#            idle.csv, idle-mem.csv (samples, and the start and end of each
+#            query), bench-idle.txt, idle-mem.png.
 # Output: bench/results/postgresql-<host>/ (seed.csv, clients.csv,
-# vacuum.csv, bench.txt, seed.png, machine.txt).
+# vacuum.csv, bench.txt, seed.png, machine.txt; idle: above).
 #
 # Environment: ROWS (10000000), RUNS (3), WORKERS ("0 1 2 .. CPUs 4xCPUs"),
 # CLIENTS ("1 4 8"), CRUNS (2), VROWS (3000000), VRUNS (3), PARTS
-# ("seed clients vacuum"), CONFIGS (all six; clients and vacuum use
-# CCONFIGS, "stock-4k stock-1g-huge pool-2m": stock as shipped, stock at its
-# best, dsmpool at its best). The defaults take about 30 minutes on 2 CPUs:
-# seed 16, clients 10, vacuum 4.
+# ("seed clients vacuum"; idle on its own: PARTS=idle), CONFIGS (all six;
+# clients and vacuum use CCONFIGS, "stock-4k stock-1g-huge pool-2m": stock
+# as shipped, stock at its best, dsmpool at its best), IRUNS (10), ISHORT
+# (1), ILONG (5), ISAMPLE (200), ICONFIGS. The defaults take about 30
+# minutes on 2 CPUs: seed 16, clients 10, vacuum 4; idle about 20 more (30
+# here under load).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -44,6 +81,15 @@ VROWS=${VROWS:-3000000}
 VRUNS=${VRUNS:-3}
 CLIENTS=${CLIENTS:-1 4 8}
 PARTS=${PARTS:-seed clients vacuum}
+IRUNS=${IRUNS:-10}
+ISHORT=${ISHORT:-1}
+ILONG=${ILONG:-5}
+ISAMPLE=${ISAMPLE:-200}
+ICONFIGS=${ICONFIGS:-stock-1g-huge stock-4k stock-shm-thp pool-2m pool-elastic}
+ELASTIC_MIN=${ELASTIC_MIN:-64MB}
+ELASTIC_IDLE=${ELASTIC_IDLE:-2000}
+ELASTIC_WARM=${ELASTIC_WARM:-256MB}
+has_part() { [[ " $PARTS " == *" $1 "* ]]; }
 ncpu=$(nproc)
 if [ -z "${WORKERS:-}" ]; then
     WORKERS="0"
@@ -66,22 +112,34 @@ for b in bench-stock bench-pool; do [ -x "$prefix/$b/bin/postgres" ] || die "no 
 hp=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
 shmem=/sys/kernel/mm/transparent_hugepage/shmem_enabled
 tracing=/sys/kernel/tracing
-# What they were before, kept in a file until they are put back: a run killed
-# outright (SIGKILL, no trap) leaves the file, and the next run puts back
-# what it says rather than what it finds (the previous helper's run left
-# 2496 huge pages reserved that way).
+# What was changed, kept in a file until it is put back: the huge pages this
+# run added (others on this machine may reserve some meanwhile: the run takes
+# back what it added, not a count it saw) and shmem_enabled. A run killed
+# outright (SIGKILL, no trap) leaves the file, and the next run takes back
+# what it says first (the previous helper's run left 2496 huge pages
+# reserved that way).
 saved="$prefix/bench-system-settings"
+hp_added=0
 if [ -f "$saved" ]; then
-    read -r hp_old shmem_old <"$saved"
-    echo "a previous bench did not put the system settings back: $hp_old huge pages, shmem_enabled $shmem_old" >&2
+    read -r hp_left shmem_old <"$saved"
+    echo "a previous bench did not put the system settings back: $hp_left huge pages added, shmem_enabled $shmem_old; taking them back" >&2
+    echo $(($(cat $hp) > hp_left ? $(cat $hp) - hp_left : 0)) >$hp
 else
-    hp_old=$(cat $hp)
     shmem_old=$(sed -E 's/.*\[([a-z]+)\].*/\1/' $shmem)
-    echo "$hp_old $shmem_old" >"$saved"
 fi
+echo "0 $shmem_old" >"$saved"
 mounted_tracefs=0
-ALL="$CONFIGS"
-for c in $CCONFIGS; do [[ " $ALL " == *" $c "* ]] || ALL="$ALL $c"; done
+# STARTED: the servers the interleaved parts keep up at once; ALL: every
+# configuration (its port, its cleanup), the idle part's too
+STARTED=""
+if has_part seed; then STARTED="$CONFIGS"; fi
+if has_part clients || has_part vacuum; then
+    for c in $CCONFIGS; do [[ " $STARTED " == *" $c "* ]] || STARTED="$STARTED $c"; done
+fi
+ALL="$STARTED"
+if has_part idle; then
+    for c in $ICONFIGS; do [[ " $ALL " == *" $c "* ]] || ALL="$ALL $c"; done
+fi
 bindir() { case $1 in pool-*) echo "$prefix/bench-pool/bin" ;; *) echo "$prefix/bench-stock/bin" ;; esac; }
 cdata() { echo "$prefix/bench-data/$1"; }
 cport() { # a port per configuration
@@ -98,10 +156,11 @@ stop_all() {
 restore() {
     trap - EXIT INT TERM HUP
     stop_all
-    echo "$hp_old" >$hp
+    local want=$(($(cat $hp) - hp_added))
+    echo "$want" >$hp
     echo "$shmem_old" >$shmem
-    [ "$(cat $hp)" = "$hp_old" ] && rm -f "$saved" ||
-        echo "warning: vm.nr_hugepages is $(cat $hp), not $hp_old: huge pages still in use?" >&2
+    [ "$(cat $hp)" = "$want" ] && rm -f "$saved" ||
+        echo "warning: vm.nr_hugepages is $(cat $hp), not $want (this run added $hp_added): huge pages still in use?" >&2
     if [ -d $tracing/events/uprobes ]; then
         grep -o 'dsmpoolbench[a-z0-9_]*' $tracing/uprobe_events 2>/dev/null | sort -u |
             while read -r e; do echo 0 >"$tracing/events/uprobes/$e/enable" 2>/dev/null || true; echo "-:$e" >>$tracing/uprobe_events 2>/dev/null || true; done
@@ -111,16 +170,21 @@ restore() {
 trap restore EXIT
 trap 'exit 130' INT TERM HUP
 # the huge pages the six take at once: 2 GB of pool, three times 512 MB of
-# shared buffers, 1 GB of min_dynamic_shared_memory, and their tables
-need_pages=$(((2048 + 3 * 512 + 1024 + 3 * 128) / 2))
-echo $((hp_old + need_pages)) >$hp
-have=$(($(cat $hp) - hp_old))
-[ "$have" -ge "$need_pages" ] || echo "warning: only $have of $need_pages huge pages could be reserved: the huge configurations may fail" >&2
+# shared buffers, 1 GB of min_dynamic_shared_memory, and their tables; the
+# idle part alone, one server at a time: the largest, a pool and its buffers
+if [ -n "$STARTED" ]; then need_pages=$(((2048 + 3 * 512 + 1024 + 3 * 128) / 2)); else need_pages=$(((2048 + 512 + 128) / 2)); fi
+hp_before=$(cat $hp)
+echo $((hp_before + need_pages)) >$hp
+hp_added=$(($(cat $hp) - hp_before))
+echo "$hp_added $shmem_old" >"$saved"
+[ "$hp_added" -ge "$need_pages" ] || echo "warning: only $hp_added of $need_pages huge pages could be reserved: the huge configurations may fail" >&2
 echo advise >$shmem
 
 # ---- the cluster, made once (by the patched initdb), a copy per configuration ----------
 tmpl="$prefix/bench-data/template"
-if [ ! -f "$tmpl/seed-$ROWS" ]; then
+# the cluster is made again when the patched catalog changes (pg_dsmpool's columns)
+stamp="seed-$ROWS-$(md5sum <"$prefix/bench-pool/share/postgresql/postgres.bki" | cut -c1-8)"
+if [ ! -f "$tmpl/$stamp" ]; then
     log "the cluster: $ROWS rows"
     rm -rf "$prefix/bench-data"
     mkdir -p "$prefix/bench-data" "$sock"
@@ -132,7 +196,7 @@ if [ ! -f "$tmpl/seed-$ROWS" ]; then
     server_start "$pgbin"
     sql "create table t (i int); insert into t select generate_series(1, $ROWS); analyze t; create extension pg_prewarm;"
     server_stop "$pgbin"
-    touch "$data/seed-$ROWS"
+    touch "$data/$stamp"
 fi
 
 settings() { # the server's settings for a configuration, a line each
@@ -143,6 +207,8 @@ settings() { # the server's settings for a configuration, a line each
     pool-4k) printf '%s\n' "dsmpool_size = 2GB" "dsmpool_huge_pages = off" "huge_pages = off" ;;
     pool-thp) printf '%s\n' "dsmpool_size = 2GB" "dsmpool_huge_pages = transparent" "huge_pages = off" ;;
     pool-2m) printf '%s\n' "dsmpool_size = 2GB" "dsmpool_huge_pages = on" "huge_pages = on" ;;
+    pool-elastic) printf '%s\n' "dsmpool_size = 2GB" "dsmpool_huge_pages = on" "huge_pages = on" \
+        "dsmpool_resident_min = $ELASTIC_MIN" "dsmpool_idle_release = $ELASTIC_IDLE" "dsmpool_warm = $ELASTIC_WARM" ;;
     esac
 }
 
@@ -150,7 +216,7 @@ start_config() {
     local c=$1 d b
     d=$(cdata "$c")
     b=$(bindir "$c")
-    if [ ! -f "$d/seed-$ROWS" ]; then
+    if [ ! -f "$d/$stamp" ]; then
         rm -rf "$d"
         cp -a "$tmpl" "$d"
     fi
@@ -187,8 +253,8 @@ timed() { # timed config sql-settings... : the last statement's ms
 }
 
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-log "starting: $ALL"
-for c in $ALL; do
+[ -n "$STARTED" ] && log "starting: $STARTED"
+for c in $STARTED; do
     start_config "$c" || {
         tail -3 "$(cdata "$c")/log" >&2
         die "$c could not start"
@@ -199,7 +265,7 @@ done
 SEED="select count(*) from t t1 join t t2 using (i)"
 
 # ---- seed: the query by worker count ---------------------------------------------------
-if [[ " $PARTS " == *" seed "* ]]; then
+if has_part seed; then
     echo "config,workers,run,ms,minflt" >"$out/seed.csv"
     for r in $(seq 1 "$RUNS"); do
         k=0
@@ -221,7 +287,7 @@ fi
 pool_fell() { # what a pool configuration's pg_dsmpool says fell back: segments+areas|peak MB
     csql "$1" "select (fallback_segments + fallback_areas) || '|' || round((fallback_area_bytes_peak + fallback_segment_bytes_peak) / 1048576.0) from pg_dsmpool" 2>/dev/null || echo "|"
 }
-if [[ " $PARTS " == *" clients "* ]]; then
+if has_part clients; then
     echo "config,clients,run,ms,queries,errors,fell_back,fallback_peak_mb" >"$out/clients.csv"
     for r in $(seq 1 "$CRUNS"); do
         k=0
@@ -279,7 +345,7 @@ for line in sys.stdin:
     echo "p:$name $bin:$off" >>$tracing/uprobe_events && echo 1 >"$tracing/events/uprobes/$name/enable"
 }
 uprobe_hits() { awk -v n="$1" '$2 == n {print $3}' $tracing/uprobe_profile; }
-if [[ " $PARTS " == *" vacuum "* ]]; then
+if has_part vacuum; then
     echo "config,run,ms" >"$out/vacuum.csv"
     for r in $(seq 1 "$VRUNS"); do
         for c in $(rotate "$r" $CCONFIGS); do
@@ -313,6 +379,112 @@ if [[ " $PARTS " == *" vacuum "* ]]; then
     fi
 fi
 stop_all
+
+# ---- idle: the elastic pool, warm and cold, and its memory over time --------------------------
+# The server's shared memory resident, every ISAMPLE ms, until the stop file
+# appears or the postmaster goes: st_blocks of each shared object that the
+# postmaster or one of its children maps (through /proc/PID/map_files), each
+# object once; the pool is the mapping of dsmpool_size bytes.
+SAMPLER='
+import os, sys, time
+cfg, pm, outf, poolbytes, period, hbase, stop = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]) / 1000.0, int(sys.argv[6]), sys.argv[7]
+def held_kb():
+    m = {}
+    for l in open("/proc/meminfo"):
+        k, v = l.split(":")
+        m[k] = int(v.split()[0])
+    return (m["HugePages_Total"] - m["HugePages_Free"] + m["HugePages_Rsvd"]) * m["Hugepagesize"]
+out = open(outf, "a")
+while not os.path.exists(stop) and os.path.exists(f"/proc/{pm}"):
+    t = time.time()
+    try:
+        kids = open(f"/proc/{pm}/task/{pm}/children").read().split()
+    except OSError:
+        break
+    seen, b = set(), {"main": 0, "pool": 0, "seg": 0}
+    for pid in [pm] + kids:
+        try:
+            maps = open(f"/proc/{pid}/maps").read().splitlines()
+        except OSError:
+            continue
+        for l in maps:
+            f = l.split(None, 5)
+            if len(f) < 6 or f[1][3] != "s" or f[4] == "0" or f[5].startswith("/usr/"):
+                continue
+            key = (f[3], f[4])
+            if key in seen:
+                continue
+            try:
+                st = os.stat(f"/proc/{pid}/map_files/{f[0]}")
+            except OSError:
+                continue
+            seen.add(key)
+            lo, hi = (int(x, 16) for x in f[0].split("-"))
+            path = f[5]
+            kind = "seg" if ("PostgreSQL." in path or "/dsmpool." in path) else \
+                   "pool" if (poolbytes and hi - lo == poolbytes) else "main"
+            b[kind] += st.st_blocks * 512
+    mn, pl, sg = (b[k] / 1048576 for k in ("main", "pool", "seg"))
+    out.write(f"{cfg},{int(t * 1000)},sample,,,{mn:.1f},{pl:.1f},{sg:.1f},{(held_kb() - hbase) / 1024:.0f}\n")
+    out.flush()
+    time.sleep(max(0.0, period - (time.time() - t)))
+'
+hugetlb_held_kb() { awk '/^HugePages_(Total|Free|Rsvd):/ {v[$1] = $2} /^Hugepagesize:/ {s = $2} END {print (v["HugePages_Total:"] - v["HugePages_Free:"] + v["HugePages_Rsvd:"]) * s}' /proc/meminfo; }
+now_ms() { date +%s%3N; }
+pool_row() { # config: resident MB|refills on demand|their us|releases, or "|||" for stock
+    [[ $1 == pool-* ]] || { echo "|||"; return; }
+    csql "$1" "select round(resident / 1048576.0) || '|' || refills_on_demand || '|' || refill_on_demand_us || '|' || releases from pg_dsmpool" 2>/dev/null || echo "|||"
+}
+if has_part idle; then
+    echo "config,phase,query,gap_s,ms,minflt,resident_mb,refills_on_demand,refill_on_demand_ms,releases" >"$out/idle.csv"
+    echo "config,t_ms,event,phase,query,main_mb,pool_mb,seg_mb,hugetlb_held_mb" >"$out/idle-mem.csv"
+    for c in $ICONFIGS; do
+        log "idle: $c ($IRUNS queries ${ISHORT}s apart, then $IRUNS after ${ILONG}s each)"
+        hbase=$(hugetlb_held_kb)
+        start_config "$c" || {
+            tail -3 "$(cdata "$c")/log" >&2
+            die "$c could not start"
+        }
+        grep -h "dsmpool: pool\|dsmpool: elastic" "$(cdata "$c")/log" | sed "s/.*LOG: */  $c: /" >&2 || true
+        poolbytes=0
+        [[ $c == pool-* ]] && poolbytes=$((2048 * 1048576))
+        stopf="$prefix/bench-idle-stop"
+        rm -f "$stopf"
+        python3 -c "$SAMPLER" "$c" "$(head -1 "$(cdata "$c")/postmaster.pid")" "$out/idle-mem.csv" "$poolbytes" "$ISAMPLE" "$hbase" "$stopf" &
+        sampler=$!
+        sleep "${ISETTLE:-5}" # the idle server, and the elastic pool's first maintenance steps (its warm reserve)
+        prev=$(pool_row "$c")
+        q=0
+        for phase in short long; do
+            gap=$ISHORT
+            [ $phase = long ] && gap=$ILONG
+            for i in $(seq 1 "$IRUNS"); do
+                q=$((q + 1))
+                [ $phase = long ] && sleep "$gap"
+                f0=$(cminflt "$c")
+                echo "$c,$(now_ms),start,$phase,$q,,,," >>"$out/idle-mem.csv"
+                t=$(timed "$c" "set work_mem = '1GB'" "set max_parallel_workers_per_gather = 2" '\timing on' "$SEED")
+                echo "$c,$(now_ms),end,$phase,$q,,,," >>"$out/idle-mem.csv"
+                sleep 0.2 # the workers are reaped
+                f1=$(cminflt "$c")
+                row=$(pool_row "$c")
+                IFS='|' read -r res rod rus rel <<<"$row"
+                IFS='|' read -r _ rod0 rus0 _ <<<"$prev"
+                d1="" d2=""
+                [ -n "$rod" ] && d1=$((rod - rod0)) && d2=$(awk -v a="$rus" -v b="$rus0" 'BEGIN {printf "%.1f", (a - b) / 1000}')
+                echo "$c,$phase,$q,$gap,$t,$((f1 - f0)),$res,$d1,$d2,$rel" >>"$out/idle.csv"
+                prev=$row
+                [ $phase = short ] && sleep "$gap"
+            done
+        done
+        sleep "$ILONG"
+        touch "$stopf"
+        wait "$sampler" || true
+        rm -f "$stopf"
+        as_pg "$(bindir "$c")/pg_ctl" -D "$(cdata "$c")" stop -m fast >/dev/null
+        grep -h "dsmpool: the pool's maintenance failed" "$(cdata "$c")/log" | sed "s/.*LOG: */  $c: /" >&2 || true
+    done
+fi
 
 # ---- the tables and the plot --------------------------------------------------------------------
 python3 - "$out" "$CONFIGS" "$WORKERS" "$CCONFIGS" "$REF" "$PARTS" <<'EOF'
@@ -404,10 +576,11 @@ if va and "vacuum" in parts:
         lines.append(f"| {c} | {med / 1000:.2f} / {min(ms) / 1000:.2f} s | {int(a):,} | {per} | {n.get('dsm_segments', '-')} | {'-' if c == ref else ratio_cell(pairs)} |" if a else
                      f"| {c} | {med / 1000:.2f} / {min(ms) / 1000:.2f} s | - | - | - | {'-' if c == ref else ratio_cell(pairs)} |")
     lines.append("")
-open(f"{out}/bench.txt", "w").write("\n".join(lines) + "\n")
-print("\n".join(lines))
+if lines:
+    open(f"{out}/bench.txt", "w").write("\n".join(lines) + "\n")
+    print("\n".join(lines))
 EOF
-if command -v gnuplot >/dev/null && [ -f "$out/seed.dat" ]; then
+if has_part seed && command -v gnuplot >/dev/null && [ -f "$out/seed.dat" ]; then
     n=$(($(head -1 "$out/seed.dat" | wc -w) - 1))
     gnuplot <<EOF
 set terminal pngcairo size 900,520 noenhanced
@@ -420,7 +593,115 @@ set grid
 plot for [i=2:$((n + 1))] "$out/seed.dat" using 1:i with linespoints title columnheader(i)
 EOF
 fi
-{
+# the idle part's tables and plot
+if has_part idle && [ -s "$out/idle.csv" ]; then
+    python3 - "$out" "$ICONFIGS" "$IRUNS" "$ISHORT" "$ILONG" "$ELASTIC_MIN" "$ELASTIC_IDLE" "$ELASTIC_WARM" "$ROWS" <<'EOF'
+import csv, statistics, sys
+out, configs, iruns, ishort, ilong, emin, eidle, ewarm, rows = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7], sys.argv[8], sys.argv[9]
+q = list(csv.DictReader(open(f"{out}/idle.csv")))
+m = list(csv.DictReader(open(f"{out}/idle-mem.csv")))
+med = statistics.median
+def rng(v, f="{:.2f}"):
+    return f"{f.format(med(v))} ({f.format(min(v))}-{f.format(max(v))})" if v else "-"
+L = [f"Idle and warm: the seed query ({rows} rows, work_mem 1GB, 2 workers) {iruns} times {ishort} s apart (short), then {iruns} times each after {ilong} s idle (long); one configuration after another, each server started afresh (not interleaved: the gaps are the point). pool-elastic: dsmpool_size 2GB as a reservation in 2 MiB hugetlb pages, dsmpool_resident_min {emin}, dsmpool_idle_release {eidle} ms, dsmpool_warm {ewarm}.\n",
+     "Query times, seconds: the first query of a fresh server; the short gaps' others (warm: median (range)); the long gaps' (cold for an elastic pool). Minor faults of the backends, median; for the pools, refills on demand per query (count, ms: what the query paid), median.\n",
+     "| config | first | short gaps, 2.. | long gaps | faults first / short / long | refills on demand short / long |",
+     "| --- | --- | --- | --- | --- | --- |"]
+qt = {}
+for c in configs:
+    r = [x for x in q if x["config"] == c and x["ms"]]
+    if not r:
+        continue
+    first = r[0]
+    sh = [x for x in r[1:] if x["phase"] == "short"]
+    lo = [x for x in r if x["phase"] == "long"]
+    qt[c] = ([float(x["ms"]) / 1000 for x in sh], [float(x["ms"]) / 1000 for x in lo])
+    fl = lambda v: f"{med([int(x['minflt']) for x in v]) / 1000:.0f}k" if v else "-"
+    def refl(v):
+        v = [x for x in v if x["refills_on_demand"]]
+        if not v:
+            return "-"
+        return f"{med([int(x['refills_on_demand']) for x in v]):.0f}, {med([float(x['refill_on_demand_ms']) for x in v]):.0f} ms"
+    L.append(f"| {c} | {float(first['ms']) / 1000:.2f} | {rng(qt[c][0])} | {rng(qt[c][1])} | {int(first['minflt']) / 1000:.0f}k / {fl(sh)} / {fl(lo)} | {refl(sh)} / {refl(lo)} |")
+L.append("")
+if "pool-elastic" in qt and "pool-2m" in qt:
+    e, f = qt["pool-elastic"], qt["pool-2m"]
+    L.append(f"pool-elastic against pool-2m, ratio of the medians (elastic / fixed; not paired, the runs were one after the other): short gaps {med(e[0]) / med(f[0]):.3f}, long gaps {med(e[1]) / med(f[1]):.3f}.\n")
+# memory: dynamic shared memory resident = pool + segments + what the main region gained since the start
+ev = {}
+series = {}
+for x in m:
+    c = x["config"]
+    if x["event"] == "sample":
+        series.setdefault(c, []).append((int(x["t_ms"]), float(x["main_mb"]), float(x["pool_mb"]), float(x["seg_mb"]), float(x["hugetlb_held_mb"])))
+    else:
+        ev.setdefault(c, []).append((int(x["t_ms"]), x["event"], x["phase"], int(x["query"])))
+L.append("Dynamic shared memory resident, MB (the pool, the DSM segments, and what the main region gained since the server started: min_dynamic_shared_memory's touched pages): before the first query; the peak; at the end of each short gap (median); before each long-gap query, after the idle release and a maintenance period (median); and hugetlb pages held (in use or reserved) by the server at that point, MB.\n")
+L.append("| config | before the first | peak | short gaps | after idle | hugetlb held after idle |")
+L.append("| --- | --- | --- | --- | --- | --- |")
+plotdat = open(f"{out}/idle-mem.dat", "w")
+qdat = open(f"{out}/idle-queries.dat", "w")
+for ci, c in enumerate(configs):
+    s = series.get(c)
+    if not s:
+        continue
+    e = sorted(ev.get(c, []))
+    t0 = s[0][0]
+    starts = [t for t, k, p, n in e if k == "start"]
+    main0 = [x[1] for x in s if x[0] < starts[0]][-1] if starts and any(x[0] < starts[0] for x in s) else s[0][1]
+    dsm = [(t, p + g + max(0.0, mn - main0), h) for t, mn, p, g, h in s]
+    def before(t):
+        v = [x for x in dsm if x[0] < t]
+        return v[-1] if v else None
+    first = before(starts[0]) if starts else None
+    short_ends = [before(t) for t, k, p, n in e if k == "start" and p == "short" and n > 1]
+    long_starts = [before(t) for t, k, p, n in e if k == "start" and p == "long"]
+    short_ends = [x for x in short_ends if x]
+    long_starts = [x for x in long_starts if x]
+    L.append(f"| {c} | {first[1]:.0f} | {max(x[1] for x in dsm):.0f} | {med([x[1] for x in short_ends]):.0f} | {med([x[1] for x in long_starts]):.0f} | {med([x[2] for x in long_starts]):.0f} |")
+    plotdat.write(f"# {c}\n")
+    for t, v, h in dsm:
+        plotdat.write(f"{(t - t0) / 1000:.2f} {v:.1f}\n")
+    plotdat.write("\n\n")
+    qdat.write(f"# {c}\n")
+    st = {}
+    for t, k, p, n in e:
+        if k == "start":
+            st[n] = t
+        elif n in st:
+            qdat.write(f"{(st[n] - t0) / 1000:.2f} {(t - st[n]) / 1000:.2f}\n")
+    qdat.write("\n\n")
+plotdat.close()
+qdat.close()
+L.append("")
+open(f"{out}/bench-idle.txt", "w").write("\n".join(L) + "\n")
+print("\n".join(L))
+EOF
+    if command -v gnuplot >/dev/null && [ -f "$out/idle-mem.dat" ]; then
+        n=0
+        titles=""
+        for c in $ICONFIGS; do grep -q "^$c," "$out/idle.csv" && { n=$((n + 1)); titles="$titles $c"; }; done
+        {
+            echo "set terminal pngcairo size 1000,$((170 * n + 60)) noenhanced"
+            echo "set output '$out/idle-mem.png'"
+            echo "set multiplot layout $n,1 title 'PostgreSQL 18, seed query ($ROWS rows, 2 workers): DSM resident, MB; bars: queries ($IRUNS ${ISHORT} s apart, $IRUNS after ${ILONG} s)'"
+            echo "set grid; set key top right horizontal; set yrange [-300:3000]; set ytics 0,500,2500; set lmargin 9"
+            i=0
+            for c in $titles; do
+                [ $i = $((n - 1)) ] && echo "set xlabel 'seconds since the server started'"
+                echo "plot '$out/idle-mem.dat' index $i using 1:2 with lines lw 2 title '$c', '$out/idle-queries.dat' index $i using 1:(-150):2:(0) with vectors nohead lw 6 lc rgb '#888888' title 'queries'"
+                i=$((i + 1))
+            done
+            echo "unset multiplot"
+        } | gnuplot
+    fi
+    {
+        echo
+        echo "machine: $(nproc) CPUs, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r); PostgreSQL: $("$prefix/bench-stock/bin/postgres" --version)"
+        echo "load average (1, 5, 15 min) at the start: $load_start; at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other engineers' test suites share this machine)"
+    } >>"$out/bench-idle.txt"
+fi
+[ -n "$STARTED" ] && {
     echo "machine: $(nproc) CPUs, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -r)"
     lscpu 2>/dev/null | grep -E "Model name|NUMA node\(s\)" || true
     echo "PostgreSQL: $("$prefix/bench-stock/bin/postgres" --version)"

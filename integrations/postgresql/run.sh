@@ -12,8 +12,9 @@
 #                              modules that make DSM and DSA (test_dsa,
 #                              test_dsm_registry, test_shm_mq, test_radixtree,
 #                              test_tidstore) and the TAP crash-restart test;
-#                              then the operator's view, crash and shutdown
-#                              tests; ends with "N passed, N failed"
+#                              then the operator's view, the elastic pool
+#                              (its settings and maintainer), crash and
+#                              shutdown tests; ends with "N passed, N failed"
 #   run.sh container [PREFIX]  the seed query in a 64 MB /dev/shm (Docker's
 #                              default): stock, stock with min_dynamic_shared_
 #                              memory, dsmpool; a table (release builds)
@@ -483,6 +484,55 @@ shutdown_test() {
     [ -z "$left" ] && pass "after the restart and stop: nothing left in /dev/shm" || fail "left: $left"
 }
 
+# The elastic pool (patch 0004): a 256 MB reservation of which 16 MB is
+# resident at startup; a hash join makes what it takes resident (refills on
+# demand, counted), and the dsmpool maintainer gives it back once it has been
+# free for dsmpool_idle_release; the query after is right again.
+elastic_test() {
+    log "elastic pool: dsmpool_resident_min, dsmpool_idle_release, the dsmpool maintainer"
+    local before left q r0 r1 r2 n
+    before=$(shm_objects)
+    server_init "$pgbin" "dsmpool_size = 256MB" "dsmpool_huge_pages = off" "dsmpool_resident_min = 16MB" \
+        "dsmpool_idle_release = 500"
+    server_start "$pgbin"
+    q="select format('%s|%s|%s|%s', resident / 1048576, releases, refills_on_demand, released + resident = size) from pg_dsmpool"
+    r0=$(sql "$q")
+    grep -h "dsmpool: elastic" "$data/log" | sed 's/.*LOG: */  /'
+    if [ "$(pgrep -P "$(server_pid)" -f "dsmpool maintainer" | wc -l)" = 1 ]; then
+        pass "elastic: the dsmpool maintainer runs (a child of the postmaster)"
+    else
+        fail "elastic: no dsmpool maintainer among the postmaster's children"
+    fi
+    seed_table 1000000
+    n=$(sql "$JOIN" | tail -1)
+    r1=$(sql "$q")
+    local i
+    for i in $(seq 1 50); do # up to 5 s for the release (0.5 s idle, then a step)
+        sleep 0.1
+        r2=$(sql "$q")
+        [ "${r2%%|*}" -le 32 ] && break
+    done
+    echo "  pg_dsmpool (resident MB|releases|refills on demand|released + resident = size): idle $r0, after the join $r1, later $r2"
+    IFS='|' read -r res0 _ _ whole0 <<<"$r0"
+    IFS='|' read -r res1 _ rod1 _ <<<"$r1"
+    IFS='|' read -r res2 rel2 _ whole2 <<<"$r2"
+    # (the server's own startup may take a block beyond dsmpool_resident_min)
+    [ "$res0" -le 32 ] && [ "$whole0" = t ] && pass "elastic: $res0 MB of the 256 MB pool resident at startup" ||
+        fail "elastic: at startup the pool said $r0"
+    [ "$n" = 1000000 ] && [ "$res1" -ge $((res0 + 16)) ] && [ "$rod1" -gt 0 ] &&
+        pass "elastic: the hash join ($n rows) was right and made $((res1 - res0)) MB resident in $rod1 refills on demand" ||
+        fail "elastic: the join said '$n', and the pool said $r1"
+    [ "$res2" -le 32 ] && [ $((res2 + 16)) -le "$res1" ] && [ "$rel2" -gt 0 ] && [ "$whole2" = t ] &&
+        pass "elastic: the maintainer gave it back ($rel2 releases): $res2 MB resident" ||
+        fail "elastic: after the idle release the pool said $r2"
+    n=$(sql "$JOIN" | tail -1)
+    [ "$n" = 1000000 ] && pass "elastic: the join after the release was right" || fail "elastic: the join after the release said '$n'"
+    server_stop "$pgbin"
+    grep -h "dsmpool: the pool's maintenance failed" "$data/log" | sed 's/.*LOG: */  /' && fail "elastic: a maintenance step failed" || true
+    left=$(shm_new "$before")
+    [ -z "$left" ] && pass "elastic: nothing left in /dev/shm" || fail "elastic: left in /dev/shm: $left"
+}
+
 do_check() {
     [ -x "$pgbin/postgres" ] || do_build
     need_user
@@ -491,6 +541,7 @@ do_check() {
     regress small 1 "dsmpool_size = 4MB" "dsmpool_huge_pages = off"
     regress full 1 "dsmpool_size = 32MB" "dsmpool_fill_for_testing = on"
     view_test
+    elastic_test
     crash_test "${DSMPOOL_PG_CRASH_ROWS:-1000000}" "${DSMPOOL_PG_CRASH_ROUNDS:-10}"
     shutdown_test
     echo "$passed passed, $failed failed"
