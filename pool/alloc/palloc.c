@@ -76,18 +76,20 @@
  *      (dp_pa_set_cold: the ledger's residency table) whose DP_PA_COLD bit
  *      says the node's memory was given back to the system. While the
  *      sub-pool has any cold node (one relaxed load of its count), blocks
- *      below 32 MiB take warm memory while any fits: the search's passes
- *      take no cold 2 MiB node (open or not: a trimmer's claim leaves the
- *      nodes it opened open, empty and cold, and open nodes are searched
- *      before free ones) and no run of a 32 MiB node with a cold child, nor
- *      does the reservation's first try for blocks of 128 KiB and up; a
- *      last pass takes cold memory. Within a pass, fresh 2 MiB nodes are
- *      opened warm first and a fresh 32 MiB node with a warm 2 MiB node in
- *      it before one without. Blocks of 32 MiB and up take no notice. A
- *      hint only: a cold block is still a correct block (its holder makes
- *      it resident); below 128 KiB the reservation's first CAS does not
- *      look at it (the hot path), and with no cold node nothing is read at
- *      all (tests/test_elastic.c, allocations_take_warm_memory_first).
+ *      below 32 MiB take warm memory while any fits: the search's first two
+ *      passes take no cold 2 MiB node (open or not: a trimmer's claim
+ *      leaves the nodes it opened open, empty and cold, and open nodes are
+ *      searched before free ones), no 32 MiB node without a warm one, and
+ *      no run of a 32 MiB node with a cold child, and open no free node of
+ *      512 MiB or more (so they open only warm nodes), nor does the
+ *      reservation's first try for blocks of 128 KiB and up; the last pass
+ *      takes cold memory. In any pass, fresh 2 MiB nodes are opened warm
+ *      first and a fresh 32 MiB node with a warm 2 MiB node in it before
+ *      one without. Blocks of 32 MiB and up take no notice. A hint only: a
+ *      cold block is still a correct block (its holder makes it resident);
+ *      below 128 KiB the reservation's first CAS does not look at it (the
+ *      hot path), and with no cold node nothing is read at all
+ *      (tests/test_elastic.c, allocations_take_warm_memory_first).
  *   [claim] Any aligned free block can be taken by its address
  *      (dp_pa_claim: a grow's piece, [exact blocks]): one CAS on its bits
  *      or FULL children when its node is open, after closing the empty
@@ -577,13 +579,16 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
         if (w_phase(w) != PH_IDLE) rq->stuck = true;
         return false;
     }
-    /* [resident first]: fresh 2 MiB and 32 MiB nodes warm first; with
-     * warm_only, no cold 2 MiB node at all, open or not (a trimmer's claim
-     * leaves the nodes it opened open: empty, cold, and searched before
-     * free ones) */
+    /* [resident first]: fresh 2 MiB and 32 MiB nodes warm first. With
+     * warm_only: no cold 2 MiB node (a leaf search's own included), no
+     * 32 MiB node without a warm one, open or not (a trimmer's claim leaves
+     * the nodes it opened open: empty, cold, and searched before free
+     * ones), and no free node of 512 MiB or more opened (what is in it is
+     * not looked at: the last pass does) */
+    if (A == 1 && rq->warm_only && pa_cold_node(pa, idx)) return false;
     uint32_t fm = ch_free((uint32_t)w), cold = 0, skip = 0;
-    if (A == 2 && rq->warm_only) { /* warm_only is set only while the preference is on */
-        skip = pa_cold_kids(pa, idx);
+    if (rq->warm_only) { /* set only while the preference is on */
+        skip = A == 2 ? pa_cold_kids(pa, idx) : A == 3 ? pa_cold_kids3(pa, idx) : A > 3 ? fm : 0;
         cold = fm & skip;
     } else if ((A == 2 || A == 3) && fm && pa_cold_on(pa)) {
         cold = fm & (A == 2 ? pa_cold_kids(pa, idx) : pa_cold_kids3(pa, idx));
@@ -602,7 +607,7 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
         if (i != pref && pa_dfs_child(pa, A, idx, i, CH_PART, rq, node, frame)) return true;
     }
     for (int round = 0; round < 2; round++)
-        for (uint32_t m = round ? cold & ~skip : fm & ~cold; m; m &= m - 1) {
+        for (uint32_t m = round ? cold & ~skip : fm & ~cold & ~skip; m; m &= m - 1) {
             unsigned i = (unsigned)__builtin_ctz(m) / 2;
             if (i != pref && pa_dfs_child(pa, A, idx, i, CH_FREE, rq, node, frame)) return true;
         }
@@ -731,7 +736,7 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
     /* [resident first] for blocks of 128 KiB and up (one relaxed load of
      * the count, and only for them: the leaf path below 128 KiB is left
      * as it was). */
-    bool warm_first = t > 0 && pa_cold_on(pa);
+    bool warm_first = t > 0 && t < 3 && pa_cold_on(pa);
     if (hv && hv - 1 < pa->count[t]) {
         if (!(warm_first && t == 1 && pa_cold_node(pa, hv - 1)))
             got = pa_try_node(pa, t, hv - 1, rs, 0, warm_first ? 1 | PA_WARM_ONLY : 1, frame, &stuck);
@@ -753,18 +758,17 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
     }
     /* Passes: 0 leaves that keep a run after this one ([reservation]) and
      * no node another CPU reserved; 1 any; 2 after closing empty nodes
-     * (not for a leaf: closing nodes never makes room inside one); 3, while
-     * the sub-pool has cold memory, any again with cold memory allowed
-     * ([resident first]: the passes before take warm memory only). */
+     * (not for a leaf: closing nodes never makes room inside one). While
+     * the sub-pool has cold memory ([resident first]), passes 0 and 1 take
+     * warm memory only, and pass 2 (for a leaf without the closing) any. */
     if (t == 0 && !got) warm_first = pa_cold_on(pa);
-    for (int pass = 0; pass < 4 && !got; pass++) {
-        if (pass == 3 && !warm_first) break;
+    for (int pass = 0; pass < 3 && !got; pass++) {
         if (pass == 2) {
-            if (t == 0) continue;
-            stuck |= pa_reclaim(pa, owner); /* it visits every part-used node */
+            if (t == 0 && !warm_first) break;
+            if (t > 0) stuck |= pa_reclaim(pa, owner); /* it visits every part-used node */
         }
         unsigned need = pass == 0 && t == 0 && rs <= 3 ? 2 : 1;
-        pa_req rq = {t, rs, owner, pass == 0, pass == 0 && hv, need, hv, start, false, warm_first && pass < 3};
+        pa_req rq = {t, rs, owner, pass == 0, pass == 0 && hv, need, hv, start, false, warm_first && pass < 2};
         uint64_t node;
         if (t == root) {
             got = pa_try_node(pa, root, 0, rs, 0, rq.warm_only ? 1 | PA_WARM_ONLY : 1, frame, &rq.stuck);

@@ -79,9 +79,11 @@
  * the trimmer reads again once its claim (acquire) holds the granule, and
  * the in-flight words are estimates of room.
  *
- * Injection point: "resident.refill.populated" (a granule populated on
+ * Injection points: "resident.refill.populated" (a granule populated on
  * demand, not yet marked resident: a death there leaves it released and
- * populated, which the next refill takes as it is).
+ * populated, which the next refill takes as it is); "resident.mark.partway"
+ * (a mark's first word changed, the sub-pool's released count not yet: a
+ * death there leaves the count off until the leak sweep sets it right).
  */
 #include <stdio.h>
 #include <string.h>

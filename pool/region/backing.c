@@ -453,8 +453,9 @@ int dp_region_attach_mapped(dsmpool *p, size_t real) {
     int r = dp_region_view(p, real); /* layout.c [layout] */
     if (r) return r;
     /* a hugetlb file has no shared policy: bind this mapping's sub-pools
-     * as the creator did (place.c [bound in every mapping]) */
-    if (p->geo.huge_pages && (r = dp_region_bind(p, &p->geo)) != 0) return r;
+     * as the creator did (place.c [bound in every mapping]; a bind refused
+     * here does not refuse the attach) */
+    if (p->geo.huge_pages) (void)dp_region_bind(p, &p->geo);
     p->magic = DP_POOL_MAGIC;
     return 0;
 }

@@ -22,7 +22,11 @@
  *      file has none, only the policy of each mapping (which a fork()ed
  *      child inherits). So a process that attaches a hugetlb pool binds its
  *      own mapping's sub-pools as the creator did (dp_region_bind), or its
- *      refills would land on its own CPU's node (tests/numa-vm).
+ *      refills would land on its own CPU's node (tests/numa-vm). An
+ *      attacher that may not bind (a cpuset without one of the pool's
+ *      nodes, a seccomp profile without mbind) attaches all the same: the
+ *      policy places pages, it does not make them correct, and refusing
+ *      the attach would lose more than the placement of its own refills.
  *   [fits first] Before anything is reserved, the pool's size is held
  *      against what the memory (or hugetlb) cgroup still lets this process
  *      charge, and against each node's free huge pages: a pool that cannot
