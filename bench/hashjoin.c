@@ -660,7 +660,8 @@ static int cmp_u32(const void *a, const void *b) {
 }
 
 /* V_AHEAD: from the query's start the leader makes what the query will need
- * (its tuples and buckets) resident again, in a thread of its own, while the
+ * (its tuples and buckets) and the warm free memory lacks resident again, in
+ * a thread of its own, while the
  * workers build: a refill ahead of the build (as a PostgreSQL leader would,
  * knowing its hash table's estimated size). */
 static struct {
@@ -672,7 +673,10 @@ static struct {
 static void *ahead_main(void *arg) {
     (void)arg;
     double t0 = now_s();
-    AH.err = dsmpool_prefault_free(S.pool, AH.bytes, &AH.done);
+    dsmpool_stats st; /* only what the warm free memory lacks: the rest would be released again, unused */
+    size_t want = AH.bytes;
+    if (dsmpool_get_stats(S.pool, &st) == 0) want = st.warm_free_bytes >= want ? 0 : want - st.warm_free_bytes;
+    AH.err = want ? dsmpool_prefault_free(S.pool, want, &AH.done) : 0;
     AH.secs = now_s() - t0;
     return NULL;
 }
