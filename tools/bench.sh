@@ -8,10 +8,11 @@
 # table; CSV and PNG land in bench/results/.
 # Extra arguments go to bench/hashjoin (e.g. --rows 2000000 --threads 1,2).
 # With --idle (the idle-gap mode: the query again and again with gaps, fixed
-# pools against elastic ones) the 2 MiB pages are surplus pages
-# (vm.nr_overcommit_hugepages) instead of reserved ones, so that the huge
-# pages an elastic pool gives back go back to the system, and no 1 GiB pages
-# are reserved.
+# pools against elastic ones) no 1 GiB pages are reserved; the 2 MiB pages
+# are reserved ones, as huge_pages = on servers have them, so that the huge
+# pages an elastic pool gives back stay in the kernel's hugetlb pool (for
+# the case where they go back to the system, set vm.nr_overcommit_hugepages
+# and run bench/hashjoin --idle yourself: bench/results/idle-surplus).
 set -euo pipefail
 idle=false
 [[ " $* " == *" --idle "* ]] && idle=true
@@ -46,10 +47,7 @@ if [ -w "$nr1g" ] && ! $idle && { [[ " $* " != *" --backends "* ]] || [[ "$*" ==
     [ "$got" -ge $((old_1g + need1g)) ] ||
         echo "note: the kernel found contiguous memory for only $((got - old_1g)) of $need1g 1 GiB pages; the dsmpool 1 GiB rows will say skipped" >&2
 fi
-if [ -w "$nr" ] && [ -w "$ovc" ] && $idle; then # surplus pages: what is given back is the system's again
-    need=$("$dir/bench/hashjoin" --hugepages-needed "$@")
-    echo "$((old_ovc + need))" >"$ovc"
-elif [ -w "$nr" ]; then
+if [ -w "$nr" ]; then
     old_nr=$(cat "$nr")
     need=$("$dir/bench/hashjoin" --hugepages-needed "$@")
     restore="echo $old_nr > $nr; $restore"
