@@ -382,6 +382,61 @@ Test(palloc, orders_keep_their_own_leaves) {
     tpa_fini(&t);
 }
 
+/* palloc.c [reservation]'s search: when the reservation runs dry, the
+ * partly used leaves of its 2 MiB node are taken from the one after it
+ * on, round to it. A parent's PART does not tell a full leaf from one with
+ * room, and a CPU fills its leaves in turn, so those below the reservation
+ * are the full ones: from leaf 0 on, each refill of an order-3 bulk (4 runs
+ * a leaf) loaded every one of them. Here the leaves below have room too,
+ * and the search still goes on past the reservation. The frees run on
+ * another thread, so that no take-back or second chance of this one is
+ * involved. */
+typedef struct frees3 {
+    tpa *t;
+    const uint64_t *f;
+    unsigned n;
+} frees3;
+
+static void *free_order3(void *arg) {
+    frees3 *x = arg;
+    for (unsigned i = 0; i < x->n; i++)
+        if (dp_pa_free(&x->t->pa, x->f[i], 3) != 0) return (void *)1;
+    return NULL;
+}
+
+static void free_order3_elsewhere(tpa *t, const uint64_t *f, unsigned n) {
+    pthread_t th;
+    frees3 x = {t, f, n};
+    void *r;
+    cr_assert_eq(pthread_create(&th, NULL, free_order3, &x), 0);
+    cr_assert_eq(pthread_join(th, &r), 0);
+    cr_assert_null(r, "a free failed");
+}
+
+Test(palloc, a_refill_takes_the_leaf_after_the_reservation) {
+    tpa t;
+    tpa_init(&t, 4 * 512, 1);
+    uint64_t a[32], b[12], f;
+    for (unsigned i = 0; i < 32; i++) cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &a[i]), 0);
+    cr_assert_eq(a[0] >> 5, 0);
+    cr_assert_eq(a[31] >> 5, 7, "32 order-3 blocks fill leaves 0..7");
+    free_order3_elsewhere(&t, a, 32); /* leaves 0..7 open and empty; the reservation is leaf 7 */
+    for (unsigned i = 0; i < 12; i++) cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &b[i]), 0);
+    cr_assert_eq(b[0] >> 5, 7);
+    cr_assert_eq(b[4] >> 5, 0, "no partly used leaf after 7: round to leaf 0");
+    cr_assert_eq(b[8] >> 5, 1);
+    cr_assert_eq(b[11] >> 5, 1);
+    free_order3_elsewhere(&t, b + 4, 2); /* leaf 0, below the reservation, has two runs again */
+    cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &f), 0);
+    cr_expect_eq(f >> 5, 2, "the refill went back to leaf %llu, not on to leaf 2", (unsigned long long)(f >> 5));
+    cr_assert_eq(dp_pa_free(&t.pa, f, 3), 0);
+    for (unsigned i = 0; i < 12; i++)
+        if (i != 4 && i != 5) cr_assert_eq(dp_pa_free(&t.pa, b[i], 3), 0);
+    dp_pa_walk w = walk(&t);
+    cr_expect_eq(w.used_frames, 0);
+    tpa_fini(&t);
+}
+
 /* palloc.c [reservation]'s second chance: when a CPU's reservation has no run
  * left, the leaf this thread last freed such a run into is tried before
  * the search -- if it lies in the reservation's 2 MiB node. One CPU fills

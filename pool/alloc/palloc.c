@@ -45,7 +45,8 @@
  *      blocks from using up the runs that larger ones need. An allocation
  *      tries its node with one CAS; when that has no run, the search walks
  *      up the tree from it (nearby first), preferring partly used nodes to
- *      free ones, and nodes no other CPU reserved; in that first pass a leaf
+ *      free ones (those from the one after the near child on, round to
+ *      it), and nodes no other CPU reserved; in that first pass a leaf
  *      is taken for orders 0..3 only if it keeps another run after this one
  *      (a leaf with a single run is left to the second pass, or to a CPU
  *      that frees into it). The CAS that allocates in the node found also
@@ -559,7 +560,13 @@ static bool pa_dfs_child(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, unsign
 
 /* Search the subtree of (A, idx) for a level-t node with room ([reservation]): the
  * child towards rq->near first (so CPUs spread out over the tree), then
- * partly used children, then free ones. */
+ * partly used children, then free ones. The partly used ones are taken
+ * from the one after the near child on, round to it: a parent's PART
+ * does not tell a full child from one with room (a full leaf stays open
+ * and PART), and a CPU fills its node's leaves in turn, so the ones below
+ * its reservation are the full ones; from child 0 every refill of an
+ * order-3 bulk (4 runs a leaf) loaded them all: 6.2 leaf words per
+ * search for bulks of 64 blocks, 11.1 for 512; 1.0 and 2.8 this way. */
 static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *node,
                    uint64_t *frame) {
     if (idx >= pa->count[A]) return false;
@@ -602,10 +609,13 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
         else if ((st == CH_PART || st == CH_FREE) && pa_dfs_child(pa, A, idx, pref, st, rq, node, frame))
             return true;
     }
-    for (uint32_t m = ch_part((uint32_t)w) & ~skip; m; m &= m - 1) {
-        unsigned i = (unsigned)__builtin_ctz(m) / 2;
-        if (i != pref && pa_dfs_child(pa, A, idx, i, CH_PART, rq, node, frame)) return true;
-    }
+    uint32_t pm = ch_part((uint32_t)w) & ~skip;
+    uint32_t after = pref < 15 ? pm & (0xffffffffu << (2 * pref + 2)) : 0; /* pref 16: none */
+    for (int half = 0; half < 2; half++)
+        for (uint32_t m = half ? pm & ~after : after; m; m &= m - 1) {
+            unsigned i = (unsigned)__builtin_ctz(m) / 2;
+            if (i != pref && pa_dfs_child(pa, A, idx, i, CH_PART, rq, node, frame)) return true;
+        }
     for (int round = 0; round < 2; round++)
         for (uint32_t m = round ? cold & ~skip : fm & ~cold & ~skip; m; m &= m - 1) {
             unsigned i = (unsigned)__builtin_ctz(m) / 2;
