@@ -233,6 +233,15 @@ typedef struct dsmpool_config {
                                 long; 0 (the default): never */
     size_t warm_bytes;       /* free resident bytes dsmpool_maintain() keeps ready (it
                                 makes released memory resident ahead of need to keep them) */
+    /* Memory is made resident (at creation, a refill, an OS fallback segment,
+     * dsmpool_prefault) only after its bytes are held against what the
+     * process may still charge: its memory cgroup's room and the system's.
+     * Where a process of the pool cannot learn its cgroup's limits -- /proc
+     * hidden, the hierarchy not mounted in its view, a cgroup namespace
+     * whose mount shows another tree -- it refuses (-ENOMEM saying why),
+     * since a limit it cannot see would be the OOM killer's. true: make the
+     * memory resident anyway, judged on what can be read. */
+    bool limits_unknown_ok;
 } dsmpool_config;
 
 /* ---- the pool ---------------------------------------------------------- */
@@ -333,8 +342,13 @@ DSMPOOL_EXPORT int dsmpool_recover(dsmpool *pool);
  * (others kept changing the pool: try again). */
 DSMPOOL_EXPORT int dsmpool_check(dsmpool *pool);
 
-/* Populate this process's page tables for the whole region, so that first
- * touches do not fault (MADV_POPULATE_WRITE, touch loop where missing). */
+/* Populate this process's page tables for the memory of the region that is
+ * resident, so that first touches do not fault (MADV_POPULATE_WRITE, touch
+ * loop where missing). Memory that dsmpool_trim() or the maintenance step
+ * released stays released (dsmpool_prefault_free() brings it back); bytes
+ * that are not yet in memory (a pool created with prefault = false) are
+ * first held against the room of the memory cgroup and the system, as a
+ * refill is: -ENOMEM, saying which limit, where the room is not there. */
 DSMPOOL_EXPORT int dsmpool_prefault(dsmpool *pool);
 
 /* ---- segments ---------------------------------------------------------- */
@@ -715,6 +729,11 @@ typedef struct dsmpool_stats {
                                   kernel's pool has surplus pages: nr_overcommit_hugepages);
                                   false: only to the kernel's hugetlb pool (persistent pages,
                                   free_hugepages), where other hugetlb users can take them */
+    uint64_t refill_given_back; /* bytes that refills which failed had populated, given back */
+    uint64_t room_refusals;    /* times memory was not made resident (a refill, an OS fallback
+                                  segment, dsmpool_prefault) because the memory cgroup or the
+                                  system had no room for it, or its limits could not be
+                                  learned: -ENOMEM where the OOM killer would have been */
 } dsmpool_stats;
 
 /* Spilling made visible: fn(arg, bytes) is called each time this process

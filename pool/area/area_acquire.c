@@ -71,6 +71,8 @@
 
 #include <string.h>
 
+#include <stdio.h>
+
 #include "area.h"
 #include "area_pointer.h"
 #include "area_acquire.h"
@@ -168,6 +170,7 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
     /* spans: the thread's own node first; an exact block is trimmed at once
      * and only what it keeps is made resident (proc.c [exact blocks]) */
     uint64_t exact = keep && !AR_TEST_UNTRIMMED ? keep : 0;
+    uint64_t refills_failed = dp_load_relaxed(&p->hdr->refill_failures); /* relaxed: segment.c [short of memory] */
     r = exact ? dp_pool_alloc_exact(p, order, place, exact, &blk) : dp_pool_alloc_placed(p, order, place, &blk);
     if (r && mid) { /* no trim request and no OS segment for a mid-size block: its class serves */
         dp_ar_entry_abandon(p, ctl, a->aid, (uint64_t)e, sp, mine);
@@ -180,7 +183,7 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
             dp_ar_keep_release(a);
             dp_ar_trim_thread(p);
         }
-        r = dp_seg_block_short(p, order, place, exact, &blk);
+        r = dp_seg_block_short(p, order, place, exact, refills_failed, &blk);
     }
     if (r == 0) {
         if (keep && !exact) /* [exact blocks]: a test's untrimmed exact word */
@@ -199,16 +202,19 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
         void *m = NULL;
         dsmpool_handle h = 0;
         uint64_t fbytes = keep ? keep * DP_FRAME_SIZE : bytes; /* an OS segment is exact too */
-        if (r != -EUCLEAN && !(ctl->flags & DSMPOOL_AREA_NO_FALLBACK) && a->tag && fbytes <= (1ull << 32))
+        char why[900] = "";
+        if (r != -EUCLEAN && !(ctl->flags & DSMPOOL_AREA_NO_FALLBACK) && a->tag && fbytes <= (1ull << 32)) {
             r = dp_seg_os_create(p, fbytes, &h, &m);
+            if (r == -ENOMEM) snprintf(why, sizeof why, ": %s", dsmpool_last_error()); /* segment.c: the room's */
+        }
         if (r || !h) {
             dp_ar_entry_abandon(p, ctl, a->aid, (uint64_t)e, sp, mine);
             if (r == -EUCLEAN) return dp_fail(r, "the pool's allocator is damaged; dsmpool_check() says where");
-            return dp_fail(-ENOMEM, "no free block of %llu bytes in the pool%s",
+            return dp_fail(-ENOMEM, "no free block of %llu bytes in the pool%s%s",
                            (unsigned long long)bytes,
                            (ctl->flags & DSMPOOL_AREA_NO_FALLBACK) ? " (DSMPOOL_AREA_NO_FALLBACK)"
                            : !a->tag ? " (and the area has no tag for OS segments)"
-                                     : " and the OS fallback failed");
+                                     : " and the OS fallback failed", why);
         }
         dp_store_relaxed(&sp->seg, h);
         dp_store_release(&sp->block, DP_BLOCK_FALLBACK);

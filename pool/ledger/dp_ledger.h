@@ -140,31 +140,61 @@ void dp_ledger_mark_owned(struct dsmpool *pool, dp_mark_fn mark, void *arg); /* 
 uint64_t dp_res_unit(const struct dsmpool *pool);  /* granules per release unit (resident.c [release unit]) */
 uint32_t dp_res_now_ms(const struct dsmpool *pool); /* a stamp for now: ms after the epoch, never 0 */
 uint64_t dp_res_load(const struct dsmpool *pool, uint64_t g); /* the word (relaxed) */
+/* A run of granules [g, g+n). */
+typedef struct dp_res_run {
+    uint64_t g, n;
+} dp_res_run;
 /* [refill on demand]: make every granule of [off, off+len) resident; the
- * caller holds part of each. 0, or -ENOMEM (the memory cannot be had: the
- * caller gives the block back) with a message. Clears idle stamps. */
-int dp_res_ensure_slow(struct dsmpool *pool, uint64_t off, uint64_t len);
+ * caller holds part of each. 0, or -ENOMEM (the memory cannot be had) with
+ * a message and *failed the run that could not be made resident, still
+ * counted busy: the caller frees its block and gives it back
+ * (dp_pool_giveback). Clears idle stamps. */
+int dp_res_ensure_slow(struct dsmpool *pool, uint64_t off, uint64_t len, dp_res_run *failed);
 /* The common case inline (every pool block passes here: proc.c [pool
  * blocks]): a block inside one granule of a pool in pages of 2 MiB or less
- * whose word is 0 (resident, not stamped) is one load and no call. relaxed:
- * the block is held; what made its granule resident happened before the
- * allocator's acquire CAS that handed it out (resident.c, ordering). */
-static inline int dp_res_ensure(struct dsmpool *p, uint64_t off, uint64_t len) {
+ * whose word is 0 (resident, not busy, not stamped) is one load and no
+ * call. relaxed: the block is held; what made its granule resident
+ * happened before the allocator's acquire CAS that handed it out
+ * (resident.c, ordering). */
+static inline int dp_res_ensure(struct dsmpool *p, uint64_t off, uint64_t len, dp_res_run *failed) {
     uint64_t r = off - p->geo.data_off, g = r >> DP_RES_SHIFT;
     if (len && off >= p->geo.data_off && ((r + len - 1) >> DP_RES_SHIFT) == g && g < p->geo.res_count &&
         p->geo.page_size <= (1ull << DP_RES_SHIFT) && !dp_load_relaxed(&p->res[g]))
         return 0;
-    return dp_res_ensure_slow(p, off, len);
+    return dp_res_ensure_slow(p, off, len, failed);
 }
 bool dp_res_any_released(const struct dsmpool *pool, uint64_t off, uint64_t len);
-/* Populate granules [g, g+n) ([room first], strict); no mark. */
+/* Populate granules [g, g+n) ([room first], strict); no mark, no count. */
 int dp_res_populate(struct dsmpool *pool, uint64_t g, uint64_t n);
 /* Give the pages of granules [g, g+n) back to the system. */
 int dp_res_release(struct dsmpool *pool, uint64_t g, uint64_t n);
+/* [room first]: hold bytes against what this process may still charge, as
+ * one step with the pool's other claims; 0, or -ENOMEM with a message that
+ * names what (e.g. "an OS fallback segment"). Given back (dp_room_give)
+ * once they are charged. */
+int dp_room_take(struct dsmpool *pool, uint64_t bytes, const char *what);
+void dp_room_give(struct dsmpool *pool, uint64_t bytes);
+/* [busy]: count the caller in on every granule of [g, g+n); on granule g
+ * only if it is resident (false: released, not counted); out again, by
+ * `by` counts (never below 0). */
+void dp_res_busy_raise(struct dsmpool *pool, uint64_t g, uint64_t n);
+bool dp_res_busy_raise_resident(struct dsmpool *pool, uint64_t g);
+void dp_res_busy_lower(struct dsmpool *pool, uint64_t g, uint64_t n, uint64_t by);
+/* [give back]: mark the released granules of [g, g+n) stray (pages may be
+ * left there: the leak sweep's); and, once their pages are gone, the bit
+ * off and `by` counts out. */
+void dp_res_stray(struct dsmpool *pool, uint64_t g, uint64_t n);
+void dp_res_given_back(struct dsmpool *pool, uint64_t g, uint64_t n, uint64_t by);
 /* [resident when held]: the caller holds [g, g+n) whole; returns how many
- * changed state. */
+ * changed state. mark_released keeps the counts; mark_resident takes the
+ * caller's count out of each granule. */
 uint64_t dp_res_mark_released(struct dsmpool *pool, uint64_t g, uint64_t n);
 uint64_t dp_res_mark_resident(struct dsmpool *pool, uint64_t g, uint64_t n);
+/* A trimmer's mark of one release unit [g, g+n) it holds whole: every
+ * granule released and counted busy (the caller's), *newly those that were
+ * resident; -EBUSY, and the unit as it was, when a granule is resident and
+ * being populated ([busy]). The caller releases the unit, then lowers. */
+int dp_res_trim_mark(struct dsmpool *pool, uint64_t g, uint64_t n, uint64_t *newly);
 bool dp_res_stamp(struct dsmpool *pool, uint64_t g, uint32_t now_ms); /* [idle stamps]: if unstamped */
 uint64_t dp_res_released_in(const struct dsmpool *pool, uint32_t sub); /* released granules */
 /* The sub-pool's count of released granules as palloc's [resident first]
@@ -172,8 +202,23 @@ uint64_t dp_res_released_in(const struct dsmpool *pool, uint32_t sub); /* releas
  * quiet window) if it is still before (read in that window). */
 uint64_t dp_res_hint(const struct dsmpool *pool, uint32_t sub);
 void dp_res_hint_fix(struct dsmpool *pool, uint32_t sub, uint64_t before, uint64_t count);
-void dp_res_slot_clear(struct dsmpool *pool, uint32_t slot); /* a slot's in-flight bytes: 0 */
-/* R1 of resident.c: no released granule holds an allocated frame (used:
- * the allocator's maps); -EUCLEAN with why. */
+void dp_res_slot_clear(struct dsmpool *pool, uint32_t slot); /* a slot's claimed room: 0 */
+/* R1 and R3 of resident.c: no released granule holds an allocated frame
+ * (used: the allocator's maps), none is busy; -EUCLEAN with why. */
 int dp_res_verify(struct dsmpool *pool, uint64_t **used, char *why, size_t n);
+/* R3: no released granule holds a page (mincore; 4 KiB and THP pools). */
+int dp_res_verify_given_back(struct dsmpool *pool, char *why, size_t n);
+
+/* proc.c [give back]: the run a refill could not make resident, counted
+ * busy by the caller (by counts on each granule), whose block is free
+ * again: each release unit the caller can claim whole and that is still
+ * released has its pages given back; one it cannot claim is marked stray
+ * and the leak sweep made due; the caller's counts go out of every one.
+ * Inside the caller's bracket. */
+void dp_pool_giveback(struct dsmpool *pool, dp_res_run run, uint64_t by);
+/* One release unit at g: claimed whole (a few tries while nobody holds any
+ * of it), a released one's pages given back, the stray bit off and `by`
+ * counts out: true. false: someone holds some of it and it is still
+ * released -- nothing done. */
+bool dp_pool_giveback_unit(struct dsmpool *pool, uint64_t g, uint64_t by);
 #endif /* DP_LEDGER_H */

@@ -75,8 +75,9 @@
  *      (at most 1/16 of its sub-pool) out of reach until it runs again
  *      (palloc.c, failure bound). Every block is made resident before it
  *      is returned (resident.c [refill on demand]: its granules' words, one
- *      load each; a released one populated), or it goes back and the
- *      caller gets -ENOMEM; an exact block's kept frames only
+ *      load each; a released one populated), or it goes back, what its
+ *      refill populated is given back (dp_pool_giveback: resident.c [give
+ *      back]) and the caller gets -ENOMEM; an exact block's kept frames only
  *      (dp_pool_alloc_exact), and a grow's new frames (dp_pool_grow, which
  *      gives them back when they cannot be had). Blocks are also taken by
  *      their address (dp_pool_claim: palloc.c [claim]) by the trimmer and
@@ -509,12 +510,15 @@ static int pool_alloc_raw(dsmpool *p, unsigned order, unsigned flags, uint64_t *
 }
 
 /* resident.c [refill on demand]: a block that cannot be made resident goes
- * back, and the caller is told -ENOMEM (the message says why). */
+ * back, so does what its refill populated ([give back]), and the caller is
+ * told -ENOMEM (the message says why). */
 static inline int pool_resident(dsmpool *p, uint64_t *block, uint64_t bytes) {
-    int r = dp_res_ensure(p, DP_BLOCK_OFF(*block), bytes);
+    dp_res_run run;
+    int r = dp_res_ensure(p, DP_BLOCK_OFF(*block), bytes, &run);
     if (r == 0) return 0;
     dp_pool_free(p, *block);
     *block = 0;
+    if (run.n) dp_pool_giveback(p, run, 1);
     return r == -EUCLEAN ? r : -ENOMEM;
 }
 
@@ -539,6 +543,53 @@ int dp_pool_claim(dsmpool *p, uint32_t sub, uint64_t frame, unsigned order, uint
     if (!dp_block_ok(p, off, (uint64_t)DP_FRAME_SIZE << order)) return -EUCLEAN; /* cannot be: checked above */
     *block = DP_BLOCK_MK(off, order);
     return 0;
+}
+
+static bool block_sub(const dsmpool *p, uint64_t off, uint32_t *sub, uint64_t *frame);
+
+/* resident.c [give back], one release unit: claim it whole (a few tries
+ * while nobody holds any of it: a claim can miss while another owner's open
+ * or close step is in the way), give back the pages of one still released.
+ * Inside the caller's bracket: a death holding the unit leaves it to the
+ * leak sweep, its counts and bit as they were. */
+bool dp_pool_giveback_unit(dsmpool *p, uint64_t g, uint64_t by) {
+    uint64_t u = dp_res_unit(p), off = p->geo.data_off + (g << DP_RES_SHIFT), frame, blk = 0;
+    unsigned order = DP_RES_SHIFT - DP_FRAME_SHIFT + (unsigned)__builtin_ctzll(u);
+    uint32_t k;
+    bool held = false;
+    if (block_sub(p, off, &k, &frame))
+        for (int t = 0; t < 8 && !held; t++) {
+            held = dp_pool_claim(p, k, frame, order, &blk) == 0;
+            bool free_now = true;
+            for (uint64_t j = 0; j < u && free_now; j++)
+                free_now = dp_pool_granule_free(p, k, (frame >> (DP_RES_SHIFT - DP_FRAME_SHIFT)) + j);
+            if (!held && !free_now) break; /* someone holds some of it */
+            if (!held) dp_os_yield();
+        }
+    bool released = dp_res_any_released(p, off, u << DP_RES_SHIFT);
+    if (!held && released) return false;
+    if (held && released) {
+        dp_res_mark_released(p, g, u); /* the unit whole ([release unit]) */
+        if (dp_res_release(p, g, u) == 0) { /* relaxed: a counter */
+            dp_fetch_add_relaxed(&p->hdr->refill_given_back, u << DP_RES_SHIFT);
+            dp_res_given_back(p, g, u, by);
+            by = 0;
+        }
+    }
+    if (by) dp_res_busy_lower(p, g, u, by);
+    if (held) dp_pool_free(p, blk);
+    return true;
+}
+
+void dp_pool_giveback(dsmpool *p, dp_res_run run, uint64_t by) {
+    uint64_t u = dp_res_unit(p);
+    for (uint64_t g = run.g / u * u; g < run.g + run.n && g < p->geo.res_count; g += u) {
+        if (dp_pool_giveback_unit(p, g, by)) continue;
+        /* its holder may die before it counts itself in: the sweep's */
+        dp_res_stray(p, g, u);
+        dp_store_release(&p->hdr->sweep_needed, 1); /* release: pairs with dp_quiet_open */
+        if (by) dp_res_busy_lower(p, g, u, by);
+    }
 }
 
 bool dp_pool_granule_free(dsmpool *p, uint32_t sub, uint64_t g) {
@@ -598,8 +649,10 @@ uint64_t dp_pool_grow(dsmpool *p, uint64_t block, uint64_t want) {
     /* resident.c [refill on demand]: the frames taken are held now; the
      * ones that cannot be made resident go back (the caller moves instead) */
     uint64_t from = DP_BLOCK_OFF(block) + n * DP_FRAME_SIZE;
-    if (dp_res_ensure(p, from, (want - n) * DP_FRAME_SIZE) != 0) {
+    dp_res_run run;
+    if (dp_res_ensure(p, from, (want - n) * DP_FRAME_SIZE, &run) != 0) {
         dp_pa_ungrow(&p->pa[k], frame, order, n, want);
+        if (run.n) dp_pool_giveback(p, run, 1); /* [give back] */
         return 0;
     }
     return dp_block_mk_trimmed(DP_BLOCK_OFF(block), order, all - want);

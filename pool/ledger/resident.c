@@ -1,89 +1,145 @@
 /*
  * resident.c -- residency of the data: which 2 MiB granules are resident
  * and which were given back to the system, making a block resident before
- * it is handed out, and the idle stamps that the maintenance policy reads.
+ * it is handed out (and giving back what could not be), holding memory
+ * against what the process may still charge before it is made resident,
+ * and the idle stamps that the maintenance policy reads.
  *
  * Layer: ledger (pool/ledger), below proc.c, whose pool blocks it makes
  * resident ([refill on demand]), and above the region (the residency table
- * is the region's format: dp_format.h), the allocator and the OS. The top's
- * elastic.c composes the trim and refill steps out of these words.
+ * is the region's format: dp_format.h), the allocator and the OS. proc.c
+ * gives back what a failed refill populated ([give back]: it holds the
+ * allocator's claims); segment.c holds its OS fallback segments' bytes
+ * against the room ([room first]); the top's elastic.c composes the trim,
+ * the refill ahead and dsmpool_prefault out of these words.
  *
  * Rules
  *   [resident when held] A granule is marked released only by a process
- *      that holds all of it in the allocator (a trimmer: elastic.c [trim]),
- *      before it gives the pages back; it is marked resident only by one
- *      that holds some of it and has just populated all of it. So no
- *      granule that a caller holds a byte of is released or being released,
- *      and a block handed out is resident: the pages a caller touches are
- *      there -- never a SIGBUS, nor the OOM killer, at a first touch.
+ *      that holds all of it in the allocator (a trimmer: elastic.c [trim];
+ *      a give-back), before it gives the pages back; it is marked resident
+ *      only by one that holds some of it and has just populated all of it.
+ *      So no granule that a caller holds a byte of is released or being
+ *      released, and a block handed out is resident: the pages a caller
+ *      touches are there -- never a SIGBUS, nor the OOM killer, at a first
+ *      touch.
+ *   [busy] Whoever populates a granule counts itself in its word's busy
+ *      field first (one CAS) and out again when done: a refill (marking it
+ *      resident lowers the count), a refill ahead, a give-back, a trimmer
+ *      between its mark and its release, dsmpool_prefault. A trimmer marks
+ *      released only granules that nobody populates (busy 0), and a
+ *      prefault counts itself in only on a resident granule: so no page is
+ *      populated under a released mark except by a populator still counted
+ *      there, who gives it back ([give back]) -- and a count left by a
+ *      populator that died tells the leak sweep which granules to give back
+ *      (recover.c [leak sweep]).
  *   [release unit] Pages above 2 MiB (1 GiB hugetlb) go back whole or not
  *      at all: the unit of release is then the page, whose granules change
  *      state together, and a refill populates the page.
  *   [refill on demand] Every pool block is looked at before it is handed
  *      out (proc.c [pool blocks]): the word of each granule it lies in, one
  *      load for a block of 2 MiB or less, nothing written when it is zero
- *      (resident, not stamped). A released granule is populated --
- *      MADV_POPULATE_WRITE only (dp_os_populate_strict), on the memory's
- *      own node by the sub-pool's policy -- and marked resident; when the
- *      memory cannot be had the caller frees the block and says -ENOMEM
- *      (segments and areas then fall back as for a full pool). Populating
- *      a granule that another holder uses part of is safe: it changes no
- *      content.
- *   [room first] A pool in 4 KiB (or THP) pages is charged to the memory
- *      cgroup of whoever populates it, and a charge beyond the cgroup's
- *      limit wakes its OOM killer even from MADV_POPULATE_WRITE (measured:
- *      docs/design.md, "Residency"). So before it populates, a refill holds
- *      its bytes, plus what other processes of the pool are populating now
- *      (a word per slot, cleared by their recovery) and a margin, against
- *      the room the cgroup still has (dp_os_cgroup_mem_room), and one that
- *      does not fit is -ENOMEM. Charges by others in the cgroup that race a
- *      refill are covered only by the margin. hugetlb pages are not charged
- *      to the memory cgroup: a page that cannot be had is the populate's own
- *      error (-EFAULT, said as -ENOMEM).
+ *      (resident, not busy, not stamped). A run of release units with a
+ *      released granule is counted busy, populated -- MADV_POPULATE_WRITE
+ *      only (dp_os_populate_strict), on the memory's own node by the
+ *      sub-pool's policy -- and marked resident; when the memory cannot be
+ *      had the run is handed back to the caller, still busy, and the caller
+ *      frees its block and gives the run back (proc.c [give back]), then
+ *      says -ENOMEM (segments and areas then fall back as for a full pool).
+ *      Populating a granule that another holder uses part of is safe: it
+ *      changes no content.
+ *   [give back] What a populate that failed made resident goes back to the
+ *      system: by whoever holds the granule whole (a refill ahead; the
+ *      give-back of a refill on demand, which claims each unit of its run
+ *      once its block is free), which marks it released, gives its pages
+ *      back and counts itself out. A unit it cannot claim is held by
+ *      someone else: it is marked stray (dp_res_stray) and the leak sweep
+ *      made due, which gives it back once it can claim it (recover.c [leak
+ *      sweep]) -- unless its holder makes it resident first (a resident
+ *      mark clears the bit) or a trimmer gives back every released granule
+ *      of what it holds (it clears the bit with the pages). The holder may
+ *      be an allocation that dies before it counts itself in: so the bit,
+ *      not the holder, carries the pages' fate.
+ *   [room first] Memory made resident in 4 KiB (or THP) pages is charged to
+ *      the memory cgroup of whoever populates it, and a charge beyond the
+ *      cgroup's limit -- or beyond what the system has -- wakes an OOM
+ *      killer even from MADV_POPULATE_WRITE (measured: docs/design.md,
+ *      "Residency"). So before a refill, dsmpool_prefault or an OS fallback
+ *      segment makes bytes resident, it holds them, plus what the pool's
+ *      other processes hold now (a word per slot, cleared by their
+ *      recovery) and a margin, against the room the OS reports
+ *      (dp_os_mem_room: the cgroup's levels and MemAvailable), and one that
+ *      does not fit is -ENOMEM. The reading and the claim are one step: a
+ *      claim adds its bytes to its slot's word, then advances the pool's
+ *      room_seq by a CAS from the value it read before the reading; a claim
+ *      made by anyone in between fails that CAS, and the check is made
+ *      again on a fresh reading. So of two refills one always sees the
+ *      other's bytes, in its reading or in the slot words, however long
+ *      either is stopped. A claim is given back once its memory is charged
+ *      (it is in the cgroup's usage then). A process that cannot learn its
+ *      limits is refused unless the pool says limits_unknown_ok. Charges by
+ *      others in the cgroup that race a claim are covered only by the
+ *      margin. hugetlb pages are not charged to the memory cgroup: a page
+ *      that cannot be had is the populate's own error (-EFAULT, said as
+ *      -ENOMEM), never a signal; a refill first checks the hugetlb cgroup
+ *      and the kernel's free pages, so as not to take what it would give
+ *      back.
  *   [idle stamps] A maintenance step stamps a resident granule that it
  *      finds wholly free with the time ("idle since", dp_res_stamp); the
  *      allocation that takes any of it clears the stamp ([refill on
- *      demand] reads the word anyway, and writes only a stamped or released
- *      one). An allocation that takes some of it between the step's look
- *      and its stamp finds no stamp and leaves it, so each step looks again
- *      and takes a stamp off a granule that is not wholly free
+ *      demand] reads the word anyway, and writes only a stamped, busy or
+ *      released one). An allocation that takes some of it between the
+ *      step's look and its stamp finds no stamp and leaves it, so each step
+ *      looks again and takes a stamp off a granule that is not wholly free
  *      (elastic.c el_stamp). So a stamp that is still there once a trimmer
- *      holds the whole granule says it has been free and unused since then,
- *      but for a use that began and ended between two steps.
+ *      holds the whole granule says it has been free and unused since
+ *      then, but for a use that began and ended between two steps. The
+ *      time is dp_os_shared_now_ns's, the same clock in every time
+ *      namespace, so the policy means the same in every process.
  *
- * Invariant (quiet: no bracket open)
+ * Invariant (quiet: no bracket open, no dead slot unrecovered)
  *   R1  every granule holding an allocated frame is resident (checked by
  *       dp_res_verify, dsmpool_check's step 6);
- *   R2  released + resident = granules, and the released ones are free.
+ *   R2  released + resident = granules, and the released ones are free;
+ *   R3  no granule is busy or stray, and no released granule holds a page
+ *       (the check looks with mincore where the pages are shmem's), but
+ *       for a release the kernel refused (dsmpool_trim said so).
  *
  * Crash bound: a death between marking a granule released and giving its
- * pages back leaves it released but resident: the next refill populates
- * what is there already. (The other order -- pages gone, granule still
- * marked resident -- cannot happen: the trimmer marks first.) A death
- * between a populate and the resident mark leaves it released and
- * populated: the same. A death inside a mark's loop leaves the sub-pool's
- * released_hint (a count palloc.c [resident first] reads to turn its
- * preference on) off by the granules marked so far: the leak sweep, which
- * a death inside a bracket brings, counts the words in its quiet window
- * and sets it right (dp_res_hint_fix). The block the dead process held is owned by nothing
+ * pages back, or between populating a released granule and marking it
+ * resident (or giving it back), leaves it released, busy and perhaps
+ * populated; the death was inside a bracket, so the leak sweep runs, and
+ * it gives back every released granule that is busy in its quiet window
+ * and takes the dead counts out ([busy]). (The other order -- pages gone,
+ * granule still marked resident -- cannot happen: the trimmer marks first,
+ * and marks only what nobody populates.) A death inside a mark's loop
+ * leaves the sub-pool's released_hint (a count palloc.c [resident first]
+ * reads to turn its preference on) off by the granules marked so far: the
+ * leak sweep counts the words in its quiet window and sets it right
+ * (dp_res_hint_fix). The block the dead process held is owned by nothing
  * and was inside its bracket: the leak sweep returns it (recover.c [leak
- * sweep]) with its granules as they are, which every state allows. A dead
- * refiller's in-flight bytes are cleared with its slot (dp_res_slot_clear).
+ * sweep]). A dead claimer's room goes with its slot (dp_res_slot_clear).
  *
  * Memory ordering: the state CASes are acq_rel; who holds a granule orders
  * them. A released mark is made while the trimmer holds the whole granule
  * and is seen by its next holder through the allocator's own pair (the
  * trimmer's free is a release CAS, the next allocation's CAS an acquire:
  * palloc.c); a resident mark is made before its maker frees the block,
- * likewise. Stamps and the in-flight words are relaxed: a stamp is a hint
- * the trimmer reads again once its claim (acquire) holds the granule, and
- * the in-flight words are estimates of room.
+ * likewise. The busy counts are acq_rel CASes on the same word as the
+ * marks, so a trimmer's mark sees a prefault's count or the prefault sees
+ * the mark. The room: a claim's slot word is added (relaxed) before its
+ * acq_rel CAS of room_seq, and read by the next claimer after its acquire
+ * load of room_seq; a claim is given back (release) after its memory is
+ * charged, and a claimer that reads the word (acquire) sees the charge in
+ * the reading it makes after. Stamps are relaxed: a hint the trimmer reads
+ * again once its claim (acquire) holds the granule.
  *
  * Injection points: "resident.refill.populated" (a granule populated on
- * demand, not yet marked resident: a death there leaves it released and
- * populated, which the next refill takes as it is); "resident.mark.partway"
- * (a mark's first word changed, the sub-pool's released count not yet: a
- * death there leaves the count off until the leak sweep sets it right).
+ * demand, not yet marked resident: a death there leaves it released, busy
+ * and populated, which the sweep gives back); "resident.mark.partway" (a
+ * mark's first word changed, the sub-pool's released count not yet: a
+ * death there leaves the count off until the leak sweep sets it right);
+ * "resident.room.read" (the room read, the claim not yet made: a claim
+ * made meanwhile by another process sends this one back to read again).
  */
 #include <stdio.h>
 #include <string.h>
@@ -98,7 +154,7 @@ uint64_t dp_res_unit(const dsmpool *p) {
 }
 
 uint32_t dp_res_now_ms(const dsmpool *p) {
-    uint64_t now = dp_os_now_ns(), e = p->geo.epoch_ns;
+    uint64_t now = dp_os_shared_now_ns(), e = p->geo.epoch_ns; /* [idle stamps]: one clock for all */
     uint64_t ms = now > e ? (now - e) / 1000000u : 0;
     return ms ? (uint32_t)ms : 1u; /* 0 means "not stamped": never a stamp */
 }
@@ -117,43 +173,74 @@ static uint32_t res_sub(const dsmpool *p, uint64_t g) {
 
 /* ---- [room first] ------------------------------------------------------------ */
 
-/* Bytes the live and not yet recovered slots are populating now. */
+/* Bytes the live and not yet recovered slots hold now. acquire: pairs with
+ * dp_room_give's release (a claim given back was charged first). */
 static uint64_t res_inflight(const dsmpool *p) {
     uint64_t sum = 0;
-    for (uint32_t i = 0; i < p->nprocs; i++)
-        sum += dp_load_relaxed(&p->fill[i]); /* relaxed: an estimate of room */
+    for (uint32_t i = 0; i < p->nprocs; i++) sum += dp_load_acquire(&p->fill[i]);
     return sum;
 }
 
-/* "No memory cgroup limits this process": true for a second after it was
- * last read so (reading a cgroup's files costs tens of microseconds). */
-static dp_a64 res_unlimited_until;
-
-static int res_room(dsmpool *p, uint64_t bytes) {
-    if (p->geo.page_size != 4096) return 0; /* hugetlb: not the memory cgroup's */
-    uint64_t now = dp_os_now_ns();
-    if (now < dp_load_relaxed(&res_unlimited_until)) return 0; /* relaxed: a process-local cache */
-    uint64_t room, limit;
-    char where[1200];
-    dp_os_cgroup_mem_room(&room, &limit, where, sizeof where);
-    if (room == UINT64_MAX) {
-        dp_store_relaxed(&res_unlimited_until, now + 1000000000ull); /* relaxed: a cache */
-        return 0;
+int dp_room_take(dsmpool *p, uint64_t bytes, const char *what) {
+    dp_a64 *mine = p->has_slot ? &p->fill[p->slot] : NULL;
+    for (;;) {
+        /* acquire: pairs with dp_room_take's CAS, which publishes the claim's slot word */
+        uint64_t seq = dp_load_acquire(&p->hdr->room_seq);
+        uint64_t inflight = res_inflight(p);
+        dp_os_room rm;
+        dp_os_mem_room(&rm);
+        DP_INJECT("resident.room.read");
+        uint64_t margin = DP_RES_ROOM_MARGIN + (rm.limit == UINT64_MAX ? 0 : rm.limit / 256);
+        bool blind = rm.unknown && !p->geo.limits_unknown_ok;
+        bool full = rm.room != UINT64_MAX && rm.room < bytes + inflight + margin;
+        if (blind || full) dp_fetch_add_relaxed(&p->hdr->room_refusals, 1); /* relaxed: a counter */
+        if (blind)
+            return dp_fail(-ENOMEM, "%s (%llu bytes) cannot be made resident: the memory limits of this process "
+                           "cannot be learned (%s), and one it cannot see would be the OOM killer's; make them "
+                           "visible (mount /proc, and the cgroup hierarchy as this process's cgroup namespace "
+                           "sees it), or create the pool with limits_unknown_ok to accept the risk",
+                           what, (unsigned long long)bytes, rm.where);
+        if (full)
+            return dp_fail(-ENOMEM, "%s (%llu bytes) cannot be made resident without waking the OOM killer: %s "
+                           "leaves room for %llu more bytes (of %llu); %llu are being made resident by the "
+                           "pool's processes now, and %llu are kept as a margin",
+                           what, (unsigned long long)bytes, rm.where, (unsigned long long)rm.room,
+                           (unsigned long long)rm.limit, (unsigned long long)inflight,
+                           (unsigned long long)margin);
+        if (!mine) return 0; /* (every caller holds a slot: dp_self) */
+        dp_fetch_add_relaxed(mine, bytes); /* relaxed: published by the CAS below */
+        /* acq_rel: the claim is this step; it fails when another claim was made
+         * since seq was read, and the reading above may be stale */
+        if (dp_cas_acq_rel(&p->hdr->room_seq, &seq, seq + 1)) return 0;
+        dp_fetch_add_relaxed(mine, (uint64_t)-bytes); /* relaxed: never published */
     }
-    /* the margin: page tables of the new pages and other charges in the
-     * cgroup that race this one (not seen) */
-    uint64_t margin = DP_RES_ROOM_MARGIN + limit / 256, inflight = res_inflight(p);
-    if (room < bytes + inflight + margin)
-        return dp_fail(-ENOMEM, "the memory cgroup lets this process charge %llu more bytes (%s is %llu): "
-                       "%llu bytes of the pool cannot be made resident (%llu more are being made "
-                       "resident now, and %llu are kept as a margin) without the cgroup's OOM killer",
-                       (unsigned long long)room, where, (unsigned long long)limit,
-                       (unsigned long long)bytes, (unsigned long long)inflight, (unsigned long long)margin);
-    return 0;
+}
+
+void dp_room_give(dsmpool *p, uint64_t bytes) {
+    /* acq_rel: release pairs with res_inflight's acquire (the charge is in the usage now) */
+    if (p->has_slot) dp_fetch_add_acq_rel(&p->fill[p->slot], (uint64_t)-bytes);
 }
 
 void dp_res_slot_clear(dsmpool *p, uint32_t slot) {
-    if (slot < p->nprocs) dp_store_relaxed(&p->fill[slot], 0); /* relaxed: an estimate */
+    if (slot < p->nprocs) dp_store_release(&p->fill[slot], 0); /* release: as dp_room_give */
+}
+
+/* hugetlb ([room first]): the cgroup's room and the kernel's free pages. */
+static int res_huge_room(dsmpool *p, uint64_t bytes) {
+    dp_os_room rm;
+    dp_os_huge_room(p->geo.page_size, &rm);
+    if (!rm.unknown && rm.room != UINT64_MAX && rm.room < bytes)
+        return dp_fail(-ENOMEM, "%llu bytes of the pool cannot be made resident: the hugetlb cgroup lets this "
+                       "process take %llu more bytes of %llu kB pages (%s is %llu)", (unsigned long long)bytes,
+                       (unsigned long long)rm.room, (unsigned long long)(p->geo.page_size >> 10), rm.where,
+                       (unsigned long long)rm.limit);
+    uint64_t avail;
+    if (dp_os_huge_avail(p->geo.page_size, &avail) == 0 && avail * p->geo.page_size < bytes)
+        return dp_fail(-ENOMEM, "%llu bytes of the pool cannot be made resident: the kernel has %llu free "
+                       "huge pages of %llu kB (free_hugepages, nr_overcommit_hugepages)",
+                       (unsigned long long)bytes, (unsigned long long)avail,
+                       (unsigned long long)(p->geo.page_size >> 10));
+    return 0;
 }
 
 int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n) {
@@ -162,22 +249,21 @@ int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n) {
         return dp_fail(-EUCLEAN, "granules %llu+%llu lie outside the data", (unsigned long long)g,
                        (unsigned long long)n);
     uint64_t bytes = n << DP_RES_SHIFT;
-    int r = res_room(p, bytes);
+    bool huge = p->geo.page_size != 4096;
+    int r = huge ? res_huge_room(p, bytes) : dp_room_take(p, bytes, "memory of the pool");
     if (r) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
         return r;
     }
-    dp_a64 *mine = p->has_slot ? &p->fill[p->slot] : NULL;
-    if (mine) dp_fetch_add_relaxed(mine, bytes); /* relaxed: an estimate of room */
     r = dp_os_populate_strict(p->base + p->geo.data_off + (g << DP_RES_SHIFT), bytes);
-    if (mine) dp_fetch_add_relaxed(mine, (uint64_t)-bytes);
+    if (!huge) dp_room_give(p, bytes);
     if (r) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
         return dp_fail(r == -EFAULT || r == -ENOMEM || r == -ENOSPC ? -ENOMEM : r,
                        "%llu bytes of the pool could not be made resident (MADV_POPULATE_WRITE: %s)%s",
                        (unsigned long long)bytes, strerror(-r),
-                       p->geo.huge_pages ? ": no huge page of the pool's size can be had now "
-                                           "(free_hugepages, nr_overcommit_hugepages)"
+                       huge ? ": no huge page of the pool's size can be had now (free_hugepages, "
+                              "nr_overcommit_hugepages, or the hugetlb cgroup's limit)"
                        : r == -EFAULT || r == -ENOSPC
                            ? ": the file system holding the pool is full (a tmpfs at its size=; "
                              "df /dev/shm), or the memory cannot be had"
@@ -193,16 +279,68 @@ int dp_res_release(dsmpool *p, uint64_t g, uint64_t n) {
     return dp_os_release(p->base + off, n << DP_RES_SHIFT, fd ? p->fd : -1, off);
 }
 
-/* ---- the marks --------------------------------------------------------------- */
+/* ---- the marks and the counts ------------------------------------------------- */
+
+void dp_res_busy_raise(dsmpool *p, uint64_t g, uint64_t n) {
+    for (uint64_t i = g; i < g + n && i < p->geo.res_count; i++) {
+        uint64_t w = dp_load_relaxed(&p->res[i]);
+        /* acq_rel: [busy], as the marks; a full count waits for a populator to
+         * finish (65535 at once on one granule: not in this world) */
+        while (DP_RES_BUSY(w) == 0xffff || !dp_cas_acq_rel(&p->res[i], &w, w + DP_RES_BUSY_ONE))
+            if (DP_RES_BUSY(w) == 0xffff) {
+                dp_os_yield();
+                w = dp_load_relaxed(&p->res[i]);
+            }
+    }
+}
+
+bool dp_res_busy_raise_resident(dsmpool *p, uint64_t g) {
+    if (g >= p->geo.res_count) return false;
+    uint64_t w = dp_load_relaxed(&p->res[g]);
+    /* acq_rel: [busy]: a trimmer's mark and this count see each other */
+    while (!(w & DP_RES_RELEASED) && DP_RES_BUSY(w) < 0xffff)
+        if (dp_cas_acq_rel(&p->res[g], &w, w + DP_RES_BUSY_ONE)) return true;
+    return false;
+}
+
+void dp_res_stray(dsmpool *p, uint64_t g, uint64_t n) {
+    for (uint64_t i = g; i < g + n && i < p->geo.res_count; i++) {
+        uint64_t w = dp_load_relaxed(&p->res[i]);
+        /* acq_rel: [give back]; only on a released word (a resident one's
+         * pages are accounted for) */
+        while ((w & DP_RES_RELEASED) && !(w & DP_RES_STRAY) && !dp_cas_acq_rel(&p->res[i], &w, w | DP_RES_STRAY))
+            ;
+    }
+}
+
+void dp_res_given_back(dsmpool *p, uint64_t g, uint64_t n, uint64_t by) {
+    for (uint64_t i = g; i < g + n && i < p->geo.res_count; i++) {
+        uint64_t w = dp_load_relaxed(&p->res[i]), nw;
+        /* acq_rel: [busy], [give back]: the pages are gone, the stray bit
+         * with them, and `by` counts out (never below 0) */
+        do
+            nw = (w & ~DP_RES_STRAY) - (DP_RES_BUSY(w) < by ? DP_RES_BUSY(w) : by) * DP_RES_BUSY_ONE;
+        while (!dp_cas_acq_rel(&p->res[i], &w, nw));
+    }
+}
+
+void dp_res_busy_lower(dsmpool *p, uint64_t g, uint64_t n, uint64_t by) {
+    for (uint64_t i = g; i < g + n && i < p->geo.res_count; i++) {
+        uint64_t w = dp_load_relaxed(&p->res[i]);
+        /* acq_rel: [busy]; never below 0 (a count damaged is the check's) */
+        while (DP_RES_BUSY(w) && !dp_cas_acq_rel(&p->res[i], &w, w - (DP_RES_BUSY(w) < by ? DP_RES_BUSY(w) : by) * DP_RES_BUSY_ONE))
+            ;
+    }
+}
 
 uint64_t dp_res_mark_released(dsmpool *p, uint64_t g, uint64_t n) {
     uint64_t newly = 0;
     uint32_t s = res_sub(p, g);
     for (uint64_t i = g; i < g + n && i < p->geo.res_count; i++) {
         uint64_t w = dp_load_relaxed(&p->res[i]);
-        /* acq_rel: [resident when held]; the caller holds the granule, so
-         * only a stamp can change under us (another maintainer's) */
-        while (!(w & DP_RES_RELEASED) && !dp_cas_acq_rel(&p->res[i], &w, DP_RES_WORD(1, 0)))
+        /* acq_rel: [resident when held]; the caller holds the granule whole, so
+         * only a stamp (another maintainer's) or a count can change under us */
+        while (!(w & DP_RES_RELEASED) && !dp_cas_acq_rel(&p->res[i], &w, (w & DP_RES_BUSY_MASK) | DP_RES_RELEASED))
             ;
         if (!(w & DP_RES_RELEASED)) newly++;
         if (i == g) DP_INJECT("resident.mark.partway");
@@ -211,14 +349,57 @@ uint64_t dp_res_mark_released(dsmpool *p, uint64_t g, uint64_t n) {
     return newly;
 }
 
+int dp_res_trim_mark(dsmpool *p, uint64_t g, uint64_t n, uint64_t *newly) {
+    uint32_t s = res_sub(p, g);
+    uint64_t i, made[8] = {0}; /* a unit is at most 512 granules (1 GiB) */
+    *newly = 0;
+    if (n > 512) return -EINVAL;
+    for (i = g; i < g + n && i < p->geo.res_count; i++) {
+        uint64_t w = dp_load_relaxed(&p->res[i]);
+        bool busy = false;
+        for (;;) {
+            if (!(w & DP_RES_RELEASED) && DP_RES_BUSY(w)) { /* [busy]: being populated: not ours */
+                busy = true;
+                break;
+            }
+            /* acq_rel: [busy]; released, counted busy (ours), the stamp gone */
+            uint64_t nw = (w & DP_RES_RELEASED) ? w + DP_RES_BUSY_ONE : DP_RES_BUSY_ONE | DP_RES_RELEASED;
+            if (dp_cas_acq_rel(&p->res[i], &w, nw)) break;
+        }
+        if (busy) break;
+        if (!(w & DP_RES_RELEASED)) {
+            made[(i - g) / 64] |= 1ull << ((i - g) % 64);
+            ++*newly;
+        }
+        if (i == g) DP_INJECT("resident.mark.partway");
+    }
+    if (i < g + n && i < p->geo.res_count) { /* a busy granule: the unit stays as it was */
+        for (uint64_t k = g; k < i; k++) {
+            uint64_t w = dp_load_relaxed(&p->res[k]);
+            bool ours = made[(k - g) / 64] >> ((k - g) % 64) & 1;
+            /* acq_rel: as above; nothing was released, so the pages of a
+             * granule we marked are all there: resident again */
+            while (!dp_cas_acq_rel(&p->res[k], &w, ours ? (w & DP_RES_BUSY_MASK) - DP_RES_BUSY_ONE : w - DP_RES_BUSY_ONE))
+                ;
+        }
+        *newly = 0;
+        return -EBUSY;
+    }
+    if (*newly) dp_fetch_add_relaxed(&p->hdr->released_hint[s], *newly); /* relaxed: a hint */
+    return 0;
+}
+
 uint64_t dp_res_mark_resident(dsmpool *p, uint64_t g, uint64_t n) {
     uint64_t newly = 0;
     uint32_t s = res_sub(p, g);
     for (uint64_t i = g; i < g + n && i < p->geo.res_count; i++) {
         uint64_t w = dp_load_relaxed(&p->res[i]);
-        /* acq_rel: [resident when held]; a refiller of another part may mark it first */
-        while ((w & DP_RES_RELEASED) && !dp_cas_acq_rel(&p->res[i], &w, DP_RES_WORD(0, 0)))
-            ;
+        /* acq_rel: [resident when held]; resident, our count out, the stamp gone
+         * (a refiller of another part may mark it first) */
+        uint64_t nw;
+        do
+            nw = DP_RES_BUSY(w) ? (w & DP_RES_BUSY_MASK) - DP_RES_BUSY_ONE : 0;
+        while (!dp_cas_acq_rel(&p->res[i], &w, nw));
         if (w & DP_RES_RELEASED) newly++;
         if (i == g) DP_INJECT("resident.mark.partway");
     }
@@ -242,7 +423,7 @@ bool dp_res_stamp(dsmpool *p, uint64_t g, uint32_t now_ms) {
     if (g >= p->geo.res_count) return false;
     uint64_t w = 0;
     /* relaxed CAS: a stamp is a hint ([idle stamps]); only "resident, not
-     * stamped" (0) takes one */
+     * busy, not stamped" (0) takes one */
     return dp_cas_relaxed(&p->res[g], &w, DP_RES_WORD(0, now_ms));
 }
 
@@ -256,8 +437,9 @@ static bool unit_released(const dsmpool *p, uint64_t g, uint64_t u, uint64_t g1)
     return false;
 }
 
-int dp_res_ensure_slow(dsmpool *p, uint64_t off, uint64_t len) {
+int dp_res_ensure_slow(dsmpool *p, uint64_t off, uint64_t len, dp_res_run *failed) {
     uint64_t n = p->geo.res_count;
+    failed->g = failed->n = 0;
     if (!len || off < p->geo.data_off) return 0;
     uint64_t g0 = (off - p->geo.data_off) >> DP_RES_SHIFT, g1 = ((off - p->geo.data_off + len - 1) >> DP_RES_SHIFT) + 1;
     /* (dp_ledger.h's inline dp_res_ensure took the one-granule, resident,
@@ -278,8 +460,9 @@ int dp_res_ensure_slow(dsmpool *p, uint64_t off, uint64_t len) {
         if (!unit_released(p, g, u, g1)) {
             for (uint64_t k = g; k < g + u && k < g1; k++) {
                 uint64_t w = dp_load_relaxed(&p->res[k]);
-                /* [idle stamps]: used now; relaxed CAS: a hint (a failed one found it changed) */
-                if (w) dp_cas_relaxed(&p->res[k], &w, 0);
+                /* [idle stamps]: used now; relaxed CAS: a hint (a failed one
+                 * found it changed). The count stays: a prefault's. */
+                if (DP_RES_STAMP(w)) dp_cas_relaxed(&p->res[k], &w, w & ~(0xffffffffull << 32));
             }
             g += u;
             continue;
@@ -288,8 +471,13 @@ int dp_res_ensure_slow(dsmpool *p, uint64_t off, uint64_t len) {
         while (h < g1 && unit_released(p, h, u, g1)) h += u;
         if (h > g1) h = g1;
         if (!t0) t0 = dp_os_now_ns();
+        dp_res_busy_raise(p, g, h - g); /* [busy] */
         int r = dp_res_populate(p, g, h - g);
-        if (r) return r;
+        if (r) { /* [give back]: the caller frees its block, then gives the run back */
+            failed->g = g;
+            failed->n = h - g;
+            return r;
+        }
         DP_INJECT("resident.refill.populated");
         dp_res_mark_resident(p, g, h - g);
         filled += (h - g) << DP_RES_SHIFT;
@@ -328,9 +516,16 @@ int dp_res_verify(dsmpool *p, uint64_t **used, char *why, size_t n) {
         uint64_t ng = p->geo.sub[s].geom.frames >> (DP_RES_SHIFT - DP_FRAME_SHIFT);
         for (uint64_t k = 0; k < ng && g0 + k < p->geo.res_count; k++) {
             uint64_t w = dp_load_relaxed(&p->res[g0 + k]); /* relaxed: inside the checker's quiet window */
-            if (w & ~(DP_RES_RELEASED | 0xffffffff00000000ull)) {
+            if (w & ~(DP_RES_RELEASED | DP_RES_STRAY | DP_RES_BUSY_MASK | 0xffffffff00000000ull) ||
+                ((w & DP_RES_STRAY) && !(w & DP_RES_RELEASED))) {
                 snprintf(why, n, "sub-pool %u: the residency word of granule %llu is damaged (%016llx)", s,
                          (unsigned long long)k, (unsigned long long)w);
+                return -EUCLEAN;
+            }
+            if (DP_RES_BUSY(w) || (w & DP_RES_STRAY)) { /* R3: nobody populates in a quiet window */
+                snprintf(why, n, "sub-pool %u: granule %llu is %s though nobody populates it and no sweep is due "
+                         "(a mark no death explains)", s, (unsigned long long)k,
+                         DP_RES_BUSY(w) ? "counted busy" : "marked stray (pages left for the sweep)");
                 return -EUCLEAN;
             }
             if (!(w & DP_RES_RELEASED)) continue;
@@ -345,6 +540,28 @@ int dp_res_verify(dsmpool *p, uint64_t **used, char *why, size_t n) {
                     return -EUCLEAN;
                 }
         }
+    }
+    return 0;
+}
+
+int dp_res_verify_given_back(dsmpool *p, char *why, size_t n) {
+    if (p->geo.page_size != 4096) return 0; /* hugetlb: mincore sees only this process's mappings */
+    for (uint64_t g = 0; g < p->geo.res_count;) {
+        if (!(dp_load_relaxed(&p->res[g]) & DP_RES_RELEASED)) { /* relaxed: inside the checker's quiet window */
+            g++;
+            continue;
+        }
+        uint64_t e = g + 1;
+        while (e < p->geo.res_count && (dp_load_relaxed(&p->res[e]) & DP_RES_RELEASED)) e++;
+        uint64_t have = 0;
+        if (dp_os_present_bytes(p->base + p->geo.data_off + (g << DP_RES_SHIFT), (e - g) << DP_RES_SHIFT, &have) == 0 &&
+            have) {
+            snprintf(why, n, "granules %llu..%llu are released but hold %llu KiB of pages (memory the pool says it "
+                     "gave back is still held)", (unsigned long long)g, (unsigned long long)(e - 1),
+                     (unsigned long long)(have >> 10));
+            return -EUCLEAN;
+        }
+        g = e;
     }
     return 0;
 }

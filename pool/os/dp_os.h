@@ -52,6 +52,11 @@ int dp_os_unmap(void *addr, size_t len);
  * reservation: a page is had or not when it is first populated (an
  * elastic pool, which populates with dp_os_populate_strict only). */
 int dp_os_map_anon_shared(void *addr, size_t len, size_t huge_sz, bool noreserve);
+/* Shared memory inherited over fork like an anonymous mapping, from an
+ * unnamed shmem file (a memfd, closed once mapped): charged to the commit
+ * page by page as it is populated, so a reservation works under
+ * vm.overcommit_memory = 2 (where MAP_NORESERVE is ignored). */
+int dp_os_map_anon_file(void *addr, size_t len);
 int dp_os_map_fd(void *addr, size_t len, int fd, bool noreserve);
 
 /* Backing objects. Names are as the user gave them. */
@@ -186,15 +191,45 @@ int dp_os_path_owner(const char *path, uint32_t *uid);
 int dp_os_fd_owner(int fd, uint32_t *uid);
 int dp_os_sysv_owner(int shmid, uint32_t *uid);
 
-/* What the calling process's cgroups (and their ancestors) still let it
- * charge: memory (v2 memory.max - memory.current, or v1 limit_in_bytes -
- * usage_in_bytes) and hugetlb pages of size page. *room is UINT64_MAX when
- * nothing limits it or nothing can be read; *limit is the limit that binds
- * and where names its file, for the message. */
-int dp_os_cgroup_mem_room(uint64_t *room, uint64_t *limit, char *where, size_t n);
-int dp_os_cgroup_huge_room(size_t page, uint64_t *room, uint64_t *limit, char *where, size_t n);
+/* What the calling process may still make resident before an OOM killer
+ * wakes, and what binds it. The memory cgroup: at each level from the
+ * process's own cgroup up to the highest its mount shows, limit - usage
+ * (v2 memory.max - memory.current, v1 memory.limit_in_bytes -
+ * memory.usage_in_bytes), page cache the kernel can drop counted as room.
+ * The cgroup is found from /proc/self/cgroup and /proc/self/mountinfo (in
+ * a cgroup namespace whose mount shows an ancestor's tree, by the
+ * cgroup.procs that lists this process; levels above a namespace's root
+ * that its mount does not show are not seen). The system: MemAvailable +
+ * SwapFree. room is the least (UINT64_MAX: nothing limits), limit and
+ * where say which binds. unknown is -errno when the cgroup's limits cannot
+ * be learned -- /proc hidden, the hierarchy not mounted in view, the
+ * process's cgroup not found -- and where then says why (room covers only
+ * what could be read). A level found without a limit is believed for a
+ * second; /proc/self/cgroup is read every time, so a fork()ed child or a
+ * process moved to another cgroup is judged afresh. */
+typedef struct dp_os_room {
+    uint64_t room, limit;
+    int unknown;
+    char where[1800];
+} dp_os_room;
+void dp_os_mem_room(dp_os_room *r);
+/* The same for the hugetlb cgroup's pages of size page (v2
+ * hugetlb.<size>.max - .current, v1 .limit_in_bytes - .usage_in_bytes);
+ * the kernel's free pages are dp_os_huge_avail's. */
+void dp_os_huge_room(size_t page, dp_os_room *r);
+/* vm.overcommit_memory is 2 (strict): the kernel charges a shared
+ * anonymous mapping in full whatever MAP_NORESERVE says. */
+bool dp_os_overcommit_strict(void);
+/* Bytes of [addr, addr+len) whose pages are in the page cache of the shmem
+ * file behind it (mincore: for shmem, whoever populated them; for hugetlb,
+ * only those this process maps). */
+int dp_os_present_bytes(void *addr, size_t len, uint64_t *bytes);
 uint64_t dp_os_random64(void);
 uint64_t dp_os_now_ns(void);
+/* CLOCK_MONOTONIC as the initial time namespace reads it: this process's
+ * clock less its time namespace's offset (/proc/self/timens_offsets, read
+ * once per process), so that every process of a pool reads one clock. */
+uint64_t dp_os_shared_now_ns(void);
 void dp_os_sleep_ns(uint64_t ns);
 
 /* ---- read-only inspection (inspect.c) ------------------------------------ */

@@ -24,6 +24,13 @@
  *      resident granules (fallocate of those ranges; MAP_NORESERVE or
  *      SHM_NORESERVE, so no hugetlb reservation and no commit charge), and
  *      every process maps it MAP_NORESERVE.
+ *   [strict overcommit] Under vm.overcommit_memory = 2 the kernel charges
+ *      a shared anonymous mapping to the commit limit in full, whatever
+ *      MAP_NORESERVE says: an elastic ANON pool in base pages is then made
+ *      of an unnamed shmem file instead (dp_os_map_anon_file), inherited
+ *      over fork the same way and charged page by page as it is populated
+ *      (a populate beyond the limit is an error, never the OOM killer).
+ *      The header says so (anon_file); nothing else differs.
  *   [creation lock] A named object is locked by its creator from its first
  *      step until it is published (an OFD lock on DP_LOCK_CREATE of the
  *      file; for System V the creation semaphore of the pool's set, made
@@ -90,7 +97,9 @@ static int fd_backed(dp_creating *c, const dsmpool_config *cfg, size_t len, size
 
 static int anon_make(dp_creating *c, const dsmpool_config *cfg, size_t len, size_t huge_sz) {
     (void)cfg;
-    int r = dp_os_map_anon_shared(c->va, len, huge_sz, c->noreserve);
+    /* [strict overcommit] */
+    c->anon_file = c->noreserve && !huge_sz && dp_os_overcommit_strict();
+    int r = c->anon_file ? dp_os_map_anon_file(c->va, len) : dp_os_map_anon_shared(c->va, len, huge_sz, c->noreserve);
     if (r == 0) c->mapped = true;
     return r;
 }

@@ -28,9 +28,9 @@ static const size_t cfg_ends[] = {
     CFG_END(huge_page_size), CFG_END(prefault), CFG_END(mode), CFG_END(prefault_threads),
     CFG_END(max_segments), CFG_END(max_procs), CFG_END(map_align), CFG_END(numa), CFG_END(nnodes),
     CFG_END(nodes), CFG_END(node_size), CFG_END(interleave_size), CFG_END(replace_stale),
-    CFG_END(resident_min), CFG_END(idle_release_ms), CFG_END(warm_bytes),
+    CFG_END(resident_min), CFG_END(idle_release_ms), CFG_END(warm_bytes), CFG_END(limits_unknown_ok),
 };
-_Static_assert(sizeof cfg_ends / sizeof *cfg_ends == 21, "a new config field needs its row here");
+_Static_assert(sizeof cfg_ends / sizeof *cfg_ends == 22, "a new config field needs its row here");
 
 static size_t cfg_whole(size_t n) {
     size_t w = 0;

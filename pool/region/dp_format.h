@@ -68,8 +68,14 @@
  * after the name table: released granules of an elastic pool, ledger
  * resident.c) and the elastic settings and counters at the header's end;
  * an older library would hand out released memory without making it
- * resident first (a SIGBUS or the OOM killer at the first touch). */
-#define DP_FORMAT_VERSION 11u
+ * resident first (a SIGBUS or the OOM killer at the first touch). Format
+ * 12 gave the residency word a count of the processes populating the
+ * granule (a trimmer leaves a busy granule resident), the header the
+ * sequence that makes a room check and its claim one step, the
+ * limits_unknown_ok setting, and idle stamps on one clock for every time
+ * namespace: an older library would release a granule being populated,
+ * and pass the room check on a stale reading. */
+#define DP_FORMAT_VERSION 12u
 #define DP_DIR_SHIFT 12u /* the span directory's granule: 4 KiB of data (a frame) a word */
 #define DP_NAME_MAX 240
 
@@ -220,22 +226,35 @@ _Static_assert(sizeof(dp_name) == 128, "two cache lines");
 /* ---- residency (the elastic pool; ledger resident.c) ------------------------ */
 
 /* Residency word, one per 2 MiB granule of data, from the data's start
- * (sub-pool after sub-pool): [idle since:32][unused:31][released:1].
+ * (sub-pool after sub-pool): [idle since:32][busy:16][unused:14][stray:1][released:1].
  *   released  the granule's pages were given back to the system (or are
  *             being: its trimmer holds it). Set only by a process that holds
  *             the whole granule in the allocator (a trimmer); cleared by one
  *             that holds some of it and has made all of it resident (a
  *             refill). So a granule any caller holds a byte of is resident
  *             (resident.c [resident when held]).
+ *   busy      how many processes are populating the granule now (a refill,
+ *             a give-back, dsmpool_prefault, a trimmer between its mark and
+ *             its release): a released granule that is busy may hold pages,
+ *             which its populator either marks resident or gives back; a
+ *             trimmer never marks a busy resident granule released
+ *             (resident.c [busy]).
+ *   stray     a released granule that may hold pages nobody is counted busy
+ *             on (a give-back that could not claim it): the leak sweep's to
+ *             give back; cleared with the pages, or by a resident mark.
  *   idle since  milliseconds after the header's epoch (0: not seen idle)
  *             at which a maintenance step first saw the granule wholly free;
  *             cleared by the allocation that takes any of it, so a granule
  *             stamped long enough ago is free and unused since (resident.c
  *             [idle stamps]).
- * Zero is "resident, not seen idle": a pool that is not elastic starts so
- * (its whole data is prefaulted as before). */
+ * Zero is "resident, not busy, not seen idle": a pool that is not elastic
+ * starts so (its whole data is prefaulted as before). */
 #define DP_RES_SHIFT 21u
 #define DP_RES_RELEASED 1ull
+#define DP_RES_STRAY 2ull
+#define DP_RES_BUSY_ONE (1ull << 16)
+#define DP_RES_BUSY_MASK (0xffffull << 16)
+#define DP_RES_BUSY(w) ((unsigned)(((w) >> 16) & 0xffff))
 #define DP_RES_STAMP(w) ((uint32_t)((w) >> 32))
 #define DP_RES_WORD(released, stamp) (((uint64_t)(stamp) << 32) | ((released) ? DP_RES_RELEASED : 0))
 _Static_assert(DP_RES_RELEASED == DP_PA_COLD, "the allocator reads the released bit as its cold hint");
@@ -296,16 +315,20 @@ typedef struct dp_header {
     uint32_t idle_release_ms;       /* the policy releases what is idle this long; 0: never */
     uint64_t resident_min;          /* bytes the policy keeps resident */
     uint64_t warm_bytes;            /* free resident bytes the policy keeps ready */
-    uint64_t epoch_ns;              /* CLOCK_MONOTONIC base of the idle stamps */
+    uint64_t epoch_ns;              /* base of the idle stamps, on dp_os_shared_now_ns's clock */
+    uint32_t limits_unknown_ok;     /* make memory resident where the limits cannot be learned */
+    uint32_t anon_file;             /* ANON data in an unnamed shmem file (vm.overcommit_memory = 2) */
     /* [atom] relaxed counters unless said */
     _Alignas(64) dp_a64 released_hint[DSMPOOL_MAX_NODES]; /* released granules per sub-pool: the
                                        allocator's hint (palloc.c [resident first]); a death between a
                                        state CAS and its count skews it, never a block */
-    dp_a64 refill_inflight;         /* bytes being populated now (resident.c [room first]) */
+    dp_a64 room_seq;                /* acq_rel: claims of room made (resident.c [room first]) */
     dp_a64 releases, released_total, release_ns;   /* blocks given back, their bytes, the time */
     dp_a64 refills_ahead, refilled_ahead, refill_ahead_ns;    /* dsmpool_prefault_free / maintain */
     dp_a64 refills_demand, refilled_demand, refill_demand_ns; /* the allocation that needed it */
     dp_a64 refill_failures;         /* populates that could not get the memory (-ENOMEM) */
+    dp_a64 refill_given_back;       /* bytes a failed refill populated, given back (resident.c [give back]) */
+    dp_a64 room_refusals;           /* room claims refused (resident.c [room first]) */
     dp_a64 maint_steps;             /* dsmpool_maintain steps that ran */
     dp_a64 maint_cursor;            /* where the next step's stamp scan starts (a granule index) */
 } dp_header;

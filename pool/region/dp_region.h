@@ -157,6 +157,7 @@ typedef struct dp_creating {
     bool noreserve;
     const dp_header *layout;
     const uint64_t *resident; /* per sub-pool: 2 MiB granules kept resident */
+    bool anon_file;   /* ANON: the data is an unnamed shmem file (backing.c [strict overcommit]) */
 } dp_creating;
 
 enum { DP_LOCKFILE_CREATED, DP_LOCKFILE_ATTACHED, DP_LOCKFILE_CHILD };

@@ -31,10 +31,14 @@
  *      against what the memory (or hugetlb) cgroup still lets this process
  *      charge, and against each node's free huge pages: a pool that cannot
  *      be had fails with -ENOMEM naming the limit, never the OOM killer or
- *      a SIGBUS later. For an elastic pool (region.c [elastic]) the size
- *      held is what is made resident at creation (tables and resident_min);
- *      the rest is held against the cgroup granule by granule when it is
- *      made resident (resident.c [room first]).
+ *      a SIGBUS later; and against what the system has (MemAvailable +
+ *      SwapFree: without a cgroup the global OOM killer's to lose). A
+ *      process that cannot learn its cgroup's limits is refused unless the
+ *      config says limits_unknown_ok. For an elastic pool (region.c
+ *      [elastic]) the size held is what is made resident at creation
+ *      (tables and resident_min), not the reservation; the rest is held
+ *      against the room granule by granule when it is made resident
+ *      (resident.c [room first]).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -252,12 +256,11 @@ int dp_plan_huge_problems(const dsmpool_config *cfg, const dp_plan *pl, const ui
                  (unsigned long long)(tot + need - avail), hs >> 10);
     else if (plan_huge_check(pl, units, hs) != 0)
         HUGE_ADD("%s", dsmpool_last_error());
-    uint64_t room, limit;
-    char where[1200];
-    dp_os_cgroup_huge_room(hs, &room, &limit, where, sizeof where);
-    if (room < len)
+    dp_os_room rm;
+    dp_os_huge_room(hs, &rm);
+    if (!rm.unknown && rm.room < len)
         HUGE_ADD("the hugetlb cgroup lets this process take %llu more bytes of %zu kB pages (%s is %llu): raise "
-                 "it", (unsigned long long)room, hs >> 10, where, (unsigned long long)limit);
+                 "it", (unsigned long long)rm.room, hs >> 10, rm.where, (unsigned long long)rm.limit);
 #undef HUGE_ADD
     if (!n) return 0;
     return dp_fail(-ENOMEM, "huge pages of %zu kB cannot be had for %zu bytes: %s%s", hs >> 10, len, msg,
@@ -351,29 +354,36 @@ int dp_plan_prefault(dsmpool *p, const dp_header *h, const dp_plan *pl, unsigned
     }
     return err;
 }
-/* A pool the cgroup cannot hold would be OOM-killed while it is prefaulted
- * (or while a memfd or /dev/shm object is reserved): say so before. */
+/* [fits first]: a pool the cgroup (or the system) cannot hold would be
+ * OOM-killed while it is prefaulted (or while a memfd or /dev/shm object is
+ * reserved): say so before. A process that cannot learn its limits is
+ * refused unless the config accepts the risk (limits_unknown_ok). */
 int dp_plan_cgroup_check(const dsmpool_config *cfg, size_t len, size_t huge_sz, bool elastic) {
-    uint64_t room, limit;
-    char where[1200];
+    dp_os_room rm;
     if (huge_sz) {
-        dp_os_cgroup_huge_room(huge_sz, &room, &limit, where, sizeof where);
-        if (room < len)
+        dp_os_huge_room(huge_sz, &rm);
+        if (!rm.unknown && rm.room < len)
             return dp_fail(-ENOMEM, "the hugetlb cgroup lets this process take %llu more bytes of %zu kB "
                            "pages (%s is %llu); the pool needs %zu: raise the limit or make the pool smaller",
-                           (unsigned long long)room, huge_sz >> 10, where, (unsigned long long)limit, len);
+                           (unsigned long long)rm.room, huge_sz >> 10, rm.where, (unsigned long long)rm.limit, len);
         return 0;
     }
     bool charged = elastic || cfg->prefault || cfg->backing == DSMPOOL_BACKING_MEMFD ||
                    (cfg->backing == DSMPOOL_BACKING_POSIX && cfg->huge_pages != DSMPOOL_HUGE_TRANSPARENT);
     if (!charged) return 0;
-    dp_os_cgroup_mem_room(&room, &limit, where, sizeof where);
-    if (room < len)
-        return dp_fail(-ENOMEM, "the memory cgroup lets this process charge %llu more bytes (%s is %llu); "
-                       "a pool of %zu bytes %s would be killed by the OOM killer: raise the limit, make "
-                       "the pool smaller%s", (unsigned long long)room, where, (unsigned long long)limit, len,
-                       cfg->prefault ? "prefaulted" : "reserved",
-                       cfg->prefault && cfg->backing != DSMPOOL_BACKING_MEMFD ? ", or create it with prefault = false" : "");
+    dp_os_mem_room(&rm);
+    if (rm.unknown && !cfg->limits_unknown_ok)
+        return dp_fail(-ENOMEM, "a pool that makes %zu bytes resident at creation cannot be made here: the memory "
+                       "limits of this process cannot be learned (%s), and one it cannot see would be the OOM "
+                       "killer's; make them visible, or set limits_unknown_ok to accept the risk", len, rm.where);
+    if (rm.room < len)
+        return dp_fail(-ENOMEM, "%s leaves room for %llu more bytes (of %llu); a pool that makes %zu bytes "
+                       "resident at creation%s would wake the OOM killer: raise the limit, make the pool "
+                       "smaller%s", rm.where, (unsigned long long)rm.room, (unsigned long long)rm.limit, len,
+                       elastic ? " (its tables and resident_min)" : cfg->prefault ? " (prefaulted)" : " (reserved)",
+                       elastic ? "" : cfg->prefault && cfg->backing != DSMPOOL_BACKING_MEMFD
+                                      ? ", create it with prefault = false, or make it elastic (resident_min)"
+                                      : ", or make it elastic (resident_min)");
     return 0;
 }
 

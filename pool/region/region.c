@@ -213,7 +213,7 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
         pool_free(p);
         return dp_fail(-ENOMEM, "out of memory");
     }
-    dp_creating c = {p, NULL, 0, false, false, false, "", "", elastic, h, resident};
+    dp_creating c = {p, NULL, 0, false, false, false, "", "", elastic, h, resident, false};
     size_t tries[2], page = 4096, len = 0, align = 0;
     int ntries = 0;
     if (huge_ok) tries[ntries++] = huge_sz;
@@ -301,7 +301,9 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
      * -- all but the header, whose provisional magic must never read 0 once
      * the region has its name ([creation]) */
     memset((char *)p->base + sizeof *h, 0, h->meta_end - sizeof *h);
-    h->epoch_ns = dp_os_now_ns(); /* the idle stamps' base (resident.c [idle stamps]) */
+    h->epoch_ns = dp_os_shared_now_ns(); /* the idle stamps' base (resident.c [idle stamps]) */
+    h->limits_unknown_ok = cfg->limits_unknown_ok;
+    h->anon_file = c.anon_file;
     if (elastic) { /* [elastic]: the settings, and what is not resident marked so */
         h->elastic = 1;
         h->idle_release_ms = cfg->idle_release_ms;
@@ -335,7 +337,7 @@ void dp_region_publish(dsmpool *p) {
 }
 
 void dp_region_abandon(dsmpool *p) {
-    dp_creating c = {p, p->base, p->size, true, true, p->backing == DSMPOOL_BACKING_SYSV, "", "", false, NULL, NULL};
+    dp_creating c = {p, p->base, p->size, true, true, p->backing == DSMPOOL_BACKING_SYSV, "", "", false, NULL, NULL, false};
     /* (a System V set is the pool's: it made it) */
     region_undo(&c);
     pool_free(p);
@@ -423,29 +425,4 @@ void dp_region_free(dsmpool *p) {
 int dp_region_unlink(dsmpool *p) {
     int r = dp_backing(p->backing)->unlink(p);
     return r ? dp_fail(r, "removing the region's name failed: %s", strerror(-r)) : 0;
-}
-
-int dsmpool_prefault(dsmpool *pool) {
-    dp_clear_error();
-    if (!pool || pool->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
-    unsigned t = dp_os_caps()->ncpus_online;
-    if (!pool->geo.elastic) {
-        int r = dp_os_populate(pool->base, pool->size, t > 16 ? 16 : t);
-        return r ? dp_fail(r, "populate failed: %s", strerror(-r)) : 0;
-    }
-    /* [elastic]: the tables and the resident granules (released ones stay
-     * released: dsmpool_prefault_free() makes them resident) */
-    const dp_header *g = &pool->geo;
-    int r = dp_os_populate(pool->base, g->data_off, 1);
-    for (uint64_t k = 0; r == 0 && k < g->res_count;) {
-        if (dp_load_relaxed(&pool->res[k]) & DP_RES_RELEASED) { /* relaxed: a page table hint */
-            k++;
-            continue;
-        }
-        uint64_t e = k + 1;
-        while (e < g->res_count && !(dp_load_relaxed(&pool->res[e]) & DP_RES_RELEASED)) e++;
-        r = dp_os_populate_strict(pool->base + g->data_off + (k << DP_RES_SHIFT), (e - k) << DP_RES_SHIFT);
-        k = e;
-    }
-    return r ? dp_fail(r, "populate failed: %s", strerror(-r)) : 0;
 }

@@ -37,8 +37,11 @@ void dp_seg_layer_init(void);
 /* segment.c [short of memory]: the pool could not serve a block; caches give back,
  * then one more try (bounded wait). 0 with *block, or the allocator's error. */
 /* keep: the frames an exact block keeps (dp_pool_alloc_exact), 0 for a
- * whole block (dp_pool_alloc_placed) */
-int dp_seg_block_short(struct dsmpool *pool, unsigned order, unsigned place, uint64_t keep, uint64_t *block);
+ * whole block (dp_pool_alloc_placed); refills_failed: the pool's
+ * refill_failures read before the failed try (one that moved since: the
+ * block was there, its memory was not -- -ENOMEM at once) */
+int dp_seg_block_short(struct dsmpool *pool, unsigned order, unsigned place, uint64_t keep, uint64_t refills_failed,
+                       uint64_t *block);
 bool dp_seg_live(struct dsmpool *pool, dsmpool_handle h, uint64_t *blk, uint64_t *size);
 bool dp_area_live(struct dsmpool *pool, dsmpool_handle h); /* an area that is not destroyed */
 void dp_seg_set_trim_hook(void (*fn)(struct dsmpool *pool)); /* this thread's caches give back */

@@ -42,7 +42,9 @@
  *      keeps its cache); the requester retries for at most DP_TRIM_WAIT_NS. A request
  *      that did not help makes the next ones skip the wait for
  *      DP_TRIM_QUIET_NS, so a pool that is really full costs one wait, not
- *      one per allocation.
+ *      one per allocation. A request whose block was found but could not
+ *      be made resident (a refill failed: resident.c [refill on demand])
+ *      neither asks nor waits: more free blocks would meet the same limit.
  *  [spilling is visible] Spilling is visible (fallback_made): every OS segment made adds its
  *      bytes to this thread's pending note, and the public call that made
  *      it reports the note to the process's hook (dp_fallback_fire) once it
@@ -183,7 +185,11 @@ static int seg_block(dsmpool *p, unsigned order, unsigned place, uint64_t keep, 
     return keep ? dp_pool_alloc_exact(p, order, place, keep, blk) : dp_pool_alloc_placed(p, order, place, blk);
 }
 
-int dp_seg_block_short(dsmpool *p, unsigned order, unsigned place, uint64_t keep, uint64_t *blk) {
+int dp_seg_block_short(dsmpool *p, unsigned order, unsigned place, uint64_t keep, uint64_t refills_failed,
+                       uint64_t *blk) {
+    /* a block was there, its memory was not: caches giving back cannot help
+     * (relaxed: a counter; another process's failure only skips the wait) */
+    if (dp_load_relaxed(&p->hdr->refill_failures) != refills_failed) return -ENOMEM;
     if (trim_hook) trim_hook(p); /* this thread's caches */
     int r = seg_block(p, order, place, keep, blk);
     if (r == 0 || r == -EUCLEAN) return r;
@@ -349,8 +355,13 @@ static int fallback_map(dsmpool *p, uint64_t idx, uint32_t gen, size_t size, boo
     if (fd < 0) return fd;
     int r = 0;
     size_t have = 0;
-    if (create) {
-        if ((r = dp_os_truncate(fd, size)) == 0) r = dp_os_fallocate(fd, size);
+    if (create) { /* [room first]: held against the memory cgroup's and the system's room */
+        if ((r = dp_room_take(p, size, "an OS fallback segment")) == 0) {
+            if ((r = dp_os_truncate(fd, size)) == 0) r = dp_os_fallocate(fd, size);
+            dp_room_give(p, size);
+        } else {
+            r = -EDQUOT; /* (said as -ENOMEM, with the room's message, by the callers) */
+        }
     } else if ((r = dp_os_fd_size(fd, &have)) == 0 && have < size) {
         r = -EPROTO;
     }
@@ -500,7 +511,7 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
      * free block that could not be made resident) */
     uint64_t refill_failed = dp_load_relaxed(&pool->hdr->refill_failures);
     r = dp_pool_alloc_exact(pool, order, flags, frames, &blk);
-    if (r && r != -EUCLEAN) r = dp_seg_block_short(pool, order, flags, frames, &blk); /* [short of memory] */
+    if (r && r != -EUCLEAN) r = dp_seg_block_short(pool, order, flags, frames, refill_failed, &blk); /* [short of memory] */
     if (r == 0) {
         bytes = DP_BLOCK_BYTES(blk);
         s->addr = dp_at(pool, DP_BLOCK_OFF(blk));
@@ -515,6 +526,8 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
          * creator that dies in between unlinks a name that may not exist. */
         dp_store_relaxed(&d->block, blk);
         r = fallback_map(pool, idx, gen, bytes, true, &s->addr);
+        char fb_why[900] = ""; /* the room's message ([room first]) */
+        if (r == -EDQUOT) snprintf(fb_why, sizeof fb_why, "%s", dsmpool_last_error());
         if (r) {
             dp_store_relaxed(&d->block, 0);
             dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
@@ -527,6 +540,8 @@ static int seg_create_bracketed(dsmpool *pool, size_t size, unsigned flags, stru
                                  "fallback: it sees another /dev/shm than the pool's (another mount "
                                  "namespace); give the pool room, or allocate from a process that sees it",
                                  size)
+                   : r == -EDQUOT
+                       ? dp_fail(-ENOMEM, "the pool cannot serve %zu bytes, and %s", size, fb_why)
                        : dp_fail(-ENOMEM, "the pool cannot serve %zu bytes and the OS fallback "
                                  "failed: %s", size, r == -ENOSPC ? "/dev/shm is full" : strerror(-r));
         }
@@ -744,7 +759,7 @@ int dp_seg_os_create(dsmpool *pool, size_t bytes, dsmpool_handle *h, void **addr
     if ((r = fallback_map(pool, idx, gen, bytes, true, addr)) != 0) {
         dp_store_relaxed(&d->block, 0);
         dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
-        return r;
+        return r == -EDQUOT ? -ENOMEM : r; /* (the room's message stands) */
     }
     dp_store_relaxed(&d->size, bytes);
     dp_store_relaxed(&d->flags, 0);

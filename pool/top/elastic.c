@@ -202,7 +202,7 @@ static inline unsigned el_order(el_piece pc) { return DP_RES_SHIFT - DP_FRAME_SH
  * held ([policy]). *got: bytes newly released. */
 static int el_release(dsmpool *p, const el_sub *e, el_piece pc, bool idle, uint32_t now, uint32_t age,
                       uint64_t *got) {
-    uint64_t blk, g = e->g0 + pc.g, t0 = dp_os_now_ns();
+    uint64_t blk, g = e->g0 + pc.g, t0 = dp_os_now_ns(), u = dp_res_unit(p);
     *got = 0;
     dp_inflight_begin(p);
     if (dp_pool_claim(p, e->s, pc.g << (DP_RES_SHIFT - DP_FRAME_SHIFT), el_order(pc), &blk) != 0) {
@@ -216,10 +216,39 @@ static int el_release(dsmpool *p, const el_sub *e, el_piece pc, bool idle, uint3
         uint32_t st = DP_RES_STAMP(w);
         go = (w & DP_RES_RELEASED) || (st && (uint32_t)(now - st) >= age); /* used since: keep it */
     }
-    uint64_t newly = go ? dp_res_mark_released(p, g, pc.n) : 0;
+    /* [busy]: each unit marked released and counted ours, or left as it was
+     * when a prefault populates one of its granules (a piece is at most 16
+     * units) */
+    uint32_t marked = 0;
+    uint64_t newly = 0;
+    for (uint64_t k = 0; go && k < pc.n / u; k++) {
+        uint64_t nw;
+        if (dp_res_trim_mark(p, g + k * u, u, &nw) == 0) {
+            marked |= 1u << k;
+            newly += nw;
+        }
+    }
     DP_INJECT("elastic.trim.marked");
-    int r = newly ? dp_res_release(p, g, pc.n) : 0;
+    int r = 0;
+    /* every marked unit's pages go, those that were released already too
+     * (resident.c [give back]: a failed refill's may still be there) */
+    for (uint64_t k = 0; marked && k < pc.n / u;) {
+        if (!(marked >> k & 1)) {
+            k++;
+            continue;
+        }
+        uint64_t h = k + 1;
+        while (h < pc.n / u && (marked >> h & 1)) h++;
+        int rr = dp_res_release(p, g + k * u, (h - k) * u);
+        if (!r) r = rr;
+        k = h;
+    }
     DP_INJECT("elastic.trim.released");
+    for (uint64_t k = 0; k < pc.n / u; k++) { /* our counts out; the pages gone, a stray bit with them */
+        if (!(marked >> k & 1)) continue;
+        if (r) dp_res_busy_lower(p, g + k * u, u, 1);
+        else dp_res_given_back(p, g + k * u, u, 1);
+    }
     dp_pool_free(p, blk);
     dp_inflight_end(p);
     /* A release that failed keeps its marks: some of its pages may be gone,
@@ -255,7 +284,17 @@ static int el_refill(dsmpool *p, const el_sub *e, el_piece pc, uint64_t *got) {
         }
         uint64_t h = j + u;
         while (h < g + pc.n && (dp_res_load(p, h) & DP_RES_RELEASED)) h += u;
-        if ((r = dp_res_populate(p, j, h - j)) != 0) break;
+        dp_res_busy_raise(p, j, h - j); /* resident.c [busy] */
+        if ((r = dp_res_populate(p, j, h - j)) != 0) {
+            /* resident.c [give back]: we hold the piece whole */
+            if (dp_res_release(p, j, h - j) == 0) { /* relaxed: a counter */
+                dp_fetch_add_relaxed(&p->hdr->refill_given_back, (h - j) * GRAN);
+                dp_res_given_back(p, j, h - j, 1);
+            } else {
+                dp_res_busy_lower(p, j, h - j, 1);
+            }
+            break;
+        }
         DP_INJECT("elastic.refill.populated");
         done += dp_res_mark_resident(p, j, h - j);
         j = h;
@@ -352,6 +391,61 @@ int dsmpool_prefault_free(dsmpool *pool, size_t bytes, size_t *prefaulted) {
     return r;
 }
 
+/* [prefault]: this process's page tables for the tables and every resident
+ * granule, in runs of at most PF_RUN granules, each counted busy and inside
+ * a bracket (a death leaves the counts to the leak sweep). What is not yet
+ * there (a pool created without prefault) is held against the room first
+ * (resident.c [room first]). */
+#define PF_RUN 32u /* 64 MiB */
+
+static int pf_run(dsmpool *pool, uint64_t g, uint64_t n, unsigned threads) {
+    char *a = pool->base + pool->geo.data_off + (g << DP_RES_SHIFT);
+    size_t len = n << DP_RES_SHIFT;
+    uint64_t have = 0, need = 0;
+    bool shmem = pool->geo.page_size == 4096;
+    if (shmem && dp_os_present_bytes(a, len, &have) == 0) need = have < len ? len - have : 0;
+    else if (shmem) need = len; /* (mincore refused: count it all) */
+    int r = need ? dp_room_take(pool, need, "dsmpool_prefault") : 0;
+    if (r == 0) {
+        /* strict where the kernel has it: a page that cannot be had is an
+         * error, never a signal (hugetlb: the cgroup's limit) */
+        r = dp_os_caps()->populate_write ? dp_os_populate_strict(a, len) : dp_os_populate(a, len, threads);
+        if (need) dp_room_give(pool, need);
+        if (r) r = dp_fail(r == -EFAULT || r == -ENOSPC ? -ENOMEM : r, "dsmpool_prefault: %zu bytes could not be "
+                           "made resident (%s): %s", len, strerror(-r),
+                           pool->geo.huge_pages ? "no huge page can be had (free_hugepages, the hugetlb cgroup)"
+                                                : "the memory cannot be had (a full tmpfs?)");
+    }
+    return r;
+}
+
+int dsmpool_prefault(dsmpool *pool) {
+    dp_clear_error();
+    if (!pool || pool->magic != DP_POOL_MAGIC) return dp_fail(-EINVAL, "not an attached pool");
+    int r = dp_self(pool);
+    if (r) return r;
+    const dp_header *g = &pool->geo;
+    unsigned t = dp_os_caps()->ncpus_online;
+    if (t > 16) t = 16;
+    r = dp_os_populate(pool->base, g->data_off, 1); /* the tables: resident since creation */
+    if (r) return dp_fail(r, "populating the pool's tables failed: %s", strerror(-r));
+    for (uint64_t k = 0; r == 0 && k < g->res_count;) {
+        dp_inflight_begin(pool);
+        uint64_t e = k;
+        /* resident.c [busy]: counted on resident granules only; a released
+         * one ends the run and is skipped (dsmpool_prefault_free is the
+         * call that makes released memory resident) */
+        while (e < g->res_count && e - k < PF_RUN && dp_res_busy_raise_resident(pool, e)) e++;
+        if (e > k) {
+            r = pf_run(pool, k, e - k, t);
+            dp_res_busy_lower(pool, k, e - k, 1);
+        }
+        dp_inflight_end(pool);
+        k = e > k ? e : k + 1;
+    }
+    return r;
+}
+
 /* ---- [policy] -------------------------------------------------------------- */
 
 static unsigned el_period(const dsmpool *p) {
@@ -385,7 +479,7 @@ static uint32_t el_stamp(dsmpool *p, uint32_t now) {
          * and a stamp on a granule that is not wholly free now goes. What is
          * left is a granule taken and given back between two steps. */
         if (!dp_pool_granule_free(p, s, k)) {
-            dp_cas_relaxed(&p->res[g], &w, 0); /* relaxed CAS: a hint, as the stamp */
+            dp_cas_relaxed(&p->res[g], &w, w & ~(0xffffffffull << 32)); /* relaxed CAS: a hint, as the stamp (a count stays) */
             continue;
         }
         /* of age already: this step releases it, or the floor (resident_min
@@ -410,6 +504,9 @@ int dsmpool_maintain(dsmpool *pool, unsigned *next_ms) {
         pthread_mutex_unlock(&pool->maint_mutex);
         return 0;
     }
+    /* what a give-back left stray, or a death left busy, goes back by the
+     * leak sweep (recover.c [leak sweep]): settled here too when due */
+    if (dp_load_acquire(&pool->hdr->sweep_needed)) dp_recover_all(pool); /* acquire: pairs with dp_pool_giveback's release */
     uint32_t now = dp_res_now_ms(pool), soonest = UINT32_MAX;
     bool more = false;
     if (g->idle_release_ms) soonest = el_stamp(pool, now); /* (1) */

@@ -34,7 +34,12 @@
  *      chunks that deaths inside area operations lost (area_recover.c [lost chunks];
  *      hdr->lost_due; stats: lost_chunks_reclaimed). That flag does not
  *      close the checker's windows: a lost chunk is on no list, so nothing
- *      the checker proves depends on it.
+ *      the checker proves depends on it. In the same window it notes every
+ *      granule counted busy (resident.c [busy]: in a quiet window only the
+ *      dead's counts are left) or marked stray (resident.c [give back]) and
+ *      then settles them: a released one's pages go back (proc.c's
+ *      give-back) and its bit off, and the counts seen are taken out; one
+ *      that someone holds keeps them, and the sweep stays due.
  *   [never half-way] Recovery never gives up on a slot half-way: what it cannot finish
  *      now stays and runs again on the next call, and is counted. A
  *      reference count that cannot be settled because a live process is
@@ -130,21 +135,82 @@ static bool recover_slot(dsmpool *p, uint32_t slot) {
     return true;
 }
 
+/* resident.c [busy], [give back]: the granules that the dead left counted
+ * busy, or that a give-back left stray, as the sweep's quiet window saw
+ * them: each granule's count (n of them). */
+typedef struct busy_left {
+    uint64_t g;
+    uint32_t count;
+} busy_left;
+
+static busy_left *busy_seen(dsmpool *p, size_t *n) {
+    size_t cap = 0;
+    busy_left *v = NULL;
+    *n = 0;
+    for (uint64_t g = 0; g < p->geo.res_count; g++) {
+        uint64_t w = dp_res_load(p, g);
+        unsigned b = DP_RES_BUSY(w);
+        if (!b && !(w & DP_RES_STRAY)) continue;
+        if (*n == cap) {
+            busy_left *nv = realloc(v, (cap = cap ? cap * 2 : 16) * sizeof *v);
+            if (!nv) {
+                free(v);
+                *n = SIZE_MAX;
+                return NULL;
+            }
+            v = nv;
+        }
+        v[(*n)++] = (busy_left){g, b};
+    }
+    return v;
+}
+
+/* Settle what the dead (and give-backs) left ([leak sweep]): a released
+ * granule's pages go back and its stray bit off (its unit claimed whole, in
+ * a bracket of ours: proc.c's give-back), and each count the window saw is
+ * taken out -- only that many: a live populator may have counted itself in
+ * since. A released unit that someone holds keeps its counts and bit:
+ * false, and the sweep stays due. */
+static bool busy_settle(dsmpool *p, const busy_left *v, size_t n) {
+    uint64_t u = dp_res_unit(p);
+    bool all = true;
+    dp_inflight_begin(p);
+    for (size_t i = 0; i < n;) {
+        uint64_t g0 = v[i].g / u * u;
+        size_t j = i;
+        while (j < n && v[j].g < g0 + u) j++; /* the unit's granules: v[i..j) */
+        if (dp_pool_giveback_unit(p, g0, 0))
+            for (size_t k = i; k < j; k++) dp_res_busy_lower(p, v[k].g, 1, v[k].count);
+        else
+            all = false;
+        i = j;
+    }
+    dp_inflight_end(p);
+    return all;
+}
+
 /* Free the frames that are allocated but owned by nothing, if it is safe to
- * decide so now ([leak sweep]). Returns true when the sweep ran to the end. */
+ * decide so now ([leak sweep]), then settle what the dead left counted busy.
+ * Returns true when the sweep ran to the end. */
 static bool sweep(dsmpool *p) {
     uint64_t **used = dp_maps_new(p), **owned = dp_maps_new(p);
     dp_quiet q = {0};
     bool done = false;
     char why[200];
     uint64_t hint[DSMPOOL_MAX_NODES], nrel[DSMPOOL_MAX_NODES];
-    if (!used || !owned || dp_quiet_open(p, &q, true) != 0) goto out;
+    busy_left *busy = NULL;
+    size_t nbusy = 0;
+    /* a give-back claims in a bracket of its own: a process without a slot
+     * leaves the sweep due for one that has */
+    if (!p->has_slot || !used || !owned || dp_quiet_open(p, &q, true) != 0) goto out;
     for (uint32_t s = 0; s < p->nsub; s++) { /* resident.c [crash bound]: a death inside a mark */
         hint[s] = dp_res_hint(p, s);
         nrel[s] = dp_res_released_in(p, s);
     }
     if (dp_used_maps(p, used, why, sizeof why, false) != 0) goto out;
     if (dp_owned_maps(p, owned, why, sizeof why) != 0) goto out; /* damage: leave it to check() */
+    busy = busy_seen(p, &nbusy);
+    if (nbusy == SIZE_MAX) goto out;
     if (!dp_quiet_holds(p, &q)) goto out;
     for (uint32_t s = 0; s < p->nsub; s++) dp_res_hint_fix(p, s, hint[s], nrel[s]);
     static const unsigned unit_orders[] = {0, 5, 9, 13, 17, 21, 25, 29, 33};
@@ -169,9 +235,11 @@ static bool sweep(dsmpool *p) {
             f += step;
         }
     }
+    dp_quiet_close(&q); /* (the window was believed; what follows changes the pool) */
+    done = nbusy ? busy_settle(p, busy, nbusy) : true;
     dp_area_sweep_tags(p);
-    done = true;
 out:
+    free(busy);
     dp_quiet_close(&q);
     dp_maps_free(p, used);
     dp_maps_free(p, owned);

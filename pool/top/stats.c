@@ -21,9 +21,11 @@
  *      registry page or bitmap), and every owned frame is allocated.
  *   5. Free lists: no chunk is on two of them (caches, span stacks, bump
  *      ranges), and every link points at a chunk of a live span of its area.
- *   6. Residency: no released granule holds an allocated frame, and every
- *      residency word is one a version writes (resident.c R1; run right
- *      after 2, whose maps it reads).
+ *   6. Residency: no released granule holds an allocated frame, none is
+ *      counted busy, and every residency word is one a version writes
+ *      (resident.c R1, R3; run right after 2, whose maps it reads); and in
+ *      a pool of shmem pages no released granule holds a page (mincore:
+ *      memory given back that is still held, R3).
  *
  * While other processes run: a pass is believed only if it ran inside a
  * quiet window (proc.c [quiet windows]: no bracket open or begun anywhere;
@@ -127,6 +129,8 @@ void dp_stats_fill(dsmpool *pool, dsmpool_stats *out) {
     out->refilled_on_demand = dp_load_relaxed(&h->refilled_demand);
     out->refill_on_demand_ns = dp_load_relaxed(&h->refill_demand_ns);
     out->refill_failures = dp_load_relaxed(&h->refill_failures);
+    out->refill_given_back = dp_load_relaxed(&h->refill_given_back);
+    out->room_refusals = dp_load_relaxed(&h->room_refusals);
     out->maintain_steps = dp_load_relaxed(&h->maint_steps);
     uint64_t surplus = 0, over = 0;
     out->huge_release_to_system = g->huge_pages && dp_os_huge_surplus(g->page_size, &surplus, &over) == 0 && surplus > 0;
@@ -148,6 +152,7 @@ static int check_pass(dsmpool *pool, uint64_t **used, uint64_t **owned, dp_area_
     if ((r = dp_used_maps(pool, used, why, n, true)) != 0) return r;
     /* 6 (needs only 2's maps) */
     if ((r = dp_res_verify(pool, used, why, n)) != 0) return r;
+    if ((r = dp_res_verify_given_back(pool, why, n)) != 0) return r;
     /* 3, 4 */
     if ((r = dp_seg_verify(pool, why, n)) != 0) return r;
     if ((r = dp_owned_maps(pool, owned, why, n)) != 0) return r;
