@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Model-check the protocols a crash can interrupt (palloc.m, area.m,
-# presence.m, resident.m) with rumur, and check that each model still catches
+# presence.m, resident.m, giveback.m) with rumur, and check that each model still catches
 # the bugs it was written against (the same model with LIVE_RECOVERY / BUGGY /
 # OTHER_NS / ADOPT_SLOT_FIRST / ANCHOR_AFTER_PRESENCE, or one of resident.m's
 # broken variants, set must fail -- for resident.m, on the property named).
@@ -70,5 +70,16 @@ check resident_sweep_not_quiet_breaks_it "$here/resident.m" SWEEP_NOT_QUIET erro
     'the leak sweep frees a block a live process holds'
 check resident_alloc_waits_breaks_it "$here/resident.m" "ALLOC_WAITS NO_MAINT" error \
     'liveness property "D: no allocation waits for a trim" violated'
+# giveback.m: one granule through a failed refill, trim, refill-ahead, prefault
+# and a crash; each broken variant must fail on the property named.
+G='invariant "G: pages under a released mark only where someone will give them back" failed'
+check giveback_holds "$here/giveback.m" "" ok
+check giveback_recovery_always_finishes "$here/giveback.m" LIVE ok
+check giveback_no_giveback_breaks_it "$here/giveback.m" NO_GIVEBACK error "$G"
+check giveback_stray_forgotten_breaks_it "$here/giveback.m" STRAY_FORGOTTEN error "$G"
+check giveback_trim_ignores_busy_breaks_it "$here/giveback.m" TRIM_IGNORES_BUSY error "$G"
+check giveback_sweep_gives_up_breaks_it "$here/giveback.m" SWEEP_GIVES_UP error "$G"
+check giveback_sweep_no_settle_breaks_it "$here/giveback.m" SWEEP_NO_SETTLE error \
+    'invariant "R3: quiet, nobody counted busy, nothing stray, no page under a released mark" failed'
 echo "[====] Synthesis: Tested: $((pass + fail)) | Passing: $pass | Failing: $fail | Crashing: 0"
 [ "$fail" -eq 0 ]
