@@ -114,9 +114,18 @@ static inline double test_seconds(double d) {
     return d * (f > 0 ? f : 1.0);
 }
 
-/* A name no other test (or earlier run) uses: "/dsmpool-test-<tag>-<pid>". */
+/* A number no other process on the host uses while this one runs, for the
+ * names of things the host shares (cgroups, hugetlbfs files, /tmp files):
+ * the pid, and under tests/isolate.c (a PID namespace of its own, where
+ * another run has the same pids) the isolating process's host pid too. */
+static inline unsigned long long test_uid(void) {
+    const char *run = getenv("DSMPOOL_ISOLATE_RUN");
+    return (run && *run ? strtoull(run, NULL, 10) << 22 : 0) | (unsigned long long)getpid();
+}
+
+/* A name no other test (or earlier run) uses: "/dsmpool-test-<tag>-<uid>". */
 static inline const char *test_name(char *buf, size_t n, const char *tag) {
-    snprintf(buf, n, "/dsmpool-test-%s-%d", tag, (int)getpid());
+    snprintf(buf, n, "/dsmpool-test-%s-%llu", tag, test_uid());
     return buf;
 }
 
