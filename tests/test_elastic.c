@@ -721,7 +721,7 @@ static bool cgroup_make(char *dir, size_t n, char *why, size_t wn) {
             if (test_read_file(probe, c, sizeof c) != 0 || !strstr(c, "memory")) continue;
         } else if (!v1[0])
             continue;
-        snprintf(dir, n, "%s%s/dsmpool-test-%d", tries[i][0], strcmp(tries[i][1], "/") ? tries[i][1] : "", (int)getpid());
+        snprintf(dir, n, "%s%s/dsmpool-test-%llu", tries[i][0], strcmp(tries[i][1], "/") ? tries[i][1] : "", test_uid());
         if (mkdir(dir, 0755) != 0) {
             snprintf(why, wn, "mkdir %s: %s", dir, strerror(errno));
             continue;

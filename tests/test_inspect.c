@@ -37,7 +37,7 @@ static char json_file[128];
 static int inspect(const char *args, char *out, size_t n) {
     const char *tool = getenv("DSMPOOL_INSPECT");
     if (!tool) cr_skip_test("DSMPOOL_INSPECT not set (built with -Dtools=false?)");
-    snprintf(json_file, sizeof json_file, "/tmp/dsmpool-test-inspect-%d.out", (int)getpid());
+    snprintf(json_file, sizeof json_file, "/tmp/dsmpool-test-inspect-%llu.out", test_uid());
     char cmd[4400];
     snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s.err", tool, args, json_file, json_file);
     int st = system(cmd);
@@ -104,8 +104,20 @@ static shared *shared_page(void) {
     return s;
 }
 
-static void wait_for(_Atomic int *v, int want) {
-    for (int i = 0; i < 20000 && atomic_load(v) < want; i++) usleep(1000);
+/* Wait until *v reaches want, for at most seconds (bounded: a test never
+ * hangs); whether it did. A waiter that gives up must say so, not act as if
+ * told: the children of the test below once left on their own when a loaded
+ * machine took longer than their 20 s to run the inspector calls, and the
+ * attached count moved under the test's feet. */
+static bool wait_for(_Atomic int *v, int want, int seconds) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (atomic_load(v) < want) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (t.tv_sec - t0.tv_sec >= seconds) return false;
+        usleep(1000);
+    }
+    return true;
 }
 
 static unsigned procs_attached(dsmpool *p) {
@@ -167,15 +179,17 @@ Test(inspect, every_view_of_a_live_multiprocess_pool_without_taking_a_slot, .tim
     for (int k = 0; k < 2; k++) {
         kids[k] = fork();
         if (kids[k] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
             dsmpool_seg *s;
             if (dsmpool_seg_attach(p, hkept, &s) != 0) _exit(3);
             atomic_fetch_add(&sh->ready, 1);
-            wait_for(&sh->go, 1);
+            /* stay attached until told, however long the inspector calls
+             * take (the test's own timeout bounds it) */
+            if (!wait_for(&sh->go, 1, 600)) _exit(5);
             _exit(dsmpool_seg_detach(s) == 0 && dsmpool_detach(p) == 0 ? 0 : 4);
         }
     }
-    wait_for(&sh->ready, 2);
-    cr_assert_eq(atomic_load(&sh->ready), 2, "the children did not attach");
+    cr_assert(wait_for(&sh->ready, 2, 60), "the children did not attach in 60 s");
     unsigned before = procs_attached(p);
     cr_assert_eq(before, 3);
 
@@ -355,8 +369,7 @@ Test(inspect, list_says_dead_for_a_pool_whose_processes_were_killed, .timeout = 
         atomic_fetch_add(&sh->ready, 1);
         for (;;) pause();
     }
-    wait_for(&sh->ready, 2);
-    cr_assert_eq(atomic_load(&sh->ready), 2);
+    cr_assert(wait_for(&sh->ready, 2, 60), "the pool's creator and its child did not start in 60 s");
     pid_t g = atomic_load(&sh->go);
     cr_assert_eq(inspect("--json --list", out, sizeof out), 0, "%s", out);
     snprintf(expr, sizeof expr, "[x['state'] for x in d['pools'] if x['name'] == '%s']", name);

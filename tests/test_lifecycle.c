@@ -28,6 +28,7 @@
 #include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/sem.h>
 #include <sys/shm.h>
 #include <sys/stat.h>
@@ -109,7 +110,7 @@ static bool sysv_sem_exists(const char *name) { return semget(sysv_key_of(name),
 
 /* A System V name (no leading '/'): "dsmpool-test-<tag>-<pid>". */
 static const char *sysv_name(char *buf, size_t n, const char *tag) {
-    snprintf(buf, n, "dsmpool-test-%s-%d", tag, (int)getpid());
+    snprintf(buf, n, "dsmpool-test-%s-%llu", tag, test_uid());
     return buf;
 }
 
@@ -465,6 +466,7 @@ static void killed_creators(dsmpool_backing b, int trials, size_t size) {
         cr_assert_eq(pipe(pp), 0);
         pid_t c = fork();
         if (c == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* pauses below: never outlive the test */
             close(pp[0]);
             if (write(pp[1], "x", 1) != 1) _exit(2);
             dsmpool *q;
@@ -566,7 +568,7 @@ static bool cgroup_make(cgroup *c, const char *ctl) {
             c->enabled = true;
         }
         snprintf(c->root, sizeof c->root, "%s", roots[i]);
-        snprintf(c->dir, sizeof c->dir, "%s/dsmpool-test-%s-%d", roots[i], ctl, (int)getpid());
+        snprintf(c->dir, sizeof c->dir, "%s/dsmpool-test-%s-%llu", roots[i], ctl, test_uid());
         if (mkdir(c->dir, 0755) == 0 || errno == EEXIST) {
             c->v2 = true;
             return true;
@@ -596,8 +598,8 @@ static bool cgroup_make(cgroup *c, const char *ctl) {
     }
     fclose(pc);
     if (!found) return false;
-    int n = snprintf(c->dir, sizeof c->dir, "/sys/fs/cgroup/%s%s/dsmpool-test-%d", ctl,
-                     strcmp(path, "/") ? path : "", (int)getpid());
+    int n = snprintf(c->dir, sizeof c->dir, "/sys/fs/cgroup/%s%s/dsmpool-test-%llu", ctl,
+                     strcmp(path, "/") ? path : "", test_uid());
     if (n < 0 || (size_t)n >= sizeof c->dir) return false; /* a cgroup path too long: no test there */
     return mkdir(c->dir, 0755) == 0 || errno == EEXIST;
 }
@@ -681,8 +683,9 @@ Test(lifecycle, memory_cgroup_limit_is_an_error_not_the_oom_killer, .timeout = 1
             }
         }
         /* clean page cache the kernel can drop is room too: 48 MiB of a file,
-         * written and synced, then a 32 MiB pool */
-        char tmp[] = "/tmp/dsmpool-test-cacheXXXXXX";
+         * written and synced, then a 32 MiB pool (in /var/tmp: a disk, where
+         * /tmp may be a tmpfs -- it is one under tests/isolate.c) */
+        char tmp[] = "/var/tmp/dsmpool-test-cacheXXXXXX";
         int fd = rc ? -1 : mkstemp(tmp);
         if (!rc && fd < 0) rc = 40;
         if (fd >= 0) {

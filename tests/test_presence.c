@@ -235,7 +235,7 @@ Test(presence, fallback_segment_of_a_child_in_another_mount_namespace_outlives_i
 Test(presence, sysv_attacher_in_another_mount_namespace_is_present, .timeout = 60) {
     home();
     char name[64];
-    snprintf(name, sizeof name, "dsmpool-test-presence-%d", (int)getpid());
+    snprintf(name, sizeof name, "dsmpool-test-presence-%llu", test_uid());
     dsmpool *p = mkpool(DSMPOOL_BACKING_SYSV, name);
     uint64_t id = p->geo.pool_id;
     dsmpool_seg *f;
@@ -303,7 +303,7 @@ Test(presence, sysv_attacher_in_another_mount_namespace_is_present, .timeout = 6
 Test(presence, a_last_process_outside_home_leaves_os_objects_to_a_sweep, .timeout = 60) {
     home();
     char name[64];
-    snprintf(name, sizeof name, "dsmpool-test-presence-sweep-%d", (int)getpid());
+    snprintf(name, sizeof name, "dsmpool-test-presence-sweep-%llu", test_uid());
     dsmpool *p = mkpool(DSMPOOL_BACKING_SYSV, name);
     uint64_t id = p->geo.pool_id;
     dsmpool_seg *f;

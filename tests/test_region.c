@@ -35,7 +35,7 @@ static dsmpool_config cfg_of(dsmpool_backing b, const char *name, size_t size) {
 Test(region, every_backing_base_pages) {
     char pname[64], sname[64];
     test_name(pname, sizeof pname, "backing");
-    snprintf(sname, sizeof sname, "dsmpool-test-backing-%d", (int)getpid());
+    snprintf(sname, sizeof sname, "dsmpool-test-backing-%llu", test_uid());
     dsmpool_backing bs[4] = {DSMPOOL_BACKING_ANON, DSMPOOL_BACKING_MEMFD, DSMPOOL_BACKING_POSIX,
                              DSMPOOL_BACKING_SYSV};
     const char *names[4] = {NULL, NULL, pname, sname};
@@ -345,7 +345,7 @@ Test(huge, on_gets_2mib_pages_on_every_backing, .timeout = 60) {
     need_hugetlbfs();
     char pname[64], sname[64];
     test_name(pname, sizeof pname, "huge");
-    snprintf(sname, sizeof sname, "dsmpool-test-huge-%d", (int)getpid());
+    snprintf(sname, sizeof sname, "dsmpool-test-huge-%llu", test_uid());
     dsmpool_backing bs[4] = {DSMPOOL_BACKING_ANON, DSMPOOL_BACKING_MEMFD, DSMPOOL_BACKING_POSIX,
                              DSMPOOL_BACKING_SYSV};
     const char *names[4] = {NULL, NULL, pname, sname};
