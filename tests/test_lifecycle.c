@@ -37,6 +37,7 @@
 #include "dp_internal.h"
 #include "dp_os.h"
 #include "testhooks.h"
+#include "testlimits.h"
 #include "testutil.h"
 
 
@@ -535,91 +536,6 @@ Test(lifecycle, creator_killed_at_random_points_sysv, .timeout = 300) {
 
 /* ---- limits: cgroups and a small /dev/shm --------------------------------------- */
 
-static bool file_has(const char *path, const char *word) {
-    char buf[512] = "";
-    if (test_read_file(path, buf, sizeof buf) != 0) return false;
-    for (char *t = strtok(buf, " \n"); t; t = strtok(NULL, " \n"))
-        if (!strcmp(t, word)) return true;
-    return false;
-}
-
-/* A cgroup with controller ctl that a child can join (write 0 to its
- * cgroup.procs): v2 (a pure or the hybrid unified hierarchy, directly under
- * its root, enabling ctl there if need be: *enabled says so), else v1 under
- * this process's cgroup of that controller. false: none (skip). */
-typedef struct cgroup {
-    char dir[1024];
-    char root[256];
-    bool v2, enabled;
-} cgroup;
-
-static bool cgroup_make(cgroup *c, const char *ctl) {
-    memset(c, 0, sizeof *c);
-    const char *roots[2] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
-    for (int i = 0; i < 2; i++) {
-        char f[512];
-        snprintf(f, sizeof f, "%s/cgroup.controllers", roots[i]);
-        if (!file_has(f, ctl)) continue;
-        snprintf(f, sizeof f, "%s/cgroup.subtree_control", roots[i]);
-        if (!file_has(f, ctl)) {
-            char add[64];
-            snprintf(add, sizeof add, "+%s", ctl);
-            if (test_write_file(f, add) != 0) continue;
-            c->enabled = true;
-        }
-        snprintf(c->root, sizeof c->root, "%s", roots[i]);
-        snprintf(c->dir, sizeof c->dir, "%s/dsmpool-test-%s-%llu", roots[i], ctl, test_uid());
-        if (mkdir(c->dir, 0755) == 0 || errno == EEXIST) {
-            c->v2 = true;
-            return true;
-        }
-        if (c->enabled) {
-            char del[64];
-            snprintf(del, sizeof del, "-%s", ctl);
-            test_write_file(f, del);
-            c->enabled = false;
-        }
-    }
-    /* v1: this process's cgroup of that controller */
-    FILE *pc = fopen("/proc/self/cgroup", "r");
-    if (!pc) return false;
-    char line[1024], path[1024] = "";
-    bool found = false;
-    while (!found && fgets(line, sizeof line, pc)) {
-        char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
-        if (!b) continue;
-        *b = 0;
-        for (char *t = strtok(a + 1, ","); t && !found; t = strtok(NULL, ","))
-            if (!strcmp(t, ctl)) {
-                found = true;
-                snprintf(path, sizeof path, "%s", b + 1);
-                path[strcspn(path, "\n")] = 0;
-            }
-    }
-    fclose(pc);
-    if (!found) return false;
-    int n = snprintf(c->dir, sizeof c->dir, "/sys/fs/cgroup/%s%s/dsmpool-test-%llu", ctl,
-                     strcmp(path, "/") ? path : "", test_uid());
-    if (n < 0 || (size_t)n >= sizeof c->dir) return false; /* a cgroup path too long: no test there */
-    return mkdir(c->dir, 0755) == 0 || errno == EEXIST;
-}
-
-static int cgroup_set(const cgroup *c, const char *file, const char *v) {
-    char f[1200];
-    snprintf(f, sizeof f, "%s/%s", c->dir, file);
-    return test_write_file(f, v);
-}
-
-static void cgroup_remove(cgroup *c, const char *ctl) {
-    for (int i = 0; i < 200 && rmdir(c->dir) != 0 && errno == EBUSY; i++) usleep(10000);
-    if (c->enabled) {
-        char f[512], del[64];
-        snprintf(f, sizeof f, "%s/cgroup.subtree_control", c->root);
-        snprintf(del, sizeof del, "-%s", ctl);
-        test_write_file(f, del);
-    }
-}
-
 /* In the child: create a pool of `size` as b says; the result, and the
  * message in msg. */
 static int try_create(dsmpool_backing b, const char *name, size_t size, dsmpool_huge huge, dsmpool **out,
@@ -646,12 +562,13 @@ static bool pool_works(dsmpool *p, size_t bytes) {
 
 Test(lifecycle, memory_cgroup_limit_is_an_error_not_the_oom_killer, .timeout = 120) {
     if (UNDER_TSAN) cr_skip_test("skipped under TSan: its shadow memory is charged to the cgroup too");
-    cgroup cg;
-    if (!cgroup_make(&cg, "memory")) cr_skip_test("no memory cgroup can be made here (not root, or no controller)");
+    test_cg cg;
+    char why[512];
+    if (!test_cg_make(&cg, "memory", why, sizeof why)) cr_skip_test("no memory cgroup can be made here: %s", why);
     char lim[32];
     snprintf(lim, sizeof lim, "%llu", 64 * MIB);
-    int r = cgroup_set(&cg, cg.v2 ? "memory.max" : "memory.limit_in_bytes", lim);
-    if (r == 0 && cg.v2) cgroup_set(&cg, "memory.swap.max", "0");
+    int r = test_cg_set(&cg, cg.v2 ? "memory.max" : "memory.limit_in_bytes", lim);
+    if (r == 0 && cg.v2) test_cg_set(&cg, "memory.swap.max", "0");
     cr_assert_eq(r, 0, "cannot set the limit in %s", cg.dir);
     char pn[64], sn[64];
     test_name(pn, sizeof pn, "memcg");
@@ -664,7 +581,7 @@ Test(lifecycle, memory_cgroup_limit_is_an_error_not_the_oom_killer, .timeout = 1
     pid_t c = fork();
     if (c == 0) {
         close(pp[0]);
-        if (cgroup_set(&cg, "cgroup.procs", "0") != 0) _exit(2);
+        if (test_cg_set(&cg, "cgroup.procs", "0") != 0) _exit(2);
         int rc = 0;
         for (int i = 0; i < 4 && !rc; i++) {
             dsmpool *p;
@@ -711,7 +628,7 @@ Test(lifecycle, memory_cgroup_limit_is_an_error_not_the_oom_killer, .timeout = 1
     out[got] = 0;
     close(pp[0]);
     int rc = test_wait(c);
-    cgroup_remove(&cg, "memory");
+    test_cg_remove(&cg);
     cr_log_info("%s", out);
     cr_expect_neq(rc, 128 + SIGKILL, "the creator was OOM-killed:\n%s", out);
     cr_expect_eq(rc, 0, "child %d:\n%s", rc, out);
@@ -723,24 +640,25 @@ Test(lifecycle, hugetlb_cgroup_limit_is_an_error_not_sigbus, .timeout = 120) {
     const char *nr = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
     char old[32] = "";
     if (test_read_file(nr, old, sizeof old) != 0) cr_skip_test("no 2 MiB huge pages on this kernel");
-    cgroup cg;
-    if (!cgroup_make(&cg, "hugetlb")) cr_skip_test("no hugetlb cgroup controller here");
+    test_cg cg;
+    char why[512];
+    if (!test_cg_make(&cg, "hugetlb", why, sizeof why)) cr_skip_test("no hugetlb cgroup here: %s", why);
     char want[32];
     snprintf(want, sizeof want, "%ld", atol(old) + 40);
     if (test_write_file(nr, want) != 0) {
-        cgroup_remove(&cg, "hugetlb");
+        test_cg_remove(&cg);
         cr_skip_test("cannot reserve huge pages (not root?)");
     }
     char have[32] = "";
     test_read_file(nr, have, sizeof have);
     if (atol(have) < atol(old) + 24) {
         test_write_file(nr, old);
-        cgroup_remove(&cg, "hugetlb");
+        test_cg_remove(&cg);
         cr_skip_test("the kernel found only %ld more huge pages", atol(have) - atol(old));
     }
     char lim[32];
     snprintf(lim, sizeof lim, "%llu", 16 * MIB);
-    int r = cgroup_set(&cg, cg.v2 ? "hugetlb.2MB.max" : "hugetlb.2MB.limit_in_bytes", lim);
+    int r = test_cg_set(&cg, cg.v2 ? "hugetlb.2MB.max" : "hugetlb.2MB.limit_in_bytes", lim);
     int pp[2];
     cr_assert_eq(pipe(pp), 0);
     /* reserved pages only for the run: no surplus pages on demand */
@@ -750,7 +668,7 @@ Test(lifecycle, hugetlb_cgroup_limit_is_an_error_not_sigbus, .timeout = 120) {
     pid_t c = r ? -1 : fork();
     if (c == 0) {
         close(pp[0]);
-        if (cgroup_set(&cg, "cgroup.procs", "0") != 0) _exit(2);
+        if (test_cg_set(&cg, "cgroup.procs", "0") != 0) _exit(2);
         dsmpool *p;
         char msg[1024];
         r = try_create(DSMPOOL_BACKING_ANON, NULL, 40 * MIB, DSMPOOL_HUGE_ON, &p, msg, sizeof msg);
@@ -772,7 +690,7 @@ Test(lifecycle, hugetlb_cgroup_limit_is_an_error_not_sigbus, .timeout = 120) {
     int rc = c > 0 ? test_wait(c) : -1;
     test_write_file(nr, old);
     if (atol(old_ovc) != 0) test_write_file(ovc, old_ovc);
-    cgroup_remove(&cg, "hugetlb");
+    test_cg_remove(&cg);
     cr_assert_eq(r, 0, "cannot set the hugetlb limit in %s", cg.dir);
     cr_log_info("%s", out);
     cr_expect_neq(rc, 128 + SIGBUS, "the creator died of SIGBUS:\n%s", out);

@@ -122,6 +122,15 @@ static void memcg(test_cg *cg, uint64_t bytes) {
     }
 }
 
+/* Run fn in a child inside a memory cgroup limited to bytes, made and
+ * removed here (or the test skips saying why). */
+static void in_memcg(uint64_t bytes, case_fn fn, void *arg, case_run *cr) {
+    test_cg cg;
+    memcg(&cg, bytes);
+    run_case(&cg, fn, arg, 90, cr);
+    test_cg_remove(&cg);
+}
+
 /* The verdict every cgroup case shares: no OOM kill, no signal, exit 0. */
 static void expect_clean(const case_run *cr, const char *what) {
     cr_log_info("%s:\n%s", what, cr->out);
@@ -187,23 +196,17 @@ static int segs_until_enomem(void *arg, int out) {
 }
 
 Test(limits, os_fallback_segments_beyond_the_cgroup_are_enomem_not_the_oom_killer, .timeout = 120) {
-    test_cg cg;
-    memcg(&cg, 512 * MIB);
     segs_arg a = {4 * GIB, 16 * MIB, 64, 256, 640};
     case_run cr;
-    run_case(&cg, segs_until_enomem, &a, 90, &cr);
-    test_cg_remove(&cg);
+    in_memcg(512 * MIB, segs_until_enomem, &a, &cr);
     expect_clean(&cr, "an elastic 4 GiB pool in 512 MiB, 64 MiB segments (exit 4 served past the limit, 5 not "
                       "-ENOMEM, 6 served too little, 7 the message names no limit, 8 no refusal counted)");
 }
 
 Test(limits, a_full_fixed_pool_falls_back_only_within_the_cgroup, .timeout = 120) {
-    test_cg cg;
-    memcg(&cg, 512 * MIB);
     segs_arg a = {384 * MIB, 0, 64, 320, 640};
     case_run cr;
-    run_case(&cg, segs_until_enomem, &a, 90, &cr);
-    test_cg_remove(&cg);
+    in_memcg(512 * MIB, segs_until_enomem, &a, &cr);
     expect_clean(&cr, "a fixed 384 MiB pool in 512 MiB, 64 MiB segments");
 }
 
@@ -235,11 +238,8 @@ static int area_blocks_until_enomem(void *arg, int out) {
 }
 
 Test(limits, os_fallback_area_blocks_beyond_the_cgroup_are_enomem_not_the_oom_killer, .timeout = 120) {
-    test_cg cg;
-    memcg(&cg, 512 * MIB);
     case_run cr;
-    run_case(&cg, area_blocks_until_enomem, NULL, 90, &cr);
-    test_cg_remove(&cg);
+    in_memcg(512 * MIB, area_blocks_until_enomem, NULL, &cr);
     expect_clean(&cr, "an elastic 4 GiB pool in 512 MiB, 8 MiB area blocks");
 }
 
@@ -419,11 +419,8 @@ static int prefault_in_cgroup(void *arg, int out) {
 }
 
 Test(limits, prefault_without_room_is_enomem_not_the_oom_killer, .timeout = 120) {
-    test_cg cg;
-    memcg(&cg, 512 * MIB);
     case_run cr;
-    run_case(&cg, prefault_in_cgroup, NULL, 90, &cr);
-    test_cg_remove(&cg);
+    in_memcg(512 * MIB, prefault_in_cgroup, NULL, &cr);
     expect_clean(&cr, "dsmpool_prefault of an unprefaulted 768 MiB pool in 512 MiB (exit 5 not -ENOMEM, 6 the "
                       "message names no cgroup, 7 a pool that fits did not prefault)");
 }
@@ -464,11 +461,8 @@ static int hidden_proc(void *arg, int out) {
 }
 
 Test(limits, with_proc_hidden_a_refill_is_refused_not_guessed_unlimited, .timeout = 120) {
-    test_cg cg;
-    memcg(&cg, 256 * MIB);
     case_run cr;
-    run_case(&cg, hidden_proc, NULL, 90, &cr);
-    test_cg_remove(&cg);
+    in_memcg(256 * MIB, hidden_proc, NULL, &cr);
     if (cr.status == 2) cr_skip_test("cannot hide /proc here: %s", cr.out);
     expect_clean(&cr, "an elastic pool in 256 MiB with /proc hidden (exit 5 not -ENOMEM, 6 the message does not "
                       "say why or what to do, 7 an OS segment made, 8 limits_unknown_ok refused)");
@@ -507,12 +501,9 @@ static int refills_until_enomem(void *arg, int out) {
 }
 
 Test(limits, in_a_cgroup_namespace_showing_the_hosts_tree_the_limit_is_found, .timeout = 120) {
-    test_cg cg;
-    memcg(&cg, 256 * MIB);
     until_arg a = {32, 96, 320, true};
     case_run cr;
-    run_case(&cg, refills_until_enomem, &a, 90, &cr);
-    test_cg_remove(&cg);
+    in_memcg(256 * MIB, refills_until_enomem, &a, &cr);
     if (cr.status == 2) cr_skip_test("no cgroup namespaces here: %s", cr.out);
     expect_clean(&cr, "32 MiB segments in a 256 MiB cgroup, from a cgroup namespace of its own (exit 4 served past "
                       "the limit, 5 not -ENOMEM, 6 served too little)");
