@@ -132,7 +132,7 @@ static int private_tmp(char **argv, unsigned long long size) {
     return 0;
 }
 
-int main(int argc, char **argv) {
+static int run(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: isolate PROGRAM [ARGS...]\n");
         return 2;
@@ -170,4 +170,12 @@ int main(int argc, char **argv) {
     while (waitpid(init, &st, 0) < 0)
         if (errno != EINTR) return 1;
     return status_of(st);
+}
+
+int main(int argc, char **argv) {
+    /* _exit: a sanitizer's exit-time work (LeakSanitizer clones a tracer)
+     * would fork into the PID namespace, whose init is gone by now. */
+    int r = run(argc, argv);
+    fflush(NULL);
+    _exit(r);
 }
