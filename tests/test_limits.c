@@ -509,6 +509,86 @@ Test(limits, in_a_cgroup_namespace_showing_the_hosts_tree_the_limit_is_found, .t
                       "the limit, 5 not -ENOMEM, 6 served too little)");
 }
 
+/* A process that made its cgroup namespace in cgroup A and then moved into
+ * B, A's sibling: /proc/self/cgroup says "/../B", a cgroup outside its
+ * namespace's root. Its limit must be found or the memory refused, never
+ * taken for none (the mount mapped "/../B" to a directory that is not
+ * there, every level read as "no limit", and refills went to the OOM
+ * killer). */
+typedef struct outside_arg {
+    test_cg *a, *b;
+    bool remount; /* then mount the hierarchy afresh, as a container does: its root is the namespace's */
+} outside_arg;
+
+static int moved_outside_its_namespace(void *arg, int out) {
+    outside_arg *o = arg;
+    if (test_cg_set(o->a, "cgroup.procs", "0") != 0) return 2;
+    if (unshare(CLONE_NEWCGROUP) != 0) {
+        dprintf(out, "unshare(CLONE_NEWCGROUP): %s\n", strerror(errno));
+        return 2;
+    }
+    if (test_cg_set(o->b, "cgroup.procs", "0") != 0) return 3;
+    if (o->remount) {
+        const char *at = o->b->v2 ? o->b->root : "/sys/fs/cgroup/memory";
+        /* (the host's mount goes first: v1 refuses a second mount of a
+         * hierarchy on the same place) */
+        if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+            umount2(at, MNT_DETACH) != 0 ||
+            mount("cgroup", at, o->b->v2 ? "cgroup2" : "cgroup", 0, o->b->v2 ? NULL : "memory") != 0) {
+            dprintf(out, "mounting the hierarchy afresh at %s: %s\n", at, strerror(errno));
+            return 2;
+        }
+        char mi[8192] = "";
+        test_read_file("/proc/self/mountinfo", mi, sizeof mi);
+        for (char *l = strtok(mi, "\n"); l; l = strtok(NULL, "\n"))
+            if (strstr(l, at)) dprintf(out, "mountinfo: %s\n", l);
+    }
+    char cg[2048] = "";
+    test_read_file("/proc/self/cgroup", cg, sizeof cg);
+    dprintf(out, "moved out of its cgroup namespace's root, /proc/self/cgroup says:\n%s", cg);
+    dsmpool *p = mk(out, 4 * GIB, DSMPOOL_BACKING_ANON, NULL, 8 * MIB, false);
+    if (!p) return 0; /* refused at creation (mk said why): as good as a refused refill */
+    size_t served = 0;
+    int r;
+    dsmpool_seg *s;
+    while ((r = dsmpool_seg_create(p, 32 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s)) == 0) {
+        memset(dsmpool_seg_address(s), 1, dsmpool_seg_size(s));
+        served += dsmpool_seg_size(s);
+        if (served > 320 * MIB) return 4;
+    }
+    dprintf(out, "served %zu MiB, then %d: %s\n", served >> 20, r, dsmpool_last_error());
+    return r == -ENOMEM ? 0 : 5;
+}
+
+static void outside(bool remount) {
+    test_cg a, b;
+    char why[600];
+    memcg(&b, 256 * MIB);
+    if (!test_cg_make(&a, "memory", why, sizeof why) || !strcmp(a.dir, b.dir)) {
+        test_cg_remove(&b);
+        cr_skip_test("no second memory cgroup: %s", why);
+    }
+    outside_arg o = {&a, &b, remount};
+    case_run cr;
+    run_case(NULL, moved_outside_its_namespace, &o, 90, &cr);
+    cr.oom = test_cg_oom_kills(&b);
+    test_cg_remove(&b);
+    test_cg_remove(&a);
+    if (cr.status == 2) cr_skip_test("no cgroup namespaces here: %s", cr.out);
+    expect_clean(&cr, remount ? "the same, with the hierarchy mounted afresh in the namespace (exit 3 not moved, "
+                                "4 served past the limit, 5 not -ENOMEM)"
+                              : "a 4 GiB elastic pool in a 256 MiB cgroup outside the process's cgroup namespace "
+                                "(exit 3 not moved, 4 served past the limit, 5 not -ENOMEM)");
+}
+
+Test(limits, a_process_moved_outside_its_cgroup_namespace_is_refused_or_limited, .timeout = 120) {
+    outside(false);
+}
+
+Test(limits, moved_outside_its_cgroup_namespace_with_the_hierarchy_mounted_there, .timeout = 120) {
+    outside(true);
+}
+
 /* The parent refills (the room read, no limit found), then its fork()ed
  * child is moved into a 256 MiB cgroup and asks for 768 MiB at once. */
 typedef struct moved_arg {

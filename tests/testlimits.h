@@ -48,6 +48,8 @@ static inline bool test_file_has_word(const char *path, const char *word) {
  * enabling ctl for the root's children if need be -- or under this
  * process's v1 cgroup of that controller. */
 static inline bool test_cg_make(test_cg *c, const char *ctl, char *why, size_t wn) {
+    static int made; /* two cgroups of one process get two names */
+    int seq = made++;
     memset(c, 0, sizeof *c);
     snprintf(c->ctl, sizeof c->ctl, "%s", ctl);
     snprintf(why, wn, "no cgroup hierarchy with the %s controller (or not root)", ctl);
@@ -64,7 +66,7 @@ static inline bool test_cg_make(test_cg *c, const char *ctl, char *why, size_t w
             if (test_write_file(f, add) != 0) continue;
         }
         snprintf(c->root, sizeof c->root, "%s", roots[i]);
-        snprintf(c->dir, sizeof c->dir, "%s/dsmpool-test-%s-%llu", roots[i], ctl, test_uid());
+        snprintf(c->dir, sizeof c->dir, "%s/dsmpool-test-%s-%llu-%d", roots[i], ctl, test_uid(), seq);
         if (mkdir(c->dir, 0755) == 0 || errno == EEXIST) {
             c->v2 = true;
             c->enabled = !had;
@@ -95,8 +97,8 @@ static inline bool test_cg_make(test_cg *c, const char *ctl, char *why, size_t w
     }
     fclose(pc);
     if (!found) return false;
-    int n = snprintf(c->dir, sizeof c->dir, "/sys/fs/cgroup/%s%s/dsmpool-test-%s-%llu", ctl, strcmp(path, "/") ? path : "",
-                     ctl, test_uid());
+    int n = snprintf(c->dir, sizeof c->dir, "/sys/fs/cgroup/%s%s/dsmpool-test-%s-%llu-%d", ctl, strcmp(path, "/") ? path : "",
+                     ctl, test_uid(), seq);
     if (n < 0 || (size_t)n >= sizeof c->dir) return false;
     if (mkdir(c->dir, 0755) == 0 || errno == EEXIST) return true;
     snprintf(why, wn, "mkdir %.400s: %s", c->dir, strerror(errno));

@@ -177,7 +177,7 @@ void dp_room_give(struct dsmpool *pool, uint64_t bytes);
 /* [busy]: count the caller in on every granule of [g, g+n); on granule g
  * only if it is resident (false: released, not counted); out again, by
  * `by` counts (never below 0). */
-void dp_res_busy_raise(struct dsmpool *pool, uint64_t g, uint64_t n);
+int dp_res_busy_raise(struct dsmpool *pool, uint64_t g, uint64_t n); /* -EUCLEAN: a full count */
 bool dp_res_busy_raise_resident(struct dsmpool *pool, uint64_t g);
 void dp_res_busy_lower(struct dsmpool *pool, uint64_t g, uint64_t n, uint64_t by);
 /* [give back]: mark the released granules of [g, g+n) stray (pages may be

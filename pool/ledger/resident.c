@@ -177,7 +177,12 @@ static uint32_t res_sub(const dsmpool *p, uint64_t g) {
  * dp_room_give's release (a claim given back was charged first). */
 static uint64_t res_inflight(const dsmpool *p) {
     uint64_t sum = 0;
-    for (uint32_t i = 0; i < p->nprocs; i++) sum += dp_load_acquire(&p->fill[i]);
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        uint64_t f = dp_load_acquire(&p->fill[i]);
+        /* a word no claim could have made (scribbled): counted as the whole
+         * data, so the check refuses rather than wraps */
+        sum += f < p->geo.data_size ? f : p->geo.data_size;
+    }
     return sum;
 }
 
@@ -192,7 +197,9 @@ int dp_room_take(dsmpool *p, uint64_t bytes, const char *what) {
         DP_INJECT("resident.room.read");
         uint64_t margin = DP_RES_ROOM_MARGIN + (rm.limit == UINT64_MAX ? 0 : rm.limit / 256);
         bool blind = rm.unknown && !p->geo.limits_unknown_ok;
-        bool full = rm.room != UINT64_MAX && rm.room < bytes + inflight + margin;
+        uint64_t need = bytes + inflight + margin; /* (each below 2^47 or so: no wrap) */
+        if (need < bytes) need = UINT64_MAX;
+        bool full = rm.room != UINT64_MAX && rm.room < need;
         if (blind || full) dp_fetch_add_relaxed(&p->hdr->room_refusals, 1); /* relaxed: a counter */
         if (blind)
             return dp_fail(-ENOMEM, "%s (%llu bytes) cannot be made resident: the memory limits of this process "
@@ -229,13 +236,16 @@ void dp_res_slot_clear(dsmpool *p, uint32_t slot) {
 static int res_huge_room(dsmpool *p, uint64_t bytes) {
     dp_os_room rm;
     dp_os_huge_room(p->geo.page_size, &rm);
-    if (!rm.unknown && rm.room != UINT64_MAX && rm.room < bytes)
+    uint64_t avail;
+    bool cg_full = !rm.unknown && rm.room != UINT64_MAX && rm.room < bytes;
+    bool none = !cg_full && dp_os_huge_avail(p->geo.page_size, &avail) == 0 && avail * p->geo.page_size < bytes;
+    if (cg_full || none) dp_fetch_add_relaxed(&p->hdr->room_refusals, 1); /* relaxed: a counter */
+    if (cg_full)
         return dp_fail(-ENOMEM, "%llu bytes of the pool cannot be made resident: the hugetlb cgroup lets this "
                        "process take %llu more bytes of %llu kB pages (%s is %llu)", (unsigned long long)bytes,
                        (unsigned long long)rm.room, (unsigned long long)(p->geo.page_size >> 10), rm.where,
                        (unsigned long long)rm.limit);
-    uint64_t avail;
-    if (dp_os_huge_avail(p->geo.page_size, &avail) == 0 && avail * p->geo.page_size < bytes)
+    if (none)
         return dp_fail(-ENOMEM, "%llu bytes of the pool cannot be made resident: the kernel has %llu free "
                        "huge pages of %llu kB (free_hugepages, nr_overcommit_hugepages)",
                        (unsigned long long)bytes, (unsigned long long)avail,
@@ -281,17 +291,24 @@ int dp_res_release(dsmpool *p, uint64_t g, uint64_t n) {
 
 /* ---- the marks and the counts ------------------------------------------------- */
 
-void dp_res_busy_raise(dsmpool *p, uint64_t g, uint64_t n) {
+int dp_res_busy_raise(dsmpool *p, uint64_t g, uint64_t n) {
     for (uint64_t i = g; i < g + n && i < p->geo.res_count; i++) {
         uint64_t w = dp_load_relaxed(&p->res[i]);
-        /* acq_rel: [busy], as the marks; a full count waits for a populator to
-         * finish (65535 at once on one granule: not in this world) */
-        while (DP_RES_BUSY(w) == 0xffff || !dp_cas_acq_rel(&p->res[i], &w, w + DP_RES_BUSY_ONE))
+        for (;;) {
+            /* a full count is damage, not a crowd (65535 populators of one
+             * granule at once: not in this world): no wait on it, and the
+             * counts raised so far go back down */
             if (DP_RES_BUSY(w) == 0xffff) {
-                dp_os_yield();
-                w = dp_load_relaxed(&p->res[i]);
+                if (i > g) dp_res_busy_lower(p, g, i - g, 1);
+                return dp_fail(-EUCLEAN, "the residency word of granule %llu counts 65535 processes making "
+                               "it resident: the pool's tables are damaged (dsmpool_check says where)",
+                               (unsigned long long)i);
             }
+            /* acq_rel: [busy], as the marks */
+            if (dp_cas_acq_rel(&p->res[i], &w, w + DP_RES_BUSY_ONE)) break;
+        }
     }
+    return 0;
 }
 
 bool dp_res_busy_raise_resident(dsmpool *p, uint64_t g) {
@@ -358,8 +375,8 @@ int dp_res_trim_mark(dsmpool *p, uint64_t g, uint64_t n, uint64_t *newly) {
         uint64_t w = dp_load_relaxed(&p->res[i]);
         bool busy = false;
         for (;;) {
-            if (!(w & DP_RES_RELEASED) && DP_RES_BUSY(w)) { /* [busy]: being populated: not ours */
-                busy = true;
+            if ((!(w & DP_RES_RELEASED) && DP_RES_BUSY(w)) || DP_RES_BUSY(w) == 0xffff) {
+                busy = true; /* [busy]: being populated: not ours (or a count that cannot grow) */
                 break;
             }
             /* acq_rel: [busy]; released, counted busy (ours), the stamp gone */
@@ -471,8 +488,9 @@ int dp_res_ensure_slow(dsmpool *p, uint64_t off, uint64_t len, dp_res_run *faile
         while (h < g1 && unit_released(p, h, u, g1)) h += u;
         if (h > g1) h = g1;
         if (!t0) t0 = dp_os_now_ns();
-        dp_res_busy_raise(p, g, h - g); /* [busy] */
-        int r = dp_res_populate(p, g, h - g);
+        int r = dp_res_busy_raise(p, g, h - g); /* [busy] */
+        if (r) return r; /* (no count held: nothing to give back) */
+        r = dp_res_populate(p, g, h - g);
         if (r) { /* [give back]: the caller frees its block, then gives the run back */
             failed->g = g;
             failed->n = h - g;

@@ -866,20 +866,27 @@ int dp_os_file_peek(int fd, void *buf, size_t len) {
 
 /* ---- room: what may still be made resident ------------------------------ */
 
-static bool read_limit(const char *path, uint64_t *v) { /* "max" -> UINT64_MAX */
+static bool read_limit(const char *path, uint64_t *v) { /* "max" -> UINT64_MAX; false: errno says why */
     FILE *f = fopen(path, "re");
     if (!f) return false;
     char buf[64] = "";
     bool ok = fgets(buf, sizeof buf, f) != NULL;
+    int e = ok ? 0 : ferror(f) ? errno : EINVAL;
     fclose(f);
-    if (!ok) return false;
+    if (!ok) {
+        errno = e;
+        return false;
+    }
     if (!strncmp(buf, "max", 3)) {
         *v = UINT64_MAX;
         return true;
     }
     char *end;
     unsigned long long x = strtoull(buf, &end, 10);
-    if (end == buf) return false;
+    if (end == buf) {
+        errno = EINVAL;
+        return false;
+    }
     *v = x;
     return true;
 }
@@ -999,6 +1006,12 @@ static bool cg_locate(cg_where *w, unsigned up, const char *rel) {
  * process's cgroup namespace): from /proc/self/mountinfo, the mount whose
  * root holds the path. 0, or -errno with why. */
 static int cg_find(const char *ctl, const char *path, cg_where *w, char *why, size_t n) {
+    for (const char *c = path; (c = strstr(c, "/..")) != NULL; c += 3)
+        if (c[3] == '/' || c[3] == 0) { /* moved outside its cgroup namespace's root */
+            snprintf(why, n, "this process's %s cgroup %s lies outside its cgroup namespace's root, where its "
+                     "limits cannot be seen", ctl ? ctl : "cgroup2", path);
+            return -ENOENT;
+        }
     FILE *f = fopen("/proc/self/mountinfo", "re");
     if (!f) {
         int e = errno;
@@ -1077,18 +1090,38 @@ static int memcg_v1(void) {
  * the tightest room of files lim and cur (with stat's droppable page cache
  * counted as room when stat names its keys). A level whose limit reads as
  * none is skipped for a second (the cache's `free` bits). */
-static void room_walk(const cg_where *w, const char *lim, const char *cur, const char *const stat[3],
-                      uint64_t *free_bits, uint64_t until, dp_os_room *out) {
+/* The tightest room on the levels from w->dir up to its mount's root, into
+ * out; 0, or -errno with why in out->where when a level's limit cannot be
+ * read (its cgroup gone from this view, a file that cannot be read): a
+ * limit this process cannot see is not taken for none. A level without the
+ * file (v2: the controller not enabled there) has no limit. */
+static int room_walk(const cg_where *w, const char *lim, const char *cur, const char *const stat[3],
+                     uint64_t *free_bits, uint64_t until, dp_os_room *out) {
     char p[1536];
     snprintf(p, sizeof p, "%s", w->dir);
     size_t ml = strlen(w->mnt);
+    struct stat sd;
+    errno = 0;
+    int sr = lstat(p, &sd);
+    if (sr != 0 || !S_ISDIR(sd.st_mode)) {
+        int e = errno ? errno : ENOTDIR;
+        snprintf(out->where, sizeof out->where, "this process's cgroup directory %s cannot be found (%s): it "
+                 "moved, or the hierarchy mounted here shows another tree", p, strerror(e));
+        return -e;
+    }
     for (unsigned lvl = 0;; lvl++) {
         bool skip = lvl < 64 && (*free_bits >> lvl & 1) && until;
         char fl[1700], fc[1700];
         snprintf(fl, sizeof fl, "%s/%s", p, lim);
         snprintf(fc, sizeof fc, "%s/%s", p, cur);
         uint64_t l, c;
-        if (!skip && read_limit(fl, &l)) {
+        bool got = !skip && read_limit(fl, &l);
+        if (!skip && !got && errno != ENOENT) {
+            int e = errno;
+            snprintf(out->where, sizeof out->where, "%s cannot be read (%s)", fl, strerror(e));
+            return -e;
+        }
+        if (got) {
             if (l >= (1ull << 62)) {
                 if (lvl < 64) *free_bits |= 1ull << lvl;
             } else if (read_limit(fc, &c)) {
@@ -1111,6 +1144,7 @@ static void room_walk(const cg_where *w, const char *lim, const char *cur, const
         if (!slash || (size_t)(slash - p) < ml) break;
         *slash = 0;
     }
+    return 0;
 }
 
 /* Per thread (no lock, and fork()-safe): where this process's hierarchies
@@ -1230,7 +1264,7 @@ void dp_os_mem_room(dp_os_room *out) {
     OS_SAVE;
     memset(out, 0, sizeof *out);
     out->room = out->limit = UINT64_MAX;
-    char why[700] = "";
+    char why[sizeof out->where] = "";
     int r = room_cache_fresh(why, sizeof why);
     if (r == 0 && rc.unknown) {
         r = rc.unknown;
@@ -1239,9 +1273,10 @@ void dp_os_mem_room(dp_os_room *out) {
     static const char *const v2[3] = {"memory.stat", "file", "shmem"};
     static const char *const v1[3] = {"memory.stat", "total_cache", "total_shmem"};
     if (r == 0 && rc.has[0])
-        room_walk(&rc.w[0], "memory.limit_in_bytes", "memory.usage_in_bytes", v1, &rc.free_bits[0], rc.until, out);
+        r = room_walk(&rc.w[0], "memory.limit_in_bytes", "memory.usage_in_bytes", v1, &rc.free_bits[0], rc.until, out);
     if (r == 0 && rc.has[1])
-        room_walk(&rc.w[1], "memory.max", "memory.current", v2, &rc.free_bits[1], rc.until, out);
+        r = room_walk(&rc.w[1], "memory.max", "memory.current", v2, &rc.free_bits[1], rc.until, out);
+    if (r && !why[0]) snprintf(why, sizeof why, "%s", out->where); /* room_walk's why */
     /* the system's: what it can still give without the global OOM killer */
     FILE *f = fopen("/proc/meminfo", "re");
     if (f) {
@@ -1278,7 +1313,7 @@ void dp_os_huge_room(size_t page, dp_os_room *out) {
         snprintf(lim, sizeof lim, rc.huge_v2 ? "hugetlb.%s.max" : "hugetlb.%s.limit_in_bytes", sz);
         snprintf(cur, sizeof cur, rc.huge_v2 ? "hugetlb.%s.current" : "hugetlb.%s.usage_in_bytes", sz);
         uint64_t none = 0; /* (a level's hugetlb limit is read every time) */
-        room_walk(&rc.w[2], lim, cur, NULL, &none, 0, out);
+        out->unknown = room_walk(&rc.w[2], lim, cur, NULL, &none, 0, out);
     }
     errno = saved_errno_;
 }

@@ -44,7 +44,9 @@
  *      DP_TRIM_QUIET_NS, so a pool that is really full costs one wait, not
  *      one per allocation. A request whose block was found but could not
  *      be made resident (a refill failed: resident.c [refill on demand])
- *      neither asks nor waits: more free blocks would meet the same limit.
+ *      gives back this thread's caches and looks once more, but neither
+ *      asks the others nor waits: more free blocks would meet the same
+ *      limit.
  *  [spilling is visible] Spilling is visible (fallback_made): every OS segment made adds its
  *      bytes to this thread's pending note, and the public call that made
  *      it reports the note to the process's hook (dp_fallback_fire) once it
@@ -187,12 +189,14 @@ static int seg_block(dsmpool *p, unsigned order, unsigned place, uint64_t keep, 
 
 int dp_seg_block_short(dsmpool *p, unsigned order, unsigned place, uint64_t keep, uint64_t refills_failed,
                        uint64_t *blk) {
-    /* a block was there, its memory was not: caches giving back cannot help
-     * (relaxed: a counter; another process's failure only skips the wait) */
-    if (dp_load_relaxed(&p->hdr->refill_failures) != refills_failed) return -ENOMEM;
+    /* a block was there, its memory was not (here or in another process):
+     * other threads' caches giving back cannot help, so no wait for them;
+     * this thread's own may hold resident memory, so they go back and the
+     * block is sought once more (relaxed: a counter) */
+    bool failed = dp_load_relaxed(&p->hdr->refill_failures) != refills_failed;
     if (trim_hook) trim_hook(p); /* this thread's caches */
     int r = seg_block(p, order, place, keep, blk);
-    if (r == 0 || r == -EUCLEAN) return r;
+    if (r == 0 || r == -EUCLEAN || failed) return r;
     uint64_t now = dp_os_now_ns();
     /* relaxed: a time hint; two requesters that both pass only ask twice */
     if (now < dp_load_relaxed(&p->hdr->trim_quiet)) return r;

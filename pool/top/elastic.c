@@ -284,7 +284,7 @@ static int el_refill(dsmpool *p, const el_sub *e, el_piece pc, uint64_t *got) {
         }
         uint64_t h = j + u;
         while (h < g + pc.n && (dp_res_load(p, h) & DP_RES_RELEASED)) h += u;
-        dp_res_busy_raise(p, j, h - j); /* resident.c [busy] */
+        if ((r = dp_res_busy_raise(p, j, h - j)) != 0) break; /* resident.c [busy] (-EUCLEAN: no count held) */
         if ((r = dp_res_populate(p, j, h - j)) != 0) {
             /* resident.c [give back]: we hold the piece whole */
             if (dp_res_release(p, j, h - j) == 0) { /* relaxed: a counter */

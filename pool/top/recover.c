@@ -291,7 +291,13 @@ int dp_recover_all(dsmpool *p) {
     }
     /* relaxed: a flag; a sweep that finds nothing to do is harmless */
     if (dp_load_relaxed(&p->hdr->sweep_needed) && dp_live_take(p, DP_LOCK_SWEEP) == 0) {
-        if (sweep(p)) dp_store_release(&p->hdr->sweep_needed, 0); /* release: as above */
+        /* Cleared before the sweep, not after it: one who makes it due
+         * again while the sweep runs (a stray unit: proc.c) keeps it due
+         * for the next sweep, instead of being cleared by this one without
+         * being seen. acq_rel: the exchange reads the last setter's release
+         * store, so the sweep's scan sees what it marked before setting. */
+        atomic_exchange_explicit(&p->hdr->sweep_needed, 0, memory_order_acq_rel);
+        if (!sweep(p)) dp_store_release(&p->hdr->sweep_needed, 1); /* release: pairs with dp_quiet_open */
         dp_live_give(p, DP_LOCK_SWEEP);
     }
     pthread_mutex_unlock(&p->recover_lock);
