@@ -8,6 +8,17 @@
 # summed over all of them, after a "failed: <way>: <test>" line for each
 # failure. Exit status 0 only if none failed.
 # Usage: tools/test.sh [plain] [asan] [tsan] [numa-vm] [postgresql]   (default: all)
+#        tools/test.sh quick     the edit loop: the suites labelled "fast",
+#                                plain, in the build it keeps (build-quick/)
+#
+# Work done once: the suites that do not depend on the sanitizer (labelled
+# "once": model checks, consumer builds, manual pages, layering, header)
+# run in the first library way only. Suites run side by side, as many as
+# there are CPUs (each in namespaces of its own: tests/isolate.c; those
+# that change system settings are marked to run alone). PostgreSQL is
+# built in a prefix outside the clone, $DSMPOOL_CACHE/postgresql-18
+# (default /var/cache/dsmpool), reused while its key holds
+# (integrations/postgresql/run.sh: "build cache: hit" or "miss").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if ! tools/deps.sh; then
@@ -19,6 +30,10 @@ ways=("$@")
 [ ${#ways[@]} -eq 0 ] && ways=(plain asan tsan numa-vm postgresql)
 passed=0
 failed=0
+once_done=""
+jobs=$(nproc)
+cache=${DSMPOOL_CACHE:-/var/cache/dsmpool}
+t_all=$SECONDS
 # what failed, a line each, printed just above the last line (a CI log is
 # often read from its end)
 failures=$(mktemp)
@@ -29,6 +44,7 @@ external() {
     local what=$1 pattern=$2 out last p f
     shift 2
     echo "=== $way: $what" >&2
+    local t0=$SECONDS
     out=$("$@" 2>&1)
     echo "$out" | grep -E "$pattern" >&2
     last=$(echo "$out" | tail -1)
@@ -37,16 +53,19 @@ external() {
     [ -n "$p" ] || { p=0; f=1; echo "$out" | tail -30 >&2; }
     [ "$f" = 0 ] || echo "$out" | grep -E '^(FAIL|not ok)' | sed "s/^/$way: /" >>"$failures"
     [ "$f" = 0 ] || grep -q "^$way: " "$failures" || echo "$way: $f failed (see its lines above)" >>"$failures"
-    echo "=== $way: $p passed, $f failed" >&2
+    echo "=== $way: $p passed, $f failed ($((SECONDS - t0)) s)" >&2
     passed=$((passed + p))
     failed=$((failed + f))
 }
 for way in "${ways[@]}"; do
     case "$way" in
     postgresql)
-        external "build PostgreSQL 18 on dsmpool, then its own tests three ways, crash and shutdown tests" \
-            '^(PostgreSQL \(|ok:|FAILED|crash test|  dsmpool:)' \
-            sh -c 'integrations/postgresql/run.sh build && integrations/postgresql/run.sh check'
+        # one run at a time uses the cached prefix (flock)
+        mkdir -p "$cache"
+        external "build PostgreSQL 18 on dsmpool (or take it from $cache), then its own tests three ways, crash and shutdown tests" \
+            '^(PostgreSQL \(|ok:|FAILED|crash test|  dsmpool:|=== PostgreSQL build cache)' \
+            flock "$cache/postgresql-18.lock" sh -c 'integrations/postgresql/run.sh build "$1" &&
+                integrations/postgresql/run.sh check "$1"' sh "$cache/postgresql-18"
         continue
         ;;
     numa-vm)
@@ -56,15 +75,17 @@ for way in "${ways[@]}"; do
     esac
     dir="build-test-$way"
     case "$way" in
+    quick) opts=(-Dbuildtype=debugoptimized) dir=build-quick ;;
     plain) opts=(-Dbuildtype=debugoptimized) ;;
     asan) opts=(-Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -Dtest_scale=0.5) ;;
     tsan) opts=(-Dbuildtype=debug -Db_sanitize=thread -Db_lundef=false -Dtest_scale=0.5) ;;
     *) echo "unknown way: $way"; exit 2 ;;
     esac
     echo "=== $way: build" >&2
-    rm -rf "$dir"
-    if ! meson setup "$dir" "${opts[@]}" -Dbench=disabled >"$dir.log" 2>&1 ||
-        ! ninja -C "$dir" >>"$dir.log" 2>&1; then
+    t0=$SECONDS
+    # quick keeps its build (the edit loop); every other way builds afresh
+    [ "$way" = quick ] && [ -f "$dir/build.ninja" ] || { rm -rf "$dir" && meson setup "$dir" "${opts[@]}" -Dbench=disabled >"$dir.log" 2>&1; }
+    if [ ! -f "$dir/build.ninja" ] || ! ninja -C "$dir" >>"$dir.log" 2>&1; then
         cat "$dir.log"
         echo "=== $way: build FAILED" >&2
         echo "$way: the build failed" >>"$failures"
@@ -75,17 +96,27 @@ for way in "${ways[@]}"; do
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
     export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-    meson test -C "$dir" --print-errorlogs --num-processes 1 || true
+    tb=$((SECONDS - t0))
+    select=()
+    if [ "$way" = quick ]; then
+        select=(--suite fast)
+    elif [ -n "$once_done" ]; then
+        select=(--no-suite once) # ran in $once_done: they do not depend on the sanitizer
+    else
+        once_done=$way
+    fi
+    meson test -C "$dir" --print-errorlogs --num-processes "$jobs" "${select[@]}" || true
     : >"$failures.way"
     read -r p f < <(python3 tools/testcount.py --failures "$failures.way" "$dir/meson-logs/testlog.json")
     # a count that could not be made is a failure, not a pass
     [[ "${p:-}" =~ ^[0-9]+$ && "${f:-}" =~ ^[0-9]+$ ]] || { p=0; f=1; echo "tools/testcount.py could not count" >>"$failures.way"; }
     sed "s/^/$way: /" "$failures.way" >>"$failures"
     rm -f "$failures.way"
-    echo "=== $way: $p passed, $f failed" >&2
+    echo "=== $way: $p passed, $f failed (build $tb s, tests $((SECONDS - t0 - tb)) s)" >&2
     passed=$((passed + p))
     failed=$((failed + f))
 done
+echo "=== all: $((SECONDS - t_all)) s" >&2
 [ -s "$failures" ] && sed 's/^/failed: /' "$failures"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

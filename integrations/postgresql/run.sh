@@ -182,16 +182,42 @@ configure_and_make() {
         fi) || die "building $tree failed"
 }
 
+# What the patched build depends on: the source (its tarball's name carries
+# the version), the patches, this script and lib.sh, the header the server
+# compiles against, the compiler. The library itself is rebuilt and installed
+# on every run (build_dsmpool), and the server finds it there (rpath).
+build_key() {
+    {
+        basename "$(ls "$prefix"/download/postgresql-${PG_MAJOR}_*.orig.tar.bz2 | head -1)"
+        cat "$here"/patches/*.patch "$here/run.sh" "$here/lib.sh" "$repo/include/dsmpool.h"
+        cc --version | head -1
+    } | sha256sum | cut -c1-16
+}
+
 do_build() {
     install_deps
     need_user
     fetch_source
     build_dsmpool
+    # A build cache: the prefix (tools/test.sh keeps one outside the clone)
+    # holds the patched build and the key it was made with; the same key,
+    # and the build is taken as it is. Said either way.
+    local key
+    key=$(build_key)
+    if [ -x "$prefix/patched/bin/postgres" ] && [ -d "$prefix/src-patched" ] &&
+        [ "$(cat "$prefix/patched.key" 2>/dev/null)" = "$key" ]; then
+        log "PostgreSQL build cache: hit ($key, $prefix)"
+        return 0
+    fi
+    log "PostgreSQL build cache: miss ($key, $prefix): building"
+    rm -f "$prefix/patched.key"
     log "PostgreSQL $PG_MAJOR: unpack, patch (integrations/postgresql/patches), build into $prefix/patched"
     unpack src-patched
     patch_tree "$prefix/src-patched"
+    rm -rf "$prefix/patched"
     configure_and_make "$prefix/src-patched" "$prefix/patched" with tests
     [ "$(id -u)" = 0 ] && chown -R "$PGUSER_NAME" "$prefix/src-patched"
+    echo "$key" >"$prefix/patched.key"
     log "built: $prefix/patched/bin/postgres"
 }
 
