@@ -587,7 +587,8 @@ void dp_pool_giveback(dsmpool *p, dp_res_run run, uint64_t by) {
         if (dp_pool_giveback_unit(p, g, by)) continue;
         /* its holder may die before it counts itself in: the sweep's */
         dp_res_stray(p, g, u);
-        dp_store_release(&p->hdr->sweep_needed, 1); /* release: pairs with dp_quiet_open */
+        /* release: pairs with dp_quiet_open; a count (recover.c dp_recover_all) */
+        atomic_fetch_add_explicit(&p->hdr->sweep_needed, 1, memory_order_release);
         if (by) dp_res_busy_lower(p, g, u, by);
     }
 }

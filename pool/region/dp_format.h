@@ -301,7 +301,7 @@ typedef struct dp_header {
     dp_a64 closed;                  /* release/acquire: the last process left cleanly (life.c) */
     uint64_t no_anchor;             /* [imm] created without an anchor: no OS fallback segments */
     uint64_t shm_dev, shm_ino;      /* [imm] the /dev/shm the anchor was made in (life.c [anchor]) */
-    dp_a64 sweep_needed;            /* release/acquire: a process died inside an ownership change */
+    dp_a64 sweep_needed;            /* release/acquire: times made due (a death inside an ownership change, a stray unit); 0: none */
     dp_a64 recover_deferred;        /* relaxed counter: recoveries left unfinished for later */
     dp_a64 lost_reclaimed;          /* relaxed counter: chunks the lost sweep gave back (area_recover.c [lost chunks]) */
     dp_a64 lost_due;                /* release/acquire: deaths that made an area's lost sweep due (area_recover.c [lost chunks]) */

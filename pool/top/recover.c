@@ -49,6 +49,13 @@
  *      could not be built, or whose window never went quiet, stays due
  *      (sweep_needed; stats: sweep_due), and so does an area's lost sweep
  *      run by a process without a slot of its own (the last one leaving).
+ *      sweep_needed counts the times it was made due and stays set while
+ *      the sweep runs (so a checker elsewhere does not judge the frames it
+ *      is returning); the sweep clears it by a CAS from the count it began
+ *      with, so a unit made stray meanwhile keeps it due.
+ *
+ * Injection point: "recover.sweep.quiet" (the sweep's window held, what it
+ * frees found, nothing freed yet: a checker beside it must not cry wolf).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -212,6 +219,7 @@ static bool sweep(dsmpool *p) {
     busy = busy_seen(p, &nbusy);
     if (nbusy == SIZE_MAX) goto out;
     if (!dp_quiet_holds(p, &q)) goto out;
+    DP_INJECT("recover.sweep.quiet"); /* (what it frees found; nothing freed yet) */
     for (uint32_t s = 0; s < p->nsub; s++) dp_res_hint_fix(p, s, hint[s], nrel[s]);
     static const unsigned unit_orders[] = {0, 5, 9, 13, 17, 21, 25, 29, 33};
     for (uint32_t s = 0; s < p->nsub; s++) {
@@ -277,7 +285,8 @@ int dp_recover_all(dsmpool *p) {
         /* a dead owner inside a bracket, or a dead recoverer, may have left a
          * block unowned ([leak sweep]) */
         if (dp_load_acquire(&sl->inflight) || was == DP_SLOT_RECOVERING) /* acquire: dp_inflight_end */
-            dp_store_release(&p->hdr->sweep_needed, 1); /* release: pairs with dp_quiet_open */
+            /* release: pairs with dp_quiet_open; a count (dp_recover_all) */
+            atomic_fetch_add_explicit(&p->hdr->sweep_needed, 1, memory_order_release);
         if (!recover_slot(p, i)) { /* [never half-way]: stays RECOVERING, its lock free: the next call goes on */
             dp_fetch_add_relaxed(&p->hdr->recover_deferred, 1); /* relaxed: a counter */
             dp_slot_give_dead(p, i);
@@ -291,13 +300,15 @@ int dp_recover_all(dsmpool *p) {
     }
     /* relaxed: a flag; a sweep that finds nothing to do is harmless */
     if (dp_load_relaxed(&p->hdr->sweep_needed) && dp_live_take(p, DP_LOCK_SWEEP) == 0) {
-        /* Cleared before the sweep, not after it: one who makes it due
-         * again while the sweep runs (a stray unit: proc.c) keeps it due
-         * for the next sweep, instead of being cleared by this one without
-         * being seen. acq_rel: the exchange reads the last setter's release
-         * store, so the sweep's scan sees what it marked before setting. */
-        atomic_exchange_explicit(&p->hdr->sweep_needed, 0, memory_order_acq_rel);
-        if (!sweep(p)) dp_store_release(&p->hdr->sweep_needed, 1); /* release: pairs with dp_quiet_open */
+        /* sweep_needed counts the times it was made due: cleared only if
+         * nobody made it due again while the sweep ran (a stray unit marked
+         * then: proc.c), so such a unit keeps it due for the next sweep
+         * instead of being cleared unseen. It stays set during the sweep, so
+         * a checker elsewhere does not judge frames the sweep is returning
+         * (dp_quiet_open). acquire: pairs with the setters' release; acq_rel
+         * CAS: the clear is ordered after the sweep's work. */
+        uint64_t due = dp_load_acquire(&p->hdr->sweep_needed);
+        if (due && sweep(p)) dp_cas_acq_rel(&p->hdr->sweep_needed, &due, 0);
         dp_live_give(p, DP_LOCK_SWEEP);
     }
     pthread_mutex_unlock(&p->recover_lock);
