@@ -305,7 +305,7 @@ int dp_recover_all(dsmpool *p) {
          * then: proc.c), so such a unit keeps it due for the next sweep
          * instead of being cleared unseen. It stays set during the sweep, so
          * a checker elsewhere does not judge frames the sweep is returning
-         * (dp_quiet_open). acquire: pairs with the setters' release; acq_rel
+         * (dp_quiet_open). acquire: pairs with dp_pool_giveback's release; acq_rel
          * CAS: the clear is ordered after the sweep's work. */
         uint64_t due = dp_load_acquire(&p->hdr->sweep_needed);
         if (due && sweep(p)) dp_cas_acq_rel(&p->hdr->sweep_needed, &due, 0);
