@@ -303,6 +303,17 @@ DSMPOOL_EXPORT int dsmpool_detach(dsmpool *pool);
  * they detach; the last one removes the rest. */
 DSMPOOL_EXPORT int dsmpool_destroy(dsmpool *pool);
 
+/* Leave without trusting the region: for an embedder that throws away a
+ * pool whose memory a crashed process may have written (PostgreSQL's crash
+ * restart). This process's segment and area objects of the pool end (their
+ * caches and references are not given back), the region is unmapped and the
+ * pool's descriptors closed; nothing in the region is read or written. The
+ * others see this process as dead (its liveness lock goes with its
+ * descriptors); if it was the last, the memory of an ANON or MEMFD pool goes
+ * with it, and the anchor waits for dsmpool_sweep(). The pool object is dead
+ * afterwards, as after dsmpool_detach(). */
+DSMPOOL_EXPORT int dsmpool_abandon(dsmpool *pool);
+
 /* Remove a named pool that no live process holds: its name, its OS fallback
  * segments, its anchor and System V semaphores (every process died, its
  * creator died half-way, or it was left closed). -EBUSY if a process holds

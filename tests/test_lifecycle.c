@@ -1571,3 +1571,77 @@ Test(lifecycle, detached_objects_bounded_and_dead) {
     test_check_ok(p);
     cr_assert_eq(dsmpool_detach(p), 0);
 }
+
+/* ---- dsmpool_abandon ------------------------------------------------------- */
+
+static int count_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    cr_assert_not_null(d);
+    int n = 0;
+    while (readdir(d)) n++;
+    closedir(d);
+    return n;
+}
+
+static int pool_mappings(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    cr_assert_not_null(f);
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "memfd:dsmpool")) n++;
+    fclose(f);
+    return n;
+}
+
+/* Leaving a pool whose memory a crashed process may have written (the
+ * PostgreSQL preload library's crash restart): nothing of the region is
+ * read -- a header scribbled over does not stop it, where a detach would
+ * walk it -- the mapping and the descriptors go, the pool object is dead,
+ * and a forked child that holds the pool goes on using it. */
+Test(lifecycle, abandon_reads_nothing_and_leaves_the_others_working) {
+    int fds0 = count_fds(), maps0 = pool_mappings();
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = 16u << 20;
+    cfg.backing = DSMPOOL_BACKING_MEMFD;
+    dsmpool *p;
+    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "%s", dsmpool_last_error());
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 1u << 20, 0, &s), 0, "%s", dsmpool_last_error());
+    memset(dsmpool_seg_address(s), 0x5a, 1u << 20);
+    dsmpool_handle h = dsmpool_seg_handle(s);
+    cr_assert_eq(dsmpool_seg_pin(s), 0);
+    int go[2];
+    cr_assert_eq(pipe(go), 0);
+    pid_t c = fork();
+    if (c == 0) {
+        char b;
+        close(go[1]);
+        if (read(go[0], &b, 1) != 0) _exit(10); /* the parent has abandoned the pool */
+        dsmpool_seg *t, *u;
+        if (dsmpool_seg_attach(p, h, &t) != 0) _exit(11);
+        if (((unsigned char *)dsmpool_seg_address(t))[12345] != 0x5a) _exit(12);
+        if (dsmpool_seg_create(p, 64u << 10, 0, &u) != 0 || dsmpool_seg_detach(u) != 0) _exit(13);
+        if (dsmpool_check(p) != 0) _exit(14);
+        _exit(dsmpool_detach(p) == 0 ? 0 : 15);
+    }
+    close(go[0]);
+    cr_assert_eq(dsmpool_abandon(p), 0, "%s", dsmpool_last_error());
+    close(go[1]);
+    cr_assert_eq(dsmpool_detach(p), -EINVAL, "the abandoned pool object is dead");
+    cr_assert_eq(dsmpool_seg_detach(s), -EINVAL, "and so is its segment object");
+    int st;
+    cr_assert_eq(waitpid(c, &st, 0), c);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child that holds the pool: status %#x", st);
+
+    /* a region scribbled over: abandon reads none of it */
+    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "%s", dsmpool_last_error());
+    cr_assert_eq(dsmpool_seg_create(p, 1u << 20, 0, &s), 0);
+    memset(p->base, 0xa5, p->geo.data_off);
+    cr_assert_eq(dsmpool_abandon(p), 0, "%s", dsmpool_last_error());
+    cr_assert_eq(pool_mappings(), maps0, "the region is unmapped");
+    cr_assert_eq(count_fds(), fds0, "every descriptor of the pool is closed");
+    size_t removed = 0;
+    cr_assert_eq(dsmpool_sweep(&removed), 0);
+}

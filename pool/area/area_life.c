@@ -313,7 +313,8 @@ static bool area_unregister(struct dsmpool_area *a) {
         ar_tc *tcs = a->tcs;
         for (ar_tc *tc = tcs, *next; tc; tc = next) {
             next = tc->anext;
-            if (tc->epoch == e && tc->rec) dp_ar_cache_release(a, tc->rec, a->pool->slot);
+            /* (an abandoned pool's region is not trusted: nothing goes back) */
+            if (tc->epoch == e && tc->rec && !a->pool->abandoned) dp_ar_cache_release(a, tc->rec, a->pool->slot);
             atomic_store_explicit(&tc->area, NULL, memory_order_relaxed); /* its thread frees tc */
             tc->anext = tc->aprev = NULL;
         }

@@ -75,6 +75,7 @@ struct dsmpool {
     uint32_t slot;           /* index into procs */
     uint64_t claim;          /* procs[slot].claims after our claim */
     bool has_slot;           /* slot is ours (false in a fork()ed child until it adopts) */
+    bool abandoned;          /* dsmpool_abandon: leaving without writing to the region */
     pid_t pid;
     dp_a32 fork_epoch;       /* dp_epoch() when the slot was taken (acquire/release) */
     pthread_mutex_t lock;    /* guards the process-local seg list and slot changes */

@@ -212,6 +212,29 @@ int dsmpool_detach(dsmpool *pool) {
     return pool_leave(pool);
 }
 
+/* Leave trusting nothing in the region: no reference dropped, no cache given
+ * back, no slot released, no cleanup as the last one out -- only this
+ * process's objects ended, the region unmapped and the descriptors closed.
+ * The kernel drops this process's liveness lock with its descriptors, so
+ * the others see it as dead; what it held is theirs to recover (or nobody's,
+ * if the pool is being thrown away). */
+int dsmpool_abandon(dsmpool *pool) {
+    dp_clear_error();
+    if (!pool) return dp_fail(-EINVAL, "pool is NULL");
+    if (!dp_registry_take(pool))
+        return dp_fail(-EINVAL, "not an attached pool (already detached?)");
+    pool->abandoned = true;
+    dp_elastic_stop(pool);
+    dp_area_detach_pool(pool);
+    dp_seg_unmap_all(pool, false);
+    if (pool->anchor >= 0) dp_os_close(pool->anchor);
+    if (pool->shmdir >= 0) dp_os_close(pool->shmdir);
+    dp_live_close(pool);
+    dp_ledger_close(pool);
+    dp_region_free(pool);
+    return 0;
+}
+
 int dsmpool_destroy(dsmpool *pool) {
     dp_clear_error();
     if (!pool) return dp_fail(-EINVAL, "pool is NULL");
