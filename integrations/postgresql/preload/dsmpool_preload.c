@@ -1,0 +1,657 @@
+/*
+ * dsmpool_preload.c -- serve a stock PostgreSQL server's posix DSM segments
+ * from a dsmpool pool, with no rebuild: LD_PRELOAD=libdsmpool-preload.so.
+ *
+ * A stock server on Linux (dynamic_shared_memory_type = posix, the default)
+ * makes, attaches and destroys its DSM segments through a few libc calls
+ * that its binary imports (BIND_NOW, no static copies). This library defines
+ * them; every call that is not one of PostgreSQL's DSM steps in a process of
+ * the pool goes straight to libc.
+ *
+ * The call sequences served (dsm_impl_posix, src/backend/storage/ipc/dsm_impl.c):
+ *   create   15:  shm_open(name, O_RDWR|O_CREAT|O_EXCL) -> signals blocked,
+ *                 ftruncate(fd, n) in an EINTR loop -> posix_fallocate(fd, 0, n)
+ *                 in an EINTR loop -> mmap(NULL, n, RW, MAP_SHARED, fd, 0) -> close
+ *            16+: the same without the ftruncate (posix_fallocate grows the
+ *                 file; 16+ also calls posix_fallocate to extend relations)
+ *   attach   shm_open(name, O_RDWR) -> fstat -> mmap -> close
+ *   detach   munmap(addr, n)
+ *   destroy  munmap(addr, n) -> shm_unlink(name)
+ * with name "/PostgreSQL.<u32 handle>".
+ *
+ * Rules
+ *   [who] The pool is made only by the postmaster itself
+ *      (IsPostmasterEnvironment && !IsUnderPostmaster, both exported by
+ *      the postgres binary), at its first creation of a DSM name -- the
+ *      control segment's, which is never served from the pool: the next
+ *      start after a killed postmaster cleans up through it before any pool
+ *      exists. initdb's bootstrap, single-user mode, pg_upgrade's servers
+ *      before they run as a postmaster, psql, pg_ctl and a shell that inherits
+ *      LD_PRELOAD never make one, and never load libdsmpool. Children get the
+ *      pool by fork(); a failed creation means "no pool" for every child.
+ *   [names] Each pool segment keeps its real name in /dev/shm: created
+ *      O_EXCL by PostgreSQL's own shm_open, truncated to the segment's size
+ *      with no data block (sparse), then made mode 0000. So PostgreSQL's
+ *      name space (handles are chosen by O_EXCL), its cleanup after a killed
+ *      postmaster (shm_unlink by name) and fstat's size stay true, two
+ *      clusters on one /dev/shm never collide, and a process without the
+ *      pool cannot open the name to map a zero-filled file (EACCES; PostgreSQL
+ *      never runs as root). A process of the pool opens it O_PATH.
+ *   [table] The pool's name table (in the pool, one generation's) maps a
+ *      handle to its dsmpool segment, the file's inode and size; an entry
+ *      is made before the creating posix_fallocate returns and removed
+ *      before the file's name goes, so an entry always names a live file.
+ *      64 + 5 x MaxBackends names (PostgreSQL's slot count) fit twice over.
+ *   [generation] When the postmaster removes its control segment (shutdown,
+ *      and every crash restart) the whole pool goes: its memory punched out
+ *      of the memfd, the postmaster's view dropped without reading the
+ *      region (dsmpool_abandon: nothing a crashed backend wrote is trusted),
+ *      the next control segment makes a new pool. The postmaster unlinks
+ *      the names of the old pool's segments without touching the pool. A
+ *      child that detaches the control segment (dsm_detach_all: the
+ *      syslogger, which survives crash restarts, and background workers
+ *      without shared memory) drops the pool too, so no surviving process
+ *      keeps an old pool mapped.
+ *   [stock] With LD_PRELOAD alone: 4 KiB pages, no NUMA binding, nothing
+ *      prefaulted, no thread and no helper process; an elastic pool, whose
+ *      granules go back to the system when a segment's destroy frees them,
+ *      as stock's memory goes when its file goes. Where the pool cannot
+ *      serve (full, or its memory cgroup has no room) the segment is
+ *      PostgreSQL's own, in /dev/shm, as without the library.
+ *   [pass-through] A call that is not a DSM step of a process of the pool
+ *      costs a few compares before libc's: no lock, no system call, errno
+ *      untouched. mmap, munmap and close -- which allocators call, a
+ *      preloaded jemalloc even before any constructor -- never allocate,
+ *      log or resolve a symbol; before the constructor has run they are
+ *      raw system calls. Serving calls (the creating posix_fallocate, the
+ *      attaching shm_open, shm_unlink) call libdsmpool, which allocates its
+ *      process-local segment objects: PostgreSQL makes them from ordinary
+ *      code, never inside malloc or a signal handler.
+ *
+ * Threads: PostgreSQL's processes run one thread; the tables here are
+ * process-local and unlocked. In a program that is not a postgres server
+ * the library never serves, so threads there only pass through.
+ *
+ * Crash bound: a backend that dies anywhere makes the postmaster restart,
+ * which throws the generation away ([generation]). The postmaster dying
+ * leaves the pool to its last child (its memfd goes with the last process)
+ * and sparse names that the next start removes, as stock's.
+ *
+ * Ordering: the name table's key word is the only shared word this file
+ * writes; see name_put.
+ */
+/* The names libc exports, not the redirections _FILE_OFFSET_BITS=64 makes
+ * (posix_fallocate -> posix_fallocate64): on 64-bit they are one function,
+ * and both names are defined below. */
+#undef _FILE_OFFSET_BITS
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "dsmpool.h"
+#include "dsmpool_preload.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* ---- libc, reached without recursion ---------------------------------- */
+
+static int (*real_shm_open)(const char *, int, mode_t);
+static int (*real_shm_unlink)(const char *);
+static int (*real_posix_fallocate)(int, off_t, off_t);
+static void *(*real_mmap)(void *, size_t, int, int, int, off_t);
+static int (*real_munmap)(void *, size_t);
+static int (*real_close)(int);
+
+static void *pass_mmap(void *a, size_t n, int prot, int flags, int fd, off_t off) {
+    if (likely(real_mmap != NULL)) return real_mmap(a, n, prot, flags, fd, off);
+    return (void *)syscall(SYS_mmap, a, n, prot, flags, fd, off);
+}
+static int pass_munmap(void *a, size_t n) {
+    return likely(real_munmap != NULL) ? real_munmap(a, n) : (int)syscall(SYS_munmap, a, n);
+}
+static int pass_close(int fd) {
+    return likely(real_close != NULL) ? real_close(fd) : (int)syscall(SYS_close, fd);
+}
+/* shm_open before the constructor: glibc's, name checks included */
+static int own_shm_open(const char *name, int oflag, mode_t mode) {
+    char path[NAME_MAX + 16];
+    while (*name == '/') name++;
+    size_t n = strlen(name);
+    if (n == 0 || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (n > NAME_MAX) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(path, "/dev/shm/", 9);
+    memcpy(path + 9, name, n + 1);
+    return (int)syscall(SYS_openat, AT_FDCWD, path, oflag | O_NOFOLLOW | O_CLOEXEC, mode);
+}
+static int pass_shm_open(const char *name, int oflag, mode_t mode) {
+    return likely(real_shm_open != NULL) ? real_shm_open(name, oflag, mode) : own_shm_open(name, oflag, mode);
+}
+static int pass_shm_unlink(const char *name) {
+    if (likely(real_shm_unlink != NULL)) return real_shm_unlink(name);
+    char path[NAME_MAX + 16];
+    while (*name == '/') name++;
+    snprintf(path, sizeof path, "/dev/shm/%s", name);
+    return (int)syscall(SYS_unlinkat, AT_FDCWD, path, 0);
+}
+static int pass_posix_fallocate(int fd, off_t off, off_t len) {
+    if (likely(real_posix_fallocate != NULL)) return real_posix_fallocate(fd, off, len);
+    int e = errno;
+    int r = syscall(SYS_fallocate, fd, 0, off, len) == 0 ? 0 : errno;
+    errno = e;
+    return r;
+}
+
+/* ---- PostgreSQL's globals (NULL in any other program) ------------------- */
+
+static const bool *pg_is_pm_env;    /* IsPostmasterEnvironment */
+static const bool *pg_is_under_pm;  /* IsUnderPostmaster */
+static const int *pg_max_backends;  /* MaxBackends */
+
+static bool is_postmaster(void) {
+    return pg_is_pm_env && pg_is_under_pm && *pg_is_pm_env && !*pg_is_under_pm;
+}
+
+/* ---- libdsmpool, loaded in the postmaster alone -------------------------- */
+
+static struct {
+    void (*config_init_sized)(dsmpool_config *, size_t);
+    int (*create)(const dsmpool_config *, dsmpool **);
+    int (*abandon)(dsmpool *);
+    int (*detach)(dsmpool *);
+    int (*fd)(const dsmpool *);
+    int (*sweep)(size_t *);
+    int (*trim)(dsmpool *, size_t, size_t *);
+    int (*seg_create)(dsmpool *, size_t, unsigned, dsmpool_seg **);
+    int (*seg_attach)(dsmpool *, dsmpool_handle, dsmpool_seg **);
+    int (*seg_detach)(dsmpool_seg *);
+    int (*seg_pin)(dsmpool_seg *);
+    int (*seg_unpin)(dsmpool *, dsmpool_handle);
+    dsmpool_handle (*seg_handle)(const dsmpool_seg *);
+    void *(*seg_address)(const dsmpool_seg *);
+    size_t (*seg_size)(const dsmpool_seg *);
+    const char *(*last_error)(void);
+    int (*get_stats_sized)(dsmpool *, dsmpool_stats *, size_t);
+} dp;
+static void *dp_lib;
+static char self_dir[PATH_MAX];
+
+/* ---- the state of this process ------------------------------------------- */
+
+typedef struct {
+    _Atomic uint64_t key; /* 0 free; NAME_BUSY|h being written or removed; NAME_LIVE|h */
+    uint64_t seg;         /* the dsmpool handle */
+    uint64_t size;        /* the file's size, as PostgreSQL asked */
+    uint64_t ino;         /* the file's inode in /dev/shm */
+} name_ent;
+#define NAME_BUSY (UINT64_C(1) << 62)
+#define NAME_LIVE (UINT64_C(1) << 63)
+#define NAMES_MAGIC UINT64_C(0x64736d706f6f6c4e) /* "dsmpoolN" */
+typedef struct {
+    uint64_t magic;
+    uint64_t cap;
+    name_ent e[];
+} name_table;
+
+enum { FD_CONTROL = 1, FD_CREATING, FD_ATTACHING };
+typedef struct {
+    int fd;
+    int kind;
+    uint32_t h;       /* PostgreSQL's handle, from the name */
+    dsmpool_seg *seg; /* served: the segment until mmap takes it */
+} fd_ent;
+#define NFDS 8
+static fd_ent fds[NFDS];
+static int nfds; /* entries in use: 0 makes every pass-through one compare */
+
+typedef struct {
+    void *addr;
+    dsmpool_seg *seg;
+} map_ent;
+static map_ent *maps; /* this process's mappings of pool segments (an mmap of its own) */
+static size_t maps_cap, nmaps, maps_bytes;
+static uintptr_t maps_lo = UINTPTR_MAX, maps_hi; /* bounds of every address ever handed out */
+
+static dsmpool *pool;        /* this process's view; NULL: no pool here */
+static name_table *names;
+static size_t names_bytes;
+static dsmpool_handle names_seg;
+static bool gen_tried;       /* the postmaster tried this generation's pool */
+static bool control_known;   /* the postmaster's control segment's handle */
+static uint32_t control_h;
+static void *control_addr;   /* its mapping (inherited by children) */
+static dsmpool_preload_state state = {.version = DSMPOOL_PRELOAD_STATE_VERSION};
+
+/* "/PostgreSQL.<decimal u32>" */
+static bool pg_name(const char *name, uint32_t *h) {
+    if (!name || memcmp(name, "/PostgreSQL.", 12) != 0) return false;
+    const char *p = name + 12;
+    uint64_t v = 0;
+    if (!*p) return false;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9' || v > UINT32_MAX) return false;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (v > UINT32_MAX) return false;
+    *h = (uint32_t)v;
+    return true;
+}
+
+static fd_ent *fd_find(int fd) {
+    for (int i = 0; i < NFDS; i++)
+        if (fds[i].kind && fds[i].fd == fd) return &fds[i];
+    return NULL;
+}
+static fd_ent *fd_track(int fd, int kind, uint32_t h) {
+    for (int i = 0; i < NFDS; i++)
+        if (!fds[i].kind) {
+            fds[i] = (fd_ent){fd, kind, h, NULL};
+            nfds++;
+            return &fds[i];
+        }
+    return NULL;
+}
+static void fd_untrack(fd_ent *f) {
+    f->kind = 0;
+    f->seg = NULL;
+    nfds--;
+}
+
+static void set_note(const char *fmt, const char *arg) {
+    snprintf(state.note, sizeof state.note, fmt, arg ? arg : "");
+}
+
+/* ---- the name table (shared) -------------------------------------------- */
+
+/* A live entry for h, or NULL. Its fields are read after the acquire load
+ * of the key: pairs with name_put's release. */
+static name_ent *name_get(uint32_t h) {
+    if (!names) return NULL;
+    uint64_t want = NAME_LIVE | h;
+    for (uint64_t i = 0; i < names->cap; i++)
+        if (atomic_load_explicit(&names->e[i].key, memory_order_acquire) == want) return &names->e[i];
+    return NULL;
+}
+
+static bool name_put(uint32_t h, uint64_t seg, uint64_t size, uint64_t ino) {
+    for (uint64_t i = 0; i < names->cap; i++) {
+        name_ent *e = &names->e[i];
+        uint64_t k = 0;
+        /* relaxed: claims the free entry; nobody reads the fields of a BUSY one */
+        if (atomic_compare_exchange_strong_explicit(&e->key, &k, NAME_BUSY | h, memory_order_relaxed,
+                                                    memory_order_relaxed)) {
+            e->seg = seg;
+            e->size = size;
+            e->ino = ino;
+            /* release: the fields before the key that says they are there (name_get) */
+            atomic_store_explicit(&e->key, NAME_LIVE | h, memory_order_release);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Take h's entry out; its dsmpool handle, or 0. */
+static uint64_t name_take(uint32_t h) {
+    name_ent *e = name_get(h);
+    if (!e) return 0;
+    uint64_t k = NAME_LIVE | h;
+    /* acquire: the fields read below are the ones name_put published */
+    if (!atomic_compare_exchange_strong_explicit(&e->key, &k, NAME_BUSY | h, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return 0;
+    uint64_t seg = e->seg;
+    /* release: our read of seg before the entry is free for another put */
+    atomic_store_explicit(&e->key, 0, memory_order_release);
+    return seg;
+}
+
+/* ---- the pool's life ---------------------------------------------------- */
+
+/* A function pointer from dlsym (POSIX: a data pointer that converts) */
+static bool sym(void *fp, void *lib, const char *name) {
+    void *v = dlsym(lib, name);
+    memcpy(fp, &v, sizeof v);
+    return v != NULL;
+}
+#define SYM(f, n)                            \
+    do {                                     \
+        if (!sym(&dp.f, dp_lib, n)) return n; \
+    } while (0)
+
+static const char *load_dsmpool(void) {
+    if (dp_lib) return NULL;
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/libdsmpool.so.0", self_dir);
+    dp_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dp_lib) dp_lib = dlopen("libdsmpool.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!dp_lib) return "libdsmpool.so.0 (not found beside the preload library nor on the library path)";
+    SYM(config_init_sized, "dsmpool_config_init_sized");
+    SYM(create, "dsmpool_create");
+    SYM(abandon, "dsmpool_abandon");
+    SYM(detach, "dsmpool_detach");
+    SYM(fd, "dsmpool_fd");
+    SYM(sweep, "dsmpool_sweep");
+    SYM(trim, "dsmpool_trim");
+    SYM(seg_create, "dsmpool_seg_create");
+    SYM(seg_attach, "dsmpool_seg_attach");
+    SYM(seg_detach, "dsmpool_seg_detach");
+    SYM(seg_pin, "dsmpool_seg_pin");
+    SYM(seg_unpin, "dsmpool_seg_unpin");
+    SYM(seg_handle, "dsmpool_seg_handle");
+    SYM(seg_address, "dsmpool_seg_address");
+    SYM(seg_size, "dsmpool_seg_size");
+    SYM(last_error, "dsmpool_last_error");
+    SYM(get_stats_sized, "dsmpool_get_stats_sized");
+    return NULL;
+}
+
+/* The postmaster makes this generation's pool. */
+static void pool_make(void) {
+    gen_tried = true;
+    state.generation++;
+    const char *miss = load_dsmpool();
+    if (miss) {
+        dp_lib = NULL;
+        set_note("no pool: libdsmpool could not be loaded: %s", miss);
+        return;
+    }
+    size_t removed = 0;
+    dp.sweep(&removed); /* what killed servers' pools left (never a live one) */
+    size_t slots = 64 + 5 * (size_t)(pg_max_backends && *pg_max_backends > 0 ? *pg_max_backends : 100);
+    dsmpool_config cfg;
+    dp.config_init_sized(&cfg, sizeof cfg);
+    cfg.size = state.settings.size ? state.settings.size : DSMPOOL_PRELOAD_DEFAULT_SIZE;
+    cfg.backing = DSMPOOL_BACKING_MEMFD; /* inherited by fork; outside /dev/shm */
+    cfg.huge_pages = state.settings.huge_pages ? DSMPOOL_HUGE_TRY : DSMPOOL_HUGE_OFF;
+    cfg.numa = state.settings.numa ? DSMPOOL_NUMA_AUTO : DSMPOOL_NUMA_OFF;
+    cfg.prefault = false;
+    cfg.max_segments = 2 * slots + 64;
+    cfg.max_procs = (unsigned)(slots / 5 + 64);
+    cfg.resident_min = state.settings.resident_min;
+    cfg.warm_bytes = state.settings.warm_bytes;
+    /* elastic with no time policy unless asked: nothing runs dsmpool_maintain
+     * without the extension; destroys trim ([stock]) */
+    cfg.idle_release_ms = state.settings.idle_release_ms ? state.settings.idle_release_ms : UINT_MAX;
+    dsmpool *p;
+    int r = dp.create(&cfg, &p);
+    if (r) {
+        set_note("no pool: dsmpool_create failed: %s", dp.last_error());
+        return;
+    }
+    /* the name table, and this process's table of mappings */
+    names_bytes = sizeof(name_table) + 2 * slots * sizeof(name_ent);
+    maps_cap = slots + 8;
+    maps_bytes = (maps_cap * sizeof(map_ent) + 4095) & ~(size_t)4095;
+    dsmpool_seg *s = NULL;
+    if ((r = dp.seg_create(p, names_bytes, DSMPOOL_SEG_NO_FALLBACK, &s)) != 0 || (r = dp.seg_pin(s)) != 0) {
+        set_note("no pool: its name table: %s", dp.last_error());
+        dp.abandon(p);
+        return;
+    }
+    void *m = pass_mmap(NULL, maps_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        set_note("no pool: %s", strerror(errno));
+        dp.abandon(p);
+        return;
+    }
+    names = dp.seg_address(s);
+    memset(names, 0, names_bytes);
+    names->magic = NAMES_MAGIC;
+    names->cap = 2 * slots;
+    names_seg = dp.seg_handle(s);
+    maps = m;
+    nmaps = 0;
+    pool = p;
+    state.pool_size = cfg.size;
+    state.pool_pid = getpid();
+    state.serving = true;
+    state.note[0] = 0;
+}
+
+static void maps_free(void) {
+    if (maps) pass_munmap(maps, maps_bytes);
+    maps = NULL;
+    nmaps = 0;
+    maps_lo = UINTPTR_MAX;
+    maps_hi = 0;
+}
+
+/* The postmaster throws the generation away ([generation]). */
+static void pool_discard(void) {
+    if (pool) {
+        int fd = dp.fd(pool);
+        struct stat st;
+        /* every page out of the memfd, whoever still maps it */
+        if (fd >= 0 && fstat(fd, &st) == 0)
+            (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, st.st_size);
+        dp.abandon(pool);
+        size_t removed;
+        dp.sweep(&removed); /* its anchor */
+    }
+    pool = NULL;
+    names = NULL;
+    maps_free();
+    state.serving = false;
+    gen_tried = false;
+    control_known = false;
+    control_addr = NULL;
+}
+
+/* A child leaves dynamic shared memory for good (dsm_detach_all). */
+static void pool_leave_child(void) {
+    if (pool) dp.detach(pool);
+    pool = NULL;
+    names = NULL;
+    maps_free();
+    state.serving = false;
+}
+
+/* ---- the interposed calls ----------------------------------------------- */
+
+EXPORT int shm_open(const char *name, int oflag, mode_t mode) {
+    uint32_t h;
+    if (likely(!pg_name(name, &h))) return pass_shm_open(name, oflag, mode);
+    if (is_postmaster()) {
+        int fd = pass_shm_open(name, oflag, mode);
+        if (fd >= 0 && (oflag & O_CREAT) && !control_known) {
+            int e = errno;
+            control_known = true; /* the postmaster's first creation: the control segment */
+            control_h = h;
+            fd_track(fd, FD_CONTROL, h);
+            if (!gen_tried && !pool) pool_make();
+            errno = e;
+        }
+        return fd;
+    }
+    if (!pool) return pass_shm_open(name, oflag, mode);
+    if (oflag & O_CREAT) {
+        int fd = pass_shm_open(name, oflag, mode);
+        if (fd >= 0) fd_track(fd, FD_CREATING, h); /* full: PostgreSQL's own segment */
+        return fd;
+    }
+    name_ent *e = name_get(h);
+    if (!e) return pass_shm_open(name, oflag, mode);
+    /* a pool segment: its file (mode 0000) through O_PATH, for fstat */
+    int err = errno;
+    uint64_t seg = e->seg, size = e->size, ino = e->ino;
+    char path[64];
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_PATH | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return -1;
+    struct stat st;
+    dsmpool_seg *s = NULL;
+    int r = fstat(fd, &st) ? -errno : (uint64_t)st.st_ino != ino || (uint64_t)st.st_size != size ? -ENOENT : 0;
+    if (r == 0) r = dp.seg_attach(pool, seg, &s);
+    fd_ent *f = r == 0 ? fd_track(fd, FD_ATTACHING, h) : NULL;
+    if (!f) {
+        if (s) dp.seg_detach(s);
+        pass_close(fd);
+        errno = r == -ESTALE ? ENOENT : r ? -r : EMFILE;
+        return -1;
+    }
+    f->seg = s;
+    errno = err;
+    return fd;
+}
+
+EXPORT int posix_fallocate(int fd, off_t off, off_t len) {
+    if (likely(nfds == 0)) return pass_posix_fallocate(fd, off, len);
+    fd_ent *f = fd_find(fd);
+    if (!f || f->kind != FD_CREATING || f->seg || off != 0 || len <= 0 || !pool)
+        return pass_posix_fallocate(fd, off, len);
+    int err = errno, e = 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (st.st_size != len && ftruncate(fd, len) != 0)) { /* 16+: still empty */
+        e = errno;
+        errno = err;
+        return e;
+    }
+    dsmpool_seg *s;
+    if (dp.seg_create(pool, (size_t)len, DSMPOOL_SEG_NO_FALLBACK, &s) != 0) {
+        state.refused++; /* full, or no room: PostgreSQL's own segment */
+        fd_untrack(f);
+        errno = err;
+        return pass_posix_fallocate(fd, off, len);
+    }
+    if (dp.seg_pin(s) != 0 || !name_put(f->h, dp.seg_handle(s), (uint64_t)len, (uint64_t)st.st_ino)) {
+        dp.seg_detach(s); /* not pinned: the last reference destroys */
+        state.refused++;
+        fd_untrack(f);
+        errno = err;
+        return pass_posix_fallocate(fd, off, len);
+    }
+    (void)fchmod(fd, 0); /* [names]: no process without the pool opens it */
+    f->seg = s;
+    state.served++;
+    errno = err;
+    return 0;
+}
+
+EXPORT int posix_fallocate64(int fd, off_t off, off_t len) __attribute__((alias("posix_fallocate")));
+
+EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+    if (likely(fd < 0 || nfds == 0)) return pass_mmap(addr, len, prot, flags, fd, off);
+    fd_ent *f = fd_find(fd);
+    if (likely(!f)) return pass_mmap(addr, len, prot, flags, fd, off);
+    if (f->kind == FD_CONTROL) {
+        void *a = pass_mmap(addr, len, prot, flags, fd, off);
+        if (a != MAP_FAILED) control_addr = a;
+        return a;
+    }
+    if (!f->seg) return pass_mmap(addr, len, prot, flags, fd, off); /* PostgreSQL's own segment */
+    if (addr || off || (flags & (MAP_SHARED | MAP_FIXED)) != MAP_SHARED || prot != (PROT_READ | PROT_WRITE) ||
+        len > dp.seg_size(f->seg) || nmaps == maps_cap) {
+        errno = nmaps == maps_cap ? ENOMEM : EINVAL; /* never the file: it holds no data */
+        return MAP_FAILED;
+    }
+    void *a = dp.seg_address(f->seg);
+    maps[nmaps++] = (map_ent){a, f->seg};
+    f->seg = NULL;
+    if ((uintptr_t)a < maps_lo) maps_lo = (uintptr_t)a;
+    if ((uintptr_t)a + 1 > maps_hi) maps_hi = (uintptr_t)a + 1;
+    return a;
+}
+
+EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) __attribute__((alias("mmap")));
+
+EXPORT int munmap(void *addr, size_t len) {
+    uintptr_t a = (uintptr_t)addr;
+    if (likely(a - maps_lo >= maps_hi - maps_lo)) {
+        if (unlikely(addr == control_addr && addr != NULL) && !is_postmaster()) {
+            int r = pass_munmap(addr, len), e = errno;
+            control_addr = NULL;
+            pool_leave_child(); /* dsm_detach_all: this child is done with DSM */
+            errno = e;
+            return r;
+        }
+        return pass_munmap(addr, len);
+    }
+    for (size_t i = 0; i < nmaps; i++)
+        if (maps[i].addr == addr) {
+            int e = errno;
+            dp.seg_detach(maps[i].seg);
+            maps[i] = maps[--nmaps];
+            errno = e;
+            return 0;
+        }
+    return pass_munmap(addr, len);
+}
+
+EXPORT int close(int fd) {
+    if (likely(nfds == 0)) return pass_close(fd);
+    fd_ent *f = fd_find(fd);
+    if (f) {
+        if (f->seg && f->kind == FD_ATTACHING) dp.seg_detach(f->seg); /* never mapped */
+        fd_untrack(f);
+    }
+    return pass_close(fd);
+}
+
+EXPORT int shm_unlink(const char *name) {
+    uint32_t h;
+    if (likely(!pg_name(name, &h))) return pass_shm_unlink(name);
+    if (is_postmaster()) {
+        /* the postmaster never touches the pool's segments ([generation]) */
+        int r = pass_shm_unlink(name), e = errno;
+        if (control_known && h == control_h) pool_discard();
+        errno = e;
+        return r;
+    }
+    if (pool) {
+        uint64_t seg = name_take(h);
+        if (seg) {
+            int e = errno;
+            if (dp.seg_unpin(pool, seg) == 0) (void)dp.trim(pool, 0, NULL);
+            errno = e;
+        }
+    }
+    return pass_shm_unlink(name);
+}
+
+/* ---- the extension's window ---------------------------------------------- */
+
+EXPORT dsmpool_preload_state *dsmpool_preload_get_state(void);
+EXPORT dsmpool_preload_state *dsmpool_preload_get_state(void) { return &state; }
+EXPORT void *dsmpool_preload_pool(void);
+EXPORT void *dsmpool_preload_pool(void) { return pool; }
+
+__attribute__((constructor)) static void preload_init(void) {
+    sym(&real_shm_open, RTLD_NEXT, "shm_open");
+    sym(&real_shm_unlink, RTLD_NEXT, "shm_unlink");
+    sym(&real_posix_fallocate, RTLD_NEXT, "posix_fallocate");
+    sym(&real_mmap, RTLD_NEXT, "mmap");
+    sym(&real_munmap, RTLD_NEXT, "munmap");
+    sym(&real_close, RTLD_NEXT, "close");
+    pg_is_pm_env = dlsym(RTLD_DEFAULT, "IsPostmasterEnvironment");
+    pg_is_under_pm = dlsym(RTLD_DEFAULT, "IsUnderPostmaster");
+    pg_max_backends = dlsym(RTLD_DEFAULT, "MaxBackends");
+    Dl_info di;
+    if (dladdr(&state, &di) && di.dli_fname) {
+        snprintf(self_dir, sizeof self_dir, "%s", di.dli_fname);
+        char *slash = strrchr(self_dir, '/');
+        if (slash) *slash = 0;
+        else snprintf(self_dir, sizeof self_dir, ".");
+    }
+}
