@@ -67,7 +67,7 @@ else
     (cd "$prefix" && find . -type f -o -type l | sed 's|^\./||' | sort) >"$tmp/files"
     libdir=$(dirname "$(grep '/libdsmpool\.a$' "$tmp/files" || echo lib/none)")
     ver=$(sed -n 's/^#define DSMPOOL_VERSION_STRING "\(.*\)"$/\1/p' "$src/include/dsmpool.h")
-    for f in include/dsmpool.h "$libdir"/{libdsmpool.a,libdsmpool.so,libdsmpool.so.0,libdsmpool.so."$ver"} \
+    for f in include/dsmpool.h "$libdir"/{libdsmpool-preload.so,libdsmpool.a,libdsmpool.so,libdsmpool.so.0,libdsmpool.so."$ver"} \
         "$libdir"/pkgconfig/dsmpool.pc "$libdir"/cmake/dsmpool/dsmpoolConfig{,Version}.cmake \
         share/man/man3/dsmpool.3; do
         echo "$f"
