@@ -3,7 +3,7 @@
 # each built in a temporary directory, offline, and run:
 #   readme-example   the README's example is examples/embed.c, byte for byte
 #   install          the library-only build (the README's meson options) installs
-#                    the header, libdsmpool.so/.a, dsmpool.pc, the CMake package and
+#                    the header, libdsmpool.so/.a, libdsmpool-preload.so, dsmpool.pc, the CMake package and
 #                    dsmpool(3), and nothing else (no tool, no dsmpool-inspect(1))
 #   pkg-config       examples/embed.c built with `pkg-config --cflags --libs dsmpool`
 #   pkg-config-static  the same linked -static with `pkg-config --static`, so every
