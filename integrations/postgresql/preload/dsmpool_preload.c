@@ -25,9 +25,9 @@
  *      the postgres binary), at its first creation of a DSM name -- the
  *      control segment's, which is never served from the pool: the next
  *      start after a killed postmaster cleans up through it before any pool
- *      exists. initdb's bootstrap, single-user mode, pg_upgrade's servers
- *      before they run as a postmaster, psql, pg_ctl and a shell that inherits
- *      LD_PRELOAD never make one, and never load libdsmpool. Children get the
+ *      exists. initdb's bootstrap, single-user mode, the postmasters that
+ *      pg_upgrade starts (IsBinaryUpgrade), psql, pg_ctl and a shell that
+ *      inherits LD_PRELOAD never make one, and never load libdsmpool. Children get the
  *      pool by fork(); a failed creation means "no pool" for every child.
  *   [names] Each pool segment keeps its real name in /dev/shm: created
  *      O_EXCL by PostgreSQL's own shm_open, truncated to the segment's size
@@ -167,10 +167,15 @@ static int pass_posix_fallocate(int fd, off_t off, off_t len) {
 
 static const bool *pg_is_pm_env;    /* IsPostmasterEnvironment */
 static const bool *pg_is_under_pm;  /* IsUnderPostmaster */
+static const bool *pg_is_binary_upgrade; /* IsBinaryUpgrade: pg_upgrade's servers */
 static const int *pg_max_backends;  /* MaxBackends */
 
 static bool is_postmaster(void) {
     return pg_is_pm_env && pg_is_under_pm && *pg_is_pm_env && !*pg_is_under_pm;
+}
+/* a postmaster that may make a pool: not one of pg_upgrade's */
+static bool may_make_pool(void) {
+    return !(pg_is_binary_upgrade && *pg_is_binary_upgrade);
 }
 
 /* ---- libdsmpool, loaded in the postmaster alone -------------------------- */
@@ -480,7 +485,7 @@ EXPORT int shm_open(const char *name, int oflag, mode_t mode) {
             control_known = true; /* the postmaster's first creation: the control segment */
             control_h = h;
             fd_track(fd, FD_CONTROL, h);
-            if (!gen_tried && !pool) pool_make();
+            if (!gen_tried && !pool && may_make_pool()) pool_make();
             errno = e;
         }
         return fd;
@@ -647,6 +652,7 @@ __attribute__((constructor)) static void preload_init(void) {
     pg_is_pm_env = dlsym(RTLD_DEFAULT, "IsPostmasterEnvironment");
     pg_is_under_pm = dlsym(RTLD_DEFAULT, "IsUnderPostmaster");
     pg_max_backends = dlsym(RTLD_DEFAULT, "MaxBackends");
+    pg_is_binary_upgrade = dlsym(RTLD_DEFAULT, "IsBinaryUpgrade");
     Dl_info di;
     if (dladdr(&state, &di) && di.dli_fname) {
         snprintf(self_dir, sizeof self_dir, "%s", di.dli_fname);
