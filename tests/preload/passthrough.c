@@ -20,9 +20,21 @@
  *      blocks after posix_fallocate (st_blocks > 0), a byte written
  *      through one mapping read back through another and by pread.
  *   [threads] Threads doing all of it at once see no error.
+ *   [dlerror] The library's constructor leaves no message for dlerror():
+ *      main() reads it first, as a program may, and finds none, as
+ *      without the library.
+ *
+ * Built three ways: the executable runs the checks from main(), after
+ * every constructor; with PASSTHROUGH_EARLY, a library (libpreload_early.so)
+ * runs them from its constructor, and with PASSTHROUGH_EARLY_MAIN an
+ * executable linked with it adds up its tally. ld.so initializes a
+ * program's own libraries before a preloaded one (they are loaded after
+ * it, and neither depends on the other), so there the preload library's
+ * constructor has not run: its calls are raw system calls and its own
+ * shm_open and shm_unlink. That is where any library's constructor calls it.
  *
  * Names are unique (the pid) and removed at the end, through libc.
- * Usage: passthrough PATH-TO-libdsmpool-preload.so
+ * Usage: passthrough PATH-TO-libdsmpool-preload.so; passthrough_early
  * Prints Criterion's synthesis line for tools/testcount.py.
  */
 #include <dlfcn.h>
@@ -60,6 +72,8 @@ static void report(const char *name, bool ok, const char *fmt, ...) {
     printf("[%s] %s::%s%s%s\n", ok ? "PASS" : "FAIL", suite, name, why[0] ? ": " : "", why);
     fflush(stdout);
 }
+
+#ifndef PASSTHROUGH_EARLY_MAIN
 
 typedef struct {
     int (*shm_open)(const char *, int, mode_t);
@@ -558,6 +572,7 @@ static void check_pg_segments(void) {
            w ? w : "data blocks in the file, mode 0600, the byte read back");
 }
 
+#ifndef PASSTHROUGH_EARLY
 /* ---- [threads] ------------------------------------------------------------- */
 
 #define NTHREADS 4
@@ -603,6 +618,7 @@ static void check_threads(void) {
            w ? "; the main thread's segments: " : "", w ? w : "");
 }
 
+#endif
 
 /* ---- the runs --------------------------------------------------------------- */
 
@@ -620,13 +636,59 @@ static void run_checks(const char *preload) {
     check_pg_segments();
     cleanup();
 }
+#endif
 
+#ifdef PASSTHROUGH_EARLY
+
+/* the tally of the checks made before the preload's constructor: [0] set
+ * when they ran, [1] tested, [2] passing (read by the early main) */
+extern int passthrough_early_tally[3];
+int passthrough_early_tally[3];
+
+/* this library is loaded after the preload library (so initialized before it) */
+static int order_cb(struct dl_phdr_info *info, size_t size, void *data) {
+    int *seen = data;
+    (void)size;
+    if (strcmp(base(info->dlpi_name), PRELOAD_NAME) == 0 && !seen[1]) seen[0] = 1;
+    if (strcmp(base(info->dlpi_name), "libpreload_early.so") == 0) seen[1] = 1;
+    return 0;
+}
+
+__attribute__((constructor)) static void early(void) {
+    suite = "preload_early";
+    int seen[2] = {0, 0};
+    dl_iterate_phdr(order_cb, seen);
+    report("loaded_after_the_preload_library", seen[0] && seen[1], "the preload library %s, this library %s",
+           seen[0] ? "loaded before" : "not loaded before", seen[1] ? "found" : "not found");
+    run_checks(NULL);
+    passthrough_early_tally[0] = 1;
+    passthrough_early_tally[1] = tested;
+    passthrough_early_tally[2] = passing;
+}
+
+#elif defined(PASSTHROUGH_EARLY_MAIN)
+
+extern int passthrough_early_tally[3];
+
+int main(void) {
+    report("early_checks_ran", passthrough_early_tally[0], "libpreload_early.so's constructor %s",
+           passthrough_early_tally[0] ? "ran its checks" : "did not run them");
+    tested += passthrough_early_tally[1];
+    passing += passthrough_early_tally[2];
+    printf("[====] Synthesis: Tested: %d | Passing: %d | Failing: %d | Crashing: 0\n", tested, passing,
+           tested - passing);
+    return passing == tested ? 0 : 1;
+}
+
+#else
 
 int main(int argc, char **argv) {
+    const char *e = dlerror();
     if (argc != 2) {
         fprintf(stderr, "usage: %s PATH-TO-libdsmpool-preload.so\n", argv[0]);
         return 2;
     }
+    report("dlerror_is_clear_at_start", !e, "dlerror() in main: %s", e ? e : "nothing");
     run_checks(argv[1]);
     check_threads();
     cleanup();
@@ -634,3 +696,5 @@ int main(int argc, char **argv) {
            tested - passing);
     return passing == tested ? 0 : 1;
 }
+
+#endif
