@@ -137,8 +137,8 @@ static int own_shm_open(const char *name, int oflag, mode_t mode) {
         errno = EINVAL;
         return -1;
     }
-    if (n > NAME_MAX) {
-        errno = ENAMETOOLONG;
+    if (n > NAME_MAX + 4) { /* glibc's buffer; 256..259: the kernel's ENAMETOOLONG */
+        errno = EINVAL;
         return -1;
     }
     memcpy(path, "/dev/shm/", 9);
@@ -152,7 +152,13 @@ static int pass_shm_unlink(const char *name) {
     if (likely(real_shm_unlink != NULL)) return real_shm_unlink(name);
     char path[NAME_MAX + 16];
     while (*name == '/') name++;
-    snprintf(path, sizeof path, "/dev/shm/%s", name);
+    size_t n = strlen(name);
+    if (n == 0 || strchr(name, '/') || n > NAME_MAX + 4) { /* glibc: EINVAL, given as ENOENT */
+        errno = ENOENT;
+        return -1;
+    }
+    memcpy(path, "/dev/shm/", 9);
+    memcpy(path + 9, name, n + 1);
     return (int)syscall(SYS_unlinkat, AT_FDCWD, path, 0);
 }
 static int pass_posix_fallocate(int fd, off_t off, off_t len) {
@@ -653,6 +659,7 @@ __attribute__((constructor)) static void preload_init(void) {
     pg_is_under_pm = dlsym(RTLD_DEFAULT, "IsUnderPostmaster");
     pg_max_backends = dlsym(RTLD_DEFAULT, "MaxBackends");
     pg_is_binary_upgrade = dlsym(RTLD_DEFAULT, "IsBinaryUpgrade");
+    (void)dlerror(); /* what the misses above left: not the program's */
     Dl_info di;
     if (dladdr(&state, &di) && di.dli_fname) {
         snprintf(self_dir, sizeof self_dir, "%s", di.dli_fname);
