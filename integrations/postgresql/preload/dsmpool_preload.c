@@ -41,12 +41,17 @@
  *      handle to its dsmpool segment, the file's inode and size; an entry
  *      is made before the creating posix_fallocate returns and removed
  *      before the file's name goes, so an entry always names a live file.
- *      64 + 5 x MaxBackends names (PostgreSQL's slot count) fit twice over.
+ *      64 + 5 x MaxBackends names (PostgreSQL's slot count) fit twice over,
+ *      open addressing from the handle (name_get). An entry for a handle
+ *      being created again (its name removed behind the pool's back) is
+ *      replaced and its segment unpinned.
  *   [generation] When the postmaster removes its control segment (shutdown,
  *      and every crash restart) the whole pool goes: its memory punched out
  *      of the memfd, the postmaster's view dropped without reading the
  *      region (dsmpool_abandon: nothing a crashed backend wrote is trusted),
- *      the next control segment makes a new pool. The postmaster unlinks
+ *      the next control segment makes a new pool. A control segment
+ *      PostgreSQL found corrupt is left, not removed: the postmaster's next
+ *      creation (always a control segment) ends the generation then. The postmaster unlinks
  *      the names of the old pool's segments without touching the pool. A
  *      child that detaches the control segment (dsm_detach_all: the
  *      syslogger, which survives crash restarts, and background workers
@@ -211,13 +216,14 @@ static char self_dir[PATH_MAX];
 /* ---- the state of this process ------------------------------------------- */
 
 typedef struct {
-    _Atomic uint64_t key; /* 0 free; NAME_BUSY|h being written or removed; NAME_LIVE|h */
+    _Atomic uint64_t key; /* 0 never used; NAME_TOMB removed; NAME_BUSY|h in change; NAME_LIVE|h */
     uint64_t seg;         /* the dsmpool handle */
     uint64_t size;        /* the file's size, as PostgreSQL asked */
     uint64_t ino;         /* the file's inode in /dev/shm */
 } name_ent;
 #define NAME_BUSY (UINT64_C(1) << 62)
 #define NAME_LIVE (UINT64_C(1) << 63)
+#define NAME_TOMB (UINT64_C(1) << 61) /* removed: a probe goes on past it */
 #define NAMES_MAGIC UINT64_C(0x64736d706f6f6c4e) /* "dsmpoolN" */
 typedef struct {
     uint64_t magic;
@@ -246,6 +252,7 @@ static uintptr_t maps_lo = UINTPTR_MAX, maps_hi; /* bounds of every address ever
 
 static dsmpool *pool;        /* this process's view; NULL: no pool here */
 static name_table *names;
+static size_t names_cap;     /* its entries: this process's copy, never read from the table */
 static size_t names_bytes;
 static dsmpool_handle names_seg;
 static bool gen_tried;       /* the postmaster tried this generation's pool */
@@ -256,7 +263,7 @@ static dsmpool_preload_state state = {.version = DSMPOOL_PRELOAD_STATE_VERSION};
 
 /* "/PostgreSQL.<decimal u32>" */
 static bool pg_name(const char *name, uint32_t *h) {
-    if (!name || memcmp(name, "/PostgreSQL.", 12) != 0) return false;
+    if (!name || strncmp(name, "/PostgreSQL.", 12) != 0) return false;
     const char *p = name + 12;
     uint64_t v = 0;
     if (!*p) return false;
@@ -295,22 +302,32 @@ static void set_note(const char *fmt, const char *arg) {
 
 /* ---- the name table (shared) -------------------------------------------- */
 
+/* Open addressing from h % cap (PostgreSQL's handles are random), linear
+ * probing; a removed entry becomes a tombstone, reused by name_put, so a
+ * probe stops only at a never-used entry or after cap. cap is this
+ * process's copy (names_cap, set by the postmaster before any fork), never
+ * the shared word, which any process of the pool could scribble on. */
+
 /* A live entry for h, or NULL. Its fields are read after the acquire load
  * of the key: pairs with name_put's release. */
 static name_ent *name_get(uint32_t h) {
     if (!names) return NULL;
     uint64_t want = NAME_LIVE | h;
-    for (uint64_t i = 0; i < names->cap; i++)
-        if (atomic_load_explicit(&names->e[i].key, memory_order_acquire) == want) return &names->e[i];
+    for (size_t i = 0, j = h % names_cap; i < names_cap; i++, j = j + 1 == names_cap ? 0 : j + 1) {
+        uint64_t k = atomic_load_explicit(&names->e[j].key, memory_order_acquire);
+        if (k == want) return &names->e[j];
+        if (k == 0) return NULL;
+    }
     return NULL;
 }
 
 static bool name_put(uint32_t h, uint64_t seg, uint64_t size, uint64_t ino) {
-    for (uint64_t i = 0; i < names->cap; i++) {
-        name_ent *e = &names->e[i];
-        uint64_t k = 0;
-        /* relaxed: claims the free entry; nobody reads the fields of a BUSY one */
-        if (atomic_compare_exchange_strong_explicit(&e->key, &k, NAME_BUSY | h, memory_order_relaxed,
+    for (size_t i = 0, j = h % names_cap; i < names_cap; i++, j = j + 1 == names_cap ? 0 : j + 1) {
+        name_ent *e = &names->e[j];
+        uint64_t k = atomic_load_explicit(&e->key, memory_order_relaxed);
+        /* relaxed: claims a free entry; nobody reads the fields of a BUSY one */
+        if ((k == 0 || k == NAME_TOMB) &&
+            atomic_compare_exchange_strong_explicit(&e->key, &k, NAME_BUSY | h, memory_order_relaxed,
                                                     memory_order_relaxed)) {
             e->seg = seg;
             e->size = size;
@@ -334,7 +351,7 @@ static uint64_t name_take(uint32_t h) {
         return 0;
     uint64_t seg = e->seg;
     /* release: our read of seg before the entry is free for another put */
-    atomic_store_explicit(&e->key, 0, memory_order_release);
+    atomic_store_explicit(&e->key, NAME_TOMB, memory_order_release);
     return seg;
 }
 
@@ -430,7 +447,7 @@ static void pool_make(void) {
     names = dp.seg_address(s);
     memset(names, 0, names_bytes);
     names->magic = NAMES_MAGIC;
-    names->cap = 2 * slots;
+    names->cap = names_cap = 2 * slots;
     names_seg = dp.seg_handle(s);
     maps = m;
     nmaps = 0;
@@ -486,6 +503,15 @@ EXPORT int shm_open(const char *name, int oflag, mode_t mode) {
     if (likely(!pg_name(name, &h))) return pass_shm_open(name, oflag, mode);
     if (is_postmaster()) {
         int fd = pass_shm_open(name, oflag, mode);
+        /* A postmaster creates no DSM segment but its control segment (dsm_create
+         * asserts IsUnderPostmaster): a new one while one is known means that
+         * PostgreSQL found the old one corrupt and left it (its names leak, as
+         * stock's do): this generation ends here. */
+        if (fd >= 0 && (oflag & O_CREAT) && control_known && h != control_h) {
+            int e = errno;
+            pool_discard();
+            errno = e;
+        }
         if (fd >= 0 && (oflag & O_CREAT) && !control_known) {
             int e = errno;
             control_known = true; /* the postmaster's first creation: the control segment */
@@ -546,7 +572,11 @@ EXPORT int posix_fallocate(int fd, off_t off, off_t len) {
         errno = err;
         return pass_posix_fallocate(fd, off, len);
     }
-    if (dp.seg_pin(s) != 0 || !name_put(f->h, dp.seg_handle(s), (uint64_t)len, (uint64_t)st.st_ino)) {
+    uint64_t stale = name_take(f->h); /* a name removed behind the pool's back, reused */
+    if (stale && dp.seg_unpin(pool, stale) != 0) state.unpin_failed++;
+    bool pinned = dp.seg_pin(s) == 0;
+    if (!pinned || !name_put(f->h, dp.seg_handle(s), (uint64_t)len, (uint64_t)st.st_ino)) {
+        if (pinned) (void)dp.seg_unpin(pool, dp.seg_handle(s));
         dp.seg_detach(s); /* not pinned: the last reference destroys */
         state.refused++;
         fd_untrack(f);
@@ -614,7 +644,11 @@ EXPORT int close(int fd) {
     if (likely(nfds == 0)) return pass_close(fd);
     fd_ent *f = fd_find(fd);
     if (f) {
-        if (f->seg && f->kind == FD_ATTACHING) dp.seg_detach(f->seg); /* never mapped */
+        if (f->seg) { /* never mapped: an attach's reference, or a creation's (its pin stays) */
+            int e = errno;
+            dp.seg_detach(f->seg);
+            errno = e;
+        }
         fd_untrack(f);
     }
     return pass_close(fd);
@@ -634,7 +668,10 @@ EXPORT int shm_unlink(const char *name) {
         uint64_t seg = name_take(h);
         if (seg) {
             int e = errno;
-            if (dp.seg_unpin(pool, seg) == 0) (void)dp.trim(pool, 0, NULL);
+            if (dp.seg_unpin(pool, seg) == 0)
+                (void)dp.trim(pool, state.settings.resident_min + state.settings.warm_bytes, NULL);
+            else
+                state.unpin_failed++; /* a bounded leak: the generation's end frees it */
             errno = e;
         }
     }

@@ -33,6 +33,7 @@ typedef struct dsmpool_preload_state {
     size_t pool_size;
     uint64_t served;        /* segments this process served from the pool */
     uint64_t refused;       /* ... that it gave to PostgreSQL's own (full, no room) */
+    uint64_t unpin_failed;  /* destroys whose pool segment stayed (freed with the generation) */
     char note[512];         /* why there is no pool, when there is none */
 } dsmpool_preload_state;
 
