@@ -183,7 +183,11 @@ echo advise >$shmem
 # ---- the cluster, made once (by the patched initdb), a copy per configuration ----------
 tmpl="$prefix/bench-data/template"
 # the cluster is made again when the patched catalog changes (pg_dsmpool's columns)
-stamp="seed-$ROWS-$(md5sum <"$prefix/bench-pool/share/postgresql/postgres.bki" | cut -c1-8)"
+# (pg_config says where: PostgreSQL drops share/'s "postgresql" suffix when the
+# prefix already names postgres, as integrations/postgresql/work does)
+bki="$("$prefix/bench-pool/bin/pg_config" --sharedir)/postgres.bki"
+[ -f "$bki" ] || die "no $bki: the patched build in $prefix/bench-pool is incomplete (run.sh bench rebuilds it when removed)"
+stamp="seed-$ROWS-$(md5sum <"$bki" | cut -c1-8)"
 if [ ! -f "$tmpl/$stamp" ]; then
     log "the cluster: $ROWS rows"
     rm -rf "$prefix/bench-data"
