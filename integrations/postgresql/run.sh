@@ -20,6 +20,14 @@
 #                              memory, dsmpool; a table (release builds)
 #   run.sh bench [PREFIX]      the benchmarks (bench.sh): stock against patched,
 #                              release builds; results in bench/results/
+#   run.sh stock-check [PREFIX] the preload library (libdsmpool-preload.so) on
+#                              Debian's own postgresql-15 package, no rebuild:
+#                              lifecycle (initdb, single-user mode, crash
+#                              restarts, a killed postmaster, two clusters,
+#                              pg_ctlcluster's environment file, a parallel
+#                              index build) and the container table
+#                              in a 64 MB /dev/shm (stock.sh); ends with
+#                              "N passed, N failed"
 #
 # PREFIX defaults to integrations/postgresql/work. Run as root on Debian 12
 # (it installs what it needs); the server runs as the user "dsmpoolpg",
@@ -579,8 +587,16 @@ build) do_build ;;
 check) do_check ;;
 container) build_release && exec "$here/container.sh" "$prefix" ;;
 bench) build_release && exec "$here/bench.sh" "$prefix" ;;
+stock-check)
+    install_deps
+    log "dsmpool (with the preload library): release build in $prefix/stock-build"
+    { [ -f "$prefix/stock-build/build.ninja" ] ||
+        meson setup "$prefix/stock-build" "$repo" --buildtype=release -Dtests=disabled -Dbench=disabled >/dev/null; } &&
+        ninja -C "$prefix/stock-build" >/dev/null || die "the dsmpool build failed"
+    exec "$here/stock.sh" "$prefix" "$prefix/stock-build"
+    ;;
 *)
-    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
