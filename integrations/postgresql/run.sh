@@ -596,7 +596,7 @@ stock-check)
     exec "$here/stock.sh" "$prefix" "$prefix/stock-build"
     ;;
 *)
-    sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
