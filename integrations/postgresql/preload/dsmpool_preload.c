@@ -63,6 +63,28 @@
  *      as stock's memory goes when its file goes. Where the pool cannot
  *      serve (full, or its memory cgroup has no room) the segment is
  *      PostgreSQL's own, in /dev/shm, as without the library.
+ *   [settings] The extension (integrations/postgresql/extension) writes
+ *      state.settings in the postmaster's _PG_init, before the control
+ *      segment: each generation's pool is made with them. Huge pages only
+ *      where the kernel's huge page pool can still give the whole pool
+ *      (huge_fits), then DSMPOOL_HUGE_TRY: libdsmpool holds what it makes
+ *      resident against the hugetlb cgroup and falls back to 4 KiB pages.
+ *      Why the pages fell back stays in state.note for the extension to log.
+ *   [maintained] With idle_release_ms set and the extension's maintainer
+ *      running (it claims DSMPOOL_PRELOAD_CLAIM_MAINTAINER each generation),
+ *      a destroy does not trim: the maintainer gives back what stayed free
+ *      that long (dsmpool_maintain). Without a maintainer, destroys trim.
+ *   [counts] Every process of the generation counts the segments it
+ *      served and refused in the name table's header (relaxed atomics); the
+ *      first refusal's size and libdsmpool's message are written once, by
+ *      the winner of a CAS. Nothing is logged where the refusal happens
+ *      (inside posix_fallocate): the extension's background worker reads the
+ *      counts and logs the first refusal once per generation.
+ *   [window] The extension reaches the pool only through
+ *      dsmpool_preload_get_ops() (a versioned table of calls on this
+ *      process's pool, read at each call, so nobody holds an old
+ *      generation's pool) and dsmpool_preload_get_state(); those calls are
+ *      ordinary code, never inside an interposed call.
  *   [pass-through] A call that is not a DSM step of a process of the pool
  *      costs a few compares before libc's: no lock, no system call, errno
  *      untouched. mmap, munmap and close -- which allocators call, a
@@ -82,8 +104,9 @@
  * leaves the pool to its last child (its memfd goes with the last process)
  * and sparse names that the next start removes, as stock's.
  *
- * Ordering: the name table's key word is the only shared word this file
- * writes; see name_put.
+ * Ordering: the name table's key words (name_put) and its header's counts
+ * (note_refusal: first_ready publishes first_why) are the shared words this
+ * file writes.
  */
 /* The names libc exports, not the redirections _FILE_OFFSET_BITS=64 makes
  * (posix_fallocate -> posix_fallocate64): on 64-bit they are one function,
@@ -209,6 +232,8 @@ static struct {
     size_t (*seg_size)(const dsmpool_seg *);
     const char *(*last_error)(void);
     int (*get_stats_sized)(dsmpool *, dsmpool_stats *, size_t);
+    int (*maintain)(dsmpool *, unsigned *);
+    int (*prefault_free)(dsmpool *, size_t, size_t *);
 } dp;
 static void *dp_lib;
 static char self_dir[PATH_MAX];
@@ -225,9 +250,17 @@ typedef struct {
 #define NAME_LIVE (UINT64_C(1) << 63)
 #define NAME_TOMB (UINT64_C(1) << 61) /* removed: a probe goes on past it */
 #define NAMES_MAGIC UINT64_C(0x64736d706f6f6c4e) /* "dsmpoolN" */
+/* The table's header also holds what every process of the generation counts
+ * and the extension reads ([counts]). */
 typedef struct {
-    uint64_t magic;
-    uint64_t cap;
+    uint64_t magic;                 /* [imm] */
+    uint64_t cap;                   /* [imm] never read back: names_cap is the copy used */
+    _Atomic uint64_t served;        /* [atom] segments served, all processes (relaxed: a statistic) */
+    _Atomic uint64_t refused;       /* [atom] segments refused, all processes (relaxed: a statistic) */
+    _Atomic uint64_t first_refused; /* [atom] 0, then the first refused segment's size (CAS) */
+    _Atomic uint32_t first_ready;   /* [atom] 1 once first_why is written (release) */
+    _Atomic uint32_t claimed;       /* [atom] DSMPOOL_PRELOAD_CLAIM_* bits taken (fetch_or) */
+    char first_why[256];            /* [own] the CAS winner of first_refused writes it once */
     name_ent e[];
 } name_table;
 
@@ -392,7 +425,57 @@ static const char *load_dsmpool(void) {
     SYM(seg_size, "dsmpool_seg_size");
     SYM(last_error, "dsmpool_last_error");
     SYM(get_stats_sized, "dsmpool_get_stats_sized");
+    SYM(maintain, "dsmpool_maintain");
+    SYM(prefault_free, "dsmpool_prefault_free");
     return NULL;
+}
+
+/* A number at the start of a small file, or after key in it; false if none.
+ * Raw calls into a stack buffer: this runs in the postmaster's shm_open. */
+static bool read_u64(const char *path, const char *key, uint64_t *v) {
+    char buf[4096];
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    pass_close(fd);
+    if (n <= 0) return false;
+    buf[n] = 0;
+    const char *p = key ? strstr(buf, key) : buf;
+    if (!p) return false;
+    p += key ? strlen(key) : 0;
+    while (*p == ' ') p++;
+    if (*p < '0' || *p > '9') return false;
+    for (*v = 0; *p >= '0' && *p <= '9'; p++) *v = *v * 10 + (uint64_t)(*p - '0');
+    return true;
+}
+
+/* [settings]: huge pages only where the whole pool fits in what the
+ * kernel's huge page pool leaves -- free less reserved (shared memory's
+ * pages are taken or reserved by now), plus surplus pages still allowed;
+ * else 4 KiB pages and a note that says why. libdsmpool then checks the
+ * hugetlb cgroup for what it makes resident, at creation and at each refill. */
+static bool huge_fits(size_t size, char *why, size_t n) {
+    uint64_t kb = 0, v[4] = {0, 0, 0, 0};
+    static const char *const f[4] = {"free", "resv", "nr_overcommit", "surplus"};
+    char path[128];
+    if (!read_u64("/proc/meminfo", "Hugepagesize:", &kb) || kb == 0) {
+        snprintf(why, n, "huge pages asked for, none used: this system has none");
+        return false;
+    }
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "/sys/kernel/mm/hugepages/hugepages-%llukB/%s_hugepages", (unsigned long long)kb,
+                 f[i]);
+        (void)read_u64(path, NULL, &v[i]);
+    }
+    uint64_t avail = (v[0] > v[1] ? v[0] - v[1] : 0) + (v[2] > v[3] ? v[2] - v[3] : 0);
+    uint64_t need = (size + kb * 1024 - 1) / (kb * 1024);
+    if (avail >= need) return true;
+    snprintf(why, n,
+             "huge pages asked for, none used: the pool's %zu MB need %llu huge pages of %llu kB, and %llu can be "
+             "had (%llu free, %llu of them reserved): raise vm.nr_hugepages by %llu",
+             size >> 20, (unsigned long long)need, (unsigned long long)kb, (unsigned long long)avail,
+             (unsigned long long)v[0], (unsigned long long)v[1], (unsigned long long)(need - avail));
+    return false;
 }
 
 /* The postmaster makes this generation's pool. */
@@ -412,7 +495,9 @@ static void pool_make(void) {
     dp.config_init_sized(&cfg, sizeof cfg);
     cfg.size = state.settings.size ? state.settings.size : DSMPOOL_PRELOAD_DEFAULT_SIZE;
     cfg.backing = DSMPOOL_BACKING_MEMFD; /* inherited by fork; outside /dev/shm */
-    cfg.huge_pages = state.settings.huge_pages ? DSMPOOL_HUGE_TRY : DSMPOOL_HUGE_OFF;
+    char huge_why[320] = "";
+    cfg.huge_pages = state.settings.huge_pages && huge_fits(cfg.size, huge_why, sizeof huge_why) ? DSMPOOL_HUGE_TRY
+                                                                                                 : DSMPOOL_HUGE_OFF;
     cfg.numa = state.settings.numa ? DSMPOOL_NUMA_AUTO : DSMPOOL_NUMA_OFF;
     cfg.prefault = false;
     cfg.max_segments = 2 * slots + 64;
@@ -428,6 +513,7 @@ static void pool_make(void) {
         set_note("no pool: dsmpool_create failed: %s", dp.last_error());
         return;
     }
+    set_note("%s", huge_why[0] ? huge_why : dp.last_error()); /* huge pages fell back, and why */
     /* the name table, and this process's table of mappings */
     names_bytes = sizeof(name_table) + 2 * slots * sizeof(name_ent);
     maps_cap = slots + 8;
@@ -455,7 +541,6 @@ static void pool_make(void) {
     state.pool_size = cfg.size;
     state.pool_pid = getpid();
     state.serving = true;
-    state.note[0] = 0;
 }
 
 static void maps_free(void) {
@@ -494,6 +579,34 @@ static void pool_leave_child(void) {
     names = NULL;
     maps_free();
     state.serving = false;
+}
+
+/* [counts]: a segment refused, in the shared table; the first one's size
+ * and why. Atomics and a copy into the table: nothing that allocates,
+ * logs or resolves a symbol. */
+static void note_refusal(uint64_t len, const char *why) {
+    state.refused++;
+    if (!names) return;
+    /* relaxed: a statistic */
+    atomic_fetch_add_explicit(&names->refused, 1, memory_order_relaxed);
+    uint64_t zero = 0;
+    /* relaxed: elects the one writer of first_why; first_ready publishes it */
+    if (atomic_compare_exchange_strong_explicit(&names->first_refused, &zero, len, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+        size_t n = why ? strnlen(why, sizeof names->first_why - 1) : 0;
+        if (n) memcpy(names->first_why, why, n);
+        names->first_why[n] = 0;
+        /* release: first_why before the flag; pairs with ops_counts's acquire */
+        atomic_store_explicit(&names->first_ready, 1, memory_order_release);
+    }
+}
+
+/* [maintained]: the extension's maintainer gives back what stayed free for
+ * idle_release_ms; a destroy leaves it. relaxed: a hint; a destroy that
+ * misses a claim made just now trims, as without the extension. */
+static bool maintained(void) {
+    return state.settings.idle_release_ms && names &&
+           (atomic_load_explicit(&names->claimed, memory_order_relaxed) & DSMPOOL_PRELOAD_CLAIM_MAINTAINER);
 }
 
 /* ---- the interposed calls ----------------------------------------------- */
@@ -567,7 +680,7 @@ EXPORT int posix_fallocate(int fd, off_t off, off_t len) {
     }
     dsmpool_seg *s;
     if (dp.seg_create(pool, (size_t)len, DSMPOOL_SEG_NO_FALLBACK, &s) != 0) {
-        state.refused++; /* full, or no room: PostgreSQL's own segment */
+        note_refusal((uint64_t)len, dp.last_error()); /* full, or no room: PostgreSQL's own segment */
         fd_untrack(f);
         errno = err;
         return pass_posix_fallocate(fd, off, len);
@@ -578,7 +691,7 @@ EXPORT int posix_fallocate(int fd, off_t off, off_t len) {
     if (!pinned || !name_put(f->h, dp.seg_handle(s), (uint64_t)len, (uint64_t)st.st_ino)) {
         if (pinned) (void)dp.seg_unpin(pool, dp.seg_handle(s));
         dp.seg_detach(s); /* not pinned: the last reference destroys */
-        state.refused++;
+        note_refusal((uint64_t)len, pinned ? "the pool's name table is full" : dp.last_error());
         fd_untrack(f);
         errno = err;
         return pass_posix_fallocate(fd, off, len);
@@ -586,6 +699,7 @@ EXPORT int posix_fallocate(int fd, off_t off, off_t len) {
     (void)fchmod(fd, 0); /* [names]: no process without the pool opens it */
     f->seg = s;
     state.served++;
+    atomic_fetch_add_explicit(&names->served, 1, memory_order_relaxed); /* relaxed: a statistic */
     errno = err;
     return 0;
 }
@@ -668,10 +782,10 @@ EXPORT int shm_unlink(const char *name) {
         uint64_t seg = name_take(h);
         if (seg) {
             int e = errno;
-            if (dp.seg_unpin(pool, seg) == 0)
-                (void)dp.trim(pool, state.settings.resident_min + state.settings.warm_bytes, NULL);
-            else
+            if (dp.seg_unpin(pool, seg) != 0)
                 state.unpin_failed++; /* a bounded leak: the generation's end frees it */
+            else if (!maintained()) /* [stock]; else the maintainer, after idle_release_ms */
+                (void)dp.trim(pool, state.settings.resident_min + state.settings.warm_bytes, NULL);
             errno = e;
         }
     }
@@ -684,6 +798,53 @@ EXPORT dsmpool_preload_state *dsmpool_preload_get_state(void);
 EXPORT dsmpool_preload_state *dsmpool_preload_get_state(void) { return &state; }
 EXPORT void *dsmpool_preload_pool(void);
 EXPORT void *dsmpool_preload_pool(void) { return pool; }
+
+/* [window]: each call works on this process's pool, the generation's it
+ * was forked with, read at the call: -ENOENT where there is none (dropped
+ * by pool_leave_child, or never made). */
+static int ops_get_stats(dsmpool_stats *out, size_t struct_size) {
+    return pool ? dp.get_stats_sized(pool, out, struct_size) : -ENOENT;
+}
+static int ops_maintain(unsigned *next_ms) { return pool ? dp.maintain(pool, next_ms) : -ENOENT; }
+static int ops_prefault_free(size_t bytes, size_t *done) {
+    return pool ? dp.prefault_free(pool, bytes, done) : -ENOENT;
+}
+static int ops_trim(size_t keep_bytes, size_t *released) {
+    return pool ? dp.trim(pool, keep_bytes, released) : -ENOENT;
+}
+static int ops_counts(dsmpool_preload_counts *out) {
+    memset(out, 0, sizeof *out);
+    if (!pool || !names) return -ENOENT;
+    /* relaxed: statistics */
+    out->served = atomic_load_explicit(&names->served, memory_order_relaxed);
+    out->refused = atomic_load_explicit(&names->refused, memory_order_relaxed);
+    /* acquire: pairs with note_refusal's release of first_ready (first_why) */
+    if (atomic_load_explicit(&names->first_ready, memory_order_acquire)) {
+        out->first_refused_bytes = atomic_load_explicit(&names->first_refused, memory_order_relaxed);
+        memcpy(out->first_refused_why, names->first_why, sizeof out->first_refused_why - 1);
+        out->first_refused_why[sizeof out->first_refused_why - 1] = 0; /* whatever the table holds */
+    }
+    return 0;
+}
+static bool ops_claim(unsigned what) {
+    if (!pool || !names) return false;
+    /* relaxed: a once-flag; it publishes nothing */
+    return !(atomic_fetch_or_explicit(&names->claimed, what, memory_order_relaxed) & what);
+}
+static const char *ops_last_error(void) { return dp.last_error ? dp.last_error() : ""; }
+
+static const dsmpool_preload_ops ops = {
+    .version = DSMPOOL_PRELOAD_OPS_VERSION,
+    .get_stats = ops_get_stats,
+    .maintain = ops_maintain,
+    .prefault_free = ops_prefault_free,
+    .trim = ops_trim,
+    .counts = ops_counts,
+    .claim = ops_claim,
+    .last_error = ops_last_error,
+};
+EXPORT const dsmpool_preload_ops *dsmpool_preload_get_ops(void);
+EXPORT const dsmpool_preload_ops *dsmpool_preload_get_ops(void) { return &ops; }
 
 __attribute__((constructor)) static void preload_init(void) {
     sym(&real_shm_open, RTLD_NEXT, "shm_open");

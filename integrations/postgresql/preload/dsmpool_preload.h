@@ -34,7 +34,40 @@ typedef struct dsmpool_preload_state {
     uint64_t served;        /* segments this process served from the pool */
     uint64_t refused;       /* ... that it gave to PostgreSQL's own (full, no room) */
     uint64_t unpin_failed;  /* destroys whose pool segment stayed (freed with the generation) */
-    char note[512];         /* why there is no pool, when there is none */
+    char note[512];         /* why there is no pool, when there is none; with a pool,
+                               what its creation noted (huge pages fell back, and why) */
 } dsmpool_preload_state;
+
+/* What every process of this generation counted (the pool's name table). */
+typedef struct dsmpool_preload_counts {
+    uint64_t served;              /* segments the pool served */
+    uint64_t refused;             /* segments it could not: PostgreSQL made them in /dev/shm */
+    uint64_t first_refused_bytes; /* the first refused segment's size; 0: none yet (or not
+                                     yet written) */
+    char first_refused_why[256];  /* libdsmpool's message for it */
+} dsmpool_preload_counts;
+
+/* Taken once per generation by whoever calls claim first. */
+#define DSMPOOL_PRELOAD_CLAIM_REFUSAL 1u    /* logs the first refusal */
+#define DSMPOOL_PRELOAD_CLAIM_ANNOUNCE 2u   /* logs what the generation's pool is */
+#define DSMPOOL_PRELOAD_CLAIM_MAINTAINER 4u /* a maintainer runs: with idle_release_ms set, a
+                                               destroy leaves the release to it */
+
+/* The pool, to the extension: dsmpool_preload_get_ops() (found with
+ * dlsym(RTLD_DEFAULT, ...); the extension does not link libdsmpool). Each
+ * call works on this process's pool of its generation and returns -ENOENT
+ * where it has none; 0 or -errno, last_error() saying why. */
+#define DSMPOOL_PRELOAD_OPS_VERSION 1
+struct dsmpool_stats;
+typedef struct dsmpool_preload_ops {
+    int version;
+    int (*get_stats)(struct dsmpool_stats *out, size_t struct_size); /* dsmpool_get_stats_sized */
+    int (*maintain)(unsigned *next_ms);                              /* dsmpool_maintain */
+    int (*prefault_free)(size_t bytes, size_t *prefaulted);          /* dsmpool_prefault_free */
+    int (*trim)(size_t keep_bytes, size_t *released);                /* dsmpool_trim */
+    int (*counts)(dsmpool_preload_counts *out);
+    bool (*claim)(unsigned what); /* true for the first caller of the generation (a bit above) */
+    const char *(*last_error)(void);
+} dsmpool_preload_ops;
 
 #endif
