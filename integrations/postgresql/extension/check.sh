@@ -22,8 +22,10 @@
 #   small pool  dsmpool.size = 8MB: the join is right, the refusals are
 #               counted, and the log has exactly one LOG with its HINT
 #               after two joins
-#   maintainer  dsmpool.idle_release = 2s: resident memory stays after the
-#               join and goes back within the idle time and a step;
+#   maintainer  dsmpool.warm = 8MB made resident before any segment;
+#               dsmpool.idle_release = 2s: resident memory stays after the
+#               join and goes back to the warm reserve within the idle time
+#               and a step;
 #               dsmpool.huge_pages on a machine without enough huge pages:
 #               4 kB pages, and the log says why
 #   crash       a backend killed (-9): the server comes back, a new
@@ -228,7 +230,8 @@ stop_
 # ---- the maintainer: idle release, huge pages asked for ------------------------------
 
 log "idle release, a crash restart"
-start_ "$PRE" "-c dsmpool.size=1GB -c dsmpool.idle_release=2000 -c dsmpool.huge_pages=on" ||
+WARM=$((8 << 20))
+start_ "$PRE" "-c dsmpool.size=1GB -c dsmpool.idle_release=2000 -c dsmpool.warm=8MB -c dsmpool.huge_pages=on" ||
     { fail "maintainer: the server did not start: $(tail -3 "$data/log")"; finish; }
 hp_free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
 hp_kb=$(awk '/Hugepagesize/ {print $2}' /proc/meminfo)
@@ -242,17 +245,23 @@ else
     [ "$ps" -gt 4096 ] && pass "huge pages: $hp_free free huge pages: the pool has pages of $ps bytes" ||
         fail "huge pages: $hp_free free, the pool has pages of $ps bytes: $(grep -m2 'huge' "$data/log")"
 fi
-resident_low() { [ "$(view resident)" -le $((2 << 20)) ]; }
-# idle_round GENERATION: the join, then resident memory down
+# resident: the warm reserve, the name table's granule, and a granule of slack
+resident_low() { [ "$(view resident)" -le $((WARM + (4 << 20))) ]; }
+warm_ready() { [ "$(view resident)" -ge $WARM ]; }
+# idle_round GENERATION: the warm reserve made ahead, the join, then resident memory down to it
 idle_round() {
-    local gen=$1 res up down
+    local gen=$1 res up down before
+    wait_for 5 warm_ready
+    before=$(view resident)
     res=$(join_)
     up=$(view resident)
     wait_for 8 resident_low
     down=$(view resident)
-    [ "$res" = "$ROWS" ] && [ "$up" -ge $((8 << 20)) ] && [ "$down" -le $((2 << 20)) ] &&
-        pass "maintainer (generation $gen): after the join $((up >> 20)) MB stayed resident, then the maintainer gave it back ($((down >> 20)) MB after the idle time)" ||
-        fail "maintainer (generation $gen): join $res; resident after it $up, then $down"
+    [ "$before" -ge $WARM ] && pass "maintainer (generation $gen): dsmpool.warm made resident ahead of need ($((before >> 20)) MB before any segment)" ||
+        fail "maintainer (generation $gen): $before bytes resident before the join, not the warm reserve's $WARM"
+    [ "$res" = "$ROWS" ] && [ "$up" -ge $((down + (8 << 20))) ] && [ "$down" -ge $WARM ] && [ "$down" -le $((WARM + (4 << 20))) ] &&
+        pass "maintainer (generation $gen): after the join $((up >> 20)) MB stayed resident, then the maintainer gave it back down to the warm reserve ($((down >> 20)) MB after the idle time)" ||
+        fail "maintainer (generation $gen): join $res; resident after it $up, then $down (warm $WARM)"
 }
 wait_for 5 has_maintainer
 idle_round 1
