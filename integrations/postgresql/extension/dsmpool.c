@@ -18,8 +18,10 @@
  *      _PG_init (shared_preload_libraries load before the control segment
  *      is made) checks them together and writes them into the preload
  *      library's state.settings, which every generation's pool is made with.
- *      A setting out of range, or resident_min + warm beyond size, stops the
- *      start with an error that says which.
+ *      dsmpool.size out of 8 MB .. 64 TB, or resident_min + warm beyond
+ *      size, stops the start with an error that says which; a value that
+ *      does not parse, or a negative one, is PostgreSQL's own WARNING for a
+ *      custom setting (its default kept).
  *   [absent] Without the preload library the postmaster's _PG_init says so
  *      in the log once, with what to do, registers no worker, and the view's
  *      one row says absent. A preload library of another version is absent
