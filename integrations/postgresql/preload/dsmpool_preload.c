@@ -44,7 +44,16 @@
  *      64 + 5 x MaxBackends names (PostgreSQL's slot count) fit twice over,
  *      open addressing from the handle (name_get). An entry for a handle
  *      being created again (its name removed behind the pool's back) is
- *      replaced and its segment unpinned.
+ *      replaced and its segment unpinned. An entry is reserved (BUSY, the
+ *      file's inode) before the segment is made and published (LIVE) with
+ *      it, so a process killed anywhere after its posix_fallocate began
+ *      leaves an entry that names its file.
+ *   [orphans] A process killed inside dsm_create, after its shm_open and
+ *      before the registration in the control segment, leaves a name that
+ *      PostgreSQL never removes (stock leaves the file, data and all). The
+ *      generation's end removes every name its table still holds whose file
+ *      is still the one entered (names_sweep); only the few instructions
+ *      between shm_open and the reservation leave a name behind, sparse.
  *   [generation] When the postmaster removes its control segment (shutdown,
  *      and every crash restart) the whole pool goes: its memory punched out
  *      of the memfd, the postmaster's view dropped without reading the
@@ -104,7 +113,7 @@
  * leaves the pool to its last child (its memfd goes with the last process)
  * and sparse names that the next start removes, as stock's.
  *
- * Ordering: the name table's key words (name_put) and its header's counts
+ * Ordering: the name table's key words (name_reserve, name_publish) and its header's counts
  * (note_refusal: first_ready publishes first_why) are the shared words this
  * file writes.
  */
@@ -336,13 +345,13 @@ static void set_note(const char *fmt, const char *arg) {
 /* ---- the name table (shared) -------------------------------------------- */
 
 /* Open addressing from h % cap (PostgreSQL's handles are random), linear
- * probing; a removed entry becomes a tombstone, reused by name_put, so a
+ * probing; a removed entry becomes a tombstone, reused by name_reserve, so a
  * probe stops only at a never-used entry or after cap. cap is this
  * process's copy (names_cap, set by the postmaster before any fork), never
  * the shared word, which any process of the pool could scribble on. */
 
 /* A live entry for h, or NULL. Its fields are read after the acquire load
- * of the key: pairs with name_put's release. */
+ * of the key: pairs with name_publish's release. */
 static name_ent *name_get(uint32_t h) {
     if (!names) return NULL;
     uint64_t want = NAME_LIVE | h;
@@ -354,23 +363,38 @@ static name_ent *name_get(uint32_t h) {
     return NULL;
 }
 
-static bool name_put(uint32_t h, uint64_t seg, uint64_t size, uint64_t ino) {
+/* An entry for h's file, reserved (BUSY) before its segment exists, so that
+ * the generation's end finds the name whoever dies from here on
+ * (names_sweep); NULL when the table is full. */
+static name_ent *name_reserve(uint32_t h, uint64_t size, uint64_t ino) {
     for (size_t i = 0, j = h % names_cap; i < names_cap; i++, j = j + 1 == names_cap ? 0 : j + 1) {
         name_ent *e = &names->e[j];
         uint64_t k = atomic_load_explicit(&e->key, memory_order_relaxed);
-        /* relaxed: claims a free entry; nobody reads the fields of a BUSY one */
+        /* relaxed: claims a free entry; name_get never returns a BUSY one, and
+         * names_sweep reads one only when every writer is dead */
         if ((k == 0 || k == NAME_TOMB) &&
             atomic_compare_exchange_strong_explicit(&e->key, &k, NAME_BUSY | h, memory_order_relaxed,
                                                     memory_order_relaxed)) {
-            e->seg = seg;
+            e->seg = 0;
             e->size = size;
             e->ino = ino;
-            /* release: the fields before the key that says they are there (name_get) */
-            atomic_store_explicit(&e->key, NAME_LIVE | h, memory_order_release);
-            return true;
+            return e;
         }
     }
-    return false;
+    return NULL;
+}
+
+/* The reserved entry names segment seg from now on. */
+static void name_publish(name_ent *e, uint32_t h, uint64_t seg) {
+    e->seg = seg;
+    /* release: the fields before the key that says they are there (name_get) */
+    atomic_store_explicit(&e->key, NAME_LIVE | h, memory_order_release);
+}
+
+/* The reserved entry goes unused (the segment is PostgreSQL's own). */
+static void name_drop(name_ent *e) {
+    /* relaxed: nobody reads the fields of an entry that is not LIVE */
+    atomic_store_explicit(&e->key, NAME_TOMB, memory_order_relaxed);
 }
 
 /* Take h's entry out; its dsmpool handle, or 0. */
@@ -378,7 +402,7 @@ static uint64_t name_take(uint32_t h) {
     name_ent *e = name_get(h);
     if (!e) return 0;
     uint64_t k = NAME_LIVE | h;
-    /* acquire: the fields read below are the ones name_put published */
+    /* acquire: the fields read below are the ones name_publish published */
     if (!atomic_compare_exchange_strong_explicit(&e->key, &k, NAME_BUSY | h, memory_order_acquire,
                                                  memory_order_relaxed))
         return 0;
@@ -551,9 +575,32 @@ static void maps_free(void) {
     maps_hi = 0;
 }
 
-/* The postmaster throws the generation away ([generation]). */
+/* [orphans] Every name an entry of the ending generation still holds goes,
+ * where the file is still the one entered (same inode, a regular file of
+ * this user): PostgreSQL has removed every name its control segment lists
+ * by now, and no process of the generation is left, so these are the names
+ * of processes killed between their shm_open and dsm_create's registration,
+ * or inside a destroy. The entries are read, never trusted: a scribbled one
+ * can only name a file that is not there or not this one. */
+static void names_sweep(void) {
+    for (size_t i = 0; names && i < names_cap; i++) {
+        uint64_t k = atomic_load_explicit(&names->e[i].key, memory_order_relaxed); /* every writer is dead */
+        if (!(k & (NAME_LIVE | NAME_BUSY)) || (k & ~(NAME_LIVE | NAME_BUSY | UINT32_MAX)) != 0) continue;
+        uint64_t ino = names->e[i].ino;
+        char path[64];
+        snprintf(path, sizeof path, "/dev/shm/PostgreSQL.%u", (unsigned)(uint32_t)k);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_ino == ino && st.st_uid == geteuid())
+            (void)syscall(SYS_unlinkat, AT_FDCWD, path, 0);
+    }
+}
+
+/* The postmaster throws the generation away ([generation]). Every process of
+ * the generation is gone: PostgreSQL removes the control segment only at its
+ * shutdown and when reinitializing after a crash, once it has no child. */
 static void pool_discard(void) {
     if (pool) {
+        names_sweep();
         int fd = dp.fd(pool);
         struct stat st;
         /* every page out of the memfd, whoever still maps it */
@@ -678,24 +725,22 @@ EXPORT int posix_fallocate(int fd, off_t off, off_t len) {
         errno = err;
         return e;
     }
-    dsmpool_seg *s;
-    if (dp.seg_create(pool, (size_t)len, DSMPOOL_SEG_NO_FALLBACK, &s) != 0) {
-        note_refusal((uint64_t)len, dp.last_error()); /* full, or no room: PostgreSQL's own segment */
-        fd_untrack(f);
-        errno = err;
-        return pass_posix_fallocate(fd, off, len);
-    }
     uint64_t stale = name_take(f->h); /* a name removed behind the pool's back, reused */
     if (stale && dp.seg_unpin(pool, stale) != 0) state.unpin_failed++;
-    bool pinned = dp.seg_pin(s) == 0;
-    if (!pinned || !name_put(f->h, dp.seg_handle(s), (uint64_t)len, (uint64_t)st.st_ino)) {
-        if (pinned) (void)dp.seg_unpin(pool, dp.seg_handle(s));
-        dp.seg_detach(s); /* not pinned: the last reference destroys */
-        note_refusal((uint64_t)len, pinned ? "the pool's name table is full" : dp.last_error());
+    name_ent *ne = name_reserve(f->h, (uint64_t)len, (uint64_t)st.st_ino);
+    dsmpool_seg *s = NULL;
+    bool pinned = false;
+    if (!ne || dp.seg_create(pool, (size_t)len, DSMPOOL_SEG_NO_FALLBACK, &s) != 0 ||
+        !(pinned = dp.seg_pin(s) == 0)) {
+        /* full, no room, or no entry: PostgreSQL's own segment */
+        note_refusal((uint64_t)len, !ne ? "the pool's name table is full" : dp.last_error());
+        if (s) dp.seg_detach(s); /* not pinned: the last reference destroys */
+        if (ne) name_drop(ne);
         fd_untrack(f);
         errno = err;
         return pass_posix_fallocate(fd, off, len);
     }
+    name_publish(ne, f->h, dp.seg_handle(s));
     (void)fchmod(fd, 0); /* [names]: no process without the pool opens it */
     f->seg = s;
     state.served++;
