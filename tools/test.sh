@@ -6,8 +6,10 @@
 # three times, the operator's view, crash and shutdown tests:
 # integrations/postgresql/run.sh), and ends with the line "N passed, N failed"
 # summed over all of them, after a "failed: <way>: <test>" line for each
-# failure. Exit status 0 only if none failed.
-# Usage: tools/test.sh [plain] [asan] [tsan] [numa-vm] [postgresql]   (default: all)
+# failure; and Debian's own postgresql-15 package with the preload library
+# (integrations/postgresql/run.sh stock-check). Exit status 0 only if none
+# failed.
+# Usage: tools/test.sh [plain] [asan] [tsan] [numa-vm] [postgresql] [stock]   (default: all)
 #        tools/test.sh quick     the edit loop: the suites labelled "fast",
 #                                plain, in the build it keeps (build-quick/)
 #
@@ -27,7 +29,7 @@ if ! tools/deps.sh; then
     exit 1
 fi
 ways=("$@")
-[ ${#ways[@]} -eq 0 ] && ways=(plain asan tsan numa-vm postgresql)
+[ ${#ways[@]} -eq 0 ] && ways=(plain asan tsan numa-vm postgresql stock)
 passed=0
 failed=0
 once_done=""
@@ -66,6 +68,13 @@ for way in "${ways[@]}"; do
             '^(PostgreSQL \(|ok:|FAILED|crash test|  dsmpool:|=== PostgreSQL build cache)' \
             flock "$cache/postgresql-18.lock" sh -c 'integrations/postgresql/run.sh build "$1" &&
                 integrations/postgresql/run.sh check "$1"' sh "$cache/postgresql-18"
+        continue
+        ;;
+    stock)
+        # Debian's packaged server with the preload library (no rebuild)
+        mkdir -p "$cache"
+        external "Debian's postgresql-15 with the preload library and the extension: lifecycle, the container table" \
+            '^(server:|ok:|FAILED|\| )' integrations/postgresql/run.sh stock-check "$cache/stock"
         continue
         ;;
     numa-vm)

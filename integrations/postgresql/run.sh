@@ -26,8 +26,10 @@
 #                              restarts, a killed postmaster, two clusters,
 #                              pg_ctlcluster's environment file, a parallel
 #                              index build) and the container table
-#                              in a 64 MB /dev/shm (stock.sh); ends with
-#                              "N passed, N failed"
+#                              in a 64 MB /dev/shm (stock.sh); then the
+#                              extension dsmpool built with PGXS and judged
+#                              there (extension/check.sh); ends with
+#                              "N passed, N failed" summed
 #
 # PREFIX defaults to integrations/postgresql/work. Run as root on Debian 12
 # (it installs what it needs); the server runs as the user "dsmpoolpg",
@@ -593,10 +595,21 @@ stock-check)
     { [ -f "$prefix/stock-build/build.ninja" ] ||
         meson setup "$prefix/stock-build" "$repo" --buildtype=release -Dtests=disabled -Dbench=disabled >/dev/null; } &&
         ninja -C "$prefix/stock-build" >/dev/null || die "the dsmpool build failed"
-    exec "$here/stock.sh" "$prefix" "$prefix/stock-build"
+    # the preload library alone (stock.sh), then with the extension (extension/check.sh):
+    # each ends with "N passed, N failed"; the last line is their sum
+    sp=0 sf=0
+    for s in "$here/stock.sh" "$here/extension/check.sh"; do
+        "$s" "$prefix" "$prefix/stock-build" 2>&1 | tee "$prefix/stock-check.out" || true
+        out=$(tail -1 "$prefix/stock-check.out")
+        p=$(echo "$out" | awk '/ passed, / {print $1}') f=$(echo "$out" | awk '/ passed, / {print $3}')
+        [ -n "$p" ] || { p=0 f=1; echo "FAILED: $(basename "$s") ended without its summary line"; }
+        sp=$((sp + p)) sf=$((sf + f))
+    done
+    echo "$sp passed, $sf failed"
+    [ "$sf" = 0 ]
     ;;
 *)
-    sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
