@@ -7,8 +7,8 @@
 # Everything runs in a mount namespace of its own whose /dev/shm is a 64 MB
 # tmpfs (Docker's default --shm-size), as a server in a container sees it.
 #
-#   lifecycle   initdb (its bootstrap) and single-user mode load no
-#               libdsmpool and make no pool; ROUNDS (10) crash restarts with
+#   lifecycle   initdb (its bootstrap), single-user mode and pg_upgrade (the
+#               servers it starts) load no libdsmpool and make no pool; ROUNDS (10) crash restarts with
 #               logging_collector = on, a parallel worker killed in the join
 #               each time: the server comes back, the syslogger (which
 #               survives restarts) holds no pool, the postmaster one; a
@@ -133,6 +133,25 @@ strace -f -qq -e trace=openat,memfd_create -o "$root/single.trace" \
 n=$(grep -cE 'libdsmpool\.so|memfd_create\("dsmpool' "$root/single.trace")
 grep -q '1' "$root/single.log" && [ "$n" = 0 ] && pass "single-user mode ran and loaded no libdsmpool" ||
     fail "single-user mode: $n loads of libdsmpool; $(tail -2 "$root/single.log")"
+
+# ---- pg_upgrade ------------------------------------------------------------------------
+# the servers pg_upgrade starts are postmasters (binary-upgrade mode): no pool
+
+log "pg_upgrade with LD_PRELOAD (traced)"
+upg="$root/upg"
+rm -rf "$upg" && mkdir -p "$upg" && chown "$PGUSER_NAME" "$upg"
+as_pg "$B/initdb" -D "$upg/old" -U postgres --no-sync >"$upg/initdb.log" 2>&1 &&
+    as_pg "$B/initdb" -D "$upg/new" -U postgres --no-sync >>"$upg/initdb.log" 2>&1
+(cd "$upg" && strace -f -qq -e trace=openat,memfd_create,execve -o "$root/upgrade.trace" \
+    runuser -u "$PGUSER_NAME" -- env LD_PRELOAD="$PRE" "$B/pg_upgrade" -b "$B" -B "$B" -d "$upg/old" -D "$upg/new" \
+    -U postgres -p 55432 -P 55433 -s "$upg" >"$upg/upgrade.log" 2>&1)
+r=$?
+n=$(grep -cE 'libdsmpool\.so|memfd_create\("dsmpool' "$root/upgrade.trace")
+pms=$(grep -c 'execve(.*/postgres"' "$root/upgrade.trace")
+[ "$r" = 0 ] && [ "$n" = 0 ] && [ "$pms" -gt 0 ] && [ -z "$(ls /dev/shm)" ] &&
+    pass "pg_upgrade ran ($pms postgres starts, binary-upgrade mode) and loaded no libdsmpool" ||
+    fail "pg_upgrade: exit $r, $n loads of libdsmpool or pools made, $pms postgres starts; $(tail -2 "$upg/upgrade.log")"
+rm -rf "$upg"
 
 # ---- the table -----------------------------------------------------------------------
 
