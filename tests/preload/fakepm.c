@@ -59,6 +59,10 @@
  *      (generation + 1, none of the old segments in it), a child of the old
  *      pool does not find the new segments in it, and the old control
  *      segment, PostgreSQL's, is left.
+ *   [orphans] Children killed inside dsm_create, after posix_fallocate
+ *      and after mmap, before the registration in the control segment:
+ *      the generation's end removes their names (PostgreSQL never will),
+ *      but not a file that took such a name afterwards (another inode).
  *   [name reused] A handle whose name was removed by a plain unlink()
  *      behind the library's back is created again: served, the new bytes
  *      seen by a new attacher and the old by the old one, and no segment or
@@ -378,6 +382,8 @@ enum op {
     OP_UNLINK_PLAIN,  /* h: unlink() of its /dev/shm file */
     OP_RECOVER,       /* dsmpool_recover: what the pool runs itself when its slot table is full */
     OP_CHURN,         /* h a seed: CC_ROUNDS creates, each checked and destroyed CC_ALIVE later */
+    OP_CREATE_UNREG,  /* h, n, byte: dsm_create killed before its registration: byte 1 stops
+                       * after posix_fallocate (fd open, no mmap), 2 after mmap and close */
 };
 
 typedef struct {
@@ -544,6 +550,21 @@ static void serve(const cmd_t *c, reply_t *r) {
         void *a;
         r->ok = pg_create(c->h, c->n, false, &a, why, whylen);
         return;
+    }
+    case OP_CREATE_UNREG: {
+        char name[32];
+        pgname(name, c->h);
+        if (c->byte == 2) { /* the whole create, then no ctl_add: the kill comes next */
+            void *a;
+            r->ok = pg_create(c->h, c->n, true, &a, why, whylen);
+            return;
+        }
+        int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+        int rc = fd < 0 ? errno : ver == 15 && ftruncate(fd, (off_t)c->n) != 0 ? errno
+                                                                                 : posix_fallocate(fd, 0, (off_t)c->n);
+        r->ok = fd >= 0 && rc == 0;
+        snprintf(why, whylen, "%s: shm_open %d, then %s", name, fd, strerror(rc));
+        return; /* fd left open: the process dies here */
     }
     case OP_ATTACH: {
         void *a;
@@ -1112,6 +1133,44 @@ static void check_corrupt_control(void) {
     step("postmaster_shutdown", pm_shutdown(why, sizeof why), why);
 }
 
+/* [orphans] */
+static void check_orphans(void) {
+    char why[600];
+    reply_t r;
+    if (!start()) return;
+    worker a = spawn(), b = spawn(), c = spawn(), u = spawn();
+    uint32_t h1 = next_handle(), h2 = next_handle(), h3 = next_handle();
+    bool ok = rpc(&a, OP_CREATE_UNREG, h1, SEG_SIZE, 1, &r);
+    EXPECT("killed_after_posix_fallocate", ok && is_pool_file(h1, SEG_SIZE, why, sizeof why), "%s; %s", r.msg, why);
+    ok = rpc(&b, OP_CREATE_UNREG, h2, SEG_SIZE, 2, &r);
+    EXPECT("killed_after_mmap_and_close", ok && is_pool_file(h2, SEG_SIZE, why, sizeof why), "%s; %s", r.msg, why);
+    /* h3's entry names a file that is gone: another file of that name (not
+     * the pool's, another inode) must outlive the sweep */
+    ok = rpc(&c, OP_CREATE_UNREG, h3, SEG_SIZE, 2, &r) && rpc(&u, OP_UNLINK_PLAIN, h3, 0, 0, &r);
+    char path[64];
+    snprintf(path, sizeof path, "/dev/shm/PostgreSQL.%u", h3);
+    int fd = ok ? open(path, O_RDWR | O_CREAT | O_EXCL, 0600) : -1;
+    EXPECT("another_file_takes_a_killed_segment_s_name", fd >= 0, "%s: %s", path, ok ? strerror(errno) : r.msg);
+    if (fd >= 0) close(fd);
+    worker *all[] = {&a, &b, &c};
+    int killed = 0;
+    for (int i = 0; i < 3; i++) {
+        if (all[i]->pid > 0) kill(all[i]->pid, SIGKILL);
+        killed += reap(all[i]) == 128 + SIGKILL;
+    }
+    int su = finish(&u);
+    EXPECT("creators_killed", killed == 3 && su == 0, "%d of 3 killed; the other exited %d", killed, su);
+    /* the crash restart: PostgreSQL removes what its control segment lists
+     * (none of these), then the control segment: the generation's end */
+    step("postmaster_removes_its_segments", pm_shutdown(why, sizeof why), why);
+    struct stat st;
+    bool g1 = !shm_stat(h1, &st), g2 = !shm_stat(h2, &st), kept = shm_stat(h3, &st) && st.st_size == 0;
+    EXPECT("generation_s_end_removes_the_killed_creators_names", g1 && g2, "after posix_fallocate: %s; "
+           "after mmap: %s", g1 ? "gone" : "left", g2 ? "gone" : "left");
+    EXPECT("a_file_that_is_not_the_entered_one_stays", kept, "%s", kept ? "" : "removed, or changed");
+    unlink(path);
+}
+
 /* [name reused] */
 static void check_name_reused(void) {
     char why[600];
@@ -1601,6 +1660,7 @@ int main(int argc, char **argv) {
         {"close_early", check_close_early},
         {"crash_restart", check_crash_restart},
         {"corrupt_control", check_corrupt_control},
+        {"orphans", check_orphans},
         {"name_reused", check_name_reused},
         {"detach_all", check_detach_all},
         {"binary_upgrade", check_binary_upgrade},
