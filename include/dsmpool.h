@@ -259,7 +259,7 @@ static inline void dsmpool_config_init(dsmpool_config *cfg) { dsmpool_config_ini
  * cgroup still lets it charge: -ENOMEM, naming the limit, rather than the
  * OOM killer or a SIGBUS during the prefault. A size too small for the
  * tables says the least one that fits (dsmpool_min_size). On success,
- * dsmpool_last_error() is empty, or a note when the pool did not get the
+ * dsmpool_last_error() is "no error", or a note when the pool did not get the
  * pages asked for: HUGE_TRY fell back to 4 KiB pages (and why: no pages
  * reserved, a cgroup limit, ...), or HUGE_TRANSPARENT was given no huge
  * page at the prefault (and what setting to change). */

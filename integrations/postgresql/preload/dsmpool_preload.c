@@ -537,7 +537,8 @@ static void pool_make(void) {
         set_note("no pool: dsmpool_create failed: %s", dp.last_error());
         return;
     }
-    set_note("%s", huge_why[0] ? huge_why : dp.last_error()); /* huge pages fell back, and why */
+    const char *created = dp.last_error(); /* "no error", or a note: huge pages fell back, and why */
+    set_note("%s", huge_why[0] ? huge_why : strcmp(created, "no error") != 0 ? created : "");
     /* the name table, and this process's table of mappings */
     names_bytes = sizeof(name_table) + 2 * slots * sizeof(name_ent);
     maps_cap = slots + 8;
