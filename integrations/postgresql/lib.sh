@@ -61,3 +61,100 @@ wait_ready() {
     return 1
 }
 
+
+# ---- a Debian source package, through this machine's own apt sources --------
+# (suites.sh.) The repository names no archive host: the URIs and keys are
+# those of the machine's own apt sources, turned into deb-src entries in a
+# sources file of our own, with lists and caches of our own: apt's
+# configuration, lists and caches are left as they were.
+
+# deb_entries: "URI SUITE COMPONENT KEY" for each deb entry of this machine's
+# apt sources (deb822 *.sources, then one-line sources.list and *.list) whose
+# suite is the release's codename or one of its own (codename-updates,
+# codename-security, ...); KEY is "-" where the entry names none.
+deb_entries() {
+    local cn f
+    cn=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    [ -n "$cn" ] || return 1
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] || continue
+        awk -v cn="$cn" '
+            function flush(   nu, ns, nc, u, s, c, i, j, k) {
+                if (types ~ /(^| )deb( |$)/ && tolower(enabled) !~ /^no/) {
+                    nu = split(uris, u, " "); ns = split(suites, s, " "); nc = split(comps, c, " ")
+                    for (i = 1; i <= nu; i++) for (j = 1; j <= ns; j++)
+                        if (s[j] == cn || index(s[j], cn "-") == 1)
+                            for (k = 1; k <= nc; k++) print u[i], s[j], c[k], (key == "" ? "-" : key)
+                }
+                types = uris = suites = comps = key = enabled = ""
+            }
+            /^[ \t]*#/ { next }
+            /^[ \t]*$/ { flush(); next }
+            /^[ \t]/ { next } # a field continued (an inline key)
+            { f1 = tolower($1); $1 = ""; v = $0; sub(/^[ \t]+/, "", v) }
+            f1 == "types:" { types = v }
+            f1 == "uris:" { uris = v }
+            f1 == "suites:" { suites = v }
+            f1 == "components:" { comps = v }
+            f1 == "signed-by:" && v ~ /^\// { key = v }
+            f1 == "enabled:" { enabled = v }
+            END { flush() }' "$f"
+    done
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -f "$f" ] || continue
+        awk -v cn="$cn" '
+            $1 == "deb" {
+                i = 2; key = "-"
+                if ($2 ~ /^\[/) { # options
+                    for (; i <= NF; i++) {
+                        if ($i ~ /signed-by=/) { key = $i; sub(/.*signed-by=/, "", key); sub(/\].*/, "", key) }
+                        if ($i ~ /\]$/) { i++; break }
+                    }
+                }
+                if ($(i + 1) == cn || index($(i + 1), cn "-") == 1)
+                    for (k = i + 2; k <= NF; k++) print $i, $(i + 1), $k, key
+            }' "$f"
+    done
+}
+
+# deb_source_get PACKAGE VERSION DIR: the source of the binary package
+# PACKAGE at VERSION, unpacked with Debian's patches (dpkg-source -x) into
+# DIR/tree; prints the version it got. Where no source of the machine serves
+# that version (an archive or mirror that kept only the binaries), the newest
+# it serves of the same upstream major, said on stderr. Needs root (apt).
+deb_source_get() {
+    local pkg=$1 want=$2 dir=$3
+    local apt="$dir/apt" list="$dir/apt/deb-src.sources"
+    rm -rf "$apt" "$dir/download" "$dir/tree"
+    mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$dir/download"
+    deb_entries | sort -u | while read -r uri suite comp key; do
+        printf 'Types: deb-src\nURIs: %s\nSuites: %s\nComponents: %s\n' "$uri" "$suite" "$comp"
+        [ "$key" = - ] || printf 'Signed-By: %s\n' "$key"
+        echo
+    done >"$list"
+    [ -s "$list" ] || { echo "no deb entry for this release in the machine's apt sources" >&2; return 1; }
+    local o=(-o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- -o Dir::State::Lists="$apt/lists"
+        -o Dir::Cache="$apt/cache")
+    log "$pkg source: deb-src of $(grep -c '^URIs' "$list") entries of this machine's apt sources ($(awk '/^Suites:/ {print $2}' "$list" | sort -u | tr '\n' ' ' | sed 's/ $//'))"
+    apt-get update -qq "${o[@]}" >&2 || { rm -rf "$apt"; return 1; }
+    local major=${want%%.*} versions v got=""
+    versions="$want $(apt-cache "${o[@]}" showsrc "$pkg" 2>/dev/null | awk '/^Version:/ {print $2}' |
+        grep -v -xF "$want" | grep "^$major\." | sort -rV | tr '\n' ' ')"
+    for v in $versions; do
+        if (cd "$dir/download" && apt-get source -qq --download-only "${o[@]}" "$pkg=$v" >&2 2>/dev/null); then
+            got=$v
+            break
+        fi
+        [ "$v" = "$want" ] && log "$pkg source $want: not served by this machine's archive (its .dsc or tarballs are missing)"
+    done
+    rm -rf "$apt"
+    [ -n "$got" ] || { echo "no source of $pkg $major.x could be fetched" >&2; return 1; }
+    [ "$got" = "$want" ] || log "$pkg source: $got, the newest of $major.x served (not $want)"
+    # apt checked the files against the archive's signed index; dpkg-source
+    # checks them against the .dsc (and says so if it has no key for its
+    # signature: the log)
+    dpkg-source -x "$dir"/download/*_"${got#*:}".dsc "$dir/tree" >"$dir/dpkg-source.log" 2>&1 ||
+        { tail -5 "$dir/dpkg-source.log" >&2; return 1; }
+    find "$dir" -maxdepth 1 -type f -name '*.orig.tar.*' -delete # dpkg-source's copy beside the tree
+    echo "$got"
+}
