@@ -73,8 +73,8 @@ for way in "${ways[@]}"; do
     stock)
         # Debian's packaged server with the preload library (no rebuild)
         mkdir -p "$cache"
-        external "Debian's postgresql-15 with the preload library and the extension: lifecycle, the container table" \
-            '^(server:|ok:|FAILED|\| )' integrations/postgresql/run.sh stock-check "$cache/stock"
+        external "Debian's postgresql-15 with the preload library and the extension: lifecycle, the container table, its own suites" \
+            '^(server:|source:|ok:|FAILED|\| |installcheck|test_shm_mq)' integrations/postgresql/run.sh stock-check "$cache/stock"
         continue
         ;;
     numa-vm)

@@ -28,8 +28,10 @@
 #                              index build) and the container table
 #                              in a 64 MB /dev/shm (stock.sh); then the
 #                              extension dsmpool built with PGXS and judged
-#                              there (extension/check.sh); ends with
-#                              "N passed, N failed" summed
+#                              there (extension/check.sh); PostgreSQL's own
+#                              installcheck, test_shm_mq and 013_crash_restart
+#                              from the package's source (suites.sh); ends
+#                              with "N passed, N failed" summed
 #
 # PREFIX defaults to integrations/postgresql/work. Run as root on Debian 12
 # (it installs what it needs); the server runs as the user "dsmpoolpg",
@@ -595,10 +597,11 @@ stock-check)
     { [ -f "$prefix/stock-build/build.ninja" ] ||
         meson setup "$prefix/stock-build" "$repo" --buildtype=release -Dtests=disabled -Dbench=disabled >/dev/null; } &&
         ninja -C "$prefix/stock-build" >/dev/null || die "the dsmpool build failed"
-    # the preload library alone (stock.sh), then with the extension (extension/check.sh):
+    # the preload library alone (stock.sh), with the extension (extension/check.sh),
+    # under PostgreSQL's own suites (suites.sh):
     # each ends with "N passed, N failed"; the last line is their sum
     sp=0 sf=0
-    for s in "$here/stock.sh" "$here/extension/check.sh"; do
+    for s in "$here/stock.sh" "$here/extension/check.sh" "$here/suites.sh"; do
         "$s" "$prefix" "$prefix/stock-build" 2>&1 | tee "$prefix/stock-check.out" || true
         out=$(tail -1 "$prefix/stock-check.out")
         p=$(echo "$out" | awk '/ passed, / {print $1}') f=$(echo "$out" | awk '/ passed, / {print $3}')
@@ -609,7 +612,7 @@ stock-check)
     [ "$sf" = 0 ]
     ;;
 *)
-    sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
