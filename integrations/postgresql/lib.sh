@@ -9,6 +9,35 @@ die() {
     exit 1
 }
 
+# The checks' tally: an "ok:" or "FAILED:" line each, and "N passed, N
+# failed" to end (finish exits, non-zero if any failed).
+passed=0
+failed=0
+pass() {
+    passed=$((passed + 1))
+    echo "ok: $*"
+}
+fail() {
+    failed=$((failed + 1))
+    echo "FAILED: $*"
+}
+finish() {
+    echo "$passed passed, $failed failed"
+    [ "$failed" = 0 ]
+    exit $?
+}
+
+# in_small_shm "$0" "$@": the stock scripts run in a mount namespace of their
+# own whose /dev/shm is a 64 MB tmpfs (Docker's default --shm-size), as a
+# server in a container sees it, the host's untouched: the script is run
+# again there (once), which then mounts it.
+in_small_shm() {
+    if [ "${DSMPOOL_SMALL_SHM:-}" != "$1" ]; then
+        exec env DSMPOOL_SMALL_SHM="$1" unshare -m --propagation private "$@"
+    fi
+    mount -t tmpfs -o size=64m,mode=1777 tmpfs /dev/shm || die "cannot mount a tmpfs on /dev/shm"
+}
+
 as_pg() { # run a command as the server's user
     if [ "$(id -u)" = 0 ]; then runuser -u "$PGUSER_NAME" -- "$@"; else "$@"; fi
 }

@@ -257,14 +257,6 @@ build_release() {
 passed=0
 failed=0
 temp_installed=0
-pass() {
-    passed=$((passed + 1))
-    echo "ok: $*"
-}
-fail() {
-    failed=$((failed + 1))
-    echo "FAILED: $*"
-}
 
 # count what pg_regress says: count label output-file
 count_regress() {

@@ -38,16 +38,7 @@ V=${PG_STOCK_MAJOR:-15}
 source "$here/lib.sh"
 [ "$(id -u)" = 0 ] || die "run as root (mount namespaces, the server's user)"
 
-if [ "${DSMPOOL_STOCK_NS:-}" != 1 ]; then
-    # a namespace of our own: a 64 MB /dev/shm, the host's untouched
-    exec env DSMPOOL_STOCK_NS=1 unshare -m --propagation private "$0" "$@"
-fi
-mount -t tmpfs -o size=64m,mode=1777 tmpfs /dev/shm || die "cannot mount a tmpfs on /dev/shm"
-
-passed=0 failed=0
-pass() { passed=$((passed + 1)); echo "ok: $*"; }
-fail() { failed=$((failed + 1)); echo "FAILED: $*"; }
-finish() { echo "$passed passed, $failed failed"; [ "$failed" = 0 ]; exit $?; }
+in_small_shm "$0" "$@"
 
 B=/usr/lib/postgresql/$V/bin
 if [ ! -x "$B/postgres" ]; then

@@ -63,16 +63,7 @@ V=${PG_STOCK_MAJOR:-15}
 source "$here/lib.sh"
 [ "$(id -u)" = 0 ] || die "run as root (mount namespaces, apt, the server's user)"
 
-if [ "${DSMPOOL_SUITES_NS:-}" != 1 ]; then
-    # a namespace of our own: a 64 MB /dev/shm, the host's untouched
-    exec env DSMPOOL_SUITES_NS=1 unshare -m --propagation private "$0" "$@"
-fi
-mount -t tmpfs -o size=64m,mode=1777 tmpfs /dev/shm || die "cannot mount a tmpfs on /dev/shm"
-
-passed=0 failed=0
-pass() { passed=$((passed + 1)); echo "ok: $*"; }
-fail() { failed=$((failed + 1)); echo "FAILED: $*"; }
-finish() { echo "$passed passed, $failed failed"; [ "$failed" = 0 ]; exit $?; }
+in_small_shm "$0" "$@"
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.0f s", b - a}'; }
 t_all=$(now)

@@ -45,21 +45,12 @@ V=${PG_STOCK_MAJOR:-15}
 source "$here/../lib.sh"
 [ "$(id -u)" = 0 ] || die "run as root (mount namespaces, the server's user)"
 
-if [ "${DSMPOOL_STOCK_NS:-}" != 1 ]; then
-    # a namespace of our own: a 64 MB /dev/shm, the host's untouched
-    exec env DSMPOOL_STOCK_NS=1 unshare -m --propagation private "$0" "$@"
-fi
-mount -t tmpfs -o size=64m,mode=1777 tmpfs /dev/shm || die "cannot mount a tmpfs on /dev/shm"
-
-passed=0 failed=0
-pass() { passed=$((passed + 1)); echo "ok: $*"; }
-fail() { failed=$((failed + 1)); echo "FAILED: $*"; }
+in_small_shm "$0" "$@"
 check() { # check "what" command...: passes when the command does
     local what=$1
     shift
     if "$@"; then pass "$what"; else fail "$what"; fi
 }
-finish() { echo "$passed passed, $failed failed"; [ "$failed" = 0 ]; exit $?; }
 
 B=/usr/lib/postgresql/$V/bin
 for p in "postgresql-$V" "postgresql-server-dev-$V"; do
