@@ -19,6 +19,8 @@
 #               view's size, the maintainer's line)
 #   view        a plain role is refused; a member of pg_read_all_stats reads
 #               its one row
+#   path        shared_preload_libraries naming the file by a path (none in
+#               $libdir): the maintainer loads that file and runs
 #   small pool  dsmpool.size = 8MB: the join is right, the refusals are
 #               counted, and the log has exactly one LOG with its HINT
 #               after two joins
@@ -102,7 +104,11 @@ start_() { # start_ [LD_PRELOAD value] [-o options]: a fresh log each start
     as_pg env ${pre:+LD_PRELOAD=$pre} "$B/pg_ctl" -D "$data" -l "$data/log" -w -t 60 ${opts:+-o "$opts"} start >/dev/null
 }
 stop_() { as_pg "$B/pg_ctl" -D "$data" -w -t 60 stop -m fast >/dev/null 2>&1 || as_pg "$B/pg_ctl" -D "$data" stop -m immediate >/dev/null 2>&1; }
-cleanup() { [ -f "$data/postmaster.pid" ] && stop_; }
+cleanup() {
+    [ -f "$data/postmaster.pid" ] && stop_
+    [ -f "${libfile:-}.aside" ] && mv "$libfile.aside" "$libfile"
+    return 0
+}
 trap cleanup EXIT
 pm_pid() { head -1 "$data/postmaster.pid"; }
 maintainer() { pgrep -P "$(pm_pid)" -f 'dsmpool maintainer' | head -1; }
@@ -217,6 +223,22 @@ h=$(grep -A2 'LOG:  dsmpool: the pool could not serve' "$data/log" | grep -c 'HI
 [ "$n" = 1 ] && [ "$h" = 1 ] && pass "small pool: exactly one LOG with its HINT after two joins: $(grep -m1 'could not serve' "$data/log" | sed 's/.*LOG:  //')" ||
     fail "small pool: $n LOG lines, $h hints: $(grep -A2 'could not serve' "$data/log" | head -6)"
 stop_
+
+# ---- shared_preload_libraries naming a path ------------------------------------------
+# the maintainer loads the file the postmaster loaded, not $libdir's
+
+libfile=$("$B/pg_config" --pkglibdir)/dsmpool.so
+mkdir -p "$root/alt" && cp "$root/build/dsmpool.so" "$root/alt/" && chmod -R a+rX "$root/alt"
+mv "$libfile" "$libfile.aside"
+if start_ "$PRE" "-c shared_preload_libraries=$root/alt/dsmpool"; then
+    wait_for 10 grep -q 'LOG:  dsmpool: generation 1: a pool' "$data/log" &&
+        pass "a path in shared_preload_libraries: the maintainer loads that file (none in \$libdir)" ||
+        fail "a path in shared_preload_libraries: no maintainer: $(grep -m2 -E 'ERROR|could not' "$data/log")"
+    stop_
+else
+    fail "a path in shared_preload_libraries: the server did not start: $(tail -3 "$data/log")"
+fi
+mv "$libfile.aside" "$libfile"
 
 # ---- the maintainer: idle release, huge pages asked for ------------------------------
 

@@ -239,12 +239,22 @@ static void
 register_maintainer(void)
 {
 	BackgroundWorker bgw;
+	Dl_info		di;
+	const char *self = "dsmpool";
 
 	memset(&bgw, 0, sizeof bgw);
 	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS;
 	bgw.bgw_start_time = BgWorkerStart_PostmasterStart;
 	bgw.bgw_restart_time = 5;
-	snprintf(bgw.bgw_library_name, sizeof bgw.bgw_library_name, "dsmpool");
+	/*
+	 * The file this code is in, as the postmaster loaded it:
+	 * shared_preload_libraries may name a path, and the worker must load
+	 * the same file (not $libdir's, whose settings would be another copy's).
+	 */
+	if (dladdr((void *) register_maintainer, &di) && di.dli_fname &&
+		strlen(di.dli_fname) < sizeof bgw.bgw_library_name)
+		self = di.dli_fname;
+	snprintf(bgw.bgw_library_name, sizeof bgw.bgw_library_name, "%s", self);
 	snprintf(bgw.bgw_function_name, sizeof bgw.bgw_function_name, "dsmpool_maintainer_main");
 	snprintf(bgw.bgw_name, sizeof bgw.bgw_name, "dsmpool maintainer");
 	snprintf(bgw.bgw_type, sizeof bgw.bgw_type, "dsmpool maintainer");
