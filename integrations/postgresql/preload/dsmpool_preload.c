@@ -46,8 +46,9 @@
  *      being created again (its name removed behind the pool's back) is
  *      replaced and its segment unpinned. An entry is reserved (BUSY, the
  *      file's inode) before the segment is made and published (LIVE) with
- *      it, so a process killed anywhere after its posix_fallocate began
- *      leaves an entry that names its file.
+ *      it, so a process killed after the reservation leaves an entry that
+ *      names its file (before it -- the fstat, 16+'s ftruncate, the stale
+ *      check -- a sparse name, as [orphans] says).
  *   [orphans] A process killed inside dsm_create, after its shm_open and
  *      before the registration in the control segment, leaves a name that
  *      PostgreSQL never removes (stock leaves the file, data and all). The
@@ -55,17 +56,22 @@
  *      is still the one entered (names_sweep); only the few instructions
  *      between shm_open and the reservation leave a name behind, sparse.
  *   [generation] When the postmaster removes its control segment (shutdown,
- *      and every crash restart) the whole pool goes: its memory punched out
- *      of the memfd, the postmaster's view dropped without reading the
- *      region (dsmpool_abandon: nothing a crashed backend wrote is trusted),
- *      the next control segment makes a new pool. A control segment
+ *      and every crash restart) the whole pool goes: the names its table
+ *      still holds removed ([orphans]: read and checked against the files,
+ *      never trusted), its memory punched out of the memfd, the
+ *      postmaster's view dropped without the allocator reading the region
+ *      (dsmpool_abandon: nothing a crashed backend wrote is trusted), its
+ *      anchor removed by dsmpool_sweep -- which removes, as it always does,
+ *      whatever any pool on the machine that no live process holds left --
+ *      and the next control segment makes a new pool. A control segment
  *      PostgreSQL found corrupt is left, not removed: the postmaster's next
- *      creation (always a control segment) ends the generation then. The postmaster unlinks
- *      the names of the old pool's segments without touching the pool. A
+ *      creation (always a control segment) ends the generation then. A
  *      child that detaches the control segment (dsm_detach_all: the
  *      syslogger, which survives crash restarts, and background workers
- *      without shared memory) drops the pool too, so no surviving process
- *      keeps an old pool mapped.
+ *      without shared memory) drops the pool too, so no surviving child of
+ *      the postmaster keeps an old pool mapped (a process a backend forks
+ *      without exec keeps it until it exits: its memory punched out, its
+ *      own writes there allocate again).
  *   [stock] With LD_PRELOAD alone: 4 KiB pages, no NUMA binding, nothing
  *      prefaulted, no thread and no helper process; an elastic pool, whose
  *      granules go back to the system when a segment's destroy frees them,
@@ -101,8 +107,15 @@
  *      log or resolve a symbol; before the constructor has run they are
  *      raw system calls. Serving calls (the creating posix_fallocate, the
  *      attaching shm_open, shm_unlink) call libdsmpool, which allocates its
- *      process-local segment objects: PostgreSQL makes them from ordinary
- *      code, never inside malloc or a signal handler.
+ *      process-local segment objects: PostgreSQL's backends make them from
+ *      ordinary code, never inside malloc or a signal handler. The
+ *      postmaster's two (its control segment's creation, which makes the
+ *      pool, and its removal, which ends the generation) run inside its
+ *      SIGCHLD handler at a crash restart on 15 (16 moved that work out of
+ *      handlers), as PostgreSQL's own reinitialization does there: 15's
+ *      postmaster unblocks signals only around its select(), so the
+ *      handler never interrupts an allocation or a lock. libdsmpool is
+ *      loaded once: a failed load is not retried at each restart.
  *
  * Threads: PostgreSQL's processes run one thread; the tables here are
  * process-local and unlocked. In a program that is not a postgres server
@@ -250,10 +263,10 @@ static char self_dir[PATH_MAX];
 /* ---- the state of this process ------------------------------------------- */
 
 typedef struct {
-    _Atomic uint64_t key; /* 0 never used; NAME_TOMB removed; NAME_BUSY|h in change; NAME_LIVE|h */
-    uint64_t seg;         /* the dsmpool handle */
-    uint64_t size;        /* the file's size, as PostgreSQL asked */
-    uint64_t ino;         /* the file's inode in /dev/shm */
+    _Atomic uint64_t key; /* [atom] 0 never used; NAME_TOMB removed; NAME_BUSY|h in change; NAME_LIVE|h */
+    uint64_t seg;         /* [own] the dsmpool handle: written by who holds the key BUSY */
+    uint64_t size;        /* [own] the file's size, as PostgreSQL asked: likewise */
+    uint64_t ino;         /* [own] the file's inode in /dev/shm: likewise */
 } name_ent;
 #define NAME_BUSY (UINT64_C(1) << 62)
 #define NAME_LIVE (UINT64_C(1) << 63)
@@ -370,10 +383,10 @@ static name_ent *name_reserve(uint32_t h, uint64_t size, uint64_t ino) {
     for (size_t i = 0, j = h % names_cap; i < names_cap; i++, j = j + 1 == names_cap ? 0 : j + 1) {
         name_ent *e = &names->e[j];
         uint64_t k = atomic_load_explicit(&e->key, memory_order_relaxed);
-        /* relaxed: claims a free entry; name_get never returns a BUSY one, and
-         * names_sweep reads one only when every writer is dead */
+        /* acquire on success: the last owner's reads and writes of the fields
+         * (name_take's, name_drop's release) come before ours */
         if ((k == 0 || k == NAME_TOMB) &&
-            atomic_compare_exchange_strong_explicit(&e->key, &k, NAME_BUSY | h, memory_order_relaxed,
+            atomic_compare_exchange_strong_explicit(&e->key, &k, NAME_BUSY | h, memory_order_acquire,
                                                     memory_order_relaxed)) {
             e->seg = 0;
             e->size = size;
@@ -393,8 +406,9 @@ static void name_publish(name_ent *e, uint32_t h, uint64_t seg) {
 
 /* The reserved entry goes unused (the segment is PostgreSQL's own). */
 static void name_drop(name_ent *e) {
-    /* relaxed: nobody reads the fields of an entry that is not LIVE */
-    atomic_store_explicit(&e->key, NAME_TOMB, memory_order_relaxed);
+    /* release: our writes of the fields before the entry is free for the
+     * next name_reserve (its acquire) */
+    atomic_store_explicit(&e->key, NAME_TOMB, memory_order_release);
 }
 
 /* Take h's entry out; its dsmpool handle, or 0. */
@@ -407,7 +421,7 @@ static uint64_t name_take(uint32_t h) {
                                                  memory_order_relaxed))
         return 0;
     uint64_t seg = e->seg;
-    /* release: our read of seg before the entry is free for another put */
+    /* release: our read of seg before the entry is free for the next name_reserve (its acquire) */
     atomic_store_explicit(&e->key, NAME_TOMB, memory_order_release);
     return seg;
 }
@@ -506,9 +520,9 @@ static bool huge_fits(size_t size, char *why, size_t n) {
 static void pool_make(void) {
     gen_tried = true;
     state.generation++;
-    const char *miss = load_dsmpool();
+    static const char *miss;
+    if (!miss) miss = load_dsmpool(); /* once: never again inside a restart's signal handler */
     if (miss) {
-        dp_lib = NULL;
         set_note("no pool: libdsmpool could not be loaded: %s", miss);
         return;
     }
@@ -691,6 +705,10 @@ EXPORT int shm_open(const char *name, int oflag, mode_t mode) {
     }
     name_ent *e = name_get(h);
     if (!e) return pass_shm_open(name, oflag, mode);
+    /* The fields are read without checking the key again: PostgreSQL
+     * attaches a segment only while its control slot's count says it lives
+     * (dsm_attach), so nobody takes h's entry during this attach; another
+     * entry would fail the inode check below. */
     /* a pool segment: its file (mode 0000) through O_PATH, for fstat */
     int err = errno;
     uint64_t seg = e->seg, size = e->size, ino = e->ino;
