@@ -27,6 +27,13 @@ finish() {
     exit $?
 }
 
+# apt_install PACKAGE...: from the machine's apt sources, their lists
+# refreshed first where apt does not know a package (a fresh machine has none)
+apt_install() {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2 && return 0
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+
 # in_small_shm "$0" "$@": the stock scripts run in a mount namespace of their
 # own whose /dev/shm is a 64 MB tmpfs (Docker's default --shm-size), as a
 # server in a container sees it, the host's untouched: the script is run

@@ -73,39 +73,7 @@ archive_of_machine() {
     local codename
     codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
     [ -n "$codename" ] || return 1
-    local f
-    for f in /etc/apt/sources.list.d/*.sources; do
-        [ -f "$f" ] || continue
-        awk -v cn="$codename" '
-            function flush() {
-                if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " cn " ") && uris != "") {
-                    split(uris, u, " "); print u[1], (key == "" ? "-" : key); found = 1; exit
-                }
-                types = suites = uris = key = ""
-            }
-            /^[ \t]*#/ { next }
-            /^[ \t]*$/ { flush(); next }
-            tolower($1) == "types:"     { $1 = ""; types = $0 }
-            tolower($1) == "uris:"      { $1 = ""; uris = $0; sub(/^ +/, "", uris) }
-            tolower($1) == "suites:"    { $1 = ""; suites = $0; sub(/^ +/, "", suites) }
-            tolower($1) == "signed-by:" { key = $2 }
-            END { if (!found) flush() }' "$f" | head -1 | grep . && return 0
-    done
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-        [ -f "$f" ] || continue
-        awk -v cn="$codename" '
-            $1 == "deb" {
-                i = 2; key = "-"
-                if ($2 ~ /^\[/) { # options
-                    for (; i <= NF; i++) {
-                        if ($i ~ /signed-by=/) { key = $i; sub(/.*signed-by=/, "", key); sub(/\].*/, "", key) }
-                        if ($i ~ /\]$/) { i++; break }
-                    }
-                }
-                if ($(i + 1) == cn) { print $i, key; exit }
-            }' "$f" | head -1 | grep . && return 0
-    done
-    return 1
+    deb_entries | awk -v cn="$codename" '$2 == cn {print $1, $4; exit}' | grep .
 }
 
 # The orig tarball of postgresql-18 from Debian's deb-src (unstable), through a

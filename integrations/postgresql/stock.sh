@@ -45,10 +45,10 @@ if [ ! -x "$B/postgres" ]; then
     log "installing postgresql-$V (no cluster made)"
     mkdir -p /etc/postgresql-common/createcluster.d
     echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/dsmpool-ci.conf
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "postgresql-$V" >&2 ||
+    apt_install "postgresql-$V" ||
         { fail "postgresql-$V could not be installed"; finish; }
 fi
-for p in strace; do command -v $p >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $p >&2; done
+command -v strace >/dev/null || apt_install strace
 pkgver=$(dpkg-query -W -f '${Version}' "postgresql-$V" 2>/dev/null)
 echo "server: Debian's postgresql-$V $pkgver ($("$B/postgres" --version))"
 need_user

@@ -77,7 +77,7 @@ if [ -n "$missing" ]; then
     log "installing:$missing (no cluster made)"
     mkdir -p /etc/postgresql-common/createcluster.d
     echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/dsmpool-ci.conf
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >&2 ||
+    apt_install $missing ||
         { fail "could not install:$missing"; finish; }
 fi
 pkgver=$(dpkg-query -W -f '${Version}' "postgresql-$V")

@@ -60,7 +60,7 @@ for p in "postgresql-$V" "postgresql-server-dev-$V"; do
     log "installing $p (no cluster made)"
     mkdir -p /etc/postgresql-common/createcluster.d
     echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/dsmpool-ci.conf
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$p" >&2 ||
+    apt_install "$p" ||
         { fail "$p could not be installed"; finish; }
 done
 echo "server: Debian's postgresql-$V $(dpkg-query -W -f '${Version}' "postgresql-$V") ($("$B/postgres" --version))"
