@@ -52,7 +52,14 @@ static void vfail(ar_vctx *v, const char *fmt, unsigned long long x) {
 static void vmark(ar_vctx *v, uint64_t e, uint32_t idx, uint32_t nchunks, dsmpool_ptr p) {
     if (v->err || e >= AR_MAX_ENTRIES || idx >= nchunks) return;
     if (!v->bits[e]) {
-        if (!(v->bits[e] = calloc((nchunks + 63) / 64, 8))) {
+        /* room for the chunks of any class, not this one's: while other
+         * processes work, the same entry may be read as two classes' (a span
+         * freed and made again between two reads), and a bitmap sized for the
+         * first was overrun by the second (ASan, safety_soak) */
+        uint32_t most = 0;
+        for (unsigned c = 0; c < AR_NCLS; c++)
+            if (cls_chunks(c) > most) most = cls_chunks(c);
+        if (!(v->bits[e] = calloc((most + 63) / 64, 8))) {
             v->err = -ENOMEM;
             snprintf(v->why, v->n, "out of memory");
             return;
