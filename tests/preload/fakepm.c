@@ -822,7 +822,9 @@ static bool shm_stat(uint32_t h, struct stat *st) {
     return stat(path, st) == 0;
 }
 
-static bool is_pool_file(uint32_t h, size_t n, char *why, size_t whylen) {
+/* h's file is of size n, with mode and data blocks (or none) as given;
+ * what it is in why */
+static bool file_is(uint32_t h, size_t n, unsigned mode, bool data, char *why, size_t whylen) {
     struct stat st;
     if (!shm_stat(h, &st)) {
         snprintf(why, whylen, "/dev/shm/PostgreSQL.%u: %s", h, strerror(errno));
@@ -830,18 +832,15 @@ static bool is_pool_file(uint32_t h, size_t n, char *why, size_t whylen) {
     }
     snprintf(why, whylen, "file: mode %04o, %lld blocks, size %lld", (unsigned)(st.st_mode & 07777),
              (long long)st.st_blocks, (long long)st.st_size);
-    return (st.st_mode & 07777) == 0 && st.st_blocks == 0 && (size_t)st.st_size == n;
+    return (st.st_mode & 07777) == mode && (st.st_blocks > 0) == data && (size_t)st.st_size == n;
 }
-
+/* the pool's: sparse, mode 0000 */
+static bool is_pool_file(uint32_t h, size_t n, char *why, size_t whylen) {
+    return file_is(h, n, 0, false, why, whylen);
+}
+/* PostgreSQL's own: data blocks, mode 0600 */
 static bool is_own_file(uint32_t h, size_t n, char *why, size_t whylen) {
-    struct stat st;
-    if (!shm_stat(h, &st)) {
-        snprintf(why, whylen, "/dev/shm/PostgreSQL.%u: %s", h, strerror(errno));
-        return false;
-    }
-    snprintf(why, whylen, "file: mode %04o, %lld blocks, size %lld", (unsigned)(st.st_mode & 07777),
-             (long long)st.st_blocks, (long long)st.st_size);
-    return (st.st_mode & 07777) == 0600 && st.st_blocks > 0 && (size_t)st.st_size == n;
+    return file_is(h, n, 0600, true, why, whylen);
 }
 
 /* dsm_postmaster_startup: a new control segment */
