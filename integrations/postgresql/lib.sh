@@ -34,6 +34,36 @@ apt_install() {
     apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
 }
 
+# stock_server PACKAGE...: the server the stock scripts judge, in B (its
+# bin directory), V (its major) and SERVER (what it is, for their output).
+# Debian's postgresql-$V (PG_STOCK_MAJOR, 15), installed with the packages
+# named if missing, no cluster made; or, with STOCK_BIN, the bin directory
+# of a server built here from PostgreSQL's source without patches (run.sh
+# stock18-check: 18.6). IS_PACKAGED says which (Debian's tools --
+# pg_createcluster, pg_ctlcluster -- only with the package).
+stock_server() {
+    if [ -n "${STOCK_BIN:-}" ]; then
+        B=$STOCK_BIN
+        [ -x "$B/postgres" ] || die "no postgres in STOCK_BIN ($B)"
+        V=$("$B/postgres" --version | sed -nE 's/.* ([0-9]+)(\.[0-9]+)?.*/\1/p')
+        SERVER="PostgreSQL $("$B/postgres" --version | awk '{print $NF}') built here from its source without patches ($B)"
+        IS_PACKAGED=0
+        return 0
+    fi
+    V=${PG_STOCK_MAJOR:-15}
+    B=/usr/lib/postgresql/$V/bin
+    IS_PACKAGED=1
+    local p
+    for p in "$@"; do
+        dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'ok installed' && continue
+        log "installing $p (no cluster made)"
+        mkdir -p /etc/postgresql-common/createcluster.d
+        echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/dsmpool-ci.conf
+        apt_install "$p" || return 1
+    done
+    SERVER="Debian's postgresql-$V $(dpkg-query -W -f '${Version}' "postgresql-$V") ($("$B/postgres" --version))"
+}
+
 # in_small_shm "$0" "$@": the stock scripts run in a mount namespace of their
 # own whose /dev/shm is a 64 MB tmpfs (Docker's default --shm-size), as a
 # server in a container sees it, the host's untouched: the script is run
@@ -103,6 +133,16 @@ wait_ready() {
 # those of the machine's own apt sources, turned into deb-src entries in a
 # sources file of our own, with lists and caches of our own: apt's
 # configuration, lists and caches are left as they were.
+
+# The URI and key of this machine's own Debian archive, from its apt sources
+# (deb822 *.sources, then one-line *.list and sources.list): the entry whose
+# suite is the release's codename. The repository names no archive host.
+archive_of_machine() {
+    local codename
+    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    [ -n "$codename" ] || return 1
+    deb_entries | awk -v cn="$codename" '$2 == cn {print $1, $4; exit}' | grep .
+}
 
 # deb_entries: "URI SUITE COMPONENT KEY" for each deb entry of this machine's
 # apt sources (deb822 *.sources, then one-line sources.list and *.list) whose

@@ -26,31 +26,26 @@
 #
 # Usage: stock.sh PREFIX BUILD_DIR   (BUILD_DIR holds libdsmpool-preload.so
 # and libdsmpool.so.0). Root, Debian 12. Ends with "N passed, N failed".
-# Environment: ROWS (10000000), ROUNDS (10), PG_STOCK_MAJOR (15).
+# Environment: ROWS (10000000), ROUNDS (10), PG_STOCK_MAJOR (15); STOCK_BIN:
+# instead of the package, the bin directory of a server built without
+# patches (run.sh stock18-check; the operator's way, which is Debian's
+# pg_ctlcluster, is the package's only). amcheck must be installed there.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 prefix=${1:?prefix}
 build=$(cd "${2:?build dir}" && pwd)
 ROWS=${ROWS:-10000000}
 ROUNDS=${ROUNDS:-10}
-V=${PG_STOCK_MAJOR:-15}
+V=${PG_STOCK_MAJOR:-15} # or the major of STOCK_BIN's server (stock_server)
 # shellcheck source=lib.sh
 source "$here/lib.sh"
 [ "$(id -u)" = 0 ] || die "run as root (mount namespaces, the server's user)"
 
 in_small_shm "$0" "$@"
 
-B=/usr/lib/postgresql/$V/bin
-if [ ! -x "$B/postgres" ]; then
-    log "installing postgresql-$V (no cluster made)"
-    mkdir -p /etc/postgresql-common/createcluster.d
-    echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/dsmpool-ci.conf
-    apt_install "postgresql-$V" ||
-        { fail "postgresql-$V could not be installed"; finish; }
-fi
+stock_server "postgresql-$V" || { fail "postgresql-$V could not be installed"; finish; }
 command -v strace >/dev/null || apt_install strace
-pkgver=$(dpkg-query -W -f '${Version}' "postgresql-$V" 2>/dev/null)
-echo "server: Debian's postgresql-$V $pkgver ($("$B/postgres" --version))"
+echo "server: $SERVER"
 need_user
 
 root="$prefix/stock-$V"
@@ -216,7 +211,7 @@ for c in stock shm-2g sysv min-dsm-1g preload; do
     fi
 done
 {
-    echo "The seed query ($ROWS rows, work_mem = 1GB, 2 workers) on Debian's postgresql-$V $pkgver,"
+    echo "The seed query ($ROWS rows, work_mem = 1GB, 2 workers) on $SERVER,"
     echo "/dev/shm a 64 MB tmpfs, $(nproc) CPUs:"
     echo
     echo "| config | setting | the join |"
@@ -308,9 +303,12 @@ rm -rf "$root/data2"
 
 ops=dsmpool-stock-check
 opsport=$((port + 2))
-pg_dropcluster --stop "$V" "$ops" >/dev/null 2>&1
-mkdir -p "$root/ops-sock" && chown postgres "$root/ops-sock"
-if pg_createcluster "$V" "$ops" -p "$opsport" -s "$root/ops-sock" -- --no-sync >"$root/ops.log" 2>&1; then
+if [ "$IS_PACKAGED" = 0 ]; then
+    ops="" # not Debian's server: no pg_ctlcluster
+    log "operator's way (pg_ctlcluster): Debian's package only, not run on $SERVER"
+elif pg_dropcluster --stop "$V" "$ops" >/dev/null 2>&1
+    mkdir -p "$root/ops-sock" && chown postgres "$root/ops-sock"
+    pg_createcluster "$V" "$ops" -p "$opsport" -s "$root/ops-sock" -- --no-sync >"$root/ops.log" 2>&1; then
     env_file=/etc/postgresql/$V/$ops/environment
     ops_psql() { runuser -u postgres -- "$B/psql" -h "$root/ops-sock" -p "$opsport" -X -q -A -t "$@" 2>&1 | tail -1; }
     ops_pm() { head -1 "$(pg_lsclusters -h "$V" "$ops" | awk '{print $6}')/postmaster.pid" 2>/dev/null; }

@@ -36,7 +36,9 @@
 #
 # Usage: check.sh PREFIX BUILD_DIR   (BUILD_DIR holds libdsmpool-preload.so
 # and libdsmpool.so.0). Root, Debian 12. Ends with "N passed, N failed".
-# Environment: ROWS (300000), PG_STOCK_MAJOR (15).
+# Environment: ROWS (300000), PG_STOCK_MAJOR (15); STOCK_BIN: instead of
+# the package, the bin directory of a server built without patches (run.sh
+# stock18-check).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 prefix=${1:?prefix}
@@ -54,16 +56,8 @@ check() { # check "what" command...: passes when the command does
     if "$@"; then pass "$what"; else fail "$what"; fi
 }
 
-B=/usr/lib/postgresql/$V/bin
-for p in "postgresql-$V" "postgresql-server-dev-$V"; do
-    dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'ok installed' && continue
-    log "installing $p (no cluster made)"
-    mkdir -p /etc/postgresql-common/createcluster.d
-    echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/dsmpool-ci.conf
-    apt_install "$p" ||
-        { fail "$p could not be installed"; finish; }
-done
-echo "server: Debian's postgresql-$V $(dpkg-query -W -f '${Version}' "postgresql-$V") ($("$B/postgres" --version))"
+stock_server "postgresql-$V" "postgresql-server-dev-$V" || { fail "postgresql-$V could not be installed"; finish; }
+echo "server: $SERVER"
 need_user
 
 root="$prefix/ext-$V"
