@@ -115,7 +115,9 @@
  *      handlers), as PostgreSQL's own reinitialization does there: 15's
  *      postmaster unblocks signals only around its select(), so the
  *      handler never interrupts an allocation or a lock. libdsmpool is
- *      loaded once: a failed load is not retried at each restart.
+ *      loaded once: a failed load is not retried at each restart, and
+ *      dlerror's words for it (libdsmpool.so.0, or a library it needs --
+ *      libnuma.so.1 -- missing) are the note the extension logs.
  *
  * Threads: PostgreSQL's processes run one thread; the tables here are
  * process-local and unlocked. In a program that is not a postgres server
@@ -439,13 +441,27 @@ static bool sym(void *fp, void *lib, const char *name) {
         if (!sym(&dp.f, dp_lib, n)) return n; \
     } while (0)
 
+/* Why libdsmpool did not load: dlerror's words for the copy beside this
+ * library (a missing dependency -- libnuma.so.1 in a container image without
+ * it -- shows there), then for the library path's. */
+static char load_why[400];
 static const char *load_dsmpool(void) {
     if (dp_lib) return NULL;
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/libdsmpool.so.0", self_dir);
     dp_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!dp_lib) dp_lib = dlopen("libdsmpool.so.0", RTLD_NOW | RTLD_LOCAL);
-    if (!dp_lib) return "libdsmpool.so.0 (not found beside the preload library nor on the library path)";
+    if (dp_lib) goto loaded;
+    const char *e = dlerror();
+    int n = snprintf(load_why, sizeof load_why, "beside the preload library: %s", e ? e : path);
+    dp_lib = dlopen("libdsmpool.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!dp_lib) {
+        e = dlerror();
+        if (n >= 0 && (size_t)n < sizeof load_why)
+            snprintf(load_why + n, sizeof load_why - (size_t)n, "; on the library path: %s",
+                     e ? e : "libdsmpool.so.0 not found");
+        return load_why;
+    }
+loaded:
     SYM(config_init_sized, "dsmpool_config_init_sized");
     SYM(create, "dsmpool_create");
     SYM(abandon, "dsmpool_abandon");
