@@ -7,9 +7,11 @@
 # integrations/postgresql/run.sh), and ends with the line "N passed, N failed"
 # summed over all of them, after a "failed: <way>: <test>" line for each
 # failure; and Debian's own postgresql-15 package with the preload library
-# (integrations/postgresql/run.sh stock-check). Exit status 0 only if none
-# failed.
-# Usage: tools/test.sh [plain] [asan] [tsan] [numa-vm] [postgresql] [stock]   (default: all)
+# (integrations/postgresql/run.sh stock-check); the same on PostgreSQL 18
+# built here without patches (stock18: run.sh stock18-check); the
+# PostgreSQL benchmarks in their smallest form (bench: run.sh bench-small,
+# that they run). Exit status 0 only if none failed.
+# Usage: tools/test.sh [plain] [asan] [tsan] [numa-vm] [postgresql] [stock] [stock18] [bench]   (default: all)
 #        tools/test.sh quick     the edit loop: the suites labelled "fast",
 #                                plain, in the build it keeps (build-quick/)
 #
@@ -29,7 +31,7 @@ if ! tools/deps.sh; then
     exit 1
 fi
 ways=("$@")
-[ ${#ways[@]} -eq 0 ] && ways=(plain asan tsan numa-vm postgresql stock)
+[ ${#ways[@]} -eq 0 ] && ways=(plain asan tsan numa-vm postgresql stock stock18 bench)
 passed=0
 failed=0
 once_done=""
@@ -73,8 +75,25 @@ for way in "${ways[@]}"; do
     stock)
         # Debian's packaged server with the preload library (no rebuild)
         mkdir -p "$cache"
-        external "Debian's postgresql-15 with the preload library and the extension: lifecycle, the container table, its own suites" \
-            '^(server:|source:|ok:|FAILED|\| |installcheck|test_shm_mq)' integrations/postgresql/run.sh stock-check "$cache/stock"
+        external "Debian's postgresql-15 with the preload library and the extension: lifecycle, the container table, its own suites, a real container" \
+            '^(server:|source:|podman:|image:|skip:|ok:|FAILED|\| |installcheck|test_shm_mq)' integrations/postgresql/run.sh stock-check "$cache/stock"
+        continue
+        ;;
+    stock18)
+        # PostgreSQL 18 built here without patches (the benchmarks' stock
+        # build, in the same cached prefix) with the preload library
+        mkdir -p "$cache"
+        external "PostgreSQL 18 built without patches with the preload library and the extension: lifecycle, the container table, its own suites" \
+            '^(server:|source:|ok:|FAILED|\| |installcheck|test_shm_mq)' \
+            flock "$cache/postgresql-18.lock" integrations/postgresql/run.sh stock18-check "$cache/postgresql-18"
+        continue
+        ;;
+    bench)
+        # the PostgreSQL benchmarks in their smallest form: that they run
+        mkdir -p "$cache"
+        external "the PostgreSQL benchmarks, smallest form (run.sh bench-small): every part runs and writes its table" \
+            '^(ok:|FAILED)' \
+            flock "$cache/postgresql-18.lock" integrations/postgresql/run.sh bench-small "$cache/postgresql-18"
         continue
         ;;
     numa-vm)

@@ -18,8 +18,22 @@
 #   run.sh container [PREFIX]  the seed query in a 64 MB /dev/shm (Docker's
 #                              default): stock, stock with min_dynamic_shared_
 #                              memory, dsmpool; a table (release builds)
-#   run.sh bench [PREFIX]      the benchmarks (bench.sh): stock against patched,
+#   run.sh bench [PREFIX]      the benchmarks (bench.sh): stock against patched
+#                              and against stock with the preload library,
 #                              release builds; results in bench/results/
+#   run.sh stock18-check [PREFIX] what of stock-check is not Debian's own
+#                              (all but pg_ctlcluster), on PostgreSQL 18
+#                              built here without patches (the benchmarks'
+#                              stock build), its regression tests from
+#                              that build's tree
+#   run.sh build-release [PREFIX] the release builds bench and container use
+#                              (patched, stock with amcheck and the
+#                              extension dsmpool)
+#   run.sh bench-small [PREFIX] the benchmarks in their smallest form (every
+#                              part, seconds each: that they run, not what
+#                              they say; the patched server is build's, the
+#                              stock one the release build; results under
+#                              PREFIX/bench-small)
 #   run.sh stock-check [PREFIX] the preload library (libdsmpool-preload.so) on
 #                              Debian's own postgresql-15 package, no rebuild:
 #                              lifecycle (initdb, single-user mode, crash
@@ -30,8 +44,10 @@
 #                              extension dsmpool built with PGXS and judged
 #                              there (extension/check.sh); PostgreSQL's own
 #                              installcheck, test_shm_mq and 013_crash_restart
-#                              from the package's source (suites.sh); ends
-#                              with "N passed, N failed" summed
+#                              from the package's source (suites.sh); the
+#                              container table in a real podman container
+#                              (podman.sh); ends with "N passed, N failed"
+#                              summed
 #
 # PREFIX defaults to integrations/postgresql/work. Run as root on Debian 12
 # (it installs what it needs); the server runs as the user "dsmpoolpg",
@@ -64,16 +80,6 @@ install_deps() {
         log "installing:$missing"
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >&2
     fi
-}
-
-# The URI and key of this machine's own Debian archive, from its apt sources
-# (deb822 *.sources, then one-line *.list and sources.list): the entry whose
-# suite is the release's codename. The repository names no archive host.
-archive_of_machine() {
-    local codename
-    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-    [ -n "$codename" ] || return 1
-    deb_entries | awk -v cn="$codename" '$2 == cn {print $1, $4; exit}' | grep .
 }
 
 # The orig tarball of postgresql-18 from Debian's deb-src (unstable), through a
@@ -206,18 +212,35 @@ build_release() {
     install_deps
     need_user
     fetch_source
-    [ -f "$(find "$prefix/dsmpool" -name dsmpool.pc 2>/dev/null | head -1)" ] || build_dsmpool
+    build_dsmpool # (incremental) the library, the preload library, the header
     if [ ! -x "$prefix/bench-pool/bin/postgres" ]; then
         log "PostgreSQL $PG_MAJOR patched, release build: $prefix/bench-pool"
         unpack src-bench-pool
         patch_tree "$prefix/src-bench-pool"
         configure_and_make "$prefix/src-bench-pool" "$prefix/bench-pool" with
     fi
+    build_stock_release
+}
+
+# stock PostgreSQL 18, release build, without patches: the benchmarks' stock
+# server and stock18-check's, with amcheck and the extension dsmpool
+build_stock_release() {
     if [ ! -x "$prefix/bench-stock/bin/postgres" ]; then
         log "PostgreSQL $PG_MAJOR stock, release build: $prefix/bench-stock"
         unpack src-bench-stock
         configure_and_make "$prefix/src-bench-stock" "$prefix/bench-stock"
     fi
+    # amcheck, for stock.sh's parallel index build (stock18-check)
+    [ -f "$("$prefix/bench-stock/bin/pg_config" --pkglibdir)/amcheck.so" ] ||
+        make -s -C "$prefix/src-bench-stock/contrib/amcheck" install >/dev/null 2>&1 ||
+        die "amcheck did not build in $prefix/src-bench-stock"
+    # the extension dsmpool, with PGXS, into the stock build (the preload
+    # configurations), from a copy of its source (the clone stays clean)
+    rm -rf "$prefix/ext-build" && mkdir -p "$prefix/ext-build"
+    cp "$here"/extension/{Makefile,dsmpool.c,dsmpool.control,dsmpool--1.0.sql} "$prefix/ext-build/"
+    make -s -C "$prefix/ext-build" PG_CONFIG="$prefix/bench-stock/bin/pg_config" \
+        PG_CPPFLAGS="-I$repo/include -I$here/preload" install >"$prefix/ext-build/make.log" 2>&1 ||
+        { tail -20 "$prefix/ext-build/make.log"; die "the extension dsmpool did not build against $prefix/bench-stock"; }
 }
 
 # ---- check ------------------------------------------------------------------------
@@ -546,33 +569,62 @@ do_check() {
     [ "$failed" = 0 ]
 }
 
+# stock_scripts BUILD_DIR OUT SCRIPT...: the preload library alone
+# (stock.sh), with the extension (extension/check.sh), under PostgreSQL's
+# own suites (suites.sh), in a real container (podman.sh), each with the
+# libraries of BUILD_DIR; each ends with "N passed, N failed"; the last
+# line is their sum
+stock_scripts() {
+    local sp=0 sf=0 s out p f build=$1 o=$2
+    shift 2
+    for s in "$@"; do
+        "$here/$s" "$prefix" "$build" 2>&1 | tee "$o" || true
+        out=$(tail -1 "$o")
+        p="" f=""
+        [[ $out =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]] && p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]}
+        [ -n "$p" ] || { p=0 f=1; echo "FAILED: $(basename "$s") ended without its summary line"; }
+        sp=$((sp + p)) sf=$((sf + f))
+    done
+    echo "$sp passed, $sf failed"
+    [ "$sf" = 0 ]
+}
+
 case "$cmd" in
 build) do_build ;;
 check) do_check ;;
-container) build_release && exec "$here/container.sh" "$prefix" ;;
-bench) build_release && exec "$here/bench.sh" "$prefix" ;;
+# the measuring runs take the prefix's lock, which tools/test.sh holds around
+# the runs of this script it makes (bench-small, stock18-check share the
+# prefix's builds, clusters' parent and ports)
+container) exec flock "$prefix.lock" sh -c '"$1" build-release "$2" && exec "$3" "$2"' sh "$0" "$prefix" "$here/container.sh" ;;
+bench) exec flock "$prefix.lock" sh -c '"$1" build-release "$2" && exec "$3" "$2"' sh "$0" "$prefix" "$here/bench.sh" ;;
+build-release) build_release ;;
+bench-small)
+    # the test build (run.sh build's, cached) is the patched server here: that
+    # the benchmarks run is what is checked, not their speed
+    do_build && build_stock_release && SMALL=1 POOL_BIN="$prefix/patched/bin" exec "$here/bench.sh" "$prefix"
+    ;;
+stock18-check)
+    # the stock scripts on PostgreSQL 18 built here without patches (the
+    # benchmarks' stock build): what of them is not Debian's own
+    install_deps
+    need_user
+    fetch_source
+    build_dsmpool
+    build_stock_release
+    [ "$(id -u)" = 0 ] && chown -R "$PGUSER_NAME" "$prefix/src-bench-stock"
+    STOCK_BIN="$prefix/bench-stock/bin" STOCK_SRC="$prefix/src-bench-stock" \
+        stock_scripts "$prefix/dsmpool-build" "$prefix/stock18-check.out" stock.sh extension/check.sh suites.sh
+    ;;
 stock-check)
     install_deps
     log "dsmpool (with the preload library): release build in $prefix/stock-build"
     { [ -f "$prefix/stock-build/build.ninja" ] ||
         meson setup "$prefix/stock-build" "$repo" --buildtype=release -Dtests=disabled -Dbench=disabled >/dev/null; } &&
         ninja -C "$prefix/stock-build" >/dev/null || die "the dsmpool build failed"
-    # the preload library alone (stock.sh), with the extension (extension/check.sh),
-    # under PostgreSQL's own suites (suites.sh):
-    # each ends with "N passed, N failed"; the last line is their sum
-    sp=0 sf=0
-    for s in "$here/stock.sh" "$here/extension/check.sh" "$here/suites.sh"; do
-        "$s" "$prefix" "$prefix/stock-build" 2>&1 | tee "$prefix/stock-check.out" || true
-        out=$(tail -1 "$prefix/stock-check.out")
-        p=$(echo "$out" | awk '/ passed, / {print $1}') f=$(echo "$out" | awk '/ passed, / {print $3}')
-        [ -n "$p" ] || { p=0 f=1; echo "FAILED: $(basename "$s") ended without its summary line"; }
-        sp=$((sp + p)) sf=$((sf + f))
-    done
-    echo "$sp passed, $sf failed"
-    [ "$sf" = 0 ]
+    stock_scripts "$prefix/stock-build" "$prefix/stock-check.out" stock.sh extension/check.sh suites.sh podman.sh
     ;;
 *)
-    sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
