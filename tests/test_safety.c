@@ -769,6 +769,14 @@ static int stress_kid(dsmpool *p, dsmpool_handle stable, shared *sh, int k, bool
     uint64_t seed = test_seed() + 31 * (uint64_t)k;
     if (namespaces && k == 0) {
         if (own_dev_shm(false) != 0) return 77;
+        /* one segment larger than the pool: an OS segment, made from this
+         * namespace in the pool's /dev/shm (through its inherited directory
+         * descriptor) whatever the allocators' pace -- under TSan they may
+         * not fill the pool in the soak's seconds */
+        dsmpool_seg *big;
+        if (dsmpool_seg_create(p, 64 * MIB, 0, &big) != 0) return 15;
+        memset(dsmpool_seg_address(big), 0x5a, dsmpool_seg_size(big));
+        dsmpool_seg_detach(big);
         int r = stress_allocator(p, stable, sh, seed);
         return r ? r : dsmpool_objects_in_dev_shm() == 0 ? 0 : 12;
     }
@@ -823,7 +831,7 @@ static void stress_case(size_t pool_size, bool namespaces) {
         int st = test_wait(kids[k]);
         cr_expect_eq(st, 0, "process %d: %d (%s)", k, st,
                      k < 3 ? "9, 10 an allocation was overwritten; 8, 11 a call failed; 12 objects in its "
-                             "own /dev/shm; 77 no namespace"
+                             "own /dev/shm; 15 no segment larger than the pool; 77 no namespace"
                            : "failed");
     }
     uint64_t ok = atomic_load(&sh->val[1]), busy = atomic_load(&sh->val[2]), bad = atomic_load(&sh->val[3]);
@@ -851,7 +859,9 @@ Test(safety_soak, allocators_destroyer_and_checker, .timeout = 600) { stress_cas
  * /dev/shm of its own and one in a pid namespace of its own, in a pool
  * small enough that blocks fall back to OS segments (they live in the
  * pool's /dev/shm, which the first one reaches through its inherited
- * directory descriptor); nothing is left in either /dev/shm. */
+ * directory descriptor; it makes one larger than the pool first, so that
+ * one fallback is there however slowly the soak runs); nothing is left in
+ * either /dev/shm. */
 Test(safety_soak, allocators_in_other_namespaces_destroyer_and_checker, .timeout = 600) {
     stress_case(48 * MIB, true);
 }
