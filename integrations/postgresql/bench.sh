@@ -372,7 +372,8 @@ settings() { # the server's settings for a configuration, a line each
         "dsmpool_resident_min = $ELASTIC_MIN" "dsmpool_idle_release = $ELASTIC_IDLE" "dsmpool_warm = $ELASTIC_WARM" ;;
     preload-4k) printf '%s\n' "min_dynamic_shared_memory = 0" "huge_pages = off" ;;
     preload-huge) printf '%s\n' "min_dynamic_shared_memory = 0" "huge_pages = on" "shared_preload_libraries = 'dsmpool'" \
-        "dsmpool.huge_pages = on" $([ "$POOL" = 2048 ] || echo "dsmpool.size = ${POOL}MB") "dsmpool.warm = $ELASTIC_WARM" "dsmpool.idle_release = $ELASTIC_IDLE" ;;
+        "dsmpool.huge_pages = on" "dsmpool.warm = $ELASTIC_WARM" "dsmpool.idle_release = $ELASTIC_IDLE"
+        [ "$POOL" = 2048 ] || echo "dsmpool.size = ${POOL}MB" ;; # 2048: dsmpool.size's default, left unset
     esac
 }
 
