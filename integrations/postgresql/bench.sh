@@ -88,8 +88,8 @@
 # preload-4k preload-huge": stock as shipped, stock at its best, dsmpool at
 # its best, the preload library alone and with its extension), PCONFIGS,
 # PRUNS (5), PSECS (10), PCLIENTS (2), PSCALE (10), IRUNS (10), ISHORT (1),
-# ILONG (5), ISAMPLE (200), ICONFIGS. The defaults take about 45 minutes on
-# 2 CPUs: seed 20, clients 16, vacuum 5, pgbench 4; idle about 30 more.
+# ILONG (5), ISAMPLE (200), ICONFIGS. The defaults take about 50 minutes on
+# 2 CPUs: seed 20, clients 16, vacuum 5, pgbench 7; idle about 30 more.
 # SMALL=1: the smallest form (run.sh bench-small, in the README's test
 # command): every part, idle included, on 100000 rows, one round each,
 # a few seconds apiece: that it runs and writes its tables, not what
