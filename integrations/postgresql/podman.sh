@@ -51,7 +51,9 @@ skip() {
 # ---- podman and the image, once ----------------------------------------------------------
 
 missing=""
-for p in podman runc conmon debootstrap; do
+# podman's recommends too (installed without them): where a machine's
+# podman would find them, this one does
+for p in podman runc conmon debootstrap containernetworking-plugins catatonit slirp4netns uidmap fuse-overlayfs; do
     dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing="$missing $p"
 done
 if [ -n "$missing" ]; then
