@@ -64,11 +64,14 @@ external() {
     passed=$((passed + p))
     failed=$((failed + f))
 }
+# pg18 COMMAND: integrations/postgresql/run.sh COMMAND on the cached
+# PostgreSQL 18 prefix, one run at a time (flock)
+pg18() { flock "$cache/postgresql-18.lock" integrations/postgresql/run.sh "$1" "$cache/postgresql-18"; }
+mkdir -p "$cache"
 for way in "${ways[@]}"; do
     case "$way" in
     postgresql)
-        # one run at a time uses the cached prefix (flock)
-        mkdir -p "$cache"
+        # one run at a time uses the cached prefix (flock), as pg18's
         external "build PostgreSQL 18 on dsmpool (or take it from $cache), then its own tests three ways, crash and shutdown tests" \
             '^(PostgreSQL \(|ok:|FAILED|crash test|  dsmpool:|=== PostgreSQL build cache)' \
             flock "$cache/postgresql-18.lock" sh -c 'integrations/postgresql/run.sh build "$1" &&
@@ -77,7 +80,6 @@ for way in "${ways[@]}"; do
         ;;
     stock)
         # Debian's packaged server with the preload library (no rebuild)
-        mkdir -p "$cache"
         external "Debian's postgresql-15 with the preload library and the extension: lifecycle, the container table, its own suites, a real container" \
             '^(server:|source:|podman:|image:|skip:|ok:|FAILED|\| |installcheck|test_shm_mq)' integrations/postgresql/run.sh stock-check "$cache/stock"
         continue
@@ -85,18 +87,14 @@ for way in "${ways[@]}"; do
     stock18)
         # PostgreSQL 18 built here without patches (the benchmarks' stock
         # build, in the same cached prefix) with the preload library
-        mkdir -p "$cache"
         external "PostgreSQL 18 built without patches with the preload library and the extension: lifecycle, the container table, its own suites" \
-            '^(server:|source:|ok:|FAILED|\| |installcheck|test_shm_mq)' \
-            flock "$cache/postgresql-18.lock" integrations/postgresql/run.sh stock18-check "$cache/postgresql-18"
+            '^(server:|source:|ok:|FAILED|\| |installcheck|test_shm_mq)' pg18 stock18-check
         continue
         ;;
     bench)
         # the PostgreSQL benchmarks in their smallest form: that they run
-        mkdir -p "$cache"
         external "the PostgreSQL benchmarks, smallest form (run.sh bench-small): every part runs and writes its table" \
-            '^(ok:|FAILED)' \
-            flock "$cache/postgresql-18.lock" integrations/postgresql/run.sh bench-small "$cache/postgresql-18"
+            '^(ok:|FAILED)' pg18 bench-small
         continue
         ;;
     numa-vm)

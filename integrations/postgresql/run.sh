@@ -126,6 +126,15 @@ unpack() { # unpack [dir]: the pristine source into $prefix/$1
     tar -xjf "$prefix"/download/postgresql-${PG_MAJOR}_*.orig.tar.bz2 -C "$to" --strip-components=1
 }
 
+# what every build here starts with: the packages, the server's user, the
+# source, dsmpool (incremental: the library, the preload library, the header)
+prepare() {
+    install_deps
+    need_user
+    fetch_source
+    build_dsmpool
+}
+
 build_dsmpool() {
     log "dsmpool: build and install into $prefix/dsmpool"
     meson setup "$prefix/dsmpool-build" "$repo" --buildtype=release --prefix="$prefix/dsmpool" \
@@ -181,10 +190,7 @@ build_key() {
 }
 
 do_build() {
-    install_deps
-    need_user
-    fetch_source
-    build_dsmpool
+    prepare
     # A build cache: the prefix (tools/test.sh keeps one outside the clone)
     # holds the patched build and the key it was made with; the same key,
     # and the build is taken as it is. Said either way.
@@ -209,10 +215,7 @@ do_build() {
 
 # release builds, for the container table and the benchmarks
 build_release() {
-    install_deps
-    need_user
-    fetch_source
-    build_dsmpool # (incremental) the library, the preload library, the header
+    prepare
     if [ ! -x "$prefix/bench-pool/bin/postgres" ]; then
         log "PostgreSQL $PG_MAJOR patched, release build: $prefix/bench-pool"
         unpack src-bench-pool
@@ -589,14 +592,20 @@ stock_scripts() {
     [ "$sf" = 0 ]
 }
 
+# locked_release_then SCRIPT: under the prefix's lock, the release builds,
+# then SCRIPT PREFIX
+locked_release_then() {
+    exec flock "$prefix.lock" sh -c '"$1" build-release "$2" && exec "$3" "$2"' sh "$0" "$prefix" "$1"
+}
+
 case "$cmd" in
 build) do_build ;;
 check) do_check ;;
 # the measuring runs take the prefix's lock, which tools/test.sh holds around
 # the runs of this script it makes (bench-small, stock18-check share the
 # prefix's builds, clusters' parent and ports)
-container) exec flock "$prefix.lock" sh -c '"$1" build-release "$2" && exec "$3" "$2"' sh "$0" "$prefix" "$here/container.sh" ;;
-bench) exec flock "$prefix.lock" sh -c '"$1" build-release "$2" && exec "$3" "$2"' sh "$0" "$prefix" "$here/bench.sh" ;;
+container) locked_release_then "$here/container.sh" ;;
+bench) locked_release_then "$here/bench.sh" ;;
 build-release) build_release ;;
 bench-small)
     # the test build (run.sh build's, cached) is the patched server here: that
@@ -606,10 +615,7 @@ bench-small)
 stock18-check)
     # the stock scripts on PostgreSQL 18 built here without patches (the
     # benchmarks' stock build): what of them is not Debian's own
-    install_deps
-    need_user
-    fetch_source
-    build_dsmpool
+    prepare
     build_stock_release
     [ "$(id -u)" = 0 ] && chown -R "$PGUSER_NAME" "$prefix/src-bench-stock"
     STOCK_BIN="$prefix/bench-stock/bin" STOCK_SRC="$prefix/src-bench-stock" \
