@@ -15,6 +15,14 @@
 #                              then the operator's view, the elastic pool
 #                              (its settings and maintainer), crash and
 #                              shutdown tests; ends with "N passed, N failed"
+#   run.sh api-check [PREFIX]  PostgreSQL 18 with the provider API patch
+#                              alone (provider/: RegisterDsmProvider and
+#                              its test module test_dsm_provider): the
+#                              module's TAP test, then check's suites with
+#                              the test provider serving; EXEC_BACKEND=1:
+#                              the same built -DEXEC_BACKEND, where it must
+#                              decline each segment (run.sh api-build: the
+#                              build alone)
 #   run.sh container [PREFIX]  the seed query in a 64 MB /dev/shm (Docker's
 #                              default): stock, stock with min_dynamic_shared_
 #                              memory, dsmpool; a table (release builds)
@@ -167,7 +175,7 @@ configure_and_make() {
     fi
     [ -n "$tests" ] && extra="--enable-cassert --enable-tap-tests"
     (cd "$tree" &&
-        ./configure --prefix="$inst" --without-icu --without-llvm $extra CPPFLAGS="$cppflags" \
+        ./configure --prefix="$inst" --without-icu --without-llvm $extra CPPFLAGS="$cppflags ${EXTRA_CPPFLAGS:-}" \
             LDFLAGS="$ldflags" LIBS="$libs" >configure.log 2>&1 || { tail -30 configure.log; exit 1; }
         nice make -s -j"$jobs" >make.log 2>&1 || { grep -E "error|Error" make.log | head -30; exit 1; }
         make -s install >/dev/null 2>&1
@@ -290,12 +298,39 @@ pool_log() { # pool_log label log want-fallback-lines
     fi
 }
 
+# the pool's view, after the test modules ran
+pool_view() {
+    echo "  pg_dsmpool: $(sql "select format('%s segments, %s areas and %s named segments from the pool; %s segments and %s areas fell back; peak bytes in OS segments: %s of segments, %s of areas', pool_segments, pool_areas, pool_named_segments, fallback_segments, fallback_areas, fallback_segment_bytes_peak, fallback_area_bytes_peak) from pg_dsmpool")"
+}
+
+# count_tap label output-file: a TAP run's subtests (prove's summary)
+count_tap() {
+    local label=$1 out=$2 ntests nfail
+    ntests=$(sed -nE 's/^Files=[0-9]+, Tests=([0-9]+),.*/\1/p' "$out")
+    if grep -q '^Result: PASS' "$out" && [ -n "$ntests" ]; then
+        echo "PostgreSQL ($label): All $ntests subtests passed."
+        passed=$((passed + ntests))
+    else
+        nfail=$(sed -nE 's/.*Failed ([0-9]+)\/[0-9]+ subtests.*/\1/p' "$out" | head -1)
+        echo "PostgreSQL ($label): ${nfail:-?} of ${ntests:-?} subtests failed"
+        grep -E '^not ok' "$out" | head -20
+        [ -n "$nfail" ] && [ -n "$ntests" ] && { failed=$((failed + nfail)); passed=$((passed + ntests - nfail)); } ||
+            fail "$label did not complete (see $out)"
+    fi
+}
+
 # regress name want-fallback conf-lines...: the main schedule, the test
-# modules (installcheck against one server) and the TAP crash-restart test
+# modules (installcheck against one server) and the TAP crash-restart test,
+# of the tree reg_tree, each log judged by reg_log (label log want), the
+# server's view shown by reg_view after the modules
+reg_tree=""
+reg_log=pool_log
+reg_view=pool_view
+reg_extra_install=""
 regress() {
     local name=$1 want=$2
     shift 2
-    local conf="$prefix/regress-$name.conf" tree="$prefix/src-patched" before left
+    local conf="$prefix/regress-$name.conf" tree=${reg_tree:-$prefix/src-patched} before left
     printf '%s\n' "$@" >"$conf"
     chmod 644 "$conf"
     local noinst="" # the first run installs the tree into tmp_install, the others use it
@@ -305,10 +340,11 @@ regress() {
     log "regression suite (make check), $name: $*"
     before=$(shm_objects)
     local out="$prefix/regress-$name.out"
-    as_pg make -C "$tree" check TEMP_CONFIG="$conf" $noinst >"$out" 2>&1 || true
+    as_pg make -C "$tree" check TEMP_CONFIG="$conf" $noinst ${reg_extra_install:+EXTRA_INSTALL=$reg_extra_install} \
+        >"$out" 2>&1 || true
     count_regress "$name" "$out"
     local plog="$tree/src/test/regress/log/postmaster.log"
-    pool_log "$name: make check" "$plog" "$want"
+    "$reg_log" "$name: make check" "$plog" "$want"
     cp "$plog" "$prefix/regress-$name.postmaster.log" 2>/dev/null || true
     left=$(shm_new "$before")
     [ -z "$left" ] && pass "$name: make check left nothing in /dev/shm" || fail "$name: make check left in /dev/shm: $left"
@@ -324,9 +360,9 @@ regress() {
             >"$out" 2>&1 || true
         count_regress "$name, $m" "$out"
     done
-    echo "  pg_dsmpool: $(sql "select format('%s segments, %s areas and %s named segments from the pool; %s segments and %s areas fell back; peak bytes in OS segments: %s of segments, %s of areas', pool_segments, pool_areas, pool_named_segments, fallback_segments, fallback_areas, fallback_segment_bytes_peak, fallback_area_bytes_peak) from pg_dsmpool")"
+    "$reg_view"
     server_stop "$pgbin"
-    pool_log "$name: modules" "$data/log" "$want"
+    "$reg_log" "$name: modules" "$data/log" "$want"
     cp "$data/log" "$prefix/modules-$name.log"
     left=$(shm_new "$before")
     [ -z "$left" ] && pass "$name: the modules left nothing in /dev/shm" || fail "$name: the modules left in /dev/shm: $left"
@@ -336,19 +372,9 @@ regress() {
     out="$prefix/tap-$name.out"
     as_pg make -C "$tree/src/test/recovery" check PROVE_TESTS=t/013_crash_restart.pl NO_TEMP_INSTALL=1 \
         TEMP_CONFIG="$conf" >"$out" 2>&1 || true
-    local ntests nfail
-    ntests=$(sed -nE 's/^Files=[0-9]+, Tests=([0-9]+),.*/\1/p' "$out")
-    if grep -q '^Result: PASS' "$out" && [ -n "$ntests" ]; then
-        echo "PostgreSQL ($name, 013_crash_restart): All $ntests subtests passed."
-        passed=$((passed + ntests))
-    else
-        nfail=$(sed -nE 's/.*Failed ([0-9]+)\/[0-9]+ subtests.*/\1/p' "$out" | head -1)
-        echo "PostgreSQL ($name, 013_crash_restart): ${nfail:-?} of ${ntests:-?} subtests failed"
-        [ -n "$nfail" ] && [ -n "$ntests" ] && { failed=$((failed + nfail)); passed=$((passed + ntests - nfail)); } ||
-            fail "$name: 013_crash_restart did not complete (see $out)"
-    fi
-    grep -h "dsmpool: after the crash" "$tree"/src/test/recovery/tmp_check/log/*013*.log 2>/dev/null |
-        sed 's/.*LOG: */  /' | head -2 || true
+    count_tap "$name, 013_crash_restart" "$out"
+    grep -h "dsmpool: after the crash\|test_dsm_provider: generation" "$tree"/src/test/recovery/tmp_check/log/*013*.log 2>/dev/null |
+        sed 's/.*LOG: */  /' | head -3 || true
     left=$(shm_new "$before")
     [ -z "$left" ] && pass "$name: 013_crash_restart left nothing in /dev/shm" ||
         fail "$name: 013_crash_restart left in /dev/shm: $left"
@@ -557,6 +583,93 @@ elastic_test() {
     [ -z "$left" ] && pass "elastic: nothing left in /dev/shm" || fail "elastic: left in /dev/shm: $left"
 }
 
+# ---- the provider API ---------------------------------------------------------
+
+# PostgreSQL 18 with the provider API patch alone (provider/*.patch: core and
+# its test module test_dsm_provider), cassert and TAP tests, into
+# $prefix/$api (api; api-eb with EXEC_BACKEND=1: compiled -DEXEC_BACKEND,
+# where children are exec'd, not forked); cached as the patched build is
+api=api
+[ "${EXEC_BACKEND:-0}" = 1 ] && api=api-eb
+api_key() {
+    {
+        basename "$(ls "$prefix"/download/postgresql-${PG_MAJOR}_*.orig.tar.bz2 | head -1)"
+        cat "$here"/provider/*.patch "$here/run.sh" "$here/lib.sh"
+        cc --version | head -1
+        echo "$api"
+    } | sha256sum | cut -c1-16
+}
+
+api_build() {
+    prepare
+    local key tree="$prefix/src-$api"
+    key=$(api_key)
+    if [ -x "$prefix/$api/bin/postgres" ] && [ -d "$tree" ] && [ "$(cat "$prefix/$api.key" 2>/dev/null)" = "$key" ]; then
+        log "PostgreSQL build cache: hit ($key, $prefix/$api)"
+        return 0
+    fi
+    log "PostgreSQL build cache: miss ($key): PostgreSQL $PG_MAJOR with the provider API into $prefix/$api"
+    rm -f "$prefix/$api.key"
+    unpack "src-$api"
+    local p
+    for p in "$here"/provider/*.patch; do
+        patch -s -d "$tree" -p1 <"$p" || die "patch $(basename "$p") does not apply"
+    done
+    rm -rf "${prefix:?}/$api"
+    local flags=""
+    [ "$api" = api-eb ] && flags=-DEXEC_BACKEND
+    EXTRA_CPPFLAGS=$flags configure_and_make "$tree" "$prefix/$api" "" tests
+    make -s -C "$tree/src/test/modules/test_dsm_provider" install >/dev/null 2>&1 ||
+        die "test_dsm_provider did not build"
+    [ "$(id -u)" = 0 ] && chown -R "$PGUSER_NAME" "$tree"
+    echo "$key" >"$prefix/$api.key"
+    log "built: $prefix/$api/bin/postgres"
+}
+
+# What test_dsm_provider logged of each generation it ended: with want 0 it
+# served segments; with want 1 (EXEC_BACKEND: no child inherits its region)
+# it served none and declined each request.
+provider_log() { # provider_log label log want
+    local label=$1 plog=$2 want=$3 lines s d
+    lines=$(grep -h "test_dsm_provider: generation" "$plog" 2>/dev/null | sed 's/.*LOG: *//' || true)
+    [ -n "$lines" ] && echo "$lines" | sed 's/^/  /'
+    s=$(echo "$lines" | awk '{s += $5} END {print s + 0}')
+    d=$(echo "$lines" | awk '{d += $9} END {print d + 0}')
+    if [ -z "$lines" ]; then
+        fail "$label: test_dsm_provider logged no generation"
+    elif [ "$want" = 0 ]; then
+        [ "$s" -gt 0 ] && pass "$label: the provider served $s segments (declined $d)" ||
+            fail "$label: the provider served nothing"
+    else
+        [ "$s" = 0 ] && [ "$d" -gt 0 ] && pass "$label: the provider declined all $d requests" ||
+            fail "$label: want every request declined, got $s served and $d declined"
+    fi
+}
+
+provider_view() {
+    sql "create extension if not exists test_dsm_provider" >/dev/null
+    echo "  test_dsm_provider: $(sql "select format('generation %s: %s segments served, %s declined, %s attached, %s destroyed; %s pages in use', generation, served, declined, attached, destroyed, pages_in_use) from test_dsm_provider_stats()")"
+}
+
+# the API's own TAP test, then PostgreSQL's suites with every segment that
+# the provider serves from it (regress: the main schedule with
+# debug_parallel_query = regress, the DSM/DSA test modules, 013_crash_restart)
+api_check() {
+    api_build
+    need_user
+    local tree="$prefix/src-$api" want=0
+    [ "$api" = api-eb ] && want=1
+    pgbin="$prefix/$api/bin"
+    log "TAP: src/test/modules/test_dsm_provider ($api)"
+    as_pg make -C "$tree/src/test/modules/test_dsm_provider" check >"$prefix/$api-tap.out" 2>&1 || true
+    count_tap "$api, test_dsm_provider" "$prefix/$api-tap.out"
+    temp_installed=1 # the TAP run made tmp_install, with the module in it
+    reg_tree=$tree reg_log=provider_log reg_view=provider_view
+    regress "$api" "$want" "shared_preload_libraries = 'test_dsm_provider'" "debug_parallel_query = regress"
+    echo "$passed passed, $failed failed"
+    [ "$failed" = 0 ]
+}
+
 do_check() {
     [ -x "$pgbin/postgres" ] || do_build
     need_user
@@ -601,6 +714,8 @@ locked_release_then() {
 case "$cmd" in
 build) do_build ;;
 check) do_check ;;
+api-build) api_build ;;
+api-check) api_check ;;
 # the measuring runs take the prefix's lock, which tools/test.sh holds around
 # the runs of this script it makes (bench-small, stock18-check share the
 # prefix's builds, clusters' parent and ports)
@@ -630,7 +745,7 @@ stock-check)
     stock_scripts "$prefix/stock-build" "$prefix/stock-check.out" stock.sh extension/check.sh suites.sh podman.sh
     ;;
 *)
-    sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,63p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
