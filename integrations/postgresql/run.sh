@@ -18,7 +18,9 @@
 #   run.sh api-check [PREFIX]  PostgreSQL 18 with the provider API patch
 #                              alone (provider/: RegisterDsmProvider and
 #                              its test module test_dsm_provider): the
-#                              module's TAP test, then check's suites with
+#                              module's TAP test, the extension dsmpool's
+#                              (extension/t: the pool through the API, no
+#                              LD_PRELOAD), then check's suites with
 #                              the test provider serving; EXEC_BACKEND=1:
 #                              the same built -DEXEC_BACKEND, where it must
 #                              decline each segment (run.sh api-build: the
@@ -654,6 +656,30 @@ provider_view() {
 # the API's own TAP test, then PostgreSQL's suites with every segment that
 # the provider serves from it (regress: the main schedule with
 # debug_parallel_query = regress, the DSM/DSA test modules, 013_crash_restart)
+# The extension dsmpool on the server with the API (extension/t): built with
+# PGXS against it and judged by its TAP test, the preload library of
+# build_dsmpool's install loaded by dsmpool.library, no LD_PRELOAD. Not
+# under EXEC_BACKEND, where no child inherits the pool (every segment is
+# PostgreSQL's own: test_dsm_provider's TAP test shows the declining).
+ext_tap() {
+    local d="$prefix/ext-$api" lib
+    lib=$(find "$prefix/dsmpool" -name libdsmpool-preload.so | head -1)
+    [ -n "$lib" ] || { fail "no libdsmpool-preload.so under $prefix/dsmpool"; return; }
+    log "TAP: the extension dsmpool (extension/t) on $api, dsmpool.library = $lib"
+    rm -rf "$d" && mkdir -p "$d"
+    cp -r "$here"/extension/{Makefile,dsmpool.c,dsmpool.control,dsmpool--1.0.sql,t} "$d/"
+    if ! make -s -C "$d" PG_CONFIG="$prefix/$api/bin/pg_config" PG_CPPFLAGS="-I$repo/include -I$here/preload" \
+        install >"$d/make.log" 2>&1; then
+        tail -20 "$d/make.log"
+        fail "the extension dsmpool did not build against $prefix/$api"
+        return
+    fi
+    [ "$(id -u)" = 0 ] && chown -R "$PGUSER_NAME" "$d"
+    as_pg make -C "$d" PG_CONFIG="$prefix/$api/bin/pg_config" installcheck TAP_TESTS=1 \
+        DSMPOOL_PRELOAD_LIB="$lib" >"$prefix/ext-$api-tap.out" 2>&1 || true
+    count_tap "$api, the extension dsmpool" "$prefix/ext-$api-tap.out"
+}
+
 api_check() {
     api_build
     need_user
@@ -663,6 +689,7 @@ api_check() {
     log "TAP: src/test/modules/test_dsm_provider ($api)"
     as_pg make -C "$tree/src/test/modules/test_dsm_provider" check >"$prefix/$api-tap.out" 2>&1 || true
     count_tap "$api, test_dsm_provider" "$prefix/$api-tap.out"
+    [ "$api" = api ] && ext_tap
     temp_installed=1 # the TAP run made tmp_install, with the module in it
     reg_tree=$tree reg_log=provider_log reg_view=provider_view
     regress "$api" "$want" "shared_preload_libraries = 'test_dsm_provider'" "debug_parallel_query = regress"
@@ -745,7 +772,7 @@ stock-check)
     stock_scripts "$prefix/stock-build" "$prefix/stock-check.out" stock.sh extension/check.sh suites.sh podman.sh
     ;;
 *)
-    sed -n '2,63p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,65p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

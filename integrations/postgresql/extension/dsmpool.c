@@ -8,11 +8,30 @@
  * Layer: a PostgreSQL module beside the preload library, in the same
  * processes. It does not link libdsmpool (the preload library dlopens it in
  * the postmaster alone): it reaches the pool only through what the preload
- * library exports, found with dlsym(RTLD_DEFAULT): dsmpool_preload_get_state()
- * and the versioned call table dsmpool_preload_get_ops()
- * (dsmpool_preload.h). It includes dsmpool.h for dsmpool_stats alone.
+ * library exports: dsmpool_preload_get_state() and the versioned call table
+ * dsmpool_preload_get_ops() (dsmpool_preload.h), found with
+ * dlsym(RTLD_DEFAULT) where LD_PRELOAD loaded it, else in the copy this
+ * module dlopens on a server with the DSM provider API. It includes
+ * dsmpool.h for dsmpool_stats alone.
+ *
+ * One provider, two ways in: the preload library makes and serves the pool
+ * either way; on a stock server it is reached from outside (LD_PRELOAD, its
+ * interposed libc calls), on a server with RegisterDsmProvider
+ * (integrations/postgresql/provider) from inside, through this module.
  *
  * Rules
+ *   [provider] Where the server exports RegisterDsmProvider (asked at run
+ *      time, so that one build runs on servers with and without it), the
+ *      postmaster's _PG_init loads the preload library itself
+ *      (dsmpool.library, dlopen, no LD_PRELOAD needed; the preloaded copy
+ *      if there is one), sets its state.provider, registers the provider
+ *      (calls into the library's seg_* ops) and a shmem_startup_hook that
+ *      begins each generation (gen_begin: at the start and at each crash
+ *      restart, which so discards the last one) and ends it at shutdown
+ *      (on_shmem_exit). Any dynamic_shared_memory_type: the control segment
+ *      stays with it, and so do the segments the pool refuses. Children
+ *      inherit the registration and the pool by fork; under EXEC_BACKEND
+ *      they register nothing, so every segment is PostgreSQL's own.
  *   [settings] dsmpool.size, .huge_pages, .numa, .resident_min,
  *      .idle_release and .warm are PGC_POSTMASTER settings. The postmaster's
  *      _PG_init (shared_preload_libraries load before the control segment
@@ -26,10 +45,12 @@
  *      in the log once, with what to do, registers no worker, and the view's
  *      one row says absent. A preload library of another version is absent
  *      the same way.
- *   [inert] dynamic_shared_memory_type sysv or mmap: PostgreSQL never makes
- *      a posix segment, so the preload library never makes a pool. The
- *      postmaster's _PG_init says so once; no worker; the view says inert.
- *   [maintainer] With the preload library and posix segments, _PG_init
+ *   [inert] dynamic_shared_memory_type sysv or mmap on a server without
+ *      the provider API: PostgreSQL never makes a posix segment, so the
+ *      preload library never makes a pool. The postmaster's _PG_init says
+ *      so once; no worker; the view says inert.
+ *   [maintainer] With the preload library and posix segments (or the
+ *      provider API, whatever dynamic_shared_memory_type), _PG_init
  *      registers one background worker, "dsmpool maintainer"
  *      (BGWORKER_SHMEM_ACCESS, started with the postmaster, restarted 5 s
  *      after it exits and at once after a crash restart). It is forked by
@@ -104,6 +125,7 @@ static bool guc_numa = false;
 static int	guc_resident_min = 0;
 static int	guc_idle_release = 0;
 static int	guc_warm = 0;
+static char *guc_library = NULL;
 
 /* _PG_init ran from shared_preload_libraries (inherited by every child) */
 static bool preloaded = false;
@@ -112,6 +134,56 @@ static bool preloaded = false;
 
 typedef dsmpool_preload_state *(*get_state_fn) (void);
 typedef const dsmpool_preload_ops *(*get_ops_fn) (void);
+
+/*
+ * [provider] PostgreSQL's DSM provider (storage/dsm.h's DsmProvider, of a
+ * server with integrations/postgresql/provider's patch), mirrored so that
+ * this module builds against servers without it.
+ */
+typedef struct
+{
+	const char *name;
+	bool		(*create) (Size size, uint64 *id, void **address, Size *mapped_size);
+	void		(*attach) (uint64 id, void **address, Size *mapped_size);
+	void		(*detach) (uint64 id, void *address, Size mapped_size);
+	void		(*destroy) (uint64 id);
+} provider_api;
+typedef void (*register_provider_fn) (const provider_api *provider);
+
+/* the copy of the preload library this module loaded, inherited by children */
+static void *library_handle = NULL;
+
+/* RegisterDsmProvider, where the server has it */
+static register_provider_fn
+provider_api_of_server(void)
+{
+	void	   *f = dlsym(RTLD_DEFAULT, "RegisterDsmProvider");
+	register_provider_fn fn;
+
+	memcpy(&fn, &f, sizeof fn);
+	return fn;
+}
+
+/* [provider] the library by dsmpool.library, once per process; why, if not */
+static void *
+library_open(const char **why)
+{
+	static char buf[512];
+
+	if (library_handle == NULL && guc_library != NULL && guc_library[0] != 0)
+	{
+		library_handle = dlopen(guc_library, RTLD_NOW | RTLD_LOCAL);
+		if (library_handle == NULL)
+		{
+			const char *e = dlerror();
+
+			snprintf(buf, sizeof buf, "dsmpool.library \"%s\" could not be loaded: %s",
+					 guc_library, e ? e : "no reason given");
+			*why = buf;
+		}
+	}
+	return library_handle;
+}
 
 /*
  * The preload library's state and calls, or NULL (and why, in *why) when
@@ -127,11 +199,16 @@ preload_find(const dsmpool_preload_ops **ops, const char **why)
 	dsmpool_preload_state *st;
 
 	*ops = NULL;
-	if (s == NULL)
+	*why = "the preload library libdsmpool-preload.so is not loaded";
+	if (s == NULL && provider_api_of_server() != NULL)
 	{
-		*why = "the preload library libdsmpool-preload.so is not loaded";
-		return NULL;
+		void	   *lib = library_open(why);
+
+		s = lib ? dlsym(lib, "dsmpool_preload_get_state") : NULL;
+		o = lib ? dlsym(lib, "dsmpool_preload_get_ops") : NULL;
 	}
+	if (s == NULL)
+		return NULL;
 	if (o == NULL)
 	{
 		*why = "the preload library is older than this extension (it exports no dsmpool_preload_get_ops)";
@@ -171,6 +248,80 @@ static const char *absent_hint =
 	"Start the server with LD_PRELOAD naming libdsmpool-preload.so (installed beside libdsmpool.so.0); "
 	"with pg_ctlcluster, put LD_PRELOAD = '/path/to/libdsmpool-preload.so' in /etc/postgresql/VERSION/CLUSTER/environment. "
 	"Or remove dsmpool from shared_preload_libraries.";
+static const char *absent_hint_api =
+	"This server has the DSM provider API: set dsmpool.library to the path of libdsmpool-preload.so "
+	"(installed beside libdsmpool.so.0), no LD_PRELOAD needed. Or remove dsmpool from shared_preload_libraries.";
+
+/* ---- [provider] ------------------------------------------------------------ */
+
+static const dsmpool_preload_ops *provider_ops = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static bool
+provider_create(Size size, uint64 *id, void **address, Size *mapped_size)
+{
+	size_t		len;
+
+	if (provider_ops->seg_create(size, id, address, &len) != 0)
+		return false;			/* full, or no room: PostgreSQL's own segment */
+	*mapped_size = len;
+	return true;
+}
+
+static void
+provider_attach(uint64 id, void **address, Size *mapped_size)
+{
+	size_t		len;
+	int			r = provider_ops->seg_attach(id, address, &len);
+
+	if (r != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("dsmpool: could not attach the pool's segment %llx: %s",
+						(unsigned long long) id, provider_ops->last_error()),
+				 errhint("The segment's creator went with its pool generation; retry the query.")));
+	*mapped_size = len;
+}
+
+/* detach and destroy must not throw: a failure is a bounded leak that the
+ * generation's end frees */
+static void
+provider_detach(uint64 id, void *address, Size mapped_size)
+{
+	(void) provider_ops->seg_detach(address);
+}
+
+static void
+provider_destroy(uint64 id)
+{
+	(void) provider_ops->seg_destroy(id);
+}
+
+static const provider_api provider = {
+	.name = "dsmpool",
+	.create = provider_create,
+	.attach = provider_attach,
+	.detach = provider_detach,
+	.destroy = provider_destroy,
+};
+
+static void
+provider_gen_end(int code, Datum arg)
+{
+	provider_ops->gen_end();
+}
+
+/* the postmaster's, each time it makes shared memory: the next generation */
+static void
+provider_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	if (IsUnderPostmaster)
+		return;
+	(void) provider_ops->gen_begin(); /* why not, if not: the maintainer logs it */
+	on_shmem_exit(provider_gen_end, (Datum) 0);
+}
 
 /* ---- settings ----------------------------------------------------------- */
 
@@ -204,6 +355,11 @@ define_settings(void)
 							"Set, the dsmpool maintainer (a background worker) gives it back.",
 							&guc_idle_release, 0, 0, INT_MAX,
 							PGC_POSTMASTER, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomStringVariable("dsmpool.library",
+							   "The preload library that a server with the DSM provider API loads (no LD_PRELOAD).",
+							   "A file name on the library path, or a path.",
+							   &guc_library, "libdsmpool-preload.so",
+							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("dsmpool.warm",
 							"Free memory of the dsmpool pool kept resident, ready for the next segment.",
 							"The dsmpool maintainer makes released memory resident again to keep this much free.",
@@ -269,6 +425,7 @@ _PG_init(void)
 	const dsmpool_preload_ops *ops;
 	dsmpool_preload_state *st;
 	const char *why;
+	register_provider_fn register_provider;
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;					/* loaded by a function call: the view alone */
@@ -279,16 +436,26 @@ _PG_init(void)
 		return;
 	check_settings();
 
+	register_provider = provider_api_of_server();
 	st = preload_find(&ops, &why);
 	if (st == NULL)
 	{
 		/* [absent] */
 		ereport(WARNING,
 				(errmsg("dsmpool: no pool: %s; dynamic shared memory is PostgreSQL's own", why),
-				 errhint("%s", absent_hint)));
+				 errhint("%s", register_provider ? absent_hint_api : absent_hint)));
 		return;
 	}
-	if (dynamic_shared_memory_type != DSM_IMPL_POSIX)
+	if (register_provider != NULL)
+	{
+		/* [provider] before the control segment: the interposed calls never serve */
+		st->provider = true;
+		provider_ops = ops;
+		register_provider(&provider);
+		prev_shmem_startup_hook = shmem_startup_hook;
+		shmem_startup_hook = provider_shmem_startup;
+	}
+	else if (dynamic_shared_memory_type != DSM_IMPL_POSIX)
 	{
 		/* [inert] */
 		ereport(LOG,
@@ -330,9 +497,11 @@ announce(const dsmpool_preload_state *st, const dsmpool_preload_ops *ops)
 		return;
 	ereport(LOG,
 			(errmsg("dsmpool: generation %llu: a pool of %zu MB in %zu kB pages serves dynamic shared memory segments "
-					"(%zu MB resident; dsmpool.resident_min %d MB, dsmpool.idle_release %d ms, dsmpool.warm %d MB)",
+					"(%zu MB resident; dsmpool.resident_min %d MB, dsmpool.idle_release %d ms, dsmpool.warm %d MB), "
+					"through %s",
 					(unsigned long long) st->generation, st->pool_size / MB, s.page_size / 1024,
-					s.resident_bytes / MB, guc_resident_min, guc_idle_release, guc_warm)));
+					s.resident_bytes / MB, guc_resident_min, guc_idle_release, guc_warm,
+					st->provider ? "the server's DSM provider API" : "the preload library's interposed calls")));
 	if (st->settings.huge_pages && !s.huge_pages)
 		ereport(LOG,
 				(errmsg("dsmpool: the pool is in %zu kB pages (dsmpool.huge_pages is on): %s",
@@ -462,8 +631,9 @@ pg_dsmpool_stats(PG_FUNCTION_ARGS)
 
 	st = preload_find(&ops, &why);
 	if (st == NULL)
-		snprintf(note, sizeof note, "absent: %s. %s", why, absent_hint);
-	else if (dynamic_shared_memory_type != DSM_IMPL_POSIX)
+		snprintf(note, sizeof note, "absent: %s. %s", why,
+				 provider_api_of_server() ? absent_hint_api : absent_hint);
+	else if (!st->provider && dynamic_shared_memory_type != DSM_IMPL_POSIX)
 		snprintf(note, sizeof note, "inert: dynamic_shared_memory_type is %s; the pool serves posix segments only",
 				 dsm_type_name());
 	else

@@ -95,6 +95,19 @@
  *      the winner of a CAS. Nothing is logged where the refusal happens
  *      (inside posix_fallocate): the extension's background worker reads the
  *      counts and logs the first refusal once per generation.
+ *   [provider] On a server with PostgreSQL's DSM provider API
+ *      (RegisterDsmProvider) the extension dlopens this library, without
+ *      LD_PRELOAD, and is the provider: state.provider is set, the
+ *      generation is the postmaster's gen_begin to the next gen_begin or
+ *      gen_end (the extension's shmem_startup_hook and on_shmem_exit), and
+ *      segments come through the seg_* calls, by the pool's own handles,
+ *      with no name in /dev/shm: PostgreSQL keeps the handle in its control
+ *      segment. The interposed calls never serve then, even preloaded. A
+ *      segment is pinned while PostgreSQL's control item lives, as [table]'s
+ *      are; this process's mappings are in maps (by address, for detach).
+ *      The counts and claims are the name table's header, as below. Under
+ *      EXEC_BACKEND children inherit no pool: every seg_* call is -ENOENT,
+ *      and PostgreSQL makes the segment the usual way.
  *   [window] The extension reaches the pool only through
  *      dsmpool_preload_get_ops() (a versioned table of calls on this
  *      process's pool, read at each call, so nobody holds an old
@@ -698,7 +711,7 @@ EXPORT int shm_open(const char *name, int oflag, mode_t mode) {
          * asserts IsUnderPostmaster): a new one while one is known means that
          * PostgreSQL found the old one corrupt and left it (its names leak, as
          * stock's do): this generation ends here. */
-        if (fd >= 0 && (oflag & O_CREAT) && control_known && h != control_h) {
+        if (fd >= 0 && (oflag & O_CREAT) && control_known && h != control_h && !state.provider) {
             int e = errno;
             pool_discard();
             errno = e;
@@ -708,12 +721,12 @@ EXPORT int shm_open(const char *name, int oflag, mode_t mode) {
             control_known = true; /* the postmaster's first creation: the control segment */
             control_h = h;
             fd_track(fd, FD_CONTROL, h);
-            if (!gen_tried && !pool && may_make_pool()) pool_make();
+            if (!gen_tried && !pool && may_make_pool() && !state.provider) pool_make();
             errno = e;
         }
         return fd;
     }
-    if (!pool) return pass_shm_open(name, oflag, mode);
+    if (!pool || state.provider) return pass_shm_open(name, oflag, mode);
     if (oflag & O_CREAT) {
         int fd = pass_shm_open(name, oflag, mode);
         if (fd >= 0) fd_track(fd, FD_CREATING, h); /* full: PostgreSQL's own segment */
@@ -854,11 +867,11 @@ EXPORT int shm_unlink(const char *name) {
     if (is_postmaster()) {
         /* the postmaster never touches the pool's segments ([generation]) */
         int r = pass_shm_unlink(name), e = errno;
-        if (control_known && h == control_h) pool_discard();
+        if (control_known && h == control_h && !state.provider) pool_discard();
         errno = e;
         return r;
     }
-    if (pool) {
+    if (pool && !state.provider) {
         uint64_t seg = name_take(h);
         if (seg) {
             int e = errno;
@@ -913,6 +926,71 @@ static bool ops_claim(unsigned what) {
 }
 static const char *ops_last_error(void) { return dp.last_error ? dp.last_error() : ""; }
 
+/* [provider]: the postmaster's generation, begun each time PostgreSQL makes
+ * shared memory (the previous one ends first: every child is gone then) */
+static int ops_gen_begin(void) {
+    if (!is_postmaster()) return -EPERM;
+    state.provider = true;
+    pool_discard();
+    if (may_make_pool()) pool_make();
+    return pool ? 0 : -ENOENT;
+}
+static void ops_gen_end(void) {
+    if (is_postmaster()) pool_discard();
+}
+static int map_add(dsmpool_seg *s, uint64_t *id, void **addr, size_t *len) {
+    maps[nmaps++] = (map_ent){dp.seg_address(s), s};
+    *id = dp.seg_handle(s);
+    *addr = dp.seg_address(s);
+    *len = dp.seg_size(s);
+    return 0;
+}
+static int ops_seg_create(size_t size, uint64_t *id, void **addr, size_t *len) {
+    if (!pool || !state.provider || is_postmaster()) return -ENOENT;
+    if (nmaps == maps_cap) {
+        note_refusal(size, "this process maps as many pool segments as PostgreSQL has slots");
+        return -ENOSPC;
+    }
+    dsmpool_seg *s = NULL;
+    int r = dp.seg_create(pool, size, DSMPOOL_SEG_NO_FALLBACK, &s);
+    if (r == 0 && (r = dp.seg_pin(s)) != 0) {
+        dp.seg_detach(s); /* not pinned: the last reference destroys */
+        s = NULL;
+    }
+    if (r != 0) {
+        note_refusal(size, dp.last_error()); /* full, or no room: PostgreSQL's own segment */
+        return r;
+    }
+    state.served++;
+    atomic_fetch_add_explicit(&names->served, 1, memory_order_relaxed); /* relaxed: a statistic */
+    return map_add(s, id, addr, len);
+}
+static int ops_seg_attach(uint64_t id, void **addr, size_t *len) {
+    if (!pool || !state.provider) return -ENOENT;
+    if (nmaps == maps_cap) return -ENOSPC;
+    dsmpool_seg *s = NULL;
+    int r = dp.seg_attach(pool, id, &s);
+    return r ? r : map_add(s, &id, addr, len);
+}
+static int ops_seg_detach(void *addr) {
+    for (size_t i = 0; i < nmaps; i++)
+        if (maps[i].addr == addr) {
+            int r = dp.seg_detach(maps[i].seg);
+            maps[i] = maps[--nmaps];
+            return r;
+        }
+    return -ENOENT;
+}
+static int ops_seg_destroy(uint64_t id) {
+    if (!pool || !state.provider) return -ENOENT;
+    int r = dp.seg_unpin(pool, id);
+    if (r != 0)
+        state.unpin_failed++; /* a bounded leak: the generation's end frees it */
+    else if (!maintained())   /* [stock]; else the maintainer, after idle_release_ms */
+        (void)dp.trim(pool, state.settings.resident_min + state.settings.warm_bytes, NULL);
+    return r;
+}
+
 static const dsmpool_preload_ops ops = {
     .version = DSMPOOL_PRELOAD_OPS_VERSION,
     .get_stats = ops_get_stats,
@@ -922,6 +1000,12 @@ static const dsmpool_preload_ops ops = {
     .counts = ops_counts,
     .claim = ops_claim,
     .last_error = ops_last_error,
+    .gen_begin = ops_gen_begin,
+    .gen_end = ops_gen_end,
+    .seg_create = ops_seg_create,
+    .seg_attach = ops_seg_attach,
+    .seg_detach = ops_seg_detach,
+    .seg_destroy = ops_seg_destroy,
 };
 EXPORT const dsmpool_preload_ops *dsmpool_preload_get_ops(void);
 EXPORT const dsmpool_preload_ops *dsmpool_preload_get_ops(void) { return &ops; }

@@ -14,7 +14,7 @@
  * (about 0.3%: 8 MiB), nothing else until segments use it. */
 #define DSMPOOL_PRELOAD_DEFAULT_SIZE ((size_t)2 << 30)
 
-#define DSMPOOL_PRELOAD_STATE_VERSION 1
+#define DSMPOOL_PRELOAD_STATE_VERSION 2
 typedef struct dsmpool_preload_state {
     int version;
     /* set by the extension in the postmaster's _PG_init, before the first
@@ -27,6 +27,8 @@ typedef struct dsmpool_preload_state {
         size_t warm_bytes;
         unsigned idle_release_ms;
     } settings;
+    bool provider;          /* the way in is the server's DSM provider API (ops' gen_begin and
+                               seg_*), not the interposed calls, which then never serve */
     bool serving;           /* this process has the pool */
     uint64_t generation;    /* pools made (one per start and crash restart) */
     int pool_pid;           /* the postmaster that made it */
@@ -57,7 +59,7 @@ typedef struct dsmpool_preload_counts {
  * dlsym(RTLD_DEFAULT, ...); the extension does not link libdsmpool). Each
  * call works on this process's pool of its generation and returns -ENOENT
  * where it has none; 0 or -errno, last_error() saying why. */
-#define DSMPOOL_PRELOAD_OPS_VERSION 1
+#define DSMPOOL_PRELOAD_OPS_VERSION 2
 struct dsmpool_stats;
 typedef struct dsmpool_preload_ops {
     int version;
@@ -68,6 +70,19 @@ typedef struct dsmpool_preload_ops {
     int (*counts)(dsmpool_preload_counts *out);
     bool (*claim)(unsigned what); /* true for the first caller of the generation (a bit above) */
     const char *(*last_error)(void);
+    /* The provider's way in (a server with RegisterDsmProvider; the library
+     * dlopened by the extension, or preloaded). The postmaster ends its
+     * generation, if any, and makes the next pool (gen_begin: each time
+     * shared memory is made, at the start and at each crash restart) or
+     * ends it (gen_end: at shutdown); then any process of the generation
+     * creates a pinned pool segment (id: its dsmpool handle), attaches it,
+     * detaches its mapping, and unpins it once nobody maps it (destroy). */
+    int (*gen_begin)(void);
+    void (*gen_end)(void);
+    int (*seg_create)(size_t size, uint64_t *id, void **addr, size_t *len);
+    int (*seg_attach)(uint64_t id, void **addr, size_t *len);
+    int (*seg_detach)(void *addr);
+    int (*seg_destroy)(uint64_t id);
 } dsmpool_preload_ops;
 
 #endif

@@ -1,0 +1,112 @@
+# The extension dsmpool on a server with the DSM provider API
+# (integrations/postgresql/provider): the pool serves dynamic shared memory
+# through RegisterDsmProvider, with no LD_PRELOAD, and each crash restart
+# discards the pool's generation for the next.
+#
+# Run with PGXS against that server, the preload library named by
+# DSMPOOL_PRELOAD_LIB (a path):
+#   make PG_CONFIG=.../bin/pg_config installcheck TAP_TESTS=1 \
+#        DSMPOOL_PRELOAD_LIB=/path/to/libdsmpool-preload.so
+use strict;
+use warnings FATAL => 'all';
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $lib = $ENV{DSMPOOL_PRELOAD_LIB};
+plan skip_all => 'DSMPOOL_PRELOAD_LIB names no file' unless defined $lib && -f $lib;
+
+my $node = PostgreSQL::Test::Cluster->new('provider');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'dsmpool'
+dsmpool.library = '$lib'
+max_worker_processes = 16
+max_parallel_workers_per_gather = 4
+restart_after_crash = on
+parallel_setup_cost = 0
+parallel_tuple_cost = 0
+min_parallel_table_scan_size = 0
+enable_parallel_hash = on
+});
+$node->start;
+
+# A parallel hash join (the settings above) whose shared hash table is in
+# DSM (DSA) segments.
+my $join = 'SELECT count(*), sum(t.b) FROM t JOIN u USING (a)';
+my $right = '300000|149850000';
+sub stats
+{
+	return $node->safe_psql('postgres',
+		'SELECT serving, generation, segments_served, segments_refused FROM pg_dsmpool');
+}
+
+# The pool is made by the provider, not the interposed calls; the line is
+# the maintainer's (a background worker), when it starts.
+ok( $node->wait_for_log(
+		qr/dsmpool: generation 1: a pool of 2048 MB .* through the server's DSM provider API/),
+	'the maintainer says generation 1 serves through the provider API');
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION dsmpool;
+CREATE TABLE t AS SELECT g AS a, g % 1000 AS b FROM generate_series(1, 300000) g;
+CREATE TABLE u AS SELECT g AS a FROM generate_series(1, 300000) g;
+ANALYZE t; ANALYZE u;
+});
+like(
+	$node->safe_psql('postgres', "EXPLAIN (COSTS OFF) $join"),
+	qr/Parallel Hash Join/,
+	'the join is a parallel hash join');
+is($node->safe_psql('postgres', $join), $right, 'the join is right');
+like(stats(), qr/^t\|1\|[1-9][0-9]*\|0$/,
+	'generation 1 served the join\'s segments, refusing none');
+# Crash restart: a killed server process ends the generation, and the next
+# generation has a pool of its own.
+my $victim = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'");
+my $log_at = -s $node->logfile;
+kill 'KILL', $victim;
+ok( $node->wait_for_log(qr/all server processes terminated; reinitializing/, $log_at),
+	'the killed walwriter makes the server reinitialize');
+ok($node->wait_for_log(qr/dsmpool: generation 2: a pool of/, $log_at),
+	'and the log says generation 2 has a pool');
+$node->poll_query_until('postgres', 'SELECT true') or die 'the server did not come back';
+is($node->safe_psql('postgres', $join), $right, 'the join is right after the crash restart');
+like(stats(), qr/^t\|2\|[1-9][0-9]*\|0$/, 'generation 2 served the join');
+
+# A small pool: what it cannot serve PostgreSQL makes itself, the refusals
+# are counted, and the first alone is logged; the maintainer gives back
+# what the join made resident once the pool is idle.
+$node->append_conf('postgresql.conf', "dsmpool.size = '8MB'\ndsmpool.idle_release = '1s'");
+$node->restart;
+$log_at = 0;
+is($node->safe_psql('postgres', $join), $right, 'the join is right in an 8 MB pool');
+is($node->safe_psql('postgres', $join), $right, 'and again');
+like(stats(), qr/^t\|1\|[1-9][0-9]*\|[1-9][0-9]*$/,
+	'the 8 MB pool served some segments and refused others');
+my $refusals = () =
+  slurp_file($node->logfile) =~ /could not serve a dynamic shared memory segment/g;
+is($refusals, 1, 'the log has the first refusal alone');
+ok( $node->poll_query_until(
+		'postgres', 'SELECT resident <= 2 * 1024 * 1024 FROM pg_dsmpool'),
+	'what the joins made resident goes back');
+
+# A library that is not there: a WARNING that says what to do, the view
+# says absent, and PostgreSQL makes every segment.
+$node->append_conf('postgresql.conf',
+	"dsmpool.size = '2GB'\ndsmpool.idle_release = 0\ndsmpool.library = '/nonexistent/libdsmpool-preload.so'");
+$log_at = -s $node->logfile;
+$node->restart;
+ok( $node->log_contains(
+		qr/WARNING:  dsmpool: no pool: dsmpool.library "\/nonexistent\/libdsmpool-preload.so" could not be loaded/,
+		$log_at),
+	'a missing dsmpool.library is a WARNING naming it');
+ok($node->log_contains(qr/HINT:  This server has the DSM provider API: set dsmpool.library/, $log_at),
+	'with a hint that says what to set');
+like($node->safe_psql('postgres', 'SELECT note FROM pg_dsmpool'),
+	qr/^absent: /, 'the view says absent');
+is($node->safe_psql('postgres', $join), $right, 'the join is right without a pool');
+
+$node->stop;
+done_testing();
