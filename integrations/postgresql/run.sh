@@ -587,8 +587,9 @@ elastic_test() {
 
 # ---- the provider API ---------------------------------------------------------
 
-# PostgreSQL 18 with the provider API patch alone (provider/*.patch: core and
-# its test module test_dsm_provider), cassert and TAP tests, into
+# PostgreSQL 18 with the provider API patch alone (provider/0001-*.patch: core
+# and its test module test_dsm_provider; 0000-cover-letter.patch is the
+# proposal's letter, applied to nothing), cassert and TAP tests, into
 # $prefix/$api (api; api-eb with EXEC_BACKEND=1: compiled -DEXEC_BACKEND,
 # where children are exec'd, not forked); cached as the patched build is
 api=api
@@ -596,7 +597,7 @@ api=api
 api_key() {
     {
         basename "$(ls "$prefix"/download/postgresql-${PG_MAJOR}_*.orig.tar.bz2 | head -1)"
-        cat "$here"/provider/*.patch "$here/run.sh" "$here/lib.sh"
+        cat "$here"/provider/0[0-9][0-9][1-9]-*.patch "$here/run.sh" "$here/lib.sh"
         cc --version | head -1
         echo "$api"
     } | sha256sum | cut -c1-16
@@ -614,7 +615,7 @@ api_build() {
     rm -f "$prefix/$api.key"
     unpack "src-$api"
     local p
-    for p in "$here"/provider/*.patch; do
+    for p in "$here"/provider/0[0-9][0-9][1-9]-*.patch; do
         patch -s -d "$tree" -p1 <"$p" || die "patch $(basename "$p") does not apply"
     done
     rm -rf "${prefix:?}/$api"
@@ -653,9 +654,6 @@ provider_view() {
     echo "  test_dsm_provider: $(sql "select format('generation %s: %s segments served, %s declined, %s attached, %s destroyed; %s pages in use', generation, served, declined, attached, destroyed, pages_in_use) from test_dsm_provider_stats()")"
 }
 
-# the API's own TAP test, then PostgreSQL's suites with every segment that
-# the provider serves from it (regress: the main schedule with
-# debug_parallel_query = regress, the DSM/DSA test modules, 013_crash_restart)
 # The extension dsmpool on the server with the API (extension/t): built with
 # PGXS against it and judged by its TAP test, the preload library of
 # build_dsmpool's install loaded by dsmpool.library, no LD_PRELOAD. Not
@@ -680,6 +678,10 @@ ext_tap() {
     count_tap "$api, the extension dsmpool" "$prefix/ext-$api-tap.out"
 }
 
+# the API's own TAP test, the extension's (not under EXEC_BACKEND), then
+# PostgreSQL's suites with every segment that the provider serves from it
+# (regress: the main schedule with debug_parallel_query = regress, the
+# DSM/DSA test modules, 013_crash_restart)
 api_check() {
     api_build
     need_user

@@ -23,15 +23,18 @@
  *   [provider] Where the server exports RegisterDsmProvider (asked at run
  *      time, so that one build runs on servers with and without it), the
  *      postmaster's _PG_init loads the preload library itself
- *      (dsmpool.library, dlopen, no LD_PRELOAD needed; the preloaded copy
- *      if there is one), sets its state.provider, registers the provider
+ *      (dsmpool.library: a path, or a file name looked up in $libdir and
+ *      then on the library path; dlopen, no LD_PRELOAD needed; the
+ *      preloaded copy if there is one), sets its state.provider, registers the provider
  *      (calls into the library's seg_* ops) and a shmem_startup_hook that
  *      begins each generation (gen_begin: at the start and at each crash
  *      restart, which so discards the last one) and ends it at shutdown
  *      (on_shmem_exit). Any dynamic_shared_memory_type: the control segment
  *      stays with it, and so do the segments the pool refuses. Children
- *      inherit the registration and the pool by fork; under EXEC_BACKEND
- *      they register nothing, so every segment is PostgreSQL's own.
+ *      inherit the registration and the pool by fork. A server built with
+ *      EXEC_BACKEND (children exec'd, inheriting nothing) gets no pool, no
+ *      provider and no maintainer, said once in the log: every segment is
+ *      PostgreSQL's own.
  *   [settings] dsmpool.size, .huge_pages, .numa, .resident_min,
  *      .idle_release and .warm are PGC_POSTMASTER settings. The postmaster's
  *      _PG_init (shared_preload_libraries load before the control segment
@@ -172,7 +175,14 @@ library_open(const char **why)
 
 	if (library_handle == NULL && guc_library != NULL && guc_library[0] != 0)
 	{
-		library_handle = dlopen(guc_library, RTLD_NOW | RTLD_LOCAL);
+		char		path[MAXPGPATH];
+
+		/* a bare name: $libdir first, where packages put it, then the library path */
+		snprintf(path, sizeof path, "%s/%s", pkglib_path, guc_library);
+		if (strchr(guc_library, '/') == NULL && access(path, R_OK) == 0)
+			library_handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+		if (library_handle == NULL)
+			library_handle = dlopen(guc_library, RTLD_NOW | RTLD_LOCAL);
 		if (library_handle == NULL)
 		{
 			const char *e = dlerror();
@@ -278,7 +288,9 @@ provider_attach(uint64 id, void **address, Size *mapped_size)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 				 errmsg("dsmpool: could not attach the pool's segment %llx: %s",
-						(unsigned long long) id, provider_ops->last_error()),
+						(unsigned long long) id,
+						r == -ENOSPC ? "this process maps as many pool segments as PostgreSQL has slots"
+						: provider_ops->last_error()),
 				 errhint("The segment's creator went with its pool generation; retry the query.")));
 	*mapped_size = len;
 }
@@ -357,7 +369,7 @@ define_settings(void)
 							PGC_POSTMASTER, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomStringVariable("dsmpool.library",
 							   "The preload library that a server with the DSM provider API loads (no LD_PRELOAD).",
-							   "A file name on the library path, or a path.",
+							   "A path, or a file name: in $libdir, else on the library path.",
 							   &guc_library, "libdsmpool-preload.so",
 							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("dsmpool.warm",
@@ -437,6 +449,16 @@ _PG_init(void)
 	check_settings();
 
 	register_provider = provider_api_of_server();
+#ifdef EXEC_BACKEND
+	if (register_provider != NULL)
+	{
+		/* [provider] no child would inherit the pool: none is made */
+		if (!IsUnderPostmaster)
+			ereport(LOG,
+					(errmsg("dsmpool: no pool: this server is built with EXEC_BACKEND, whose children inherit no memory of the postmaster's; dynamic shared memory is PostgreSQL's own")));
+		return;
+	}
+#endif
 	st = preload_find(&ops, &why);
 	if (st == NULL)
 	{
