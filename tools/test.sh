@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # The test command: installs what it needs, then builds and runs every test
 # suite three ways -- plain, ASan+UBSan, TSan -- plus the NUMA placement tests
-# on emulated 2- and 4-node machines (qemu) and PostgreSQL 18 on dsmpool
-# (its regression suite, DSA/DSM test modules and TAP crash-restart test
-# three times, the operator's view, crash and shutdown tests:
-# integrations/postgresql/run.sh), and ends with the line "N passed, N failed"
-# summed over all of them, after a "failed: <way>: <test>" line for each
-# failure; and Debian's own postgresql-15 package with the preload library
-# (integrations/postgresql/run.sh stock-check); the PostgreSQL benchmarks
-# in their smallest form (bench: run.sh bench-small, that they run); and,
-# only when named (the budget: about 9 more minutes), the stock scripts on
-# PostgreSQL 18 built here without patches (stock18: run.sh stock18-check).
+# on emulated 2- and 4-node machines (qemu); PostgreSQL 18.6 with the DSM
+# provider API patch (integrations/postgresql/provider: its test module's
+# TAP test, the extension dsmpool's TAP test with the pool served through
+# the API, the main regression schedule, the DSA/DSM test modules and the
+# TAP crash-restart test with the test provider serving: run.sh api-check);
+# Debian's own postgresql-15 package with the preload library (run.sh
+# stock-check); the PostgreSQL benchmarks in their smallest form (bench:
+# run.sh bench-small, that they run); the Debian packages (debian:
+# tools/debian.sh: dpkg-buildpackage, lintian, the packages installed on a
+# clean root and in a container); and ends with the line "N passed, N
+# failed" summed over all of them, after a "failed: <way>: <test>" line for
+# each failure. Only when named (the budget, 45 minutes on 2 cores): the
+# four-patch server judged three ways (patched: run.sh build + check), the
+# API patch built -DEXEC_BACKEND (api-eb: EXEC_BACKEND=1 run.sh api-check)
+# and the stock scripts on PostgreSQL 18 built here without patches
+# (stock18: run.sh stock18-check).
 # Exit status 0 only if none failed.
-# Usage: tools/test.sh [plain] [asan] [tsan] [numa-vm] [postgresql] [stock] [bench] [stock18]
-#        (default: all but stock18)
+# Usage: tools/test.sh [plain] [asan] [tsan] [numa-vm] [postgresql] [stock] [bench] [debian]
+#                      [patched] [api-eb] [stock18]
+#        (default: all but patched, api-eb and stock18)
 #        tools/test.sh quick     the edit loop: the suites labelled "fast",
 #                                plain, in the build it keeps (build-quick/)
 #
@@ -33,8 +40,9 @@ if ! tools/deps.sh; then
     exit 1
 fi
 ways=("$@")
-# stock18 is left out of the default: the budget (45 minutes on 2 cores)
-[ ${#ways[@]} -eq 0 ] && ways=(plain asan tsan numa-vm postgresql stock bench)
+# patched, api-eb and stock18 are left out of the default: the budget (45
+# minutes on 2 cores)
+[ ${#ways[@]} -eq 0 ] && ways=(plain asan tsan numa-vm postgresql stock bench debian)
 passed=0
 failed=0
 once_done=""
@@ -71,8 +79,25 @@ mkdir -p "$cache"
 for way in "${ways[@]}"; do
     case "$way" in
     postgresql)
-        # one run at a time uses the cached prefix (flock), as pg18's
-        external "build PostgreSQL 18 on dsmpool (or take it from $cache), then its own tests three ways, crash and shutdown tests" \
+        # the server with the provider API (built, or taken from $cache)
+        external "PostgreSQL 18.6 with the DSM provider API: test_dsm_provider's and the extension's TAP tests, its own suites with the test provider serving" \
+            '^(PostgreSQL \(|ok:|FAILED|  test_dsm_provider|=== PostgreSQL build cache)' pg18 api-check
+        continue
+        ;;
+    api-eb)
+        external "PostgreSQL 18.6 with the DSM provider API, built -DEXEC_BACKEND: every segment declined, its suites pass" \
+            '^(PostgreSQL \(|ok:|FAILED|  test_dsm_provider|=== PostgreSQL build cache)' env EXEC_BACKEND=1 \
+            flock "$cache/postgresql-18.lock" integrations/postgresql/run.sh api-check "$cache/postgresql-18"
+        continue
+        ;;
+    debian)
+        external "the Debian packages: dpkg-buildpackage, what each holds, lintian, libdsmpool-dev on a clean root, the packaged server in a container" \
+            '^(ok:|FAILED|skip:|lintian|    [EWIP]: |tools/debian.sh:)' tools/debian.sh
+        continue
+        ;;
+    patched)
+        # the four core patches; one run at a time uses the cached prefix (flock), as pg18's
+        external "build PostgreSQL 18 with the four patches (or take it from $cache), then its own tests three ways, crash and shutdown tests" \
             '^(PostgreSQL \(|ok:|FAILED|crash test|  dsmpool:|=== PostgreSQL build cache)' \
             flock "$cache/postgresql-18.lock" sh -c 'integrations/postgresql/run.sh build "$1" &&
                 integrations/postgresql/run.sh check "$1"' sh "$cache/postgresql-18"
