@@ -655,10 +655,10 @@ provider_view() {
 }
 
 # The extension dsmpool on the server with the API (extension/t): built with
-# PGXS against it and judged by its TAP test, the preload library of
-# build_dsmpool's install loaded by dsmpool.library, no LD_PRELOAD. Not
-# under EXEC_BACKEND, where no child inherits the pool (every segment is
-# PostgreSQL's own: test_dsm_provider's TAP test shows the declining).
+# PGXS against it and judged by its TAP tests, the preload library of
+# build_dsmpool's install loaded by dsmpool.library, no LD_PRELOAD. Under
+# EXEC_BACKEND, where no child would inherit a pool, 002_exec_backend.pl
+# alone runs: no pool, said once, and every segment PostgreSQL's own.
 ext_tap() {
     local d="$prefix/ext-$api" lib
     lib=$(find "$prefix/dsmpool" -name libdsmpool-preload.so | head -1)
@@ -678,7 +678,7 @@ ext_tap() {
     count_tap "$api, the extension dsmpool" "$prefix/ext-$api-tap.out"
 }
 
-# the API's own TAP test, the extension's (not under EXEC_BACKEND), then
+# the API's own TAP test, the extension's, then
 # PostgreSQL's suites with every segment that the provider serves from it
 # (regress: the main schedule with debug_parallel_query = regress, the
 # DSM/DSA test modules, 013_crash_restart)
@@ -691,7 +691,7 @@ api_check() {
     log "TAP: src/test/modules/test_dsm_provider ($api)"
     as_pg make -C "$tree/src/test/modules/test_dsm_provider" check >"$prefix/$api-tap.out" 2>&1 || true
     count_tap "$api, test_dsm_provider" "$prefix/$api-tap.out"
-    [ "$api" = api ] && ext_tap
+    ext_tap
     temp_installed=1 # the TAP run made tmp_install, with the module in it
     reg_tree=$tree reg_log=provider_log reg_view=provider_view
     regress "$api" "$want" "shared_preload_libraries = 'test_dsm_provider'" "debug_parallel_query = regress"

@@ -258,6 +258,10 @@ static const char *absent_hint =
 	"Start the server with LD_PRELOAD naming libdsmpool-preload.so (installed beside libdsmpool.so.0); "
 	"with pg_ctlcluster, put LD_PRELOAD = '/path/to/libdsmpool-preload.so' in /etc/postgresql/VERSION/CLUSTER/environment. "
 	"Or remove dsmpool from shared_preload_libraries.";
+#ifdef EXEC_BACKEND
+static const char *exec_backend_why =
+	"this server is built with EXEC_BACKEND, whose children inherit no memory of the postmaster's";
+#endif
 static const char *absent_hint_api =
 	"This server has the DSM provider API: set dsmpool.library to the path of libdsmpool-preload.so "
 	"(installed beside libdsmpool.so.0), no LD_PRELOAD needed. Or remove dsmpool from shared_preload_libraries.";
@@ -455,7 +459,7 @@ _PG_init(void)
 		/* [provider] no child would inherit the pool: none is made */
 		if (!IsUnderPostmaster)
 			ereport(LOG,
-					(errmsg("dsmpool: no pool: this server is built with EXEC_BACKEND, whose children inherit no memory of the postmaster's; dynamic shared memory is PostgreSQL's own")));
+					(errmsg("dsmpool: no pool: %s; dynamic shared memory is PostgreSQL's own", exec_backend_why)));
 		return;
 	}
 #endif
@@ -652,6 +656,15 @@ pg_dsmpool_stats(PG_FUNCTION_ARGS)
 	memset(&c, 0, sizeof c);
 
 	st = preload_find(&ops, &why);
+#ifdef EXEC_BACKEND
+	if (provider_api_of_server() != NULL)
+	{
+		/* [provider]: none made */
+		st = NULL;
+		snprintf(note, sizeof note, "no pool: %s", exec_backend_why);
+	}
+	else
+#endif
 	if (st == NULL)
 		snprintf(note, sizeof note, "absent: %s. %s", why,
 				 provider_api_of_server() ? absent_hint_api : absent_hint);

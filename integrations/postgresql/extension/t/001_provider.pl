@@ -15,6 +15,9 @@ use Test::More;
 
 my $lib = $ENV{DSMPOOL_PRELOAD_LIB};
 plan skip_all => 'DSMPOOL_PRELOAD_LIB names no file' unless defined $lib && -f $lib;
+my ($cppflags) = run_command([ 'pg_config', '--cppflags' ]);
+plan skip_all => 'the server is built with EXEC_BACKEND (t/002_exec_backend.pl)'
+  if $cppflags =~ /-DEXEC_BACKEND\b/;
 
 my $node = PostgreSQL::Test::Cluster->new('provider');
 $node->init;
