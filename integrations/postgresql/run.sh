@@ -768,8 +768,11 @@ stock18-check)
 stock-check)
     install_deps
     log "dsmpool (with the preload library): release build in $prefix/stock-build"
+    # a build made from another clone (its sources elsewhere) is made again
+    [ "$(cat "$prefix/stock-build.src" 2>/dev/null)" = "$repo" ] || rm -rf "$prefix/stock-build"
     { [ -f "$prefix/stock-build/build.ninja" ] ||
-        meson setup "$prefix/stock-build" "$repo" --buildtype=release -Dtests=disabled -Dbench=disabled >/dev/null; } &&
+        { meson setup "$prefix/stock-build" "$repo" --buildtype=release -Dtests=disabled -Dbench=disabled >/dev/null &&
+            echo "$repo" >"$prefix/stock-build.src"; }; } &&
         ninja -C "$prefix/stock-build" >/dev/null || die "the dsmpool build failed"
     stock_scripts "$prefix/stock-build" "$prefix/stock-check.out" stock.sh extension/check.sh suites.sh podman.sh
     ;;
