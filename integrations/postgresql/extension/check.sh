@@ -33,6 +33,10 @@
 #   crash       a backend killed (-9): the server comes back, a new
 #               generation, a new maintainer holding only its pool, and it
 #               gives back the new generation's memory too
+#   TAP         the extension's TAP tests (t/*.pl) with DSMPOOL_WAY=preload:
+#               every server they start has LD_PRELOAD; each subtest counts
+#               (said and skipped where the server's development files have
+#               no PostgreSQL::Test::Cluster)
 #
 # Usage: check.sh PREFIX BUILD_DIR   (BUILD_DIR holds libdsmpool-preload.so
 # and libdsmpool.so.0). Root, Debian 12. Ends with "N passed, N failed".
@@ -300,4 +304,30 @@ idle_round 2
 stop_
 left=$(ls /dev/shm | tr '\n' ' ')
 [ -z "$left" ] && pass "after all: nothing in /dev/shm" || fail "after all: left in /dev/shm: $left"
+
+# ---- the extension's TAP tests, the preload library's way ------------------------
+
+# t/*.pl (PostgreSQL::Test::Cluster, from the server's PGXS), as run.sh
+# api-check runs them on the server with the provider API; here every
+# server they start has LD_PRELOAD (DSMPOOL_WAY=preload). Each subtest
+# counts.
+if [ -f "$($B/pg_config --pgxs | sed 's|/src/makefiles/pgxs.mk$||')/src/test/perl/PostgreSQL/Test/Cluster.pm" ]; then
+    log "the extension's TAP tests (t/), DSMPOOL_WAY=preload"
+    tap="$root/tap"
+    mkdir -p "$tap"
+    cp -r "$here"/{Makefile,dsmpool.control,dsmpool--1.0.sql,t} "$tap/"
+    chown -R "$PGUSER_NAME" "$tap"
+    as_pg make -C "$tap" PG_CONFIG="$B/pg_config" installcheck TAP_TESTS=1 DSMPOOL_WAY=preload \
+        DSMPOOL_PRELOAD_LIB="$PRE" >"$root/tap.out" 2>&1
+    n=$(sed -nE 's/^Files=[0-9]+, Tests=([0-9]+),.*/\1/p' "$root/tap.out")
+    if grep -q '^Result: PASS' "$root/tap.out" && [ "${n:-0}" -gt 0 ]; then
+        passed=$((passed + n))
+        echo "ok: TAP (t/*.pl, the preload way): all $n subtests passed"
+    else
+        grep -E '^(not ok|t/|Result)' "$root/tap.out" | head -10
+        fail "TAP (t/*.pl, the preload way): see $root/tap.out"
+    fi
+else
+    echo "skip: TAP: $SERVER's development files have no PostgreSQL::Test::Cluster"
+fi
 finish

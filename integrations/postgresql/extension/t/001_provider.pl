@@ -1,12 +1,18 @@
-# The extension dsmpool on a server with the DSM provider API
-# (integrations/postgresql/provider): the pool serves dynamic shared memory
-# through RegisterDsmProvider, with no LD_PRELOAD, and each crash restart
-# discards the pool's generation for the next.
+# The extension dsmpool serving dynamic shared memory, either way in:
+#   api      (default) a server with the DSM provider API
+#            (integrations/postgresql/provider): the pool serves through
+#            RegisterDsmProvider, the library loaded by dsmpool.library,
+#            no LD_PRELOAD;
+#   preload  (DSMPOOL_WAY=preload) a stock server: the preload library by
+#            LD_PRELOAD in the server's environment, its interposed calls.
+# Either way each crash restart discards the pool's generation for the
+# next, a small pool's refusals are PostgreSQL's own segments, and without
+# the library the log and the view say what to do.
 #
-# Run with PGXS against that server, the preload library named by
+# Run with PGXS against the server, the preload library named by
 # DSMPOOL_PRELOAD_LIB (a path):
 #   make PG_CONFIG=.../bin/pg_config installcheck TAP_TESTS=1 \
-#        DSMPOOL_PRELOAD_LIB=/path/to/libdsmpool-preload.so
+#        DSMPOOL_PRELOAD_LIB=/path/to/libdsmpool-preload.so [DSMPOOL_WAY=preload]
 use strict;
 use warnings FATAL => 'all';
 use PostgreSQL::Test::Cluster;
@@ -18,6 +24,14 @@ plan skip_all => 'DSMPOOL_PRELOAD_LIB names no file' unless defined $lib && -f $
 my ($cppflags) = run_command([ 'pg_config', '--cppflags' ]);
 plan skip_all => 'the server is built with EXEC_BACKEND (t/002_exec_backend.pl)'
   if $cppflags =~ /-DEXEC_BACKEND\b/;
+my $way = $ENV{DSMPOOL_WAY} // 'api';
+die "DSMPOOL_WAY is api or preload, not $way" unless $way =~ /^(api|preload)$/;
+# the preload way: in the environment of every server this test starts
+$ENV{LD_PRELOAD} = $lib if $way eq 'preload';
+my $through =
+  $way eq 'api'
+  ? "the server's DSM provider API"
+  : "the preload library's interposed calls";
 
 my $node = PostgreSQL::Test::Cluster->new('provider');
 $node->init;
@@ -45,11 +59,10 @@ sub stats
 		'SELECT serving, generation, segments_served, segments_refused FROM pg_dsmpool');
 }
 
-# The pool is made by the provider, not the interposed calls; the line is
-# the maintainer's (a background worker), when it starts.
+# The line is the maintainer's (a background worker), when it starts.
 ok( $node->wait_for_log(
-		qr/dsmpool: generation 1: a pool of 2048 MB .* through the server's DSM provider API/),
-	'the maintainer says generation 1 serves through the provider API');
+		qr/dsmpool: generation 1: a pool of 2048 MB .* through \Q$through\E/),
+	"the maintainer says generation 1 serves through $through");
 $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION dsmpool;
@@ -95,18 +108,24 @@ ok( $node->poll_query_until(
 		'postgres', 'SELECT resident <= 2 * 1024 * 1024 FROM pg_dsmpool'),
 	'what the joins made resident goes back');
 
-# A library that is not there: a WARNING that says what to do, the view
-# says absent, and PostgreSQL makes every segment.
+# A library that is not there (a dsmpool.library that names no file; a
+# server started without LD_PRELOAD): a WARNING that says what to do, the
+# view says absent, and PostgreSQL makes every segment.
 $node->append_conf('postgresql.conf',
 	"dsmpool.size = '2GB'\ndsmpool.idle_release = 0\ndsmpool.library = '/nonexistent/libdsmpool-preload.so'");
+delete $ENV{LD_PRELOAD};
 $log_at = -s $node->logfile;
 $node->restart;
-ok( $node->log_contains(
-		qr/WARNING:  dsmpool: no pool: dsmpool.library "\/nonexistent\/libdsmpool-preload.so" could not be loaded/,
-		$log_at),
-	'a missing dsmpool.library is a WARNING naming it');
-ok($node->log_contains(qr/HINT:  This server has the DSM provider API: set dsmpool.library/, $log_at),
-	'with a hint that says what to set');
+my ($warning, $hint) =
+  $way eq 'api'
+  ? (qr/dsmpool.library "\/nonexistent\/libdsmpool-preload.so" could not be loaded/,
+	qr/This server has the DSM provider API: set dsmpool.library/)
+  : (qr/the preload library libdsmpool-preload.so is not loaded/,
+	qr/Start the server with LD_PRELOAD naming libdsmpool-preload.so/);
+ok($node->log_contains(qr/WARNING:  dsmpool: no pool: $warning/, $log_at),
+	'a missing library is a WARNING naming it');
+ok($node->log_contains(qr/HINT:  $hint/, $log_at),
+	'with a hint that says what to do');
 like($node->safe_psql('postgres', 'SELECT note FROM pg_dsmpool'),
 	qr/^absent: /, 'the view says absent');
 is($node->safe_psql('postgres', $join), $right, 'the join is right without a pool');
