@@ -106,7 +106,7 @@ for way in "${ways[@]}"; do
     stock)
         # Debian's packaged server with the preload library (no rebuild)
         external "Debian's postgresql-15 with the preload library and the extension: lifecycle, the container table, its own suites, a real container" \
-            '^(server:|source:|podman:|image:|skip:|ok:|FAILED|\| |installcheck|test_shm_mq)' integrations/postgresql/run.sh stock-check "$cache/stock"
+            '^(server:|source:|podman:|image:|skip:|ok:|FAILED|\| |installcheck|test_shm_mq|PostgreSQL \()' integrations/postgresql/run.sh stock-check "$cache/stock"
         continue
         ;;
     stock18)

@@ -27,6 +27,23 @@ finish() {
     exit $?
 }
 
+# count_tap label output-file: a TAP run's subtests (prove's summary); a
+# run that judged nothing (every test skipped) is a failure
+count_tap() {
+    local label=$1 out=$2 ntests nfail
+    ntests=$(sed -nE 's/^Files=[0-9]+, Tests=([0-9]+),.*/\1/p' "$out")
+    if grep -q '^Result: PASS' "$out" && [ "${ntests:-0}" -gt 0 ]; then
+        echo "PostgreSQL ($label): All $ntests subtests passed."
+        passed=$((passed + ntests))
+    else
+        nfail=$(sed -nE 's/.*Failed ([0-9]+)\/[0-9]+ subtests.*/\1/p' "$out" | head -1)
+        echo "PostgreSQL ($label): ${nfail:-?} of ${ntests:-?} subtests failed"
+        grep -E '^not ok' "$out" | head -20
+        [ -n "$nfail" ] && [ -n "$ntests" ] && { failed=$((failed + nfail)); passed=$((passed + ntests - nfail)); } ||
+            fail "$label did not complete (see $out)"
+    fi
+}
+
 # apt_install PACKAGE...: from the machine's apt sources, their lists
 # refreshed first where apt does not know a package (a fresh machine has none)
 apt_install() {

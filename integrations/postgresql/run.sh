@@ -249,11 +249,19 @@ build_stock_release() {
         die "amcheck did not build in $prefix/src-bench-stock"
     # the extension dsmpool, with PGXS, into the stock build (the preload
     # configurations), from a copy of its source (the clone stays clean)
-    rm -rf "$prefix/ext-build" && mkdir -p "$prefix/ext-build"
-    cp "$here"/extension/{Makefile,dsmpool.c,dsmpool.control,dsmpool--1.0.sql} "$prefix/ext-build/"
-    make -s -C "$prefix/ext-build" PG_CONFIG="$prefix/bench-stock/bin/pg_config" \
-        PG_CPPFLAGS="-I$repo/include -I$here/preload" install >"$prefix/ext-build/make.log" 2>&1 ||
-        { tail -20 "$prefix/ext-build/make.log"; die "the extension dsmpool did not build against $prefix/bench-stock"; }
+    ext_install "$prefix/ext-build" "$prefix/bench-stock/bin/pg_config" ||
+        die "the extension dsmpool did not build against $prefix/bench-stock"
+}
+
+# ext_install DIR PG_CONFIG: the extension dsmpool, with PGXS, from a copy
+# of its source and TAP tests in DIR (the clone stays clean), into that
+# server; the make's last lines where it fails
+ext_install() {
+    local d=$1
+    rm -rf "$d" && mkdir -p "$d"
+    cp -r "$here"/extension/{Makefile,dsmpool.c,dsmpool.control,dsmpool--1.0.sql,t} "$d/"
+    make -s -C "$d" PG_CONFIG="$2" PG_CPPFLAGS="-I$repo/include -I$here/preload" install >"$d/make.log" 2>&1 ||
+        { tail -20 "$d/make.log"; return 1; }
 }
 
 # ---- check ------------------------------------------------------------------------
@@ -303,22 +311,6 @@ pool_log() { # pool_log label log want-fallback-lines
 # the pool's view, after the test modules ran
 pool_view() {
     echo "  pg_dsmpool: $(sql "select format('%s segments, %s areas and %s named segments from the pool; %s segments and %s areas fell back; peak bytes in OS segments: %s of segments, %s of areas', pool_segments, pool_areas, pool_named_segments, fallback_segments, fallback_areas, fallback_segment_bytes_peak, fallback_area_bytes_peak) from pg_dsmpool")"
-}
-
-# count_tap label output-file: a TAP run's subtests (prove's summary)
-count_tap() {
-    local label=$1 out=$2 ntests nfail
-    ntests=$(sed -nE 's/^Files=[0-9]+, Tests=([0-9]+),.*/\1/p' "$out")
-    if grep -q '^Result: PASS' "$out" && [ -n "$ntests" ]; then
-        echo "PostgreSQL ($label): All $ntests subtests passed."
-        passed=$((passed + ntests))
-    else
-        nfail=$(sed -nE 's/.*Failed ([0-9]+)\/[0-9]+ subtests.*/\1/p' "$out" | head -1)
-        echo "PostgreSQL ($label): ${nfail:-?} of ${ntests:-?} subtests failed"
-        grep -E '^not ok' "$out" | head -20
-        [ -n "$nfail" ] && [ -n "$ntests" ] && { failed=$((failed + nfail)); passed=$((passed + ntests - nfail)); } ||
-            fail "$label did not complete (see $out)"
-    fi
 }
 
 # regress name want-fallback conf-lines...: the main schedule, the test
@@ -664,14 +656,8 @@ ext_tap() {
     lib=$(find "$prefix/dsmpool" -name libdsmpool-preload.so | head -1)
     [ -n "$lib" ] || { fail "no libdsmpool-preload.so under $prefix/dsmpool"; return; }
     log "TAP: the extension dsmpool (extension/t) on $api, dsmpool.library = $lib"
-    rm -rf "$d" && mkdir -p "$d"
-    cp -r "$here"/extension/{Makefile,dsmpool.c,dsmpool.control,dsmpool--1.0.sql,t} "$d/"
-    if ! make -s -C "$d" PG_CONFIG="$prefix/$api/bin/pg_config" PG_CPPFLAGS="-I$repo/include -I$here/preload" \
-        install >"$d/make.log" 2>&1; then
-        tail -20 "$d/make.log"
-        fail "the extension dsmpool did not build against $prefix/$api"
-        return
-    fi
+    ext_install "$d" "$prefix/$api/bin/pg_config" ||
+        { fail "the extension dsmpool did not build against $prefix/$api"; return; }
     [ "$(id -u)" = 0 ] && chown -R "$PGUSER_NAME" "$d"
     as_pg make -C "$d" PG_CONFIG="$prefix/$api/bin/pg_config" installcheck TAP_TESTS=1 \
         DSMPOOL_PRELOAD_LIB="$lib" >"$prefix/ext-$api-tap.out" 2>&1 || true

@@ -319,14 +319,7 @@ if [ -f "$($B/pg_config --pgxs | sed 's|/src/makefiles/pgxs.mk$||')/src/test/per
     chown -R "$PGUSER_NAME" "$tap"
     as_pg make -C "$tap" PG_CONFIG="$B/pg_config" installcheck TAP_TESTS=1 DSMPOOL_WAY=preload \
         DSMPOOL_PRELOAD_LIB="$PRE" >"$root/tap.out" 2>&1
-    n=$(sed -nE 's/^Files=[0-9]+, Tests=([0-9]+),.*/\1/p' "$root/tap.out")
-    if grep -q '^Result: PASS' "$root/tap.out" && [ "${n:-0}" -gt 0 ]; then
-        passed=$((passed + n))
-        echo "ok: TAP (t/*.pl, the preload way): all $n subtests passed"
-    else
-        grep -E '^(not ok|t/|Result)' "$root/tap.out" | head -10
-        fail "TAP (t/*.pl, the preload way): see $root/tap.out"
-    fi
+    count_tap "$V, the extension's t/*.pl, the preload way" "$root/tap.out"
 else
     echo "skip: TAP: $SERVER's development files have no PostgreSQL::Test::Cluster"
 fi
