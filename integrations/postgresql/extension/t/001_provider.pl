@@ -15,44 +15,20 @@
 #        DSMPOOL_PRELOAD_LIB=/path/to/libdsmpool-preload.so [DSMPOOL_WAY=preload]
 use strict;
 use warnings FATAL => 'all';
+use FindBin;
+use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use DsmpoolTest;
 
-my $lib = $ENV{DSMPOOL_PRELOAD_LIB};
-plan skip_all => 'DSMPOOL_PRELOAD_LIB names no file' unless defined $lib && -f $lib;
-my ($cppflags) = run_command([ 'pg_config', '--cppflags' ]);
-plan skip_all => 'the server is built with EXEC_BACKEND (t/002_exec_backend.pl)'
-  if $cppflags =~ /-DEXEC_BACKEND\b/;
-my $way = $ENV{DSMPOOL_WAY} // 'api';
-die "DSMPOOL_WAY is api or preload, not $way" unless $way =~ /^(api|preload)$/;
-# the preload way: in the environment of every server this test starts
-$ENV{LD_PRELOAD} = $lib if $way eq 'preload';
-my $through =
-  $way eq 'api'
-  ? "the server's DSM provider API"
-  : "the preload library's interposed calls";
-
-my $node = PostgreSQL::Test::Cluster->new('provider');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'dsmpool'
-dsmpool.library = '$lib'
-max_worker_processes = 16
-max_parallel_workers_per_gather = 4
-restart_after_crash = on
-parallel_setup_cost = 0
-parallel_tuple_cost = 0
-min_parallel_table_scan_size = 0
-enable_parallel_hash = on
-});
+my ($lib, $way, $through) = dsmpool_way();
+my $node = dsmpool_node('provider', $lib);
 $node->start;
 
-# A parallel hash join (the settings above) whose shared hash table is in
-# DSM (DSA) segments.
-my $join = 'SELECT count(*), sum(t.b) FROM t JOIN u USING (a)';
-my $right = '300000|149850000';
+# A parallel hash join (dsmpool_node's settings) whose shared hash table is
+# in DSM (DSA) segments.
+my $join = $DsmpoolTest::JOIN;
 sub stats
 {
 	return $node->safe_psql('postgres',
@@ -63,13 +39,8 @@ sub stats
 ok( $node->wait_for_log(
 		qr/dsmpool: generation 1: a pool of 2048 MB .* through \Q$through\E/),
 	"the maintainer says generation 1 serves through $through");
-$node->safe_psql(
-	'postgres', q{
-CREATE EXTENSION dsmpool;
-CREATE TABLE t AS SELECT g AS a, g % 1000 AS b FROM generate_series(1, 300000) g;
-CREATE TABLE u AS SELECT g AS a FROM generate_series(1, 300000) g;
-ANALYZE t; ANALYZE u;
-});
+$node->safe_psql('postgres', 'CREATE EXTENSION dsmpool');
+my $right = dsmpool_seed($node, 300000);
 like(
 	$node->safe_psql('postgres', "EXPLAIN (COSTS OFF) $join"),
 	qr/Parallel Hash Join/,

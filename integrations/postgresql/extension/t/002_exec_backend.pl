@@ -6,9 +6,12 @@
 # Run as t/001_provider.pl is (its README); skipped on other servers.
 use strict;
 use warnings FATAL => 'all';
+use FindBin;
+use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use DsmpoolTest;
 
 my $lib = $ENV{DSMPOOL_PRELOAD_LIB};
 plan skip_all => 'DSMPOOL_PRELOAD_LIB names no file' unless defined $lib && -f $lib;
@@ -16,29 +19,11 @@ my ($cppflags) = run_command([ 'pg_config', '--cppflags' ]);
 plan skip_all => 'the server is not built with EXEC_BACKEND'
   unless $cppflags =~ /-DEXEC_BACKEND\b/;
 
-my $node = PostgreSQL::Test::Cluster->new('exec_backend');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'dsmpool'
-dsmpool.library = '$lib'
-max_parallel_workers_per_gather = 2
-parallel_setup_cost = 0
-parallel_tuple_cost = 0
-min_parallel_table_scan_size = 0
-});
+my $node = dsmpool_node('exec_backend', $lib);
 $node->start;
-
-$node->safe_psql(
-	'postgres', q{
-CREATE EXTENSION dsmpool;
-CREATE TABLE t AS SELECT g AS a, g % 1000 AS b FROM generate_series(1, 300000) g;
-CREATE TABLE u AS SELECT g AS a FROM generate_series(1, 300000) g;
-ANALYZE t; ANALYZE u;
-});
-is( $node->safe_psql('postgres', 'SELECT count(*), sum(t.b) FROM t JOIN u USING (a)'),
-	'300000|149850000',
-	'a parallel hash join is right');
+$node->safe_psql('postgres', 'CREATE EXTENSION dsmpool');
+my $right = dsmpool_seed($node, 300000);
+is($node->safe_psql('postgres', $DsmpoolTest::JOIN), $right, 'a parallel hash join is right');
 my $lines = () = slurp_file($node->logfile) =~
   /LOG:  dsmpool: no pool: this server is built with EXEC_BACKEND/g;
 is($lines, 1, 'the log says once that there is no pool, and why');
