@@ -947,3 +947,44 @@ Test(elastic, allocations_take_warm_memory_first, .timeout = 60) {
     }
     dsmpool_destroy(p);
 }
+
+/* [resident first] for blocks of 32 MiB and up (palloc.c): a 1 GiB pool
+ * trimmed to nothing and 256 MiB made resident again; then blocks of 32,
+ * 64 and 128 MiB, each freed before the next, take that warm memory and
+ * make nothing resident on demand: straight away (the warm memory in free
+ * 32 MiB nodes), and after 2 MiB segments used and freed all of it (left
+ * in open, empty nodes, which only the search's reclaim makes free). The
+ * defect: such blocks took the first free run by position, released
+ * memory where the trimmer's claims had left it free, while 255 MiB of
+ * resident memory was free (a refill of each block's whole size). */
+Test(elastic, large_blocks_take_warm_memory_first, .timeout = 60) {
+    test_private_shm();
+    for (int used_first = 0; used_first < 2; used_first++) {
+        dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 1024 * MIB);
+        size_t got = 0;
+        cr_assert_eq(dsmpool_trim(p, 0, NULL), 0, "%s", dsmpool_last_error());
+        cr_assert_eq(dsmpool_prefault_free(p, 256 * MIB, &got), 0, "%s", dsmpool_last_error());
+        cr_assert_eq(got, 256 * MIB);
+        if (used_first) {
+            dsmpool_seg *segs[120];
+            for (int i = 0; i < 120; i++)
+                cr_assert_eq(dsmpool_seg_create(p, 2 * MIB, 0, &segs[i]), 0, "%s", dsmpool_last_error());
+            for (int i = 0; i < 120; i++) dsmpool_seg_detach(segs[i]);
+        }
+        static const size_t sizes[] = {32 * MIB, 64 * MIB, 128 * MIB};
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            dsmpool_stats s0 = stats(p);
+            dsmpool_seg *seg;
+            cr_assert_eq(dsmpool_seg_create(p, sizes[i], 0, &seg), 0, "%s", dsmpool_last_error());
+            cr_assert(!dsmpool_seg_is_fallback(seg));
+            dsmpool_stats s1 = stats(p);
+            cr_expect_eq(s1.refills_on_demand - s0.refills_on_demand, 0,
+                         "%s: a block of %zu MiB made %llu MiB resident while %zu MiB of resident memory "
+                         "was free", used_first ? "after 2 MiB segments" : "straight away", sizes[i] >> 20,
+                         (unsigned long long)((s1.refilled_on_demand - s0.refilled_on_demand) >> 20),
+                         s0.warm_free_bytes >> 20);
+            dsmpool_seg_detach(seg);
+        }
+        dsmpool_destroy(p);
+    }
+}

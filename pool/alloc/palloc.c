@@ -77,20 +77,27 @@
  *      (dp_pa_set_cold: the ledger's residency table) whose DP_PA_COLD bit
  *      says the node's memory was given back to the system. While the
  *      sub-pool has any cold node (one relaxed load of its count), blocks
- *      below 32 MiB take warm memory while any fits: the search's first two
+ *      of every size take warm memory while any fits: the search's warm
  *      passes take no cold 2 MiB node (open or not: a trimmer's claim
  *      leaves the nodes it opened open, empty and cold, and open nodes are
- *      searched before free ones), no 32 MiB node without a warm one, and
- *      no run of a 32 MiB node with a cold child, and open no free node of
- *      512 MiB or more (so they open only warm nodes), nor does the
- *      reservation's first try for blocks of 128 KiB and up; the last pass
- *      takes cold memory. In any pass, fresh 2 MiB nodes are opened warm
- *      first and a fresh 32 MiB node with a warm 2 MiB node in it before
- *      one without. Blocks of 32 MiB and up take no notice. A hint only: a
+ *      searched before free ones), no 32 MiB node without a warm one, no
+ *      run of 2 MiB and up with cold memory in it, and no node without
+ *      such a warm run for blocks of 32 MiB and up (pa_no_warm_run: up to
+ *      16^t hint words, for those large blocks alone), and open no other
+ *      free node of 512 MiB or more (so they open only warm nodes), nor
+ *      does the reservation's first try for blocks of 128 KiB and up. For
+ *      blocks of 128 KiB and up the warm passes are three, the last after
+ *      closing empty nodes (warm memory that smaller blocks used and freed
+ *      lies in empty open nodes, their parents' PART, until closed), then
+ *      one takes cold memory; for leaves the last pass takes it. In any
+ *      pass, fresh 2 MiB nodes are opened warm first and a fresh 32 MiB
+ *      node with a warm 2 MiB node in it before one without, and runs of
+ *      2 MiB and up are taken warm first. A hint only: a
  *      cold block is still a correct block (its holder makes it resident);
  *      below 128 KiB the reservation's first CAS does not look at it (the
  *      hot path), and with no cold node nothing is read at all
- *      (tests/test_elastic.c, allocations_take_warm_memory_first).
+ *      (tests/test_elastic.c, allocations_take_warm_memory_first,
+ *      large_blocks_take_warm_memory_first).
  *   [claim] Any aligned free block can be taken by its address
  *      (dp_pa_claim: a grow's piece, [exact blocks]): one CAS on its bits
  *      or FULL children when its node is open, after closing the empty
@@ -422,6 +429,41 @@ static uint32_t pa_cold_kids3(const dp_pa *pa, uint64_t idx) {
     return m;
 }
 
+/* [resident first]: bit 2i for each child i of the node idx at level L >= 2
+ * with a cold 2 MiB node anywhere in it (a block there would be made
+ * resident in part): 16^(L-1) hint words, read only while the sub-pool has
+ * cold memory and only for blocks of 2 MiB and up. relaxed: hints. */
+static uint32_t pa_cold_any(const dp_pa *pa, unsigned L, uint64_t idx) {
+    if (L == 2) return pa_cold_kids(pa, idx);
+    uint32_t m = 0;
+    uint64_t per = 1ull << (4 * (L - 2)), n = pa->count[1]; /* 2 MiB nodes a child spans */
+    for (unsigned i = 0; i < 16; i++) {
+        uint64_t g0 = (idx * 16 + i) * per;
+        for (uint64_t g = g0; g < g0 + per && g < n; g++)
+            if (dp_load_relaxed(&pa->cold[g]) & DP_PA_COLD) {
+                m |= 1u << (2 * i);
+                break;
+            }
+    }
+    return m;
+}
+
+/* [resident first]: bit 2i for each child i of the node idx at level A
+ * (a level-t node, t >= 3) with no aligned run of 2^rs children that has
+ * no cold memory: where a block of 32 MiB and up cannot be warm. */
+static uint32_t pa_no_warm_run(const dp_pa *pa, unsigned A, uint64_t idx, unsigned t, unsigned rs) {
+    uint32_t m = 0;
+    for (unsigned i = 0; i < 16; i++) {
+        uint64_t c = idx * 16 + i;
+        if (c >= pa->count[A - 1]) {
+            m |= 1u << (2 * i);
+            continue;
+        }
+        if (!child_runs(~pa_cold_any(pa, t, c) & present_mask(pa, t, c), rs)) m |= 1u << (2 * i);
+    }
+    return m;
+}
+
 /* pa_try_node's need, or'ed in ([resident first]): warm memory only */
 #define PA_WARM_ONLY 4u
 
@@ -430,8 +472,8 @@ static uint32_t pa_cold_kids3(const dp_pa *pa, uint64_t idx) {
  * OPENING/CLOSING sets *stuck). resv (0 or W_RESV) is set by the same CAS:
  * a node found by a search becomes the caller's reservation without a CAS
  * of its own ([reservation]). With PA_WARM_ONLY in need ([resident first]):
- * false, too, when a level-2 node's only runs have a cold child (a cold
- * 2 MiB node the callers do not try: pa_cold_node). A flag in need, not a
+ * false, too, when a node's only runs (level 2 and up) have cold memory
+ * in them (a cold 2 MiB node the callers do not try: pa_cold_node). A flag in need, not a
  * parameter of its own: a ninth would go on the stack at every call, and
  * tests of need's bit 1 cost nothing more than need > 1 did. */
 static bool pa_try_node(dp_pa *pa, unsigned L, uint64_t idx, unsigned rs, uint64_t resv,
@@ -440,8 +482,8 @@ static bool pa_try_node(dp_pa *pa, unsigned L, uint64_t idx, unsigned rs, uint64
     dp_a64 *p = pa_node(pa, L, idx);
     uint64_t w = dp_load_relaxed(p); /* relaxed: the CAS below validates it */
     uint32_t valid = L == 0 ? 0xffffffffu : present_mask(pa, L, idx);
-    /* [resident first]: 2 MiB blocks among warm children first */
-    uint32_t warm = L == 2 && pa_cold_on(pa) ? ~pa_cold_kids(pa, idx) : ~0u;
+    /* [resident first]: blocks of 2 MiB and up among warm children first */
+    uint32_t warm = L >= 2 && pa_cold_on(pa) ? ~pa_cold_any(pa, L, idx) : ~0u;
     for (;;) {
         if (w_phase(w) != PH_OPEN) {
             if (w_phase(w) != PH_IDLE && stuck) *stuck = true;
@@ -595,7 +637,11 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
     if (A == 1 && rq->warm_only && pa_cold_node(pa, idx)) return false;
     uint32_t fm = ch_free((uint32_t)w), cold = 0, skip = 0;
     if (rq->warm_only) { /* set only while the preference is on */
-        skip = A == 2 ? pa_cold_kids(pa, idx) : A == 3 ? pa_cold_kids3(pa, idx) : A > 3 ? fm : 0;
+        skip = A == rq->t + 1 && rq->t >= 3 ? pa_no_warm_run(pa, A, idx, rq->t, rq->rs)
+               : A == 2                     ? pa_cold_kids(pa, idx)
+               : A == 3                     ? pa_cold_kids3(pa, idx)
+               : A > 3                      ? fm
+                                            : 0;
         cold = fm & skip;
     } else if ((A == 2 || A == 3) && fm && pa_cold_on(pa)) {
         cold = fm & (A == 2 ? pa_cold_kids(pa, idx) : pa_cold_kids3(pa, idx));
@@ -746,7 +792,7 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
     /* [resident first] for blocks of 128 KiB and up (one relaxed load of
      * the count, and only for them: the leaf path below 128 KiB is left
      * as it was). */
-    bool warm_first = t > 0 && t < 3 && pa_cold_on(pa);
+    bool warm_first = t > 0 && pa_cold_on(pa);
     if (hv && hv - 1 < pa->count[t]) {
         if (!(warm_first && t == 1 && pa_cold_node(pa, hv - 1)))
             got = pa_try_node(pa, t, hv - 1, rs, 0, warm_first ? 1 | PA_WARM_ONLY : 1, frame, &stuck);
@@ -770,15 +816,20 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
      * no node another CPU reserved; 1 any; 2 after closing empty nodes
      * (not for a leaf: closing nodes never makes room inside one). While
      * the sub-pool has cold memory ([resident first]), passes 0 and 1 take
-     * warm memory only, and pass 2 (for a leaf without the closing) any. */
+     * warm memory only; for a leaf pass 2 takes any (no closing), for a
+     * larger block pass 2 warm memory only after the closing (warm memory
+     * that smaller blocks used and freed lies in empty open nodes, which
+     * the closing makes free) and a pass 3 any. */
     if (t == 0 && !got) warm_first = pa_cold_on(pa);
-    for (int pass = 0; pass < 3 && !got; pass++) {
+    int passes = warm_first && t > 0 ? 4 : 3;
+    for (int pass = 0; pass < passes && !got; pass++) {
         if (pass == 2) {
             if (t == 0 && !warm_first) break;
             if (t > 0) stuck |= pa_reclaim(pa, owner); /* it visits every part-used node */
         }
         unsigned need = pass == 0 && t == 0 && rs <= 3 ? 2 : 1;
-        pa_req rq = {t, rs, owner, pass == 0, pass == 0 && hv, need, hv, start, false, warm_first && pass < 2};
+        bool warm_only = warm_first && pass < (t > 0 ? 3 : 2);
+        pa_req rq = {t, rs, owner, pass == 0, pass == 0 && hv, need, hv, start, false, warm_only};
         uint64_t node;
         if (t == root) {
             got = pa_try_node(pa, root, 0, rs, 0, rq.warm_only ? 1 | PA_WARM_ONLY : 1, frame, &rq.stuck);
