@@ -39,6 +39,7 @@
  * Children never use Criterion's asserts; they report through exit codes.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <dsmpool.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -944,7 +945,46 @@ Test(elastic, allocations_take_warm_memory_first, .timeout = 60) {
                      (unsigned long long)(s1.refills_on_demand - s0.refills_on_demand),
                      (unsigned long long)((s1.refilled_on_demand - s0.refilled_on_demand) >> 20),
                      s0.warm_free_bytes >> 20);
+        cr_expect_eq(s1.refills_while_warm_fit, 0);
     }
+    dsmpool_destroy(p);
+}
+
+/* refills_while_warm_fit counts: a 2 MiB segment made resident on demand
+ * (nothing warm is free), and while its refill runs (the injection point
+ * after the populate), another thread frees a warm 2 MiB segment: when the
+ * allocation returns, warm memory holds a run of its size, and the pool
+ * counts one. (The allocator cannot be made to miss warm memory: this is
+ * the count's own test.) */
+static dsmpool_seg *warm_seg;
+static void *detach_warm(void *arg) {
+    (void)arg;
+    dsmpool_seg_detach(warm_seg);
+    return NULL;
+}
+static void free_warm_at(const char *point) {
+    if (strcmp(point, "resident.refill.populated") != 0 || !warm_seg) return;
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, detach_warm, NULL), 0);
+    pthread_join(th, NULL);
+    warm_seg = NULL;
+}
+Test(elastic, refills_while_warm_fit_are_counted, .timeout = 60) {
+    test_private_shm();
+    dsmpool *p = mkpool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
+    cr_assert_eq(dsmpool_trim(p, 0, NULL), 0, "%s", dsmpool_last_error());
+    cr_assert_eq(dsmpool_seg_create(p, 2 * MIB, 0, &warm_seg), 0, "%s", dsmpool_last_error());
+    dsmpool_stats s0 = stats(p);
+    cr_assert_eq(s0.refills_while_warm_fit, 0);
+    dp_inject_fn = free_warm_at;
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 2 * MIB, 0, &s), 0, "%s", dsmpool_last_error());
+    dp_inject_fn = NULL;
+    cr_assert_null(warm_seg, "the refill on demand did not happen");
+    dsmpool_stats s1 = stats(p);
+    cr_expect_eq(s1.refills_on_demand - s0.refills_on_demand, 1);
+    cr_expect_eq(s1.refills_while_warm_fit, 1, "counted %llu", (unsigned long long)s1.refills_while_warm_fit);
+    dsmpool_seg_detach(s);
     dsmpool_destroy(p);
 }
 
@@ -983,6 +1023,8 @@ Test(elastic, large_blocks_take_warm_memory_first, .timeout = 60) {
                          "was free", used_first ? "after 2 MiB segments" : "straight away", sizes[i] >> 20,
                          (unsigned long long)((s1.refilled_on_demand - s0.refilled_on_demand) >> 20),
                          s0.warm_free_bytes >> 20);
+            cr_expect_eq(s1.refills_while_warm_fit, 0, "the pool counted %llu refills while warm memory fit",
+                         (unsigned long long)s1.refills_while_warm_fit);
             dsmpool_seg_detach(seg);
         }
         dsmpool_destroy(p);

@@ -97,6 +97,52 @@ Test(palloc, every_order) {
     tpa_fini(&t);
 }
 
+/* [resident first] (palloc.c): with 2 MiB nodes marked cold, a block of
+ * every size takes warm memory while a run of its size is warm and free
+ * (the 32 MiB block among them: it took the first free run by position),
+ * and dp_pa_warm_fit says whether such a run is left. A 256 MiB view whose
+ * 2 MiB nodes are all cold but 16-31 (a 32 MiB node) and 40-43 (8 MiB). */
+Test(palloc, every_size_takes_warm_memory_first) {
+    tpa t;
+    tpa_init(&t, 1u << 16, 4);
+    static dp_a64 cold[128];
+    static dp_a64 ncold;
+    uint64_t n = 0;
+    for (unsigned g = 0; g < 128; g++) {
+        bool warm = (g >= 16 && g < 32) || (g >= 40 && g < 44);
+        atomic_store(&cold[g], warm ? 0 : DP_PA_COLD);
+        n += !warm;
+    }
+    atomic_store(&ncold, n);
+    dp_pa_set_cold(&t.pa, cold, &ncold);
+    cr_expect(dp_pa_warm_fit(&t.pa, 13), "a warm 32 MiB run is free");
+    cr_expect(!dp_pa_warm_fit(&t.pa, 14), "no warm 64 MiB run");
+    uint64_t big, mid, f;
+    cr_assert_eq(dp_pa_alloc(&t.pa, 13, 1, 0, &big), 0);
+    cr_expect_eq(big, 16ull * 512, "the 32 MiB block is at frame %llu, not the warm node's 8192",
+                 (unsigned long long)big);
+    cr_expect(!dp_pa_warm_fit(&t.pa, 13), "no warm 32 MiB run left");
+    cr_expect(dp_pa_warm_fit(&t.pa, 11), "the warm 8 MiB run is free");
+    cr_assert_eq(dp_pa_alloc(&t.pa, 11, 1, 0, &mid), 0);
+    cr_expect_eq(mid, 40ull * 512, "the 8 MiB block is at frame %llu, not the warm run's 20480",
+                 (unsigned long long)mid);
+    cr_expect(!dp_pa_warm_fit(&t.pa, 9), "no warm 2 MiB node left");
+    cr_expect(!dp_pa_warm_fit(&t.pa, 0), "no warm page left");
+    /* with nothing warm free, blocks still come: cold ones */
+    cr_assert_eq(dp_pa_alloc(&t.pa, 13, 1, 0, &f), 0);
+    cr_assert_eq(dp_pa_free(&t.pa, f, 13), 0);
+    /* the 8 MiB block freed: its memory fits small blocks and 2 MiB ones again */
+    cr_assert_eq(dp_pa_free(&t.pa, mid, 11), 0);
+    cr_expect(dp_pa_warm_fit(&t.pa, 0) && dp_pa_warm_fit(&t.pa, 9), "the freed warm run fits again");
+    cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &f), 0);
+    cr_expect(f >= 40ull * 512 && f < 44ull * 512, "a 32 KiB block in warm memory (frame %llu)",
+              (unsigned long long)f);
+    cr_assert_eq(dp_pa_free(&t.pa, f, 3), 0);
+    cr_assert_eq(dp_pa_free(&t.pa, big, 13), 0);
+    walk(&t);
+    tpa_fini(&t);
+}
+
 Test(palloc, exhaustion_then_coalesce, .timeout = 60) {
     tpa t;
     tpa_init(&t, 1u << 13, 2); /* 32 MiB */

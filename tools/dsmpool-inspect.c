@@ -189,6 +189,7 @@ static void show_pool(out *o, dp_insp *in) {
         j_u(o, "refilled_on_demand", st.refilled_on_demand);
         j_u(o, "refill_on_demand_ns", st.refill_on_demand_ns);
         j_u(o, "refill_failures", st.refill_failures);
+        j_u(o, "refills_while_warm_fit", st.refills_while_warm_fit);
         j_u(o, "maintain_steps", st.maintain_steps);
         if (h->huge_pages)
             j_s(o, "huge_released_to", st.huge_release_to_system ? "system" : "hugetlb_pool");
@@ -220,11 +221,12 @@ static void show_pool(out *o, dp_insp *in) {
                st.idle_release_ms);
     printf("\n");
     printf("releases    %llu (%llu bytes, %.3f ms); refills ahead %llu (%llu bytes, %.3f ms), on demand %llu "
-           "(%llu bytes, %.3f ms), %llu failed; %llu maintenance steps\n",
+           "(%llu bytes, %.3f ms, %llu while resident memory fit), %llu failed; %llu maintenance steps\n",
            (unsigned long long)st.releases, (unsigned long long)st.released_total, st.release_ns / 1e6,
            (unsigned long long)st.refills_ahead, (unsigned long long)st.refilled_ahead, st.refill_ahead_ns / 1e6,
            (unsigned long long)st.refills_on_demand, (unsigned long long)st.refilled_on_demand,
-           st.refill_on_demand_ns / 1e6, (unsigned long long)st.refill_failures,
+           st.refill_on_demand_ns / 1e6, (unsigned long long)st.refills_while_warm_fit,
+           (unsigned long long)st.refill_failures,
            (unsigned long long)st.maintain_steps);
     if (h->huge_pages)
         printf("huge pages  released ones go back %s\n",

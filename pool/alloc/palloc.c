@@ -1136,6 +1136,47 @@ bool dp_pa_granule_free(dp_pa *pa, uint64_t g) {
     return false;
 }
 
+/* [resident first]: a free run of the order in warm memory? Blocks of
+ * 2 MiB and up: an aligned run of warm, free 2 MiB nodes (dp_pa_granule_free:
+ * open and empty ones too); smaller ones: a warm 2 MiB node that is free, or
+ * open with a run of the order among its leaves (free ones, open empty
+ * ones, or inside an open one for leaf sizes). A read-only scan of the
+ * sub-pool's hint words and tree (relaxed loads: hints; exact while
+ * nothing changes), made after a refill on demand alone. */
+bool dp_pa_warm_fit(dp_pa *pa, unsigned order) {
+    unsigned t, rs;
+    if (!pa->cold || pa->nlevels < 2 || !pa_target(pa, order, &t, &rs)) return false;
+    uint64_t n = pa->count[1];
+    if (t >= 2) {
+        uint64_t k = 1ull << (order - node_shift(1)); /* 2 MiB nodes a block spans */
+        for (uint64_t g0 = 0; g0 + k <= n; g0 += k) {
+            uint64_t g = g0;
+            while (g < g0 + k && !(dp_load_relaxed(&pa->cold[g]) & DP_PA_COLD) && dp_pa_granule_free(pa, g)) g++;
+            if (g == g0 + k) return true;
+        }
+        return false;
+    }
+    for (uint64_t g = 0; g < n; g++) {
+        if (dp_load_relaxed(&pa->cold[g]) & DP_PA_COLD) continue;
+        uint64_t w = dp_load_relaxed(pa_node(pa, 1, g));
+        if (w_phase(w) != PH_OPEN) {
+            if (dp_pa_granule_free(pa, g)) return true;
+            continue;
+        }
+        uint32_t valid = present_mask(pa, 1, g), free = 0;
+        for (unsigned i = 0; i < 16; i++) {
+            if (!(valid >> (2 * i) & 1)) continue;
+            unsigned st = ch_state(w, i);
+            uint64_t lw = st == CH_PART ? dp_load_relaxed(pa_node(pa, 0, g * 16 + i)) : 0;
+            bool open = st == CH_PART && w_phase(lw) == PH_OPEN;
+            if (st == CH_FREE || (open && (uint32_t)lw == 0)) free |= 1u << (2 * i);
+            else if (t == 0 && open && leaf_runs((uint32_t)lw, rs)) return true;
+        }
+        if (t == 0 ? free != 0 : child_runs(free, rs) != 0) return true;
+    }
+    return false;
+}
+
 unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), void *arg) {
     unsigned n = 0;
     for (unsigned L = 0; L + 1 < pa->nlevels; L++) {

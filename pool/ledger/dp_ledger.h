@@ -145,7 +145,8 @@ typedef struct dp_res_run {
     uint64_t g, n;
 } dp_res_run;
 /* [refill on demand]: make every granule of [off, off+len) resident; the
- * caller holds part of each. 0, or -ENOMEM (the memory cannot be had) with
+ * caller holds part of each. 0 (all were), 1 (some were populated now: a
+ * refill on demand, counted), or -ENOMEM (the memory cannot be had) with
  * a message and *failed the run that could not be made resident, still
  * counted busy: the caller frees its block and gives it back
  * (dp_pool_giveback). Clears idle stamps. */

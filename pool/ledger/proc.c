@@ -509,13 +509,25 @@ static int pool_alloc_raw(dsmpool *p, unsigned order, unsigned flags, uint64_t *
     return r == -EBUSY ? -ENOMEM : r;
 }
 
+static bool block_sub(const dsmpool *p, uint64_t off, uint32_t *sub, uint64_t *frame);
+
 /* resident.c [refill on demand]: a block that cannot be made resident goes
  * back, so does what its refill populated ([give back]), and the caller is
- * told -ENOMEM (the message says why). */
+ * told -ENOMEM (the message says why). A refill on demand where warm memory
+ * had a free run of the block's order is counted (palloc.c [resident
+ * first]: there should be none; the look is a scan of the sub-pool, after
+ * a populate alone). */
 static inline int pool_resident(dsmpool *p, uint64_t *block, uint64_t bytes) {
     dp_res_run run;
     int r = dp_res_ensure(p, DP_BLOCK_OFF(*block), bytes, &run);
     if (r == 0) return 0;
+    if (r > 0) {
+        uint32_t k;
+        uint64_t frame;
+        if (block_sub(p, DP_BLOCK_OFF(*block), &k, &frame) && dp_pa_warm_fit(&p->pa[k], DP_BLOCK_ORDER(*block)))
+            dp_fetch_add_relaxed(&p->hdr->refills_warm_fit, 1); /* relaxed: a counter */
+        return 0;
+    }
     dp_pool_free(p, *block);
     *block = 0;
     if (run.n) dp_pool_giveback(p, run, 1);
@@ -545,7 +557,6 @@ int dp_pool_claim(dsmpool *p, uint32_t sub, uint64_t frame, unsigned order, uint
     return 0;
 }
 
-static bool block_sub(const dsmpool *p, uint64_t off, uint32_t *sub, uint64_t *frame);
 
 /* resident.c [give back], one release unit: claim it whole (a few tries
  * while nobody holds any of it: a claim can miss while another owner's open
@@ -651,7 +662,7 @@ uint64_t dp_pool_grow(dsmpool *p, uint64_t block, uint64_t want) {
      * ones that cannot be made resident go back (the caller moves instead) */
     uint64_t from = DP_BLOCK_OFF(block) + n * DP_FRAME_SIZE;
     dp_res_run run;
-    if (dp_res_ensure(p, from, (want - n) * DP_FRAME_SIZE, &run) != 0) {
+    if (dp_res_ensure(p, from, (want - n) * DP_FRAME_SIZE, &run) < 0) {
         dp_pa_ungrow(&p->pa[k], frame, order, n, want);
         if (run.n) dp_pool_giveback(p, run, 1); /* [give back] */
         return 0;

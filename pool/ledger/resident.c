@@ -506,7 +506,7 @@ int dp_res_ensure_slow(dsmpool *p, uint64_t off, uint64_t len, dp_res_run *faile
         dp_fetch_add_relaxed(&p->hdr->refilled_demand, filled);
         dp_fetch_add_relaxed(&p->hdr->refill_demand_ns, dp_os_now_ns() - t0);
     }
-    return 0;
+    return filled != 0;
 }
 
 bool dp_res_any_released(const dsmpool *p, uint64_t off, uint64_t len) {

@@ -74,8 +74,10 @@
  * sequence that makes a room check and its claim one step, the
  * limits_unknown_ok setting, and idle stamps on one clock for every time
  * namespace: an older library would release a granule being populated,
- * and pass the room check on a stale reading. */
-#define DP_FORMAT_VERSION 12u
+ * and pass the room check on a stale reading. Format 13 added the count of
+ * refills on demand that warm memory would have spared, at the header's
+ * end. */
+#define DP_FORMAT_VERSION 13u
 #define DP_DIR_SHIFT 12u /* the span directory's granule: 4 KiB of data (a frame) a word */
 #define DP_NAME_MAX 240
 
@@ -331,6 +333,8 @@ typedef struct dp_header {
     dp_a64 room_refusals;           /* room claims refused (resident.c [room first]) */
     dp_a64 maint_steps;             /* dsmpool_maintain steps that ran */
     dp_a64 maint_cursor;            /* where the next step's stamp scan starts (a granule index) */
+    dp_a64 refills_warm_fit;        /* refills on demand while warm memory had a free run of the
+                                       block's order (proc.c pool_resident; palloc.c [resident first]) */
 } dp_header;
 _Static_assert(offsetof(dp_header, version) == 8 && offsetof(dp_header, header_size) == 12 &&
                    offsetof(dp_header, lib_version) == 16 && offsetof(dp_header, region_size) == 24 &&

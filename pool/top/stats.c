@@ -131,6 +131,7 @@ void dp_stats_fill(dsmpool *pool, dsmpool_stats *out) {
     out->refill_failures = dp_load_relaxed(&h->refill_failures);
     out->refill_given_back = dp_load_relaxed(&h->refill_given_back);
     out->room_refusals = dp_load_relaxed(&h->room_refusals);
+    out->refills_while_warm_fit = dp_load_relaxed(&h->refills_warm_fit);
     out->maintain_steps = dp_load_relaxed(&h->maint_steps);
     uint64_t surplus = 0, over = 0;
     out->huge_release_to_system = g->huge_pages && dp_os_huge_surplus(g->page_size, &surplus, &over) == 0 && surplus > 0;
