@@ -745,10 +745,10 @@ typedef struct dsmpool_stats {
                                   segment, dsmpool_prefault) because the memory cgroup or the
                                   system had no room for it, or its limits could not be
                                   learned: -ENOMEM where the OOM killer would have been */
-    uint64_t refills_while_warm_fit; /* refills on demand made while free resident memory held
-                                  a run of the block's size (the allocator prefers resident
-                                  memory: 0 unless it was missed; looked for after each
-                                  refill on demand, so exact while nothing else runs) */
+    uint64_t refills_while_warm_fit; /* refills on demand made while free resident memory near
+                                  the block held a run of its size: the allocator's misses of
+                                  resident memory (dsmpool(3), the elastic pool); looked for
+                                  after each refill on demand, exact while nothing else runs */
 } dsmpool_stats;
 
 /* Spilling made visible: fn(arg, bytes) is called each time this process

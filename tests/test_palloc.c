@@ -115,25 +115,25 @@ Test(palloc, every_size_takes_warm_memory_first) {
     }
     atomic_store(&ncold, n);
     dp_pa_set_cold(&t.pa, cold, &ncold);
-    cr_expect(dp_pa_warm_fit(&t.pa, 13), "a warm 32 MiB run is free");
-    cr_expect(!dp_pa_warm_fit(&t.pa, 14), "no warm 64 MiB run");
+    cr_expect(dp_pa_warm_fit(&t.pa, 13, 0, UINT64_MAX), "a warm 32 MiB run is free");
+    cr_expect(!dp_pa_warm_fit(&t.pa, 14, 0, UINT64_MAX), "no warm 64 MiB run");
     uint64_t big, mid, f;
     cr_assert_eq(dp_pa_alloc(&t.pa, 13, 1, 0, &big), 0);
     cr_expect_eq(big, 16ull * 512, "the 32 MiB block is at frame %llu, not the warm node's 8192",
                  (unsigned long long)big);
-    cr_expect(!dp_pa_warm_fit(&t.pa, 13), "no warm 32 MiB run left");
-    cr_expect(dp_pa_warm_fit(&t.pa, 11), "the warm 8 MiB run is free");
+    cr_expect(!dp_pa_warm_fit(&t.pa, 13, 0, UINT64_MAX), "no warm 32 MiB run left");
+    cr_expect(dp_pa_warm_fit(&t.pa, 11, 0, UINT64_MAX), "the warm 8 MiB run is free");
     cr_assert_eq(dp_pa_alloc(&t.pa, 11, 1, 0, &mid), 0);
     cr_expect_eq(mid, 40ull * 512, "the 8 MiB block is at frame %llu, not the warm run's 20480",
                  (unsigned long long)mid);
-    cr_expect(!dp_pa_warm_fit(&t.pa, 9), "no warm 2 MiB node left");
-    cr_expect(!dp_pa_warm_fit(&t.pa, 0), "no warm page left");
+    cr_expect(!dp_pa_warm_fit(&t.pa, 9, 0, UINT64_MAX), "no warm 2 MiB node left");
+    cr_expect(!dp_pa_warm_fit(&t.pa, 0, 0, UINT64_MAX), "no warm page left");
     /* with nothing warm free, blocks still come: cold ones */
     cr_assert_eq(dp_pa_alloc(&t.pa, 13, 1, 0, &f), 0);
     cr_assert_eq(dp_pa_free(&t.pa, f, 13), 0);
     /* the 8 MiB block freed: its memory fits small blocks and 2 MiB ones again */
     cr_assert_eq(dp_pa_free(&t.pa, mid, 11), 0);
-    cr_expect(dp_pa_warm_fit(&t.pa, 0) && dp_pa_warm_fit(&t.pa, 9), "the freed warm run fits again");
+    cr_expect(dp_pa_warm_fit(&t.pa, 0, 0, UINT64_MAX) && dp_pa_warm_fit(&t.pa, 9, 0, UINT64_MAX), "the freed warm run fits again");
     cr_assert_eq(dp_pa_alloc(&t.pa, 3, 1, 0, &f), 0);
     cr_expect(f >= 40ull * 512 && f < 44ull * 512, "a 32 KiB block in warm memory (frame %llu)",
               (unsigned long long)f);

@@ -151,11 +151,12 @@ int dp_pa_claim(dp_pa *pa, uint64_t frame, unsigned order, uint32_t owner);
  * claim (palloc.c [claim]): exact only when nothing runs; the claim decides. */
 bool dp_pa_granule_free(dp_pa *pa, uint64_t g);
 
-/* [resident first]: is a run of the order free in warm memory now (a 2 MiB
- * node without the cold bit)? A read-only scan of the sub-pool, exact only
- * while nothing runs: for counting the refills on demand that warm memory
- * would have spared (dsmpool_stats.refills_while_warm_fit). */
-bool dp_pa_warm_fit(dp_pa *pa, unsigned order);
+/* [resident first]: is a run of the order free in warm memory now (2 MiB
+ * nodes without the cold bit), among the 2 MiB nodes [from, to)? A
+ * read-only scan, exact only while nothing runs: for counting the refills
+ * on demand that warm memory would have spared
+ * (dsmpool_stats.refills_while_warm_fit). */
+bool dp_pa_warm_fit(dp_pa *pa, unsigned order, uint64_t from, uint64_t to);
 
 /* Finish the multi-step operations of owners that is_dead() says are dead.
  * is_dead must answer true only for an owner that cannot come back and whose

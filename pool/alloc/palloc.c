@@ -81,10 +81,13 @@
  *      passes take no cold 2 MiB node (open or not: a trimmer's claim
  *      leaves the nodes it opened open, empty and cold, and open nodes are
  *      searched before free ones), no 32 MiB node without a warm one, no
- *      run of 2 MiB and up with cold memory in it, and no node without
- *      such a warm run for blocks of 32 MiB and up (pa_no_warm_run: up to
- *      16^t hint words, for those large blocks alone), and open no other
- *      free node of 512 MiB or more (so they open only warm nodes), nor
+ *      run of 2 MiB and up with cold memory in it; blocks of 32 MiB and up
+ *      search no node, and open no free one, without such a warm run in it
+ *      (pa_no_warm_run: up to 16^(A-1) hint words at level A, for those
+ *      large blocks alone); smaller ones open no free node of 512 MiB or
+ *      more (so they open only warm nodes; warm memory in such a free node
+ *      is theirs only in the last pass: a miss that
+ *      refills_while_warm_fit counts), nor
  *      does the reservation's first try for blocks of 128 KiB and up. For
  *      blocks of 128 KiB and up the warm passes are three, the last after
  *      closing empty nodes (warm memory that smaller blocks used and freed
@@ -448,18 +451,29 @@ static uint32_t pa_cold_any(const dp_pa *pa, unsigned L, uint64_t idx) {
     return m;
 }
 
-/* [resident first]: bit 2i for each child i of the node idx at level A
- * (a level-t node, t >= 3) with no aligned run of 2^rs children that has
- * no cold memory: where a block of 32 MiB and up cannot be warm. */
-static uint32_t pa_no_warm_run(const dp_pa *pa, unsigned A, uint64_t idx, unsigned t, unsigned rs) {
+/* [resident first]: has the node idx at level L >= t a level-t node with
+ * an aligned run of 2^rs children without cold memory in it? */
+static bool pa_warm_run_in(const dp_pa *pa, unsigned L, uint64_t idx, unsigned t, unsigned rs) {
+    if (L == t) return child_runs(~pa_cold_any(pa, t, idx) & present_mask(pa, t, idx), rs) != 0;
+    for (unsigned i = 0; i < 16 && idx * 16 + i < pa->count[L - 1]; i++)
+        if (pa_warm_run_in(pa, L - 1, idx * 16 + i, t, rs)) return true;
+    return false;
+}
+
+/* [resident first]: bit 2i for each child i of the node idx at level A > t
+ * (t >= 3) where a block of 32 MiB and up cannot be warm: a level-t child
+ * with no aligned run of 2^rs children free of cold memory; above, a free
+ * child with no such run in its subtree (16^(A-2) hint words: the large
+ * blocks' warm passes alone read them). Children that are not free are
+ * searched, and so judged below. */
+static uint32_t pa_no_warm_run(const dp_pa *pa, unsigned A, uint64_t idx, unsigned t, unsigned rs, uint32_t fm) {
     uint32_t m = 0;
     for (unsigned i = 0; i < 16; i++) {
         uint64_t c = idx * 16 + i;
-        if (c >= pa->count[A - 1]) {
+        if (c >= pa->count[A - 1])
             m |= 1u << (2 * i);
-            continue;
-        }
-        if (!child_runs(~pa_cold_any(pa, t, c) & present_mask(pa, t, c), rs)) m |= 1u << (2 * i);
+        else if ((A - 1 == t || (fm >> (2 * i) & 1)) && !pa_warm_run_in(pa, A - 1, c, t, rs))
+            m |= 1u << (2 * i);
     }
     return m;
 }
@@ -637,7 +651,7 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
     if (A == 1 && rq->warm_only && pa_cold_node(pa, idx)) return false;
     uint32_t fm = ch_free((uint32_t)w), cold = 0, skip = 0;
     if (rq->warm_only) { /* set only while the preference is on */
-        skip = A == rq->t + 1 && rq->t >= 3 ? pa_no_warm_run(pa, A, idx, rq->t, rq->rs)
+        skip = A > rq->t && rq->t >= 3 ? pa_no_warm_run(pa, A, idx, rq->t, rq->rs, fm)
                : A == 2                     ? pa_cold_kids(pa, idx)
                : A == 3                     ? pa_cold_kids3(pa, idx)
                : A > 3                      ? fm
@@ -1136,27 +1150,29 @@ bool dp_pa_granule_free(dp_pa *pa, uint64_t g) {
     return false;
 }
 
-/* [resident first]: a free run of the order in warm memory? Blocks of
- * 2 MiB and up: an aligned run of warm, free 2 MiB nodes (dp_pa_granule_free:
- * open and empty ones too); smaller ones: a warm 2 MiB node that is free, or
- * open with a run of the order among its leaves (free ones, open empty
- * ones, or inside an open one for leaf sizes). A read-only scan of the
- * sub-pool's hint words and tree (relaxed loads: hints; exact while
- * nothing changes), made after a refill on demand alone. */
-bool dp_pa_warm_fit(dp_pa *pa, unsigned order) {
+/* [resident first]: a free run of the order in warm memory, among the
+ * 2 MiB nodes [from, to)? Blocks of 2 MiB and up: an aligned run of warm,
+ * free 2 MiB nodes (dp_pa_granule_free: open and empty ones too) starting
+ * there; smaller ones: a warm 2 MiB node that is free, or open with a run
+ * of the order among its leaves (free ones, open empty ones, or inside an
+ * open one for leaf sizes). A read-only scan of hint words and tree
+ * (relaxed loads: hints; exact while nothing changes), made after a
+ * refill on demand alone. */
+bool dp_pa_warm_fit(dp_pa *pa, unsigned order, uint64_t from, uint64_t to) {
     unsigned t, rs;
     if (!pa->cold || pa->nlevels < 2 || !pa_target(pa, order, &t, &rs)) return false;
     uint64_t n = pa->count[1];
+    if (to > n) to = n;
     if (t >= 2) {
         uint64_t k = 1ull << (order - node_shift(1)); /* 2 MiB nodes a block spans */
-        for (uint64_t g0 = 0; g0 + k <= n; g0 += k) {
+        for (uint64_t g0 = from / k * k; g0 < to && g0 + k <= n; g0 += k) {
             uint64_t g = g0;
             while (g < g0 + k && !(dp_load_relaxed(&pa->cold[g]) & DP_PA_COLD) && dp_pa_granule_free(pa, g)) g++;
             if (g == g0 + k) return true;
         }
         return false;
     }
-    for (uint64_t g = 0; g < n; g++) {
+    for (uint64_t g = from; g < to; g++) {
         if (dp_load_relaxed(&pa->cold[g]) & DP_PA_COLD) continue;
         uint64_t w = dp_load_relaxed(pa_node(pa, 1, g));
         if (w_phase(w) != PH_OPEN) {
