@@ -14,13 +14,14 @@
 # failed" summed over all of them, after a "failed: <way>: <test>" line for
 # each failure. Only when named (the budget, 45 minutes on 2 cores): the
 # four-patch server judged three ways (patched: run.sh build + check), the
-# API patch built -DEXEC_BACKEND (api-eb: EXEC_BACKEND=1 run.sh api-check)
-# and the stock scripts on PostgreSQL 18 built here without patches
+# API patch built -DEXEC_BACKEND (api-eb: EXEC_BACKEND=1 run.sh api-check),
+# the API patch with the optional provider/areas patch, DSA areas as
+# dsmpool areas (api-areas: AREAS=1 run.sh api-check) and the stock scripts on PostgreSQL 18 built here without patches
 # (stock18: run.sh stock18-check).
 # Exit status 0 only if none failed.
 # Usage: tools/test.sh [plain] [asan] [tsan] [numa-vm] [postgresql] [stock] [bench] [debian]
-#                      [patched] [api-eb] [stock18]
-#        (default: all but patched, api-eb and stock18)
+#                      [patched] [api-eb] [api-areas] [stock18]
+#        (default: all but patched, api-eb, api-areas and stock18)
 #        tools/test.sh quick     the edit loop: the suites labelled "fast",
 #                                plain, in the build it keeps (build-quick/)
 #
@@ -40,7 +41,7 @@ if ! tools/deps.sh; then
     exit 1
 fi
 ways=("$@")
-# patched, api-eb and stock18 are left out of the default: the budget (45
+# patched, api-eb, api-areas and stock18 are left out of the default: the budget (45
 # minutes on 2 cores)
 [ ${#ways[@]} -eq 0 ] && ways=(plain asan tsan numa-vm postgresql stock bench debian)
 passed=0
@@ -87,6 +88,12 @@ for way in "${ways[@]}"; do
     api-eb)
         external "PostgreSQL 18.6 with the DSM provider API, built -DEXEC_BACKEND: every segment declined, its suites pass" \
             '^(PostgreSQL \(|ok:|FAILED|  test_dsm_provider|=== PostgreSQL build cache)' env EXEC_BACKEND=1 \
+            flock "$cache/postgresql-18.lock" integrations/postgresql/run.sh api-check "$cache/postgresql-18"
+        continue
+        ;;
+    api-areas)
+        external "PostgreSQL 18.6 with the DSM provider API and provider/areas: DSA areas as dsmpool areas, its suites with the extension dsmpool serving" \
+            '^(PostgreSQL \(|ok:|FAILED|  pg_dsmpool|  dsmpool: generation|=== PostgreSQL build cache)' env AREAS=1 \
             flock "$cache/postgresql-18.lock" integrations/postgresql/run.sh api-check "$cache/postgresql-18"
         continue
         ;;

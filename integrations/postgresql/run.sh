@@ -23,8 +23,12 @@
 #                              LD_PRELOAD), then check's suites with
 #                              the test provider serving; EXEC_BACKEND=1:
 #                              the same built -DEXEC_BACKEND, where it must
-#                              decline each segment (run.sh api-build: the
-#                              build alone)
+#                              decline each segment; AREAS=1: with the
+#                              optional provider/areas patch too (DSA areas
+#                              as dsmpool areas, the server linked with
+#                              libdsmpool), check's suites with the extension
+#                              dsmpool serving (run.sh api-build: the build
+#                              alone)
 #   run.sh container [PREFIX]  the seed query in a 64 MB /dev/shm (Docker's
 #                              default): stock, stock with min_dynamic_shared_
 #                              memory, dsmpool; a table (release builds)
@@ -586,10 +590,20 @@ elastic_test() {
 # where children are exec'd, not forked); cached as the patched build is
 api=api
 [ "${EXEC_BACKEND:-0}" = 1 ] && api=api-eb
+# AREAS=1: provider/areas/*.patch on top (DSA areas as dsmpool areas through
+# dsa_pool_hook, which the extension sets), the server linked with libdsmpool
+[ "${AREAS:-0}" = 1 ] && api=api-areas
+api_patches() {
+    ls "$here"/provider/0[0-9][0-9][1-9]-*.patch
+    [ "$api" = api-areas ] && ls "$here"/provider/areas/*.patch
+    return 0
+}
 api_key() {
     {
         basename "$(ls "$prefix"/download/postgresql-${PG_MAJOR}_*.orig.tar.bz2 | head -1)"
-        cat "$here"/provider/0[0-9][0-9][1-9]-*.patch "$here/run.sh" "$here/lib.sh"
+        api_patches | xargs cat
+        cat "$here/run.sh" "$here/lib.sh"
+        [ "$api" = api-areas ] && cat "$repo/include/dsmpool.h"
         cc --version | head -1
         echo "$api"
     } | sha256sum | cut -c1-16
@@ -607,13 +621,14 @@ api_build() {
     rm -f "$prefix/$api.key"
     unpack "src-$api"
     local p
-    for p in "$here"/provider/0[0-9][0-9][1-9]-*.patch; do
+    for p in $(api_patches); do
         patch -s -d "$tree" -p1 <"$p" || die "patch $(basename "$p") does not apply"
     done
     rm -rf "${prefix:?}/$api"
-    local flags=""
+    local flags="" with=""
     [ "$api" = api-eb ] && flags=-DEXEC_BACKEND
-    EXTRA_CPPFLAGS=$flags configure_and_make "$tree" "$prefix/$api" "" tests
+    [ "$api" = api-areas ] && with=dsmpool
+    EXTRA_CPPFLAGS=$flags configure_and_make "$tree" "$prefix/$api" "$with" tests
     make -s -C "$tree/src/test/modules/test_dsm_provider" install >/dev/null 2>&1 ||
         die "test_dsm_provider did not build"
     [ "$(id -u)" = 0 ] && chown -R "$PGUSER_NAME" "$tree"
@@ -639,6 +654,24 @@ provider_log() { # provider_log label log want
         [ "$s" = 0 ] && [ "$d" -gt 0 ] && pass "$label: the provider declined all $d requests" ||
             fail "$label: want every request declined, got $s served and $d declined"
     fi
+}
+
+# What the extension dsmpool logged of each generation (api-areas): each
+# serving through the API, no maintenance step failed
+areas_log() { # areas_log label log want(0)
+    local label=$1 plog=$2 gens
+    gens=$(grep -c "dsmpool: generation [0-9]*: a pool of .* through the server's DSM provider API" "$plog" || true)
+    grep -h "dsmpool: generation" "$plog" | sed 's/.*LOG: */  /' | head -3
+    if [ "$gens" -gt 0 ] && ! grep -q "dsmpool: the pool's maintenance failed\|WARNING:  dsmpool" "$plog"; then
+        pass "$label: the extension served $gens generations through the API"
+    else
+        fail "$label: the extension served no generation ($gens), or warned"
+    fi
+}
+
+areas_view() {
+    sql "create extension if not exists dsmpool" >/dev/null
+    echo "  pg_dsmpool: $(sql "select format('generation %s: %s segments served, %s refused; %s of %s bytes free', generation, segments_served, segments_refused, free, size) from pg_dsmpool")"
 }
 
 provider_view() {
@@ -679,8 +712,21 @@ api_check() {
     count_tap "$api, test_dsm_provider" "$prefix/$api-tap.out"
     ext_tap
     temp_installed=1 # the TAP run made tmp_install, with the module in it
-    reg_tree=$tree reg_log=provider_log reg_view=provider_view
-    regress "$api" "$want" "shared_preload_libraries = 'test_dsm_provider'" "debug_parallel_query = regress"
+    reg_tree=$tree
+    if [ "$api" = api-areas ]; then
+        # the extension serving (its areas too): into tmp_install as well
+        local lib b="$prefix/$api/bin" d
+        lib=$(find "$prefix/dsmpool" -name libdsmpool-preload.so | head -1)
+        for d in "$("$b/pg_config" --pkglibdir)" "$("$b/pg_config" --sharedir)/extension"; do
+            cp "$d"/dsmpool* "$tree/tmp_install$d/"
+        done
+        reg_log=areas_log reg_view=areas_view
+        regress "$api" 0 "shared_preload_libraries = 'dsmpool'" "dsmpool.library = '$lib'" \
+            "dsmpool.size = '1GB'" "debug_parallel_query = regress"
+    else
+        reg_log=provider_log reg_view=provider_view
+        regress "$api" "$want" "shared_preload_libraries = 'test_dsm_provider'" "debug_parallel_query = regress"
+    fi
     echo "$passed passed, $failed failed"
     [ "$failed" = 0 ]
 }

@@ -35,6 +35,11 @@
  *      EXEC_BACKEND (children exec'd, inheriting nothing) gets no pool, no
  *      provider and no maintainer, said once in the log: every segment is
  *      PostgreSQL's own.
+ *   [areas] On a server built with the optional provider/areas patch
+ *      (dsa.c's dsa_pool_hook, found with dlsym), the provider sets the
+ *      hook too: DSA areas in DSM segments are then dsmpool areas of the
+ *      generation's pool (ops->pool; NULL where it does not serve: stock
+ *      areas). A crash restart discards them with the pool.
  *   [settings] dsmpool.size, .huge_pages, .numa, .resident_min,
  *      .idle_release and .warm are PGC_POSTMASTER settings. The postmaster's
  *      _PG_init (shared_preload_libraries load before the control segment
@@ -339,6 +344,28 @@ provider_shmem_startup(void)
 	on_shmem_exit(provider_gen_end, (Datum) 0);
 }
 
+/*
+ * [areas] A server built with provider/areas (its dsa.c links libdsmpool
+ * and has dsa_pool_hook) makes its DSA areas in the pool this returns: the
+ * generation's, in each process while it serves, else NULL (stock areas).
+ */
+typedef struct dsmpool *(*areas_hook_fn) (void);
+
+static struct dsmpool *
+areas_pool(void)
+{
+	return provider_ops->pool();
+}
+
+static void
+areas_hook_set(void)
+{
+	areas_hook_fn *hook = (areas_hook_fn *) dlsym(RTLD_DEFAULT, "dsa_pool_hook");
+
+	if (hook != NULL)
+		*hook = areas_pool;
+}
+
 /* ---- settings ----------------------------------------------------------- */
 
 static void
@@ -480,6 +507,7 @@ _PG_init(void)
 		register_provider(&provider);
 		prev_shmem_startup_hook = shmem_startup_hook;
 		shmem_startup_hook = provider_shmem_startup;
+		areas_hook_set();
 	}
 	else if (dynamic_shared_memory_type != DSM_IMPL_POSIX)
 	{

@@ -991,6 +991,8 @@ static int ops_seg_destroy(uint64_t id) {
     return r;
 }
 
+static struct dsmpool *ops_pool(void) { return state.provider && state.serving ? pool : NULL; }
+
 static const dsmpool_preload_ops ops = {
     .version = DSMPOOL_PRELOAD_OPS_VERSION,
     .get_stats = ops_get_stats,
@@ -1006,6 +1008,7 @@ static const dsmpool_preload_ops ops = {
     .seg_attach = ops_seg_attach,
     .seg_detach = ops_seg_detach,
     .seg_destroy = ops_seg_destroy,
+    .pool = ops_pool,
 };
 EXPORT const dsmpool_preload_ops *dsmpool_preload_get_ops(void);
 EXPORT const dsmpool_preload_ops *dsmpool_preload_get_ops(void) { return &ops; }

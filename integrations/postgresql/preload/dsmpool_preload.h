@@ -59,8 +59,9 @@ typedef struct dsmpool_preload_counts {
  * dlsym(RTLD_DEFAULT, ...); the extension does not link libdsmpool). Each
  * call works on this process's pool of its generation and returns -ENOENT
  * where it has none; 0 or -errno, last_error() saying why. */
-#define DSMPOOL_PRELOAD_OPS_VERSION 2
+#define DSMPOOL_PRELOAD_OPS_VERSION 3
 struct dsmpool_stats;
+struct dsmpool;
 typedef struct dsmpool_preload_ops {
     int version;
     int (*get_stats)(struct dsmpool_stats *out, size_t struct_size); /* dsmpool_get_stats_sized */
@@ -83,6 +84,10 @@ typedef struct dsmpool_preload_ops {
     int (*seg_attach)(uint64_t id, void **addr, size_t *len);
     int (*seg_detach)(void *addr);
     int (*seg_destroy)(uint64_t id);
+    /* This process's pool of its generation while the provider serves from
+     * it, else NULL: what a server whose DSA areas are dsmpool areas
+     * (provider/areas: dsa_pool_hook) makes its areas in. */
+    struct dsmpool *(*pool)(void);
 } dsmpool_preload_ops;
 
 #endif

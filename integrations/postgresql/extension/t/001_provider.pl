@@ -70,11 +70,22 @@ $node->restart;
 $log_at = 0;
 is($node->safe_psql('postgres', $join), $right, 'the join is right in an 8 MB pool');
 is($node->safe_psql('postgres', $join), $right, 'and again');
-like(stats(), qr/^t\|1\|[1-9][0-9]*\|[1-9][0-9]*$/,
-	'the 8 MB pool served some segments and refused others');
 my $refusals = () =
   slurp_file($node->logfile) =~ /could not serve a dynamic shared memory segment/g;
-is($refusals, 1, 'the log has the first refusal alone');
+if (!dsmpool_areas($way))
+{
+	like(stats(), qr/^t\|1\|[1-9][0-9]*\|[1-9][0-9]*$/,
+		'the 8 MB pool served some segments and refused others');
+	is($refusals, 1, 'the log has the first refusal alone');
+}
+else
+{
+	# provider/areas: the join's table is in a pool area, which takes OS
+	# memory for what the pool cannot hold; its few segments fit
+	like(stats(), qr/^t\|1\|[1-9][0-9]*\|0$/,
+		'the 8 MB pool served the segments (the table in a pool area), refusing none');
+	is($refusals, 0, 'and the log has no refusal');
+}
 ok( $node->poll_query_until(
 		'postgres', 'SELECT resident <= 2 * 1024 * 1024 FROM pg_dsmpool'),
 	'what the joins made resident goes back');

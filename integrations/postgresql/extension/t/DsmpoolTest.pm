@@ -13,7 +13,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-our @EXPORT = qw(dsmpool_way dsmpool_node dsmpool_seed shm_objects shm_new children_of postmaster_pid);
+our @EXPORT =
+  qw(dsmpool_way dsmpool_areas dsmpool_node dsmpool_seed shm_objects shm_new children_of postmaster_pid);
 
 # The join of dsmpool_seed's tables: count and sum.
 our $JOIN = 'SELECT count(*), sum(t.b) FROM t JOIN u USING (a)';
@@ -37,6 +38,18 @@ sub dsmpool_way
 	  ? "the server's DSM provider API"
 	  : "the preload library's interposed calls";
 	return ($lib, $way, $through);
+}
+
+# dsmpool_areas(way): true on a server built with the optional
+# provider/areas patch (dsa.c's dsa_pool_hook, which the extension sets
+# through the API): its DSA areas are the pool's, so a join makes few DSM
+# segments
+sub dsmpool_areas
+{
+	my ($way) = @_;
+	my ($bindir) = run_command([ 'pg_config', '--bindir' ]);
+	chomp $bindir;
+	return $way eq 'api' && slurp_file("$bindir/postgres") =~ /\bdsa_pool_hook\b/;
 }
 
 # dsmpool_node(name, lib, conf lines): initialized, not started

@@ -1,0 +1,51 @@
+# On a server built with the optional provider/areas patch (dsa.c's
+# dsa_pool_hook, which the extension sets), DSA areas in DSM segments are
+# dsmpool areas: a parallel hash join's shared table is carved from the pool
+# in 32 kB chunks, not from DSA segments of its own, so the join makes only
+# a few DSM segments however large its table grows (a stock area makes one
+# segment after another as it grows); a parallel VACUUM's shared TidStore
+# lives in one too. Skipped on other servers.
+use strict;
+use warnings FATAL => 'all';
+use FindBin;
+use lib $FindBin::RealBin;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use DsmpoolTest;
+
+my ($lib, $way) = dsmpool_way();
+plan skip_all => 'the server is not built with provider/areas (no dsa_pool_hook)'
+  unless dsmpool_areas($way);
+
+my $before = shm_objects();
+my $node = dsmpool_node('areas', $lib, "dsmpool.size = '1GB'", "work_mem = '256MB'");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION dsmpool');
+my $right = dsmpool_seed($node, 1000000);
+sub served
+{
+	return $node->safe_psql('postgres', 'SELECT segments_served FROM pg_dsmpool');
+}
+
+my $s0 = served();
+is($node->safe_psql('postgres', $DsmpoolTest::JOIN), $right, 'the parallel hash join of 1M rows is right');
+my $made = served() - $s0;
+# (a stock area's join here makes 10: one segment after another as its
+# table grows)
+ok($made <= 4, "it made $made DSM segments: its hash table is in the pool's area, not in segments of its own");
+
+# a parallel VACUUM: its dead items in a shared TidStore (a DSA area)
+$node->safe_psql(
+	'postgres', q{
+CREATE INDEX ON t (a); CREATE INDEX ON t (b);
+DELETE FROM t WHERE a % 3 = 0;
+VACUUM (PARALLEL 2) t;
+});
+is( $node->safe_psql('postgres', 'SELECT count(*) FROM t'),
+	1000000 - int(1000000 / 3),
+	'a parallel VACUUM (its TidStore in a pool area) left the table right');
+
+$node->stop;
+is(shm_new($before), '', 'after the stop: nothing left in /dev/shm');
+done_testing();
