@@ -1223,8 +1223,11 @@ static int pair_main(const char *pair, int nt, bool procs) {
         sleep_ms(I.short_ms);
     }
     dsmpool_stats st;
-    uint64_t demand = 0;
-    if (sb.pool && dsmpool_get_stats(sb.pool, &st) == 0) demand = st.refills_on_demand;
+    uint64_t demand = 0, missed = 0;
+    if (sb.pool && dsmpool_get_stats(sb.pool, &st) == 0) {
+        demand = st.refills_on_demand;
+        missed = st.refills_while_warm_fit;
+    }
     S = sa;
     be_teardown();
     S = sb;
@@ -1232,12 +1235,15 @@ static int pair_main(const char *pair, int nt, bool procs) {
     if (!n) return 1;
     double rc[100];
     memcpy(rc, r, sizeof(double) * (size_t)n);
-    double med = median(rc, n), lo = rc[0], hi = rc[n - 1];
-    printf("warm, paired (%d pairs, T=%d %s, gaps %u ms, %s release %u ms): %s / %s = %.3f median (%.3f-%.3f);"
-           " minor faults %ld / %ld; refills on demand in %s since its creation: %llu\n",
+    double med = median(rc, n), lo = rc[0], hi = rc[n - 1]; /* (median sorts rc) */
+    double p90 = rc[(9 * n + 9) / 10 - 1];                      /* the ceil(0.9 n)-th */
+    printf("warm, paired (%d pairs, T=%d %s, gaps %u ms, %s release %u ms): %s / %s = %.3f median (%.3f-%.3f),"
+           " %.3f 90th percentile; minor faults %ld / %ld; refills on demand in %s since its creation: %llu,"
+           " %llu of them while resident memory fit\n",
            n, nt, procs ? "processes" : "threads", I.short_ms, bb->id, I.release_ms, bb->id, ba->id, med, lo, hi,
-           fb, fa, bb->id, (unsigned long long)demand);
-    printf("  target <= 1.03: %s\n", med <= 1.03 ? "met" : "MISSED");
+           p90, fb, fa, bb->id, (unsigned long long)demand, (unsigned long long)missed);
+    printf("  target: median <= 1.03: %s; 90th percentile <= 1.15: %s\n", med <= 1.03 ? "met" : "MISSED",
+           p90 <= 1.15 ? "met" : "MISSED");
     return bad;
 }
 
@@ -1422,8 +1428,10 @@ int main(int argc, char **argv) {
         I.release_ms < 1)
         usage(argv[0]);
     N = rows;
-    if (need_huge) { /* for the set-up script: 2 MiB pages the largest backend needs */
-        printf("%zu\n", (size_t)(pool_bytes() / (2 * MIB) + 8));
+    if (need_huge) { /* for the set-up script: 2 MiB pages the largest backend needs; --pair
+                      * holds two up at once (with 429 pages for two, the elastic pool's refills
+                      * found no huge page, its areas spilled to 4 KiB OS memory: 1.9x) */
+        printf("%zu\n", (size_t)((pair ? 2 : 1) * (pool_bytes() / (2 * MIB)) + 8));
         return 0;
     }
     if (need_gib) { /* for the set-up script: 1 GiB pages of the dsmpool-1g backend */
