@@ -95,6 +95,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fmgr.h"
 #include "funcapi.h"
@@ -357,13 +358,47 @@ areas_pool(void)
 	return provider_ops->pool();
 }
 
+/*
+ * [areas] One libdsmpool in the process: the server's (linked) must be the
+ * file that the preload library loads (beside itself, where there is one;
+ * else by its name, which then finds the server's), or a pool of one copy
+ * would be handed to the other's functions. Where they differ the hook is
+ * left unset, said once: areas stay PostgreSQL's own.
+ */
 static void
 areas_hook_set(void)
 {
 	areas_hook_fn *hook = (areas_hook_fn *) dlsym(RTLD_DEFAULT, "dsa_pool_hook");
+	void	   *linked = dlsym(RTLD_DEFAULT, "dsmpool_area_create");
+	void	   *ours = dlsym(library_handle ? library_handle : RTLD_DEFAULT, "dsmpool_preload_get_ops");
+	Dl_info		li,
+				pi;
+	char		beside[PATH_MAX];
+	struct stat a,
+				b;
+	const char *slash;
 
-	if (hook != NULL)
-		*hook = areas_pool;
+	if (hook == NULL)
+		return;
+	if (linked == NULL || ours == NULL || !dladdr(linked, &li) || !li.dli_fname ||
+		!dladdr(ours, &pi) || !pi.dli_fname || (slash = strrchr(pi.dli_fname, '/')) == NULL ||
+		snprintf(beside, sizeof beside, "%.*s/libdsmpool.so.0", (int) (slash - pi.dli_fname),
+				 pi.dli_fname) >= (int) sizeof beside)
+	{
+		ereport(LOG,
+				(errmsg("dsmpool: DSA areas stay PostgreSQL's own: the libdsmpool that the server is linked with cannot be found")));
+		return;
+	}
+	if (stat(beside, &b) == 0 &&
+		(stat(li.dli_fname, &a) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino))
+	{
+		ereport(LOG,
+				(errmsg("dsmpool: DSA areas stay PostgreSQL's own: the server is linked with %s, and the preload library loads %s",
+						li.dli_fname, beside),
+				 errhint("Install the server's libdsmpool and the preload library from one dsmpool build, in one directory.")));
+		return;
+	}
+	*hook = areas_pool;
 }
 
 /* ---- settings ----------------------------------------------------------- */

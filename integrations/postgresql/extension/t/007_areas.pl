@@ -4,7 +4,9 @@
 # in 32 kB chunks, not from DSA segments of its own, so the join makes only
 # a few DSM segments however large its table grows (a stock area makes one
 # segment after another as it grows); a parallel VACUUM's shared TidStore
-# lives in one too. Skipped on other servers.
+# lives in one too. A preload library that loads a libdsmpool other than
+# the server's leaves the areas PostgreSQL's own, and says so. Skipped on
+# other servers.
 use strict;
 use warnings FATAL => 'all';
 use FindBin;
@@ -12,6 +14,7 @@ use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use File::Copy;
 use DsmpoolTest;
 
 my ($lib, $way) = dsmpool_way();
@@ -45,6 +48,29 @@ VACUUM (PARALLEL 2) t;
 is( $node->safe_psql('postgres', 'SELECT count(*) FROM t'),
 	1000000 - int(1000000 / 3),
 	'a parallel VACUUM (its TidStore in a pool area) left the table right');
+
+# A preload library that loads another libdsmpool than the server's (a
+# copy of both elsewhere): one process must not hand one copy's pool to the
+# other's functions, so the areas stay PostgreSQL's own, said in the log
+my $dir = PostgreSQL::Test::Utils::tempdir;
+my ($libdir) = $lib =~ m{^(.*)/[^/]+$};
+for my $f ('libdsmpool-preload.so', 'libdsmpool.so.0')
+{
+	copy("$libdir/$f", "$dir/$f") or die "copy $f: $!";
+}
+$node->append_conf('postgresql.conf', "dsmpool.library = '$dir/libdsmpool-preload.so'");
+my $log_at = -s $node->logfile;
+$node->restart;
+ok( $node->log_contains(
+		qr/DSA areas stay PostgreSQL's own: the server is linked with .*, and the preload library loads \Q$dir\E/,
+		$log_at),
+	'a preload library with a libdsmpool of its own: the log says the areas stay PostgreSQL\'s own');
+my ($n, $sum) = (0, 0);
+for my $g (1 .. 1000000) { next unless $g % 3; $n++; $sum += $g % 1000; }
+$s0 = served();
+is($node->safe_psql('postgres', $DsmpoolTest::JOIN), "$n|$sum", 'and the join is right');
+$made = served() - $s0;
+ok($made > 4, "its table in stock areas: $made DSM segments");
 
 $node->stop;
 is(shm_new($before), '', 'after the stop: nothing left in /dev/shm');
