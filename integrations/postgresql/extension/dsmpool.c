@@ -39,7 +39,10 @@
  *      (dsa.c's dsa_pool_hook, found with dlsym), the provider sets the
  *      hook too: DSA areas in DSM segments are then dsmpool areas of the
  *      generation's pool (ops->pool; NULL where it does not serve: stock
- *      areas). A crash restart discards them with the pool.
+ *      areas). A crash restart discards them with the pool. Such a server
+ *      links libdsmpool: where that is another file than the preload
+ *      library's, there is no pool (a WARNING): two copies in one process
+ *      would not stay apart.
  *   [settings] dsmpool.size, .huge_pages, .numa, .resident_min,
  *      .idle_release and .warm are PGC_POSTMASTER settings. The postmaster's
  *      _PG_init (shared_preload_libraries load before the control segment
@@ -359,16 +362,20 @@ areas_pool(void)
 }
 
 /*
- * [areas] One libdsmpool in the process: the server's (linked) must be the
- * file that the preload library loads (beside itself, where there is one;
- * else by its name, which then finds the server's), or a pool of one copy
- * would be handed to the other's functions. Where they differ the hook is
- * left unset, said once: areas stay PostgreSQL's own.
+ * [areas] One libdsmpool in the process: where the server is linked with
+ * one (a provider/areas build), it must be the file that the preload
+ * library loads (beside itself, where there is one; else by its name,
+ * which then finds the server's). Two copies would not stay apart: the
+ * preload library's copy, loaded RTLD_LOCAL, binds its calls of its own
+ * exported functions to the server's copy (global scope), each with its
+ * own process state, on one pool. So where they differ there is no pool
+ * at all, said as a WARNING; where the server links none, nothing to say.
+ * Returns false for no pool, with *why set.
  */
-static void
-areas_hook_set(void)
+static bool
+areas_libraries_agree(const char **why)
 {
-	areas_hook_fn *hook = (areas_hook_fn *) dlsym(RTLD_DEFAULT, "dsa_pool_hook");
+	static char msg[2 * PATH_MAX + 128];
 	void	   *linked = dlsym(RTLD_DEFAULT, "dsmpool_area_create");
 	void	   *ours = dlsym(library_handle ? library_handle : RTLD_DEFAULT, "dsmpool_preload_get_ops");
 	Dl_info		li,
@@ -378,27 +385,34 @@ areas_hook_set(void)
 				b;
 	const char *slash;
 
-	if (hook == NULL)
-		return;
-	if (linked == NULL || ours == NULL || !dladdr(linked, &li) || !li.dli_fname ||
+	if (linked == NULL)
+		return true;			/* the server links no libdsmpool */
+	if (ours == NULL || !dladdr(linked, &li) || !li.dli_fname ||
 		!dladdr(ours, &pi) || !pi.dli_fname || (slash = strrchr(pi.dli_fname, '/')) == NULL ||
 		snprintf(beside, sizeof beside, "%.*s/libdsmpool.so.0", (int) (slash - pi.dli_fname),
 				 pi.dli_fname) >= (int) sizeof beside)
 	{
-		ereport(LOG,
-				(errmsg("dsmpool: DSA areas stay PostgreSQL's own: the libdsmpool that the server is linked with cannot be found")));
-		return;
+		*why = "the libdsmpool that the server is linked with, or the preload library's, cannot be found";
+		return false;
 	}
 	if (stat(beside, &b) == 0 &&
 		(stat(li.dli_fname, &a) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino))
 	{
-		ereport(LOG,
-				(errmsg("dsmpool: DSA areas stay PostgreSQL's own: the server is linked with %s, and the preload library loads %s",
-						li.dli_fname, beside),
-				 errhint("Install the server's libdsmpool and the preload library from one dsmpool build, in one directory.")));
-		return;
+		snprintf(msg, sizeof msg, "the server is linked with %s, and the preload library loads %s",
+				 li.dli_fname, beside);
+		*why = msg;
+		return false;
 	}
-	*hook = areas_pool;
+	return true;
+}
+
+static void
+areas_hook_set(void)
+{
+	areas_hook_fn *hook = (areas_hook_fn *) dlsym(RTLD_DEFAULT, "dsa_pool_hook");
+
+	if (hook != NULL)
+		*hook = areas_pool;
 }
 
 /* ---- settings ----------------------------------------------------------- */
@@ -532,6 +546,14 @@ _PG_init(void)
 		ereport(WARNING,
 				(errmsg("dsmpool: no pool: %s; dynamic shared memory is PostgreSQL's own", why),
 				 errhint("%s", register_provider ? absent_hint_api : absent_hint)));
+		return;
+	}
+	if (!areas_libraries_agree(&why))
+	{
+		/* [areas]: two libdsmpool files in one process */
+		ereport(WARNING,
+				(errmsg("dsmpool: no pool: %s; dynamic shared memory is PostgreSQL's own", why),
+				 errhint("Install the server's libdsmpool and the preload library from one dsmpool build, in one directory.")));
 		return;
 	}
 	if (register_provider != NULL)
