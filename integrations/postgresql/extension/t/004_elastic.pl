@@ -27,11 +27,7 @@ my $mb = 1024 * 1024;
 sub resident { return $node->safe_psql('postgres', 'SELECT resident FROM pg_dsmpool') }
 
 my $pm = postmaster_pid($node);
-my @maintainer = grep {
-	open(my $f, '<', "/proc/$_/cmdline");
-	my $c = $f ? <$f> // '' : '';
-	$c =~ /dsmpool maintainer/
-} children_of($pm);
+my @maintainer = grep { cmdline_of($_) =~ /dsmpool maintainer/ } children_of($pm);
 is(scalar @maintainer, 1, 'one dsmpool maintainer runs, a child of the postmaster');
 
 # (the server's own start may take a block beyond dsmpool.resident_min)

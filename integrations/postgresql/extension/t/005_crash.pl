@@ -40,8 +40,7 @@ sub kill_a_worker
 	{
 		for my $w (children_of($pm))
 		{
-			open(my $f, '<', "/proc/$w/cmdline") or next;
-			next unless (<$f> // '') =~ /parallel worker/;
+			next unless cmdline_of($w) =~ /parallel worker/;
 			$killed = kill('KILL', $w);
 			last;
 		}

@@ -14,7 +14,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 our @EXPORT =
-  qw(dsmpool_way dsmpool_areas dsmpool_node dsmpool_seed shm_objects shm_new children_of postmaster_pid);
+  qw(dsmpool_way dsmpool_areas dsmpool_node dsmpool_seed shm_objects shm_new children_of cmdline_of postmaster_pid);
 
 # The join of dsmpool_seed's tables: count and sum.
 our $JOIN = 'SELECT count(*), sum(t.b) FROM t JOIN u USING (a)';
@@ -140,6 +140,18 @@ sub children_of
 	}
 	closedir $d;
 	return @kids;
+}
+
+# cmdline_of(pid): the process's command line, or '' where it has gone (a
+# child listed by children_of may exit before it is read: a backend whose
+# session just ended)
+sub cmdline_of
+{
+	my ($pid) = @_;
+	open(my $f, '<', "/proc/$pid/cmdline") or return '';
+	my $c = <$f>;
+	close $f;
+	return $c // '';
 }
 
 1;
