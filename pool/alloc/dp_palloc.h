@@ -49,7 +49,8 @@ typedef struct dp_pa {
     struct dp_pa_hint *hints;
     const dp_a64 *cold;  /* per 2 MiB node (level 1), a word whose DP_PA_COLD bit says "cold":
                             palloc.c [resident first]; NULL: no hint */
-    dp_a64 *ncold;       /* how many are cold (a hint: 0 turns the preference off) */
+    dp_a64 *ncold;       /* how many are cold (a hint: 0 turns the preference off); never
+                            NULL: a word that stays 0 where there is no hint or no level 2 */
 } dp_pa;
 
 /* The cold bit of a 2 MiB node's hint word (palloc.c [resident first]): its
@@ -59,10 +60,7 @@ typedef struct dp_pa {
 #define DP_PA_COLD 1ull
 /* Give a view its cold hints: words[i] for the i-th 2 MiB node of the
  * sub-pool, and the count of cold ones. Process-local; no frame changes. */
-static inline void dp_pa_set_cold(dp_pa *pa, const dp_a64 *words, dp_a64 *count) {
-    pa->cold = words;
-    pa->ncold = count;
-}
+void dp_pa_set_cold(dp_pa *pa, const dp_a64 *words, dp_a64 *count);
 
 /* A word's RESV bit (palloc.c [reservation]: some CPU's current node; advisory). */
 #define DP_PA_RESV (1ull << 54)

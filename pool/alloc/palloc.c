@@ -95,7 +95,8 @@
  *      one takes cold memory; for leaves the last pass takes it. In any
  *      pass, fresh 2 MiB nodes are opened warm first and a fresh 32 MiB
  *      node with a warm 2 MiB node in it before one without, and runs of
- *      2 MiB and up are taken warm first. A hint only: a
+ *      2 MiB and up are taken warm first (the lowest warm run: the hint
+ *      words up to it are read, pa_first_warm). A hint only: a
  *      cold block is still a correct block (its holder makes it resident);
  *      below 128 KiB the reservation's first CAS does not look at it (the
  *      hot path), and with no cold node nothing is read at all
@@ -339,6 +340,10 @@ int dp_pa_layout(uint64_t frames, uint32_t nhints, uint64_t *cursor, dp_pa_geom 
     return 0;
 }
 
+/* The count of a view with no hint, or too few levels for a preference:
+ * never written, so pa_cold_on is one load and false. */
+static dp_a64 pa_no_cold;
+
 int dp_pa_view(dp_pa *pa, char *base, uint64_t region_size, const dp_pa_geom *g) {
     dp_pa_geom want;
     uint64_t cur = g->level_off[0], end;
@@ -355,6 +360,7 @@ int dp_pa_view(dp_pa *pa, char *base, uint64_t region_size, const dp_pa_geom *g)
         pa->count[L] = g->level_count[L];
     }
     pa->hints = (struct dp_pa_hint *)(base + g->hint_off);
+    pa->ncold = &pa_no_cold;
     return 0;
 }
 
@@ -403,7 +409,12 @@ static inline uint32_t present_mask(const dp_pa *pa, unsigned L, uint64_t idx) {
  * nodes)? relaxed: a hint; a stale answer only changes where a search
  * looks first. */
 static inline bool pa_cold_on(const dp_pa *pa) {
-    return pa->cold && pa->nlevels > 2 && dp_load_relaxed(pa->ncold) != 0;
+    return dp_load_relaxed(pa->ncold) != 0; /* one load: dp_pa_set_cold */
+}
+
+void dp_pa_set_cold(dp_pa *pa, const dp_a64 *words, dp_a64 *count) {
+    pa->cold = words;
+    pa->ncold = words && count && pa->nlevels > 2 ? count : &pa_no_cold;
 }
 
 /* [resident first]: is the 2 MiB node idx (level 1) cold? relaxed: a hint;
@@ -413,22 +424,32 @@ static inline bool pa_cold_node(const dp_pa *pa, uint64_t idx) {
 }
 
 /* [resident first]: bit 2i for each child i of the level-2 node idx (a
- * 2 MiB node) whose hint word says cold. relaxed: hints. */
-static uint32_t pa_cold_kids(const dp_pa *pa, uint64_t idx) {
+ * 2 MiB node) among want's (bit 2i each) whose hint word says cold.
+ * relaxed: hints. */
+static uint32_t pa_cold_kids(const dp_pa *pa, uint64_t idx, uint32_t want) {
     uint32_t m = 0;
     uint64_t g0 = idx * 16, n = pa->count[1];
-    for (unsigned i = 0; i < 16 && g0 + i < n; i++)
+    for (uint32_t x = want & LO2; x; x &= x - 1) {
+        unsigned i = (unsigned)__builtin_ctz(x) / 2;
+        if (g0 + i >= n) break;
         if (dp_load_relaxed(&pa->cold[g0 + i]) & DP_PA_COLD) m |= 1u << (2 * i);
+    }
     return m;
 }
 
 /* [resident first]: bit 2i for each child i of the level-3 node idx (a
- * 32 MiB node) with no warm 2 MiB node in it. */
-static uint32_t pa_cold_kids3(const dp_pa *pa, uint64_t idx) {
+ * 32 MiB node) among want's with no warm 2 MiB node in it (its words read
+ * up to the first warm one). */
+static uint32_t pa_cold_kids3(const dp_pa *pa, uint64_t idx, uint32_t want) {
     uint32_t m = 0;
-    for (unsigned i = 0; i < 16 && idx * 16 + i < pa->count[2]; i++)
-        if ((pa_cold_kids(pa, idx * 16 + i) | ~present_mask(pa, 2, idx * 16 + i)) == 0xffffffffu)
-            m |= 1u << (2 * i);
+    uint64_t n = pa->count[1];
+    for (uint32_t x = want & LO2; x; x &= x - 1) {
+        unsigned i = (unsigned)__builtin_ctz(x) / 2;
+        if (idx * 16 + i >= pa->count[2]) break;
+        uint64_t g0 = (idx * 16 + i) * 16, g = g0;
+        while (g < g0 + 16 && g < n && (dp_load_relaxed(&pa->cold[g]) & DP_PA_COLD)) g++;
+        if (g == g0 + 16 || g >= n) m |= 1u << (2 * i); /* every present one cold */
+    }
     return m;
 }
 
@@ -437,7 +458,7 @@ static uint32_t pa_cold_kids3(const dp_pa *pa, uint64_t idx) {
  * resident in part): 16^(L-1) hint words, read only while the sub-pool has
  * cold memory and only for blocks of 2 MiB and up. relaxed: hints. */
 static uint32_t pa_cold_any(const dp_pa *pa, unsigned L, uint64_t idx) {
-    if (L == 2) return pa_cold_kids(pa, idx);
+    if (L == 2) return pa_cold_kids(pa, idx, LO2);
     uint32_t m = 0;
     uint64_t per = 1ull << (4 * (L - 2)), n = pa->count[1]; /* 2 MiB nodes a child spans */
     for (unsigned i = 0; i < 16; i++) {
@@ -449,6 +470,27 @@ static uint32_t pa_cold_any(const dp_pa *pa, unsigned L, uint64_t idx) {
             }
     }
     return m;
+}
+
+/* [resident first]: the lowest of the runs m (bit 2i: a run of 2^rs
+ * children from child i of the node idx at level L >= 2) with no cold
+ * 2 MiB node in it, as a mask of its one bit, or 0: the runs in order,
+ * stopping at the first warm one, so that only the hint words of the runs
+ * before it and its own are read (the lowest bit of what pa_cold_any's
+ * mask would leave, without reading all 16^(L-1)). relaxed: hints. */
+static __attribute__((noinline)) uint32_t pa_first_warm(const dp_pa *pa, unsigned L, uint64_t idx, uint32_t m, unsigned rs) {
+    uint64_t per = 1ull << (4 * (L - 2)), n = pa->count[1], span = per << rs;
+    if (span == 1) /* a 2 MiB block: one word a run */
+        for (; m; m &= m - 1) {
+            uint64_t g = idx * 16 + (unsigned)__builtin_ctz(m) / 2;
+            if (g >= n || !(dp_load_relaxed(&pa->cold[g]) & DP_PA_COLD)) return m & (~m + 1);
+        }
+    for (; m; m &= m - 1) {
+        uint64_t g0 = (idx * 16 + (unsigned)__builtin_ctz(m) / 2) * per, g = g0;
+        while (g < g0 + span && g < n && !(dp_load_relaxed(&pa->cold[g]) & DP_PA_COLD)) g++;
+        if (g == g0 + span || g >= n) return m & (~m + 1);
+    }
+    return 0;
 }
 
 /* [resident first]: has the node idx at level L >= t a level-t node with
@@ -489,15 +531,21 @@ static uint32_t pa_no_warm_run(const dp_pa *pa, unsigned A, uint64_t idx, unsign
  * false, too, when a node's only runs (level 2 and up) have cold memory
  * in them (a cold 2 MiB node the callers do not try: pa_cold_node). A flag in need, not a
  * parameter of its own: a ninth would go on the stack at every call, and
- * tests of need's bit 1 cost nothing more than need > 1 did. */
-static bool pa_try_node(dp_pa *pa, unsigned L, uint64_t idx, unsigned rs, uint64_t resv,
-                        unsigned need, uint64_t *frame, bool *stuck) {
+ * tests of need's bit 1 cost nothing more than need > 1 did. Inline at
+ * every call: the reservation's try is most of an allocation, and a call
+ * cost it a prologue of six pushes (bench/pacount.sh, release build: 310
+ * instructions an allocation with it called, 299 inline, 288 with
+ * dp_pa_alloc's search out of line too, pa_search). */
+static inline __attribute__((always_inline)) bool pa_try_node(dp_pa *pa, unsigned L, uint64_t idx,
+                                                              unsigned rs, uint64_t resv, unsigned need,
+                                                              uint64_t *frame, bool *stuck) {
     if (idx >= pa->count[L]) return false;
     dp_a64 *p = pa_node(pa, L, idx);
     uint64_t w = dp_load_relaxed(p); /* relaxed: the CAS below validates it */
     uint32_t valid = L == 0 ? 0xffffffffu : present_mask(pa, L, idx);
-    /* [resident first]: blocks of 2 MiB and up among warm children first */
-    uint32_t warm = L >= 2 && pa_cold_on(pa) ? ~pa_cold_any(pa, L, idx) : ~0u;
+    /* [resident first]: blocks of 2 MiB and up take the first warm run
+     * (need & 2, a leaf's, never meets this) */
+    bool warm_first = L >= 2 && pa_cold_on(pa);
     for (;;) {
         if (w_phase(w) != PH_OPEN) {
             if (w_phase(w) != PH_IDLE && stuck) *stuck = true;
@@ -505,8 +553,8 @@ static bool pa_try_node(dp_pa *pa, unsigned L, uint64_t idx, unsigned rs, uint64
         }
         uint32_t c = (uint32_t)w;
         uint32_t m = L == 0 ? leaf_runs(c, rs) : child_runs(ch_free(c) & valid, rs);
-        if (warm != ~0u && m) {
-            uint32_t mw = child_runs(ch_free(c) & valid & warm, rs);
+        if (warm_first && m) {
+            uint32_t mw = pa_first_warm(pa, L, idx, m, rs);
             if (mw) m = mw;
             else if (need & PA_WARM_ONLY) return false;
         }
@@ -652,13 +700,13 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
     uint32_t fm = ch_free((uint32_t)w), cold = 0, skip = 0;
     if (rq->warm_only) { /* set only while the preference is on */
         skip = A > rq->t && rq->t >= 3 ? pa_no_warm_run(pa, A, idx, rq->t, rq->rs, fm)
-               : A == 2                     ? pa_cold_kids(pa, idx)
-               : A == 3                     ? pa_cold_kids3(pa, idx)
+               : A == 2                     ? pa_cold_kids(pa, idx, fm | ch_part((uint32_t)w))
+               : A == 3                     ? pa_cold_kids3(pa, idx, fm | ch_part((uint32_t)w))
                : A > 3                      ? fm
                                             : 0;
         cold = fm & skip;
     } else if ((A == 2 || A == 3) && fm && pa_cold_on(pa)) {
-        cold = fm & (A == 2 ? pa_cold_kids(pa, idx) : pa_cold_kids3(pa, idx));
+        cold = A == 2 ? pa_cold_kids(pa, idx, fm) : pa_cold_kids3(pa, idx, fm);
     }
     unsigned pref = 16;
     if ((rq->near >> (4 * (A - rq->t))) == idx) {
@@ -787,8 +835,50 @@ void dp_pa_hint_freed(dp_pa *pa, uint64_t frame, unsigned order, unsigned cpu) {
     pa_adopt(pa, h, 0, rs, frame >> node_shift(0));
 }
 
+/* dp_pa_alloc's search, after the reservation (and [second chance]) missed:
+ * out of line, so that the common case keeps few registers. */
+static __attribute__((noinline)) bool pa_search(dp_pa *pa, struct dp_pa_hint *h, unsigned t, unsigned rs,
+                                                uint32_t owner, uint64_t hv, uint64_t start, bool warm_first,
+                                                uint64_t *frame, bool *stuckp) {
+    unsigned root = pa->nlevels - 1;
+    bool stuck = false;
+    /* Passes: 0 leaves that keep a run after this one ([reservation]) and
+     * no node another CPU reserved; 1 any; 2 after closing empty nodes
+     * (not for a leaf: closing nodes never makes room inside one). While
+     * the sub-pool has cold memory ([resident first]), passes 0 and 1 take
+     * warm memory only; for a leaf pass 2 takes any (no closing), for a
+     * larger block pass 2 warm memory only after the closing (warm memory
+     * that smaller blocks used and freed lies in empty open nodes, which
+     * the closing makes free) and a pass 3 any. */
+    if (t == 0) warm_first = pa_cold_on(pa);
+    bool got = false;
+    int passes = warm_first && t > 0 ? 4 : 3;
+    for (int pass = 0; pass < passes && !got; pass++) {
+        if (pass == 2) {
+            if (t == 0 && !warm_first) break;
+            if (t > 0) stuck |= pa_reclaim(pa, owner); /* it visits every part-used node */
+        }
+        unsigned need = pass == 0 && t == 0 && rs <= 3 ? 2 : 1;
+        bool warm_only = warm_first && pass < (t > 0 ? 3 : 2);
+        pa_req rq = {t, rs, owner, pass == 0, pass == 0 && hv, need, hv, start, false, warm_only};
+        uint64_t node;
+        if (t == root) {
+            got = pa_try_node(pa, root, 0, rs, 0, rq.warm_only ? 1 | PA_WARM_ONLY : 1, frame, &rq.stuck);
+        } else { /* nearby first: the smallest open subtree around start, then larger ones */
+            for (unsigned A = t + 1; A <= root && !got; A++)
+                if (pa_dfs(pa, A, start >> (4 * (A - t)), &rq, &node, frame)) {
+                    pa_adopt(pa, h, t, rs, node);
+                    got = true;
+                }
+        }
+        stuck |= rq.stuck;
+    }
+    *stuckp |= stuck;
+    return got;
+}
+
 int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_t *frame) {
-    unsigned t, rs, root = pa->nlevels - 1;
+    unsigned t, rs;
     if (!pa_target(pa, order, &t, &rs)) return -EINVAL;
     /* nhints is the configured CPU count, so cpu < nhints but after a
      * hotplug: skip the division (tens of cycles) in the common case. */
@@ -826,36 +916,7 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
             got = true;
         }
     }
-    /* Passes: 0 leaves that keep a run after this one ([reservation]) and
-     * no node another CPU reserved; 1 any; 2 after closing empty nodes
-     * (not for a leaf: closing nodes never makes room inside one). While
-     * the sub-pool has cold memory ([resident first]), passes 0 and 1 take
-     * warm memory only; for a leaf pass 2 takes any (no closing), for a
-     * larger block pass 2 warm memory only after the closing (warm memory
-     * that smaller blocks used and freed lies in empty open nodes, which
-     * the closing makes free) and a pass 3 any. */
-    if (t == 0 && !got) warm_first = pa_cold_on(pa);
-    int passes = warm_first && t > 0 ? 4 : 3;
-    for (int pass = 0; pass < passes && !got; pass++) {
-        if (pass == 2) {
-            if (t == 0 && !warm_first) break;
-            if (t > 0) stuck |= pa_reclaim(pa, owner); /* it visits every part-used node */
-        }
-        unsigned need = pass == 0 && t == 0 && rs <= 3 ? 2 : 1;
-        bool warm_only = warm_first && pass < (t > 0 ? 3 : 2);
-        pa_req rq = {t, rs, owner, pass == 0, pass == 0 && hv, need, hv, start, false, warm_only};
-        uint64_t node;
-        if (t == root) {
-            got = pa_try_node(pa, root, 0, rs, 0, rq.warm_only ? 1 | PA_WARM_ONLY : 1, frame, &rq.stuck);
-        } else { /* nearby first: the smallest open subtree around start, then larger ones */
-            for (unsigned A = t + 1; A <= root && !got; A++)
-                if (pa_dfs(pa, A, start >> (4 * (A - t)), &rq, &node, frame)) {
-                    pa_adopt(pa, h, t, rs, node);
-                    got = true;
-                }
-        }
-        stuck |= rq.stuck;
-    }
+    if (!got) got = pa_search(pa, h, t, rs, owner, hv, start, warm_first, frame, &stuck);
     if (!got) return stuck ? -EBUSY : -ENOMEM;
     /* Searches use only present children, so this cannot fail unless the
      * geometry itself is broken; never hand out frames past the end. */

@@ -153,15 +153,19 @@ typedef struct dp_res_run {
 int dp_res_ensure_slow(struct dsmpool *pool, uint64_t off, uint64_t len, dp_res_run *failed);
 /* The common case inline (every pool block passes here: proc.c [pool
  * blocks]): a block inside one granule of a pool in pages of 2 MiB or less
- * whose word is 0 (resident, not busy, not stamped) is one load and no
- * call. relaxed: the block is held; what made its granule resident
+ * (res_span: 0 for larger pages) whose word is 0 (resident, not busy, not
+ * stamped) is one load and no call; an offset below the data wraps past
+ * res_span (len 0: nothing to make resident, whichever way it goes).
+ * relaxed: the block is held; what made its granule resident
  * happened before the allocator's acquire CAS that handed it out
  * (resident.c, ordering). */
+static inline bool dp_res_warm_one(struct dsmpool *p, uint64_t off, uint64_t len) {
+    uint64_t r = off - p->geo.data_off;
+    return r < p->res_span && !((r ^ (r + len - 1)) >> DP_RES_SHIFT) &&
+           !dp_load_relaxed(&p->res[r >> DP_RES_SHIFT]);
+}
 static inline int dp_res_ensure(struct dsmpool *p, uint64_t off, uint64_t len, dp_res_run *failed) {
-    uint64_t r = off - p->geo.data_off, g = r >> DP_RES_SHIFT;
-    if (len && off >= p->geo.data_off && ((r + len - 1) >> DP_RES_SHIFT) == g && g < p->geo.res_count &&
-        p->geo.page_size <= (1ull << DP_RES_SHIFT) && !dp_load_relaxed(&p->res[g]))
-        return 0;
+    if (dp_res_warm_one(p, off, len)) return 0;
     return dp_res_ensure_slow(p, off, len, failed);
 }
 bool dp_res_any_released(const struct dsmpool *pool, uint64_t off, uint64_t len);

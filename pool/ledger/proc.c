@@ -452,13 +452,14 @@ int dp_self(dsmpool *pool) {
 
 /* ---- [pool blocks]: pool blocks ---------------------------------------------------- */
 
-static int try_sub(dsmpool *p, uint32_t k, unsigned order, unsigned cpu, uint64_t *block) {
+/* A block of the order from sub-pool k: its region offset in *off (the
+ * callers make the word, and look at its residency, without decoding it). */
+static int try_sub(dsmpool *p, uint32_t k, unsigned order, unsigned cpu, uint64_t *off) {
     uint64_t frame;
     int r = dp_pa_alloc(&p->pa[k], order, dp_owner(p), cpu, &frame);
     if (r) return r;
-    uint64_t off = p->geo.sub[k].data_off + frame * DP_FRAME_SIZE;
-    if (!dp_block_ok(p, off, (uint64_t)DP_FRAME_SIZE << order)) return -EUCLEAN; /* never hand it out */
-    *block = DP_BLOCK_MK(off, order);
+    *off = p->geo.sub[k].data_off + frame * DP_FRAME_SIZE;
+    if (!dp_block_ok(p, *off, (uint64_t)DP_FRAME_SIZE << order)) return -EUCLEAN; /* never hand it out */
     return 0;
 }
 
@@ -474,17 +475,17 @@ static int worse(int a, int b) {
     return rb > ra ? b : a;
 }
 
-static int placed_once(dsmpool *p, unsigned order, unsigned flags, uint64_t *block) {
+static int placed_once(dsmpool *p, unsigned order, unsigned flags, uint64_t *off) {
     /* One sub-pool, not interleaved: every flag leads to it, so no node is
      * looked up (two dependent loads before the allocator's first: about
      * 4 ns of a mixed-order step in poolbench --mixed). */
-    if (p->one_sub) return try_sub(p, 0, order, dp_numa_cpu(), block);
+    if (p->one_sub) return try_sub(p, 0, order, dp_numa_cpu(), off);
     uint32_t node;
     unsigned cpu = dp_numa_cpu_node(&node); /* one read of the CPU for both */
     bool only = flags & DSMPOOL_SEG_LOCAL_ONLY;
     int err = -EINVAL, r;
     if ((flags & DSMPOOL_SEG_INTERLEAVE) && p->il_sub >= 0) {
-        if ((r = try_sub(p, (uint32_t)p->il_sub, order, cpu, block)) == 0) return 0;
+        if ((r = try_sub(p, (uint32_t)p->il_sub, order, cpu, off)) == 0) return 0;
         if (only) return r;
         err = worse(err, r);
     }
@@ -493,7 +494,7 @@ static int placed_once(dsmpool *p, unsigned order, unsigned flags, uint64_t *blo
     if (pref < 0) pref = p->il_sub == 0 ? 1 : 0;
     for (uint32_t k = 0; k < DSMPOOL_MAX_NODES && p->order[pref][k] != 0xff; k++) {
         uint32_t s = p->order[pref][k];
-        if ((r = try_sub(p, s, order, cpu, block)) == 0) {
+        if ((r = try_sub(p, s, order, cpu, off)) == 0) {
             if (s != (uint32_t)pref) dp_fetch_add_relaxed(&p->hdr->fallbacks[pref], 1); /* relaxed: a counter */
             return 0;
         }
@@ -503,9 +504,9 @@ static int placed_once(dsmpool *p, unsigned order, unsigned flags, uint64_t *blo
     return err;
 }
 
-static int pool_alloc_raw(dsmpool *p, unsigned order, unsigned flags, uint64_t *block) {
-    int r = placed_once(p, order, flags, block);
-    if (r == -EBUSY && dp_pool_finish_steps(p, -1) > 0) r = placed_once(p, order, flags, block);
+static int pool_alloc_raw(dsmpool *p, unsigned order, unsigned flags, uint64_t *off) {
+    int r = placed_once(p, order, flags, off);
+    if (r == -EBUSY && dp_pool_finish_steps(p, -1) > 0) r = placed_once(p, order, flags, off);
     return r == -EBUSY ? -ENOMEM : r;
 }
 
@@ -520,7 +521,7 @@ static bool block_sub(const dsmpool *p, uint64_t off, uint32_t *sub, uint64_t *f
  * 2 MiB of the block, so that it costs a fraction of the populate; the
  * whole sub-pool where it is no larger. */
 enum { WARM_FIT_WINDOW = 4096 };
-static inline int pool_resident(dsmpool *p, uint64_t *block, uint64_t bytes) {
+__attribute__((noinline)) static int pool_resident(dsmpool *p, uint64_t *block, uint64_t bytes) {
     dp_res_run run;
     int r = dp_res_ensure(p, DP_BLOCK_OFF(*block), bytes, &run);
     if (r == 0) return 0;
@@ -542,15 +543,22 @@ static inline int pool_resident(dsmpool *p, uint64_t *block, uint64_t bytes) {
 }
 
 int dp_pool_alloc_placed(dsmpool *p, unsigned order, unsigned flags, uint64_t *block) {
-    int r = pool_alloc_raw(p, order, flags, block);
-    /* a fresh block of the order: its bytes without decoding the word */
-    return r ? r : pool_resident(p, block, (uint64_t)DP_FRAME_SIZE << order);
+    uint64_t off;
+    int r = pool_alloc_raw(p, order, flags, &off);
+    if (r) return r;
+    *block = DP_BLOCK_MK(off, order);
+    /* a fresh block of the order: the common case (one warm granule)
+     * inline, the rest in pool_resident */
+    uint64_t bytes = (uint64_t)DP_FRAME_SIZE << order;
+    if (__builtin_expect(dp_res_warm_one(p, off, bytes), 1)) return 0;
+    return pool_resident(p, block, bytes);
 }
 
 int dp_pool_alloc_exact(dsmpool *p, unsigned order, unsigned flags, uint64_t keep, uint64_t *block) {
-    int r = pool_alloc_raw(p, order, flags, block);
+    uint64_t off;
+    int r = pool_alloc_raw(p, order, flags, &off);
     if (r) return r;
-    *block = dp_pool_trim(p, *block, keep); /* [exact blocks] */
+    *block = dp_pool_trim(p, DP_BLOCK_MK(off, order), keep); /* [exact blocks] */
     return pool_resident(p, block, DP_BLOCK_BYTES(*block));
 }
 

@@ -61,6 +61,9 @@ struct dsmpool {
     dp_a64 *dir;             /* span directory (area_registry.c [directory]) */
     dp_name *names;          /* the name table (names.c), geo.names_cap entries */
     dp_a64 *res;             /* the residency table (resident.c), geo.res_count words */
+    uint64_t res_span;       /* bytes after geo.data_off one word of res each tells of
+                                (dp_res_warm_one): res_count granules; 0 in pages larger
+                                than a granule (a word per page, not per granule) */
     dp_a64 *fill;            /* per slot: bytes it is populating (resident.c [room first]) */
     void *elastic;           /* the top's maintainer thread of this process (elastic.c), or NULL */
     pthread_mutex_t maint_mutex; /* one dsmpool_maintain step of this process's at a time (elastic.c) */

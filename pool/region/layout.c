@@ -180,6 +180,7 @@ int dp_rg_build_view(dsmpool *p, const dp_header *c) {
     p->fill = (dp_a64 *)(p->base + c->fill_off);
     memcpy(&p->geo, c, sizeof p->geo);
     p->geo.magic = DP_MAGIC;
+    p->res_span = c->page_size <= (1ull << DP_RES_SHIFT) ? c->res_count << DP_RES_SHIFT : 0;
     for (uint32_t s = 0; s < c->nsub; s++)
         if (dp_pa_view(&p->pa[s], p->base, c->region_size, &c->sub[s].geom) != 0)
             return dp_fail(-EPROTO, "corrupt header: allocator tree of sub-pool %u", s);
