@@ -80,9 +80,11 @@
  *      others in the cgroup that race a claim are covered only by the
  *      margin. hugetlb pages are not charged to the memory cgroup: a page
  *      that cannot be had is the populate's own error (-EFAULT, said as
- *      -ENOMEM), never a signal; a refill first checks the hugetlb cgroup
- *      and the kernel's free pages, so as not to take what it would give
- *      back.
+ *      -ENOMEM), never a signal, and what the populate made resident is
+ *      given back ([give back]); only then are the hugetlb cgroup and the
+ *      kernel's free pages read, to say which was short (read first, they
+ *      cost a 2 MiB refill as much as its populate: five sysfs and cgroup
+ *      files, docs/results.md "Refill speed").
  *   [idle stamps] A maintenance step stamps a resident granule that it
  *      finds wholly free with the time ("idle since", dp_res_stamp); the
  *      allocation that takes any of it clears the stamp ([refill on
@@ -232,24 +234,28 @@ void dp_res_slot_clear(dsmpool *p, uint32_t slot) {
     if (slot < p->nprocs) dp_store_release(&p->fill[slot], 0); /* release: as dp_room_give */
 }
 
-/* hugetlb ([room first]): the cgroup's room and the kernel's free pages. */
-static int res_huge_room(dsmpool *p, uint64_t bytes) {
+/* hugetlb ([room first]), after a populate of bytes at a failed: which was
+ * short, the cgroup's room or the kernel's free pages, with the pages the
+ * populate got (present now: they go back after) counted as room. */
+static int res_huge_room(dsmpool *p, char *a, uint64_t bytes) {
     dp_os_room rm;
     dp_os_huge_room(p->geo.page_size, &rm);
-    uint64_t avail;
-    bool cg_full = !rm.unknown && rm.room != UINT64_MAX && rm.room < bytes;
-    bool none = !cg_full && dp_os_huge_avail(p->geo.page_size, &avail) == 0 && avail * p->geo.page_size < bytes;
+    uint64_t avail, got = 0;
+    if (dp_os_present_bytes(a, bytes, &got) != 0) got = 0;
+    bool cg_full = !rm.unknown && rm.room != UINT64_MAX && rm.room + got < bytes;
+    bool none = !cg_full && dp_os_huge_avail(p->geo.page_size, &avail) == 0 && avail * p->geo.page_size + got < bytes;
     if (cg_full || none) dp_fetch_add_relaxed(&p->hdr->room_refusals, 1); /* relaxed: a counter */
     if (cg_full)
         return dp_fail(-ENOMEM, "%llu bytes of the pool cannot be made resident: the hugetlb cgroup lets this "
-                       "process take %llu more bytes of %llu kB pages (%s is %llu)", (unsigned long long)bytes,
+                       "process take %llu more bytes of %llu kB pages (%s is %llu), besides the %llu bytes "
+                       "this populate got (given back)", (unsigned long long)bytes,
                        (unsigned long long)rm.room, (unsigned long long)(p->geo.page_size >> 10), rm.where,
-                       (unsigned long long)rm.limit);
+                       (unsigned long long)rm.limit, (unsigned long long)got);
     if (none)
         return dp_fail(-ENOMEM, "%llu bytes of the pool cannot be made resident: the kernel has %llu free "
-                       "huge pages of %llu kB (free_hugepages, nr_overcommit_hugepages)",
-                       (unsigned long long)bytes, (unsigned long long)avail,
-                       (unsigned long long)(p->geo.page_size >> 10));
+                       "huge pages of %llu kB (free_hugepages, nr_overcommit_hugepages), besides the %llu this "
+                       "populate got (given back)", (unsigned long long)bytes, (unsigned long long)avail,
+                       (unsigned long long)(p->geo.page_size >> 10), (unsigned long long)(got / p->geo.page_size));
     return 0;
 }
 
@@ -260,7 +266,8 @@ int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n) {
                        (unsigned long long)n);
     uint64_t bytes = n << DP_RES_SHIFT;
     bool huge = p->geo.page_size != 4096;
-    int r = huge ? res_huge_room(p, bytes) : dp_room_take(p, bytes, "memory of the pool");
+    /* [room first]: hugetlb's room is read only after a populate failed */
+    int r = huge ? 0 : dp_room_take(p, bytes, "memory of the pool");
     if (r) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
         return r;
@@ -269,6 +276,9 @@ int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n) {
     if (!huge) dp_room_give(p, bytes);
     if (r) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
+        if (huge && (r == -EFAULT || r == -ENOMEM || r == -ENOSPC) &&
+            res_huge_room(p, p->base + p->geo.data_off + (g << DP_RES_SHIFT), bytes) != 0)
+            return -ENOMEM; /* its message says which limit */
         return dp_fail(r == -EFAULT || r == -ENOMEM || r == -ENOSPC ? -ENOMEM : r,
                        "%llu bytes of the pool could not be made resident (MADV_POPULATE_WRITE: %s)%s",
                        (unsigned long long)bytes, strerror(-r),
