@@ -97,6 +97,30 @@ Test(palloc, every_order) {
     tpa_fini(&t);
 }
 
+/* [resident first] (palloc.c): a warm pass whose nearest child is a full
+ * 2 MiB node marked cold (a block held while it is refilled, or a unit a
+ * trimmer holds) starts among the part-used children from the first, as
+ * it does for a cold free or part-used near child: node 0's run (frame
+ * 32), not node 12's above the near one. A review of the search that reads
+ * cold bits only for the children it may take found the near child's bit
+ * unread, and the block at 6145. */
+Test(palloc, a_full_cold_near_child_starts_the_search_from_the_first) {
+    tpa t;
+    tpa_init(&t, 16 * 512, 2);
+    static dp_a64 cold[16], ncold;
+    dp_pa_set_cold(&t.pa, cold, &ncold);
+    uint64_t f0, f;
+    cr_assert_eq(dp_pa_alloc(&t.pa, 0, 1, 0, &f0), 0); /* CPU 0: node 0 part-used, its leaf 0 */
+    cr_assert_eq(dp_pa_claim(&t.pa, 8 * 512, 9, 1), 0); /* node 8 full */
+    cr_assert_eq(dp_pa_claim(&t.pa, 12 * 512, 0, 1), 0); /* node 12 part-used */
+    atomic_store(&cold[8], DP_PA_COLD);
+    atomic_store(&ncold, 1);
+    cr_assert_eq(dp_pa_alloc(&t.pa, 0, 1, 1, &f), 0); /* CPU 1: no hint yet, its start is node 8 */
+    cr_expect_eq(f, 32, "CPU 1's page is at frame %llu (2 MiB node %llu)", (unsigned long long)f,
+                 (unsigned long long)(f / 512));
+    tpa_fini(&t);
+}
+
 /* [resident first] (palloc.c): with 2 MiB nodes marked cold, a block of
  * every size takes warm memory while a run of its size is warm and free
  * (the 32 MiB block among them: it took the first free run by position),

@@ -712,6 +712,10 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
     if ((rq->near >> (4 * (A - rq->t))) == idx) {
         pref = (unsigned)(rq->near >> (4 * (A - 1 - rq->t))) & 15;
         unsigned st = ch_state(w, pref);
+        /* (skip was read for free and part-used children only: a full near
+         * child's bit, which decides where the search starts, is read here) */
+        if (st != CH_FREE && st != CH_PART && rq->warm_only && (A == 2 || A == 3) && !(A > rq->t && rq->t >= 3))
+            skip |= A == 2 ? pa_cold_kids(pa, idx, 1u << (2 * pref)) : pa_cold_kids3(pa, idx, 1u << (2 * pref));
         if ((st == CH_FREE && (cold >> (2 * pref) & 1)) || (skip >> (2 * pref) & 1))
             pref = 16; /* cold: its turn comes last, or not in this pass */
         else if ((st == CH_PART || st == CH_FREE) && pa_dfs_child(pa, A, idx, pref, st, rq, node, frame))
