@@ -427,8 +427,9 @@ define_settings(void)
 							PGC_POSTMASTER, GUC_UNIT_MB, NULL, NULL, NULL);
 	DefineCustomBoolVariable("dsmpool.huge_pages",
 							 "Backs the dsmpool pool with huge pages where they can be had.",
-							 "Only after the free huge pages and the hugetlb cgroup leave room for the whole pool; "
-							 "else 4 kB pages, and the log says why.",
+							 "Only after the free huge pages and the hugetlb cgroup leave room for the whole pool "
+							 "(for a dsmpool.size beyond the machine's memory, for what it holds from the start; "
+							 "refills then take huge pages as they are free); else 4 kB pages, and the log says why.",
 							 &guc_huge_pages, false,
 							 PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomBoolVariable("dsmpool.numa",

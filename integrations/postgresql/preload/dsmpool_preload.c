@@ -82,8 +82,14 @@
  *      state.settings in the postmaster's _PG_init, before the control
  *      segment: each generation's pool is made with them. Huge pages only
  *      where the kernel's huge page pool can still give the whole pool
- *      (huge_fits), then DSMPOOL_HUGE_TRY: libdsmpool holds what it makes
- *      resident against the hugetlb cgroup and falls back to 4 KiB pages.
+ *      (huge_fits), or for a reservation beyond this machine's memory
+ *      (dsmpool.size above MemTotal: it can never be wholly resident, and
+ *      takes huge pages as it makes memory resident; a refill that finds
+ *      none refuses its segment, which PostgreSQL then makes its own way),
+ *      then DSMPOOL_HUGE_TRY: libdsmpool holds what it makes resident
+ *      against the hugetlb cgroup and falls back to 4 KiB pages where what
+ *      it makes resident at creation (its tables, resident_min) cannot be
+ *      had in huge pages.
  *      Why the pages fell back stays in state.note for the extension to log.
  *   [maintained] With idle_release_ms set and the extension's maintainer
  *      running (it claims DSMPOOL_PRELOAD_CLAIM_MAINTAINER each generation),
@@ -522,13 +528,15 @@ static bool read_u64(const char *path, const char *key, uint64_t *v) {
  * else 4 KiB pages and a note that says why. libdsmpool then checks the
  * hugetlb cgroup for what it makes resident, at creation and at each refill. */
 static bool huge_fits(size_t size, char *why, size_t n) {
-    uint64_t kb = 0, v[4] = {0, 0, 0, 0};
+    uint64_t kb = 0, v[4] = {0, 0, 0, 0}, mem_kb = 0;
     static const char *const f[4] = {"free", "resv", "nr_overcommit", "surplus"};
     char path[128];
     if (!read_u64("/proc/meminfo", "Hugepagesize:", &kb) || kb == 0) {
         snprintf(why, n, "huge pages asked for, none used: this system has none");
         return false;
     }
+    /* a reservation beyond the machine ([settings]): libdsmpool's own check */
+    if (read_u64("/proc/meminfo", "MemTotal:", &mem_kb) && size / 1024 > mem_kb) return true;
     for (int i = 0; i < 4; i++) {
         snprintf(path, sizeof path, "/sys/kernel/mm/hugepages/hugepages-%llukB/%s_hugepages", (unsigned long long)kb,
                  f[i]);
