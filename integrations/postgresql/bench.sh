@@ -16,6 +16,11 @@
 #                 huge_pages = on, dsmpool.warm and dsmpool.idle_release as
 #                 pool-elastic's (ELASTIC_WARM, ELASTIC_IDLE), nothing sized
 #                 (dsmpool.size's 2 GB default)
+#   preload-reserve  (the idle part only, when named in ICONFIGS) preload-huge
+#                 with a reservation beyond the machine's memory:
+#                 dsmpool.size = RESERVE MB (65536) and dsmpool.resident_min
+#                 = ELASTIC_MIN; the tables of the whole reservation are
+#                 resident from the start (about 0.44% of it: issue 35)
 # All eight servers are up at once (a copy of the cluster each), and every
 # measurement is interleaved: one query of each configuration in turn, the
 # order rotated from round to round, so that this machine's drifts fall on
@@ -135,6 +140,7 @@ ICONFIGS=${ICONFIGS:-stock-1g-huge stock-4k stock-shm-thp pool-2m pool-elastic p
 ELASTIC_MIN=${ELASTIC_MIN:-64MB}
 ELASTIC_IDLE=${ELASTIC_IDLE:-2000}
 ELASTIC_WARM=${ELASTIC_WARM:-256MB}
+RESERVE=${RESERVE:-65536} # preload-reserve's dsmpool.size, MB
 has_part() { [[ " $PARTS " == *" $1 "* ]]; }
 ncpu=$(nproc)
 if [ -z "${WORKERS:-}" ]; then
@@ -209,6 +215,7 @@ if has_part idle; then
 fi
 bindir() { case $1 in pool-*) echo "$POOL_BIN" ;; *) echo "$STOCK_BIN" ;; esac; }
 preloaded() { [[ $1 == preload-* ]]; } # a stock server with LD_PRELOAD
+extended() { [[ $1 == preload-huge || $1 == preload-reserve ]]; } # and the extension dsmpool
 cdata() { echo "$work/bench-data/$1"; }
 cport() { # a port per configuration
     local i=1 c
@@ -321,6 +328,7 @@ huge_mb() {
     stock-1g-huge) echo $((SB + 128 + MINDSM)) ;;
     stock-shm-thp) echo $((SB + 128)) ;;
     pool-2m | pool-elastic | preload-huge) echo $((SB + 128 + POOL)) ;;
+    preload-reserve) echo $((SB + 128 + POOL + RESERVE / 200)) ;; # what it uses, and the tables
     *) echo 0 ;;
     esac
 }
@@ -374,6 +382,9 @@ settings() { # the server's settings for a configuration, a line each
     preload-huge) printf '%s\n' "min_dynamic_shared_memory = 0" "huge_pages = on" "shared_preload_libraries = 'dsmpool'" \
         "dsmpool.huge_pages = on" "dsmpool.warm = $ELASTIC_WARM" "dsmpool.idle_release = $ELASTIC_IDLE"
         [ "$POOL" = 2048 ] || echo "dsmpool.size = ${POOL}MB" ;; # 2048: dsmpool.size's default, left unset
+    preload-reserve) printf '%s\n' "min_dynamic_shared_memory = 0" "huge_pages = on" "shared_preload_libraries = 'dsmpool'" \
+        "dsmpool.huge_pages = on" "dsmpool.warm = $ELASTIC_WARM" "dsmpool.idle_release = $ELASTIC_IDLE" \
+        "dsmpool.size = ${RESERVE}MB" "dsmpool.resident_min = $ELASTIC_MIN" ;;
     esac
 }
 
@@ -403,7 +414,7 @@ start_config() {
         grep -q 'memfd:dsmpool' "/proc/$(head -1 "$d/postmaster.pid")/maps" ||
             die "$c: the postmaster has no pool: $(tail -3 "$d/log")"
     fi
-    if [ "$c" = preload-huge ]; then
+    if extended "$c"; then
         csql "$c" "set client_min_messages = warning" "create extension if not exists dsmpool" >/dev/null
         [ "$(csql "$c" "select serving from public.pg_dsmpool")" = t ] ||
             die "$c: the pool does not serve: $(csql "$c" "select note from public.pg_dsmpool")"
@@ -466,13 +477,13 @@ fi
 
 # ---- clients: N connections at once --------------------------------------------------------
 pool_fell() { # what a pool configuration's pg_dsmpool says fell back: segments+areas|peak MB
-    if [ "$1" = preload-huge ]; then # the extension's view: segments refused (no peak)
+    if extended "$1"; then # the extension's view: segments refused (no peak)
         csql "$1" "select segments_refused || '|' from public.pg_dsmpool" 2>/dev/null || echo "|"
         return
     fi
     csql "$1" "select (fallback_segments + fallback_areas) || '|' || round((fallback_area_bytes_peak + fallback_segment_bytes_peak) / 1048576.0) from pg_dsmpool" 2>/dev/null || echo "|"
 }
-viewed() { [[ $1 == pool-* || $1 == preload-huge ]]; } # a configuration with a pool's view
+viewed() { [[ $1 == pool-* ]] || extended "$1"; } # a configuration with a pool's view
 if has_part clients; then
     echo "config,clients,run,ms,queries,errors,fell_back,fallback_peak_mb" >"$out/clients.csv"
     for r in $(seq 1 "$CRUNS"); do
@@ -646,7 +657,7 @@ while not os.path.exists(stop) and os.path.exists(f"/proc/{pm}"):
 hugetlb_held_kb() { awk '/^HugePages_(Total|Free|Rsvd):/ {v[$1] = $2} /^Hugepagesize:/ {s = $2} END {print (v["HugePages_Total:"] - v["HugePages_Free:"] + v["HugePages_Rsvd:"]) * s}' /proc/meminfo; }
 now_ms() { date +%s%3N; }
 pool_row() { # config: resident MB|refills on demand|their us|releases, or "|||" for stock
-    if [ "$1" = preload-huge ]; then # the extension's view: resident only
+    if extended "$1"; then # the extension's view: resident only
         csql "$1" "select round(resident / 1048576.0) || '|||' from public.pg_dsmpool" 2>/dev/null || echo "|||"
         return
     fi
@@ -840,7 +851,7 @@ EOF
 fi
 # the idle part's tables and plot
 if has_part idle && [ -s "$out/idle.csv" ]; then
-    python3 - "$out" "$ICONFIGS" "$IRUNS" "$ISHORT" "$ILONG" "$ELASTIC_MIN" "$ELASTIC_IDLE" "$ELASTIC_WARM" "$ROWS" <<'EOF'
+    RESERVE=$RESERVE python3 - "$out" "$ICONFIGS" "$IRUNS" "$ISHORT" "$ILONG" "$ELASTIC_MIN" "$ELASTIC_IDLE" "$ELASTIC_WARM" "$ROWS" <<'EOF'
 import csv, statistics, sys
 out, configs, iruns, ishort, ilong, emin, eidle, ewarm, rows = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7], sys.argv[8], sys.argv[9]
 q = list(csv.DictReader(open(f"{out}/idle.csv")))
@@ -848,7 +859,13 @@ m = list(csv.DictReader(open(f"{out}/idle-mem.csv")))
 med = statistics.median
 def rng(v, f="{:.2f}"):
     return f"{f.format(med(v))} ({f.format(min(v))}-{f.format(max(v))})" if v else "-"
-L = [f"Idle and warm: the seed query ({rows} rows, work_mem 1GB, 2 workers) {iruns} times {ishort} s apart (short), then {iruns} times each after {ilong} s idle (long); one configuration after another, each server started afresh (not interleaved: the gaps are the point). pool-elastic: dsmpool_size 2GB as a reservation in 2 MiB hugetlb pages, dsmpool_resident_min {emin}, dsmpool_idle_release {eidle} ms, dsmpool_warm {ewarm}.\n",
+import os
+reserve = ""
+if "preload-reserve" in configs:
+    ovc = open("/proc/sys/vm/overcommit_memory").read().strip()
+    memmb = int(open("/proc/meminfo").readline().split()[1]) // 1024
+    reserve = f" preload-reserve: preload-huge with dsmpool.size {os.environ.get('RESERVE', '65536')} MB, a reservation beyond this machine's {memmb} MB of memory, and dsmpool.resident_min {emin}; vm.overcommit_memory = {ovc}."
+L = [f"Idle and warm: the seed query ({rows} rows, work_mem 1GB, 2 workers) {iruns} times {ishort} s apart (short), then {iruns} times each after {ilong} s idle (long); one configuration after another, each server started afresh (not interleaved: the gaps are the point). pool-elastic: dsmpool_size 2GB as a reservation in 2 MiB hugetlb pages, dsmpool_resident_min {emin}, dsmpool_idle_release {eidle} ms, dsmpool_warm {ewarm}.{reserve}\n",
      "Query times, seconds: the first query of a fresh server; the short gaps' others (warm: median (range)); the long gaps' (cold for an elastic pool). Minor faults of the backends, median; for the pools, refills on demand per query (count, ms: what the query paid), median.\n",
      "| config | first | short gaps, 2.. | long gaps | faults first / short / long | refills on demand short / long |",
      "| --- | --- | --- | --- | --- | --- |"]
