@@ -169,8 +169,9 @@ static inline int dp_res_ensure(struct dsmpool *p, uint64_t off, uint64_t len, d
     return dp_res_ensure_slow(p, off, len, failed);
 }
 bool dp_res_any_released(const struct dsmpool *pool, uint64_t off, uint64_t len);
-/* Populate granules [g, g+n) ([room first], strict); no mark, no count. */
-int dp_res_populate(struct dsmpool *pool, uint64_t g, uint64_t n);
+/* Populate granules [g, g+n) ([room first], strict; ahead: a refill ahead,
+ * which looks at hugetlb's room first); no mark, no count. */
+int dp_res_populate(struct dsmpool *pool, uint64_t g, uint64_t n, bool ahead);
 /* Give the pages of granules [g, g+n) back to the system. */
 int dp_res_release(struct dsmpool *pool, uint64_t g, uint64_t n);
 /* [room first]: hold bytes against what this process may still charge, as

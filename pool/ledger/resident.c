@@ -78,13 +78,18 @@
  *      (it is in the cgroup's usage then). A process that cannot learn its
  *      limits is refused unless the pool says limits_unknown_ok. Charges by
  *      others in the cgroup that race a claim are covered only by the
- *      margin. hugetlb pages are not charged to the memory cgroup: a page
- *      that cannot be had is the populate's own error (-EFAULT, said as
- *      -ENOMEM), never a signal, and what the populate made resident is
- *      given back ([give back]); only then are the hugetlb cgroup and the
- *      kernel's free pages read, to say which was short (read first, they
- *      cost a 2 MiB refill as much as its populate: five sysfs and cgroup
- *      files, docs/results.md "Refill speed").
+ *      margin. hugetlb pages are not charged to the memory cgroup (unless
+ *      cgroup v2 is mounted with memory_hugetlb_accounting, which this
+ *      does not look at): a page that cannot be had is the populate's own
+ *      error (-EFAULT, said as -ENOMEM), never a signal nor the OOM killer.
+ *      A refill on demand populates first, and reads the hugetlb cgroup
+ *      and the kernel's free pages only after a failure, to say which was
+ *      short, counting what the populate got (its caller then gives that
+ *      back: [give back]); read first, they cost a 2 MiB refill as much as
+ *      its populate (five sysfs and cgroup files, docs/results.md "Refill
+ *      speed"). A refill ahead (the maintainer's warm reserve, which tries
+ *      again every step) reads them first, so as not to take, step after
+ *      step, the last free huge pages that another's refill would fit in.
  *   [idle stamps] A maintenance step stamps a resident granule that it
  *      finds wholly free with the time ("idle since", dp_res_stamp); the
  *      allocation that takes any of it clears the stamp ([refill on
@@ -234,9 +239,10 @@ void dp_res_slot_clear(dsmpool *p, uint32_t slot) {
     if (slot < p->nprocs) dp_store_release(&p->fill[slot], 0); /* release: as dp_room_give */
 }
 
-/* hugetlb ([room first]), after a populate of bytes at a failed: which was
- * short, the cgroup's room or the kernel's free pages, with the pages the
- * populate got (present now: they go back after) counted as room. */
+/* hugetlb ([room first]): is there room for bytes at a, the cgroup's and
+ * the kernel's free pages? Its pages present now (what a failed populate
+ * got, before its caller gives them back; none before a populate) count
+ * as room. 0, or -ENOMEM with a message that says which was short. */
 static int res_huge_room(dsmpool *p, char *a, uint64_t bytes) {
     dp_os_room rm;
     dp_os_huge_room(p->geo.page_size, &rm);
@@ -245,39 +251,43 @@ static int res_huge_room(dsmpool *p, char *a, uint64_t bytes) {
     bool cg_full = !rm.unknown && rm.room != UINT64_MAX && rm.room + got < bytes;
     bool none = !cg_full && dp_os_huge_avail(p->geo.page_size, &avail) == 0 && avail * p->geo.page_size + got < bytes;
     if (cg_full || none) dp_fetch_add_relaxed(&p->hdr->room_refusals, 1); /* relaxed: a counter */
+    char also[96] = "";
+    if (got)
+        snprintf(also, sizeof also, ", besides the %llu bytes of them present (what a populate got goes back)",
+                 (unsigned long long)got);
     if (cg_full)
         return dp_fail(-ENOMEM, "%llu bytes of the pool cannot be made resident: the hugetlb cgroup lets this "
-                       "process take %llu more bytes of %llu kB pages (%s is %llu), besides the %llu bytes "
-                       "this populate got (given back)", (unsigned long long)bytes,
+                       "process take %llu more bytes of %llu kB pages (%s is %llu)%s", (unsigned long long)bytes,
                        (unsigned long long)rm.room, (unsigned long long)(p->geo.page_size >> 10), rm.where,
-                       (unsigned long long)rm.limit, (unsigned long long)got);
+                       (unsigned long long)rm.limit, also);
     if (none)
         return dp_fail(-ENOMEM, "%llu bytes of the pool cannot be made resident: the kernel has %llu free "
-                       "huge pages of %llu kB (free_hugepages, nr_overcommit_hugepages), besides the %llu this "
-                       "populate got (given back)", (unsigned long long)bytes, (unsigned long long)avail,
-                       (unsigned long long)(p->geo.page_size >> 10), (unsigned long long)(got / p->geo.page_size));
+                       "huge pages of %llu kB (free_hugepages, nr_overcommit_hugepages)%s",
+                       (unsigned long long)bytes, (unsigned long long)avail,
+                       (unsigned long long)(p->geo.page_size >> 10), also);
     return 0;
 }
 
-int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n) {
+int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n, bool ahead) {
     if (!n) return 0;
     if (g >= p->geo.res_count || n > p->geo.res_count - g)
         return dp_fail(-EUCLEAN, "granules %llu+%llu lie outside the data", (unsigned long long)g,
                        (unsigned long long)n);
     uint64_t bytes = n << DP_RES_SHIFT;
     bool huge = p->geo.page_size != 4096;
-    /* [room first]: hugetlb's room is read only after a populate failed */
-    int r = huge ? 0 : dp_room_take(p, bytes, "memory of the pool");
+    char *a = p->base + p->geo.data_off + (g << DP_RES_SHIFT);
+    /* [room first]: hugetlb's room before a refill ahead, after a failed
+     * refill on demand */
+    int r = !huge ? dp_room_take(p, bytes, "memory of the pool") : ahead ? res_huge_room(p, a, bytes) : 0;
     if (r) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
         return r;
     }
-    r = dp_os_populate_strict(p->base + p->geo.data_off + (g << DP_RES_SHIFT), bytes);
+    r = dp_os_populate_strict(a, bytes);
     if (!huge) dp_room_give(p, bytes);
     if (r) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
-        if (huge && (r == -EFAULT || r == -ENOMEM || r == -ENOSPC) &&
-            res_huge_room(p, p->base + p->geo.data_off + (g << DP_RES_SHIFT), bytes) != 0)
+        if (huge && (r == -EFAULT || r == -ENOMEM || r == -ENOSPC) && res_huge_room(p, a, bytes) != 0)
             return -ENOMEM; /* its message says which limit */
         return dp_fail(r == -EFAULT || r == -ENOMEM || r == -ENOSPC ? -ENOMEM : r,
                        "%llu bytes of the pool could not be made resident (MADV_POPULATE_WRITE: %s)%s",
@@ -500,7 +510,7 @@ int dp_res_ensure_slow(dsmpool *p, uint64_t off, uint64_t len, dp_res_run *faile
         if (!t0) t0 = dp_os_now_ns();
         int r = dp_res_busy_raise(p, g, h - g); /* [busy] */
         if (r) return r; /* (no count held: nothing to give back) */
-        r = dp_res_populate(p, g, h - g);
+        r = dp_res_populate(p, g, h - g, false);
         if (r) { /* [give back]: the caller frees its block, then gives the run back */
             failed->g = g;
             failed->n = h - g;

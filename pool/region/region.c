@@ -94,7 +94,13 @@ static int create_fail(dp_creating *c, dp_header *h, int r) {
  * says so, the format and the pool id -- so that, with the creation lock
  * free, a half-built region is told from a live creation and from an object
  * that is not a dsmpool at all. */
-static void provisional(const dsmpool *p, size_t len, dp_header *h) {
+static int provisional(const dsmpool *p, size_t len, size_t page, dp_header *h) {
+    /* its page made resident strictly first: a store into a reservation
+     * (MAP_NORESERVE) whose huge page went to another since the check
+     * of the free ones would be a SIGBUS; this is -ENOMEM */
+    if (dp_os_caps()->populate_write && dp_os_populate_strict(p->base, page) != 0)
+        return dp_fail(-ENOMEM, "the region's first page (%zu bytes) cannot be made resident: no page of its "
+                       "size can be had now (free_hugepages, the hugetlb or memory cgroup)", page);
     memset(h, 0, sizeof *h);
     h->magic = DP_MAGIC_CREATING;
     h->version = DP_FORMAT_VERSION;
@@ -102,6 +108,7 @@ static void provisional(const dsmpool *p, size_t len, dp_header *h) {
     h->lib_version = DSMPOOL_VERSION_NUMBER;
     h->region_size = len;
     h->pool_id = p->pool_id;
+    return 0;
 }
 
 /* Open, size, reserve and map the backing object with pages of huge_sz
@@ -283,7 +290,8 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
         h->thp_advised = dp_os_madvise_hugepage(p->base, len) == 0;
     if ((r = dp_plan_bind(p, h, &pl)) != 0) return create_fail(&c, h, r);
     const dp_backing_ops *bk = dp_backing(cfg->backing);
-    if (bk->provisional) provisional(p, len, (dp_header *)p->base); /* [creation] */
+    if (bk->provisional && (r = provisional(p, len, page, (dp_header *)p->base)) != 0) /* [creation] */
+        return create_fail(&c, h, r);
     if (bk->give_name && (r = bk->give_name(&c)) != 0) return create_fail(&c, h, r);
     if (cfg->prefault || elastic) { /* [elastic]: its resident part always */
         unsigned t = cfg->prefault_threads ? cfg->prefault_threads : caps->ncpus_online;
