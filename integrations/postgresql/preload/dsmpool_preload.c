@@ -82,10 +82,11 @@
  *      state.settings in the postmaster's _PG_init, before the control
  *      segment: each generation's pool is made with them. Huge pages only
  *      where the kernel's huge page pool can still give the whole pool
- *      (huge_fits), or for a reservation beyond this machine's memory
+ *      (huge_fits), or, for a reservation beyond this machine's memory
  *      (dsmpool.size above MemTotal: it can never be wholly resident, and
  *      takes huge pages as it makes memory resident; a refill that finds
  *      none refuses its segment, which PostgreSQL then makes its own way),
+ *      its tables, resident_min, warm and the default pool's 2 GB,
  *      then DSMPOOL_HUGE_TRY: libdsmpool holds what it makes resident
  *      against the hugetlb cgroup and falls back to 4 KiB pages where what
  *      it makes resident at creation (its tables, resident_min) cannot be
@@ -525,9 +526,13 @@ static bool read_u64(const char *path, const char *key, uint64_t *v) {
 /* [settings]: huge pages only where the whole pool fits in what the
  * kernel's huge page pool leaves -- free less reserved (shared memory's
  * pages are taken or reserved by now), plus surplus pages still allowed;
- * else 4 KiB pages and a note that says why. libdsmpool then checks the
- * hugetlb cgroup for what it makes resident, at creation and at each refill. */
-static bool huge_fits(size_t size, char *why, size_t n) {
+ * else 4 KiB pages and a note that says why. A reservation beyond this
+ * machine's memory can never be wholly resident: for it, its tables (at
+ * most size/256), what it holds from the start (start: resident_min and
+ * warm) and room to work in as the default pool has (2 GB). libdsmpool
+ * then checks the hugetlb cgroup for what it makes resident at creation
+ * and at each refill ahead (a refill on demand finds out by its populate). */
+static bool huge_fits(size_t size, size_t start, char *why, size_t n) {
     uint64_t kb = 0, v[4] = {0, 0, 0, 0}, mem_kb = 0;
     static const char *const f[4] = {"free", "resv", "nr_overcommit", "surplus"};
     char path[128];
@@ -535,21 +540,25 @@ static bool huge_fits(size_t size, char *why, size_t n) {
         snprintf(why, n, "huge pages asked for, none used: this system has none");
         return false;
     }
-    /* a reservation beyond the machine ([settings]): libdsmpool's own check */
-    if (read_u64("/proc/meminfo", "MemTotal:", &mem_kb) && size / 1024 > mem_kb) return true;
     for (int i = 0; i < 4; i++) {
         snprintf(path, sizeof path, "/sys/kernel/mm/hugepages/hugepages-%llukB/%s_hugepages", (unsigned long long)kb,
                  f[i]);
         (void)read_u64(path, NULL, &v[i]);
     }
     uint64_t avail = (v[0] > v[1] ? v[0] - v[1] : 0) + (v[2] > v[3] ? v[2] - v[3] : 0);
-    uint64_t need = (size + kb * 1024 - 1) / (kb * 1024);
+    bool reserve = read_u64("/proc/meminfo", "MemTotal:", &mem_kb) && size / 1024 > mem_kb;
+    uint64_t bytes = reserve ? size / 256 + start + DSMPOOL_PRELOAD_DEFAULT_SIZE : size;
+    uint64_t need = (bytes + kb * 1024 - 1) / (kb * 1024);
     if (avail >= need) return true;
     snprintf(why, n,
-             "huge pages asked for, none used: the pool's %zu MB need %llu huge pages of %llu kB, and %llu can be "
-             "had (%llu free, %llu of them reserved): raise vm.nr_hugepages by %llu",
-             size >> 20, (unsigned long long)need, (unsigned long long)kb, (unsigned long long)avail,
-             (unsigned long long)v[0], (unsigned long long)v[1], (unsigned long long)(need - avail));
+             "huge pages asked for, none used: the pool's %zu MB need %llu huge pages of %llu kB%s, and %llu can "
+             "be had (%llu free, %llu of them reserved): raise vm.nr_hugepages by %llu",
+             size >> 20, (unsigned long long)need, (unsigned long long)kb,
+             reserve ? " (a reservation beyond this machine's memory: its tables, resident_min and warm, and "
+                       "2 GB to work in)"
+                     : "",
+             (unsigned long long)avail, (unsigned long long)v[0], (unsigned long long)v[1],
+             (unsigned long long)(need - avail));
     return false;
 }
 
@@ -570,8 +579,9 @@ static void pool_make(void) {
     dp.config_init_sized(&cfg, sizeof cfg);
     cfg.size = state.settings.size ? state.settings.size : DSMPOOL_PRELOAD_DEFAULT_SIZE;
     cfg.backing = DSMPOOL_BACKING_MEMFD; /* inherited by fork; outside /dev/shm */
-    char huge_why[320] = "";
-    cfg.huge_pages = state.settings.huge_pages && huge_fits(cfg.size, huge_why, sizeof huge_why) ? DSMPOOL_HUGE_TRY
+    char huge_why[480] = "";
+    size_t start = state.settings.resident_min + state.settings.warm_bytes;
+    cfg.huge_pages = state.settings.huge_pages && huge_fits(cfg.size, start, huge_why, sizeof huge_why) ? DSMPOOL_HUGE_TRY
                                                                                                  : DSMPOOL_HUGE_OFF;
     cfg.numa = state.settings.numa ? DSMPOOL_NUMA_AUTO : DSMPOOL_NUMA_OFF;
     cfg.prefault = false;
