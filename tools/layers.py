@@ -129,8 +129,11 @@ def definitions(code):
         c = code[i]
         if c == "{":
             if depth == 0:
-                head = code[stmt_start:i]
-                m = re.search(r"\b([A-Za-z_]\w*)\s*\([^;{}]*\)\s*(?:__attribute__\s*\(\(.*?\)\)\s*)?$", head, re.S)
+                # attributes blanked out, positions kept (static inline
+                # __attribute__((always_inline)) bool f(...) is f's)
+                head = re.sub(r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)", lambda a: " " * len(a.group(0)),
+                              code[stmt_start:i])
+                m = re.search(r"\b([A-Za-z_]\w*)\s*\([^;{}]*\)\s*$", head, re.S)
                 if m and m.group(1) not in KEYWORDS and not re.search(r"\b(struct|union|enum)\s*\w*\s*$", head) \
                         and "=" not in head[m.start():]:
                     # find the matching brace
