@@ -19,9 +19,10 @@ trap 'rm -rf "$tmp"' EXIT
 
 # count MODE FUNCTION: the instructions callgrind collected inside FUNCTION
 count() {
-    local out=$tmp/cg.$1.$2
+    local out=$tmp/cg.$1.$2 args=()
+    [ "$1" = fixed ] || args=("$1")
     valgrind --tool=callgrind --callgrind-out-file="$out" --collect-atstart=no \
-        --toggle-collect="$2" "$driver" ${1/fixed/} >"$tmp/stdout" 2>"$tmp/stderr" ||
+        --toggle-collect="$2" "$driver" "${args[@]}" >"$tmp/stdout" 2>"$tmp/stderr" ||
         { cat "$tmp/stderr" >&2; exit 1; }
     sed -nE 's/^summary: ([0-9]+).*/\1/p' "$out"
 }
