@@ -697,25 +697,23 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
      * ones), and no free node of 512 MiB or more opened (what is in it is
      * not looked at: the last pass does) */
     if (A == 1 && rq->warm_only && pa_cold_node(pa, idx)) return false;
+    /* the near child: where the search starts, unless cold */
+    unsigned pref = (rq->near >> (4 * (A - rq->t))) == idx ? (unsigned)(rq->near >> (4 * (A - 1 - rq->t))) & 15 : 16;
     uint32_t fm = ch_free((uint32_t)w), cold = 0, skip = 0;
     if (rq->warm_only) { /* set only while the preference is on */
+        /* cold bits of the children this pass may take, and the near one's */
+        uint32_t want = fm | ch_part((uint32_t)w) | (pref < 16 ? 1u << (2 * pref) : 0);
         skip = A > rq->t && rq->t >= 3 ? pa_no_warm_run(pa, A, idx, rq->t, rq->rs, fm)
-               : A == 2                     ? pa_cold_kids(pa, idx, fm | ch_part((uint32_t)w))
-               : A == 3                     ? pa_cold_kids3(pa, idx, fm | ch_part((uint32_t)w))
+               : A == 2                     ? pa_cold_kids(pa, idx, want)
+               : A == 3                     ? pa_cold_kids3(pa, idx, want)
                : A > 3                      ? fm
                                             : 0;
         cold = fm & skip;
     } else if ((A == 2 || A == 3) && fm && pa_cold_on(pa)) {
         cold = A == 2 ? pa_cold_kids(pa, idx, fm) : pa_cold_kids3(pa, idx, fm);
     }
-    unsigned pref = 16;
-    if ((rq->near >> (4 * (A - rq->t))) == idx) {
-        pref = (unsigned)(rq->near >> (4 * (A - 1 - rq->t))) & 15;
+    if (pref < 16) {
         unsigned st = ch_state(w, pref);
-        /* (skip was read for free and part-used children only: a full near
-         * child's bit, which decides where the search starts, is read here) */
-        if (st != CH_FREE && st != CH_PART && rq->warm_only && (A == 2 || A == 3) && !(A > rq->t && rq->t >= 3))
-            skip |= A == 2 ? pa_cold_kids(pa, idx, 1u << (2 * pref)) : pa_cold_kids3(pa, idx, 1u << (2 * pref));
         if ((st == CH_FREE && (cold >> (2 * pref) & 1)) || (skip >> (2 * pref) & 1))
             pref = 16; /* cold: its turn comes last, or not in this pass */
         else if ((st == CH_PART || st == CH_FREE) && pa_dfs_child(pa, A, idx, pref, st, rq, node, frame))
