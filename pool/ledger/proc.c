@@ -512,9 +512,10 @@ static int pool_alloc_raw(dsmpool *p, unsigned order, unsigned flags, uint64_t *
 
 static bool block_sub(const dsmpool *p, uint64_t off, uint32_t *sub, uint64_t *frame);
 
-/* resident.c [refill on demand]: a block that cannot be made resident goes
- * back, so does what its refill populated ([give back]), and the caller is
- * told -ENOMEM (the message says why). A refill on demand where warm memory
+/* resident.c [refill on demand], past dp_res_warm_one (the callers' inline
+ * look): a block that cannot be made resident goes back, so does what its
+ * refill populated ([give back]), and the caller is told -ENOMEM (the
+ * message says why). A refill on demand where warm memory
  * had a free run of the block's order is counted (palloc.c [resident
  * first]: the allocator's misses). The look, after a populate alone, scans
  * the 2 MiB nodes of a window around the block: 4096 of them (8 GiB) per
@@ -523,7 +524,7 @@ static bool block_sub(const dsmpool *p, uint64_t off, uint32_t *sub, uint64_t *f
 enum { WARM_FIT_WINDOW = 4096 };
 __attribute__((noinline)) static int pool_resident(dsmpool *p, uint64_t *block, uint64_t bytes) {
     dp_res_run run;
-    int r = dp_res_ensure(p, DP_BLOCK_OFF(*block), bytes, &run);
+    int r = dp_res_ensure_slow(p, DP_BLOCK_OFF(*block), bytes, &run); /* (the callers looked inline) */
     if (r == 0) return 0;
     if (r > 0) {
         uint32_t k;
@@ -559,7 +560,8 @@ int dp_pool_alloc_exact(dsmpool *p, unsigned order, unsigned flags, uint64_t kee
     int r = pool_alloc_raw(p, order, flags, &off);
     if (r) return r;
     *block = dp_pool_trim(p, DP_BLOCK_MK(off, order), keep); /* [exact blocks] */
-    return pool_resident(p, block, DP_BLOCK_BYTES(*block));
+    uint64_t bytes = DP_BLOCK_BYTES(*block);
+    return dp_res_warm_one(p, off, bytes) ? 0 : pool_resident(p, block, bytes);
 }
 
 int dp_pool_claim(dsmpool *p, uint32_t sub, uint64_t frame, unsigned order, uint64_t *block) {
