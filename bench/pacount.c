@@ -50,10 +50,7 @@ int main(int argc, char **argv) {
     }
     if (elastic) {
         size_t made = 0;
-        if (dsmpool_prefault_free(pool, cold ? 256u << 20 : SIZE_MAX, &made) != 0) {
-            fprintf(stderr, "pacount: prefault: %s\n", dsmpool_last_error());
-            return 1;
-        }
+        if (dsmpool_prefault_free(pool, cold ? 256u << 20 : SIZE_MAX, &made) != 0) goto fail;
     }
     static const unsigned orders[] = {0, 3, 6, 9};
     uint64_t blk[BURST], calls = 0;
@@ -76,6 +73,7 @@ int main(int argc, char **argv) {
     if (st.refills_on_demand != 0) {
         fprintf(stderr, "pacount: %llu refills on demand: the pool was not wholly resident\n",
                 (unsigned long long)st.refills_on_demand);
+        dsmpool_destroy(pool);
         return 1;
     }
     printf("pacount: %s pool, %llu allocations and %llu frees (orders 0, 3, 6, 9)\n",
@@ -84,5 +82,6 @@ int main(int argc, char **argv) {
     return 0;
 fail:
     fprintf(stderr, "pacount: %s\n", dsmpool_last_error());
+    dsmpool_destroy(pool); /* its anchor in /dev/shm goes with it */
     return 1;
 }

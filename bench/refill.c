@@ -115,12 +115,6 @@ static double raw_sample(const kind *k, size_t bytes, bool touch) {
     return t;
 }
 
-static unsigned order_of(size_t bytes) {
-    unsigned o = 0;
-    while (((size_t)DP_FRAME_SIZE << o) < bytes) o++;
-    return o;
-}
-
 /* One pool sample: trimmed to nothing first (not timed), then the block
  * made resident by an allocation (demand) or a prefault (ahead). */
 static double pool_sample(dsmpool *pool, size_t bytes, bool ahead, uint64_t *ondemand) {
@@ -132,7 +126,7 @@ static double pool_sample(dsmpool *pool, size_t bytes, bool ahead, uint64_t *ond
         return now_us() - t0;
     }
     uint64_t blk;
-    if (dp_pool_alloc(pool, order_of(bytes), &blk) != 0) return -1;
+    if (dp_pool_alloc(pool, (unsigned)__builtin_ctzll(bytes / DP_FRAME_SIZE), &blk) != 0) return -1; /* a power of two */
     t = now_us() - t0;
     /* the block was made resident by this allocation: counted */
     dsmpool_stats st;
