@@ -199,7 +199,8 @@ typedef struct dsmpool_config {
     unsigned mode;           /* permissions of a named region; default 0600 */
     /* --- more fields; 0 always means "the default" --- */
     unsigned prefault_threads; /* threads that populate; 0: online CPUs, at most 16 */
-    size_t max_segments;     /* segment table capacity; 0: max(1024, data / 16 KiB) */
+    size_t max_segments;     /* segment table capacity; 0: data / 16 KiB, from 1024 up to
+                                262144 (a 4 GiB pool's) */
     unsigned max_procs;      /* process slots; 0: 1024 */
     size_t map_align;        /* virtual address alignment of the mapping, a power of two
                                 from 2 MiB to 1 GiB; 0: 1 GiB for a pool in hugetlb pages

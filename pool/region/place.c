@@ -132,6 +132,11 @@ static int plan_units(const dp_plan *pl, uint64_t total, uint64_t g, uint64_t *u
     return 0;
 }
 
+/* The default segment table stops at 262144 descriptors (8 MiB, a 4 GiB
+ * pool's): every scan of the table (stats, recovery, the checker) reads all
+ * of it, and a reservation's table is resident from creation. */
+#define DP_SEG_DEFAULT_MAX (1u << 18)
+
 /* The layout of a region of len bytes in pages of `page`: the most data
  * that fits beside the tables, split as the dp_plan says. 0, -ENOSPC (too
  * small) or -EINVAL (explicit node sizes that are not multiples of the data
@@ -143,8 +148,11 @@ int dp_plan_layout(const dsmpool_config *cfg, const dp_plan *pl, size_t len, siz
                          dp_data_gran(page), {0}, {0}};
     memcpy(in->nodes, pl->nodes, sizeof in->nodes);
     in->nhints = caps->ncpus_conf < 1 ? 1 : caps->ncpus_conf > 4096 ? 4096 : caps->ncpus_conf;
+    /* the default: a descriptor per 16 KiB, from 1024 up to DP_SEG_DEFAULT_MAX
+     * (a reservation's table follows the size only that far) */
     uint64_t est = len / (16 * 1024);
-    in->seg_cap = cfg->max_segments ? cfg->max_segments : (est > 1024 ? est : 1024);
+    est = est < 1024 ? 1024 : est > DP_SEG_DEFAULT_MAX ? DP_SEG_DEFAULT_MAX : est;
+    in->seg_cap = cfg->max_segments ? cfg->max_segments : est;
     if (in->seg_cap > DP_SEG_MAX) in->seg_cap = DP_SEG_MAX;
     uint64_t g = in->data_align / (2 * DP_MIB), total = len / (2 * DP_MIB) / g * g;
     int lr = -ENOSPC;
@@ -159,7 +167,7 @@ int dp_plan_layout(const dsmpool_config *cfg, const dp_plan *pl, size_t len, siz
 
 /* The least size (a multiple of page) whose layout fits, or 0 if none up to
  * 64 TiB. The tables grow with the size (segment descriptors: one per 16
- * KiB unless max_segments is set), so it searches upwards: doubling to a
+ * KiB up to DP_SEG_DEFAULT_MAX unless max_segments is set), so it searches upwards: doubling to a
  * size that fits, then halving the step down to the least one. */
 size_t dp_plan_min_size(const dsmpool_config *cfg, const dp_plan *pl, size_t page) {
     dp_header *h = malloc(sizeof *h);
@@ -312,18 +320,22 @@ static void *pf_thread(void *arg) {
     return NULL;
 }
 
-/* Prefault: the tables, then each sub-pool in slices by threads pinned to
- * its node, at most `threads` at a time. Slices are whole pages (gran). */
+/* Prefault: the tables (an elastic pool's: but the directory of its
+ * released granules, layout.c [lazy directory]), then each sub-pool in
+ * slices by threads pinned to its node, at most `threads` at a time. Slices
+ * are whole pages (gran). */
 int dp_plan_prefault(dsmpool *p, const dp_header *h, const dp_plan *pl, unsigned threads,
                          size_t gran, const uint64_t *resident, size_t *done) {
-    enum { MAXJ = 64 };
+    enum { MAXJ = 64 + DP_TABLE_RANGES };
     pf_job jobs[MAXJ];
     unsigned nj = 0;
     if (!threads) threads = 1;
-    jobs[nj++] = (pf_job){p->base, h->data_off, -1, 0, 0};
+    uint64_t tr[DP_TABLE_RANGES][2];
+    unsigned nt = dp_table_ranges(h, resident != NULL, h->page_size, resident, tr);
+    for (unsigned i = 0; i < nt; i++) jobs[nj++] = (pf_job){p->base + tr[i][0], tr[i][1] - tr[i][0], -1, 0, 0};
     unsigned per = threads / h->nsub;
     if (per < 1) per = 1;
-    if (per > (MAXJ - 2) / h->nsub) per = (MAXJ - 2) / h->nsub; /* every slice gets a job */
+    if (per > 62 / h->nsub) per = 62 / h->nsub; /* every slice gets a job */
     for (uint32_t s = 0; s < h->nsub; s++) {
         char *a = p->base + h->sub[s].data_off;
         size_t len = h->sub[s].geom.frames * DP_FRAME_SIZE;
