@@ -269,9 +269,11 @@ DSMPOOL_EXPORT int dsmpool_create(const dsmpool_config *cfg, dsmpool **out);
 /* The least cfg->size that dsmpool_create accepts for the rest of cfg
  * (sub-pools, node sizes, process slots, segments, huge page size; the
  * page is the huge page when huge pages are asked for, HUGE_TRY included):
- * the tables (header, process slots, segment descriptors, allocator trees
- * and per-CPU hints, up to the 2 MiB boundary where data starts; they grow
- * with the size: 0.4% of 1 GiB, 0.26% of 16 GiB) plus 2 MiB of data per
+ * the tables (header, process slots, segment descriptors, span directory,
+ * allocator trees and per-CPU hints, up to the 2 MiB boundary where data
+ * starts; they grow with the size: 0.6% of 1 GiB, 0.3% of 16 GiB, 0.25% of
+ * 1 TiB; an elastic pool holds resident only the directory pages of its
+ * resident memory, so 0.06% of what it reserves) plus 2 MiB of data per
  * sub-pool; 4 MiB with the defaults on one node. Pure computation: it
  * creates nothing and checks no huge-page reservation. 0 with a message
  * (dsmpool_last_error) for a configuration that no size fits. */

@@ -35,11 +35,17 @@
  *                       reservation is created, serves up to the limit and
  *                       answers -ENOMEM beyond it: no SIGBUS, no OOM kill
  *                       (skipped, saying why, where no cgroup can be made)
+ *   directory           an elastic pool's span directory is resident page
+ *                       by page with its granules, given back with them,
+ *                       and a stray free into released memory brings no
+ *                       page in (layout.c [lazy directory])
  *
  * Children never use Criterion's asserts; they report through exit codes.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <dsmpool.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -239,8 +245,11 @@ static void backing_round(dsmpool_backing b, bool elastic) {
     cr_expect_geq(rel, free0 - 8 * MIB - 2 * GRANULE, "trim left %zu of %zu free bytes", free0 - rel, free0);
     cr_expect_eq(st.released_bytes, rel);
     cr_expect_geq(st.warm_free_bytes, 8 * MIB, "trim kept less than keep_bytes resident and free");
-    cr_expect_eq(h0 - h1, (long long)rel, "%s: the backing held %lld bytes before and %lld after; trim said %zu",
-                 dsmpool_backing_name(b), h0, h1, rel);
+    /* an elastic pool's directory pages go with their granules: 4 KiB per
+     * 2 MiB (layout.c [lazy directory]) */
+    long long dir = elastic ? (long long)(rel / GRANULE) * 4096 : 0;
+    cr_expect_eq(h0 - h1, (long long)rel + dir, "%s: the backing held %lld bytes before and %lld after; trim said %zu "
+                 "(and %lld of directory pages)", dsmpool_backing_name(b), h0, h1, rel, dir);
     test_check_ok(p);
     cr_assert_eq(dsmpool_prefault_free(p, SIZE_MAX, &got), 0, "prefault: %s", dsmpool_last_error());
     cr_expect_eq(got, rel);
@@ -1029,4 +1038,87 @@ Test(elastic, large_blocks_take_warm_memory_first, .timeout = 60) {
         }
         dsmpool_destroy(p);
     }
+}
+
+/* ---- the span directory of a reservation (layout.c [lazy directory]) ------- */
+
+/* Granules whose directory page disagrees with their residency: a released
+ * granule whose page is in the file, or a resident one whose page is not
+ * (mincore reads the shmem object's pages, whoever mapped them). */
+static uint64_t dir_pages_amiss(dsmpool *p, uint64_t *present) {
+    uint64_t n = p->geo.res_count, amiss = 0;
+    unsigned char *v = malloc(n);
+    cr_assert(v);
+    cr_assert_eq(mincore(p->base + p->geo.dir_off, n * 4096, v), 0, "mincore: %s", strerror(errno));
+    *present = 0;
+    for (uint64_t g = 0; g < n; g++) {
+        bool released = dp_load_relaxed(&p->res[g]) & DP_RES_RELEASED;
+        *present += v[g] & 1;
+        amiss += released == (bool)(v[g] & 1);
+    }
+    free(v);
+    return amiss;
+}
+
+/* The directory of an elastic pool in 4 KiB pages follows its granules: a
+ * page each, resident with the granule, given back with it. Before: the
+ * whole directory was resident from creation (8 bytes per 4 KiB of the
+ * reservation: 2 GiB of a 1 TiB one). */
+Test(elastic, the_directory_follows_the_granules, .timeout = 60) {
+    dsmpool_config cfg = pool_config(1 * GIB, DSMPOOL_BACKING_MEMFD, DSMPOOL_HUGE_OFF, 4 * MIB);
+    dsmpool *p = NULL;
+    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "%s", dsmpool_last_error());
+    cr_assert_eq(p->geo.dir_off % 4096, 0, "the directory is not on a page boundary");
+    uint64_t present, amiss = dir_pages_amiss(p, &present);
+    cr_expect_eq(amiss, 0, "at creation %llu granules' directory pages disagree with their residency "
+                 "(%llu pages present of %llu)", (unsigned long long)amiss, (unsigned long long)present,
+                 (unsigned long long)p->geo.res_count);
+    cr_expect_eq(present, 2, "resident_min is 2 granules; %llu directory pages present", (unsigned long long)present);
+    /* a segment and an area's chunks in released memory: refills on demand */
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 64 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s), 0, "%s", dsmpool_last_error());
+    dsmpool_area *a;
+    cr_assert_eq(dsmpool_area_create(p, 0, &a), 0, "%s", dsmpool_last_error());
+    dsmpool_ptr c[64];
+    for (int i = 0; i < 64; i++) cr_assert_eq(dsmpool_area_alloc(a, 32 * 1024, 0, &c[i]), 0, "%s", dsmpool_last_error());
+    amiss = dir_pages_amiss(p, &present);
+    cr_expect_eq(amiss, 0, "after the refills %llu granules' directory pages disagree (%llu present)",
+                 (unsigned long long)amiss, (unsigned long long)present);
+    cr_expect_geq(present, 32 + 2);
+    for (int i = 0; i < 64; i++) cr_assert_eq(dsmpool_area_free(a, c[i]), 0, "%s", dsmpool_last_error());
+    cr_assert_eq(dsmpool_area_destroy(a), 0, "%s", dsmpool_last_error());
+    cr_assert_eq(dsmpool_seg_detach(s), 0);
+    size_t rel;
+    cr_assert_eq(dsmpool_trim(p, 0, &rel), 0, "%s", dsmpool_last_error());
+    amiss = dir_pages_amiss(p, &present);
+    cr_expect_eq(amiss, 0, "after the trim %llu granules' directory pages disagree (%llu present)",
+                 (unsigned long long)amiss, (unsigned long long)present);
+    /* dsmpool_prefault maps what is resident, and makes nothing else so */
+    cr_assert_eq(dsmpool_prefault(p), 0, "%s", dsmpool_last_error());
+    cr_expect_eq(dir_pages_amiss(p, &present), 0, "dsmpool_prefault made directory pages resident");
+    test_check_ok(p);
+    dsmpool_destroy(p);
+}
+
+/* A free of a stray pointer into released memory is refused and makes no
+ * page of the directory resident (its reader looks at the residency word
+ * first): before, the read of the directory word brought the page in. */
+Test(elastic, a_stray_free_into_released_memory_makes_nothing_resident, .timeout = 60) {
+    dsmpool_config cfg = pool_config(256 * MIB, DSMPOOL_BACKING_MEMFD, DSMPOOL_HUGE_OFF, 2 * MIB);
+    dsmpool *p = NULL;
+    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "%s", dsmpool_last_error());
+    dsmpool_area *a;
+    cr_assert_eq(dsmpool_area_create(p, 0, &a), 0, "%s", dsmpool_last_error());
+    dsmpool_ptr c;
+    cr_assert_eq(dsmpool_area_alloc(a, 32 * 1024, 0, &c), 0, "%s", dsmpool_last_error());
+    uint64_t g = p->geo.res_count - 1, present;
+    cr_assert(dp_load_relaxed(&p->res[g]) & DP_RES_RELEASED, "the last granule is not released");
+    cr_assert_eq(dir_pages_amiss(p, &present), 0);
+    dsmpool_ptr stray = p->geo.data_off + (g << DP_RES_SHIFT) + 32 * 1024;
+    cr_expect_eq(dsmpool_area_free(a, stray), -EINVAL, "a free into released memory: %s", dsmpool_last_error());
+    cr_expect_eq(dir_pages_amiss(p, &present), 0, "the stray free made a directory page resident");
+    cr_expect_eq(dsmpool_area_free(a, c), 0, "%s", dsmpool_last_error());
+    dsmpool_area_destroy(a);
+    test_check_ok(p);
+    dsmpool_destroy(p);
 }

@@ -211,9 +211,10 @@ int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
             dp_ar_trim_answer(area, tc);
         /* [hot path], the common case inline: a pool chunk of this area, at a
          * chunk start, in an unchecked area, its tag not set (area_free.c
-         * [free tags]) */
+         * [free tags]), in memory not released (layout.c [lazy directory]) */
         uint64_t rel = p - area->data_off;
-        if (__builtin_expect(!(p & FB_BIT) && rel < area->data_size && !(area->ctl->flags & DSMPOOL_AREA_CHECKED), 1)) {
+        if (__builtin_expect(!(p & FB_BIT) && rel < area->data_size && !(area->ctl->flags & DSMPOOL_AREA_CHECKED) &&
+                                 dp_dir_readable(area->pool, rel), 1)) {
             /* acquire: pairs with dp_ar_dir_set */
             uint64_t dw = dp_load_acquire(&area->pool->dir[rel >> AR_DIR_SHIFT]);
             unsigned c = DIRW_CLS(dw);

@@ -180,6 +180,9 @@ int dp_ar_locate(struct dsmpool_area *a, dsmpool_ptr p, ar_loc *l) {
     if (!(p & FB_BIT)) {
         if (p < a->data_off || p - a->data_off >= a->data_size) return -EINVAL;
         uint64_t rel = p - a->data_off, k = rel >> AR_DIR_SHIFT;
+        /* released memory holds no block; its directory page is not to be
+         * made resident for a stray pointer (layout.c [lazy directory]) */
+        if (!dp_dir_readable(pool, rel)) return -EINVAL;
         uint64_t dw = dp_load_acquire(&pool->dir[k]); /* acquire: pairs with dp_ar_dir_set */
         if (DIRW_AID(dw) != a->aid) return -EINVAL;
         l->e = DIRW_ENTRY(dw);

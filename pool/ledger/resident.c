@@ -90,6 +90,16 @@
  *      speed"). A refill ahead (the maintainer's warm reserve, which tries
  *      again every step) reads them first, so as not to take, step after
  *      step, the last free huge pages that another's refill would fit in.
+ *   [lazy directory] In an elastic pool the span directory's page of a
+ *      granule (layout.c [lazy directory]) is made resident with it, first,
+ *      under the same room claim, and, in 4 KiB pages, given back with it:
+ *      a granule marked resident has its page, one released holds none
+ *      but for a refill that failed after the page was had (its page stays
+ *      until the granule's next release: 4 KiB of zeroes). In hugetlb pages
+ *      a page of the directory tells of 512 granules and is never given
+ *      back. A reader of the directory that holds no block there (a free
+ *      of a stray pointer: area_pointer.c dp_ar_locate) looks at the
+ *      residency word first, so as not to make the page resident.
  *   [idle stamps] A maintenance step stamps a resident granule that it
  *      finds wholly free with the time ("idle since", dp_res_stamp); the
  *      allocation that takes any of it clears the stamp ([refill on
@@ -273,18 +283,22 @@ int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n, bool ahead) {
     if (g >= p->geo.res_count || n > p->geo.res_count - g)
         return dp_fail(-EUCLEAN, "granules %llu+%llu lie outside the data", (unsigned long long)g,
                        (unsigned long long)n);
-    uint64_t bytes = n << DP_RES_SHIFT;
+    uint64_t bytes = n << DP_RES_SHIFT, doff = 0, dlen = 0;
     bool huge = p->geo.page_size != 4096;
     char *a = p->base + p->geo.data_off + (g << DP_RES_SHIFT);
+    if (p->geo.elastic) dp_dir_range(&p->geo, g, n, p->geo.page_size, &doff, &dlen); /* [lazy directory] */
     /* [room first]: hugetlb's room before a refill ahead, after a failed
      * refill on demand */
-    int r = !huge ? dp_room_take(p, bytes, "memory of the pool") : ahead ? res_huge_room(p, a, bytes) : 0;
+    int r = !huge ? dp_room_take(p, bytes + dlen, "memory of the pool") : ahead ? res_huge_room(p, a, bytes) : 0;
     if (r) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
         return r;
     }
-    r = dp_os_populate_strict(a, bytes);
-    if (!huge) dp_room_give(p, bytes);
+    /* [lazy directory]: the directory's pages first, so that a granule
+     * marked resident has them */
+    r = dlen ? dp_os_populate_strict(p->base + doff, dlen) : 0;
+    if (r == 0) r = dp_os_populate_strict(a, bytes);
+    if (!huge) dp_room_give(p, bytes + dlen);
     if (r) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
         if (huge && (r == -EFAULT || r == -ENOMEM || r == -ENOSPC) && res_huge_room(p, a, bytes) != 0)
@@ -304,9 +318,17 @@ int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n, bool ahead) {
 
 int dp_res_release(dsmpool *p, uint64_t g, uint64_t n) {
     if (!n || g >= p->geo.res_count || n > p->geo.res_count - g) return -EINVAL;
-    uint64_t off = p->geo.data_off + (g << DP_RES_SHIFT);
+    uint64_t off = p->geo.data_off + (g << DP_RES_SHIFT), doff, dlen;
     bool fd = p->fd >= 0 && (p->backing == DSMPOOL_BACKING_MEMFD || p->backing == DSMPOOL_BACKING_POSIX);
-    return dp_os_release(p->base + off, n << DP_RES_SHIFT, fd ? p->fd : -1, off);
+    int r = dp_os_release(p->base + off, n << DP_RES_SHIFT, fd ? p->fd : -1, off);
+    /* [lazy directory]: in 4 KiB pages a granule's directory page is its
+     * own, and all zero once the granule is free (area_registry.c clears
+     * a span's words before its block goes) */
+    if (r == 0 && p->geo.elastic && p->geo.page_size == 4096) {
+        dp_dir_range(&p->geo, g, n, 4096, &doff, &dlen);
+        r = dp_os_release(p->base + doff, dlen, fd ? p->fd : -1, doff);
+    }
+    return r;
 }
 
 /* ---- the marks and the counts ------------------------------------------------- */

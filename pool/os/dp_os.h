@@ -93,7 +93,7 @@ int dp_os_sysv_detach(void *addr);
 int dp_os_sysv_remove(int shmid);
 
 /* Memory advice and population. */
-int dp_os_madvise_hugepage(void *addr, size_t len);
+int dp_os_madvise_hugepage(void *addr, size_t len, bool huge); /* MADV_HUGEPAGE, or MADV_NOHUGEPAGE */
 int dp_os_populate(void *addr, size_t len, unsigned threads); /* POPULATE_WRITE or touch */
 /* MADV_POPULATE_WRITE and nothing else: never a touch, so a page that cannot
  * be had is an error here (-ENOMEM, -EFAULT where a touch would raise

@@ -507,9 +507,9 @@ int dp_os_sysv_remove(int shmid) {
     OS_RET(shmctl(shmid, IPC_RMID, NULL) == 0 ? 0 : -errno);
 }
 
-int dp_os_madvise_hugepage(void *addr, size_t len) {
+int dp_os_madvise_hugepage(void *addr, size_t len, bool huge) {
     OS_SAVE;
-    OS_RET(madvise(addr, len, MADV_HUGEPAGE) == 0 ? 0 : -errno);
+    OS_RET(madvise(addr, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0 ? 0 : -errno);
 }
 
 /* ---- populate: MADV_POPULATE_WRITE per slice, in threads ------------- */

@@ -68,12 +68,16 @@
 
 /* ---- make and undo --------------------------------------------------------- */
 
-/* [made whole or not at all], an elastic pool's file: the tables, each
+/* [made whole or not at all], an elastic pool's file: the tables (but the
+ * directory pages of released granules: layout.c [lazy directory]), each
  * sub-pool's resident granules and the tail past the data are allocated; the
  * rest stays a hole (region.c [elastic]). */
 static int fd_reserve_resident(dp_creating *c, size_t len) {
     const dp_header *h = c->layout;
-    int r = dp_os_fallocate_range(c->p->fd, 0, h->data_off);
+    uint64_t tr[DP_TABLE_RANGES][2];
+    unsigned nt = dp_table_ranges(h, true, 4096, c->resident, tr); /* layout.c [lazy directory] */
+    int r = 0;
+    for (unsigned i = 0; r == 0 && i < nt; i++) r = dp_os_fallocate_range(c->p->fd, tr[i][0], tr[i][1] - tr[i][0]);
     for (uint32_t s = 0; r == 0 && s < h->nsub; s++)
         if (c->resident[s])
             r = dp_os_fallocate_range(c->p->fd, h->sub[s].data_off, c->resident[s] * 2 * DP_MIB);

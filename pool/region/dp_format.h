@@ -11,7 +11,9 @@
  *                                       segment attachment records)
  *   seg_off        dp_seg_desc[seg_cap] segment descriptors
  *   dir_off        uint64[dir_count]    span directory: for each 4 KiB of data,
- *                                       the area and registry entry that hold it
+ *                                       the area and registry entry that hold it;
+ *                                       page-aligned, a 4 KiB page per 2 MiB of
+ *                                       data (layout.c [lazy directory])
  *   names_off      dp_name[names_cap]   the name table (names.c)
  *   res_off        uint64[res_count]    residency: a word per 2 MiB granule of
  *                                       data (resident or released, idle since)
@@ -76,8 +78,11 @@
  * namespace: an older library would release a granule being populated,
  * and pass the room check on a stale reading. Format 13 added the count of
  * refills on demand that warm memory would have spared, at the header's
- * end. */
-#define DP_FORMAT_VERSION 13u
+ * end. Format 14 put the span directory on page boundaries, a page per 2 MiB
+ * of data, resident in an elastic pool only with its granule (layout.c
+ * [lazy directory]): an older library would read a released granule's page
+ * (and make it resident) and find the tables elsewhere. */
+#define DP_FORMAT_VERSION 14u
 #define DP_DIR_SHIFT 12u /* the span directory's granule: 4 KiB of data (a frame) a word */
 #define DP_NAME_MAX 240
 

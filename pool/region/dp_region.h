@@ -104,6 +104,15 @@ static inline bool dp_block_ok(const struct dsmpool *pool, uint64_t off, uint64_
            dp_range_ok(off - pool->geo.data_off, len, pool->geo.data_size);
 }
 
+/* layout.c [lazy directory]: whether the directory words of data offset
+ * rel (below data_size) may be read without making a page resident: its
+ * granule is not released. Relaxed: a release racing the read leaves at
+ * worst a page of zeroes resident, a bounded leak (resident.c [lazy
+ * directory]). A fixed pool's words are all 0: always. */
+static inline bool dp_dir_readable(const struct dsmpool *pool, uint64_t rel) {
+    return !(dp_load_relaxed(&pool->res[rel >> DP_RES_SHIFT]) & DP_RES_RELEASED);
+}
+
 /* ---- layout (region.c) -------------------------------------------------- */
 
 typedef struct dp_layout_in {
@@ -118,6 +127,20 @@ typedef struct dp_layout_in {
 } dp_layout_in;
 
 int dp_layout(const dp_layout_in *in, dp_header *h);
+
+/* layout.c [lazy directory]: the directory's page for each 2 MiB granule */
+#define DP_DIR_PAGE (((uint64_t)1 << (DP_RES_SHIFT - DP_DIR_SHIFT)) * sizeof(uint64_t))
+/* The directory bytes of granules [g, g + n), rounded out to pages of
+ * `page`: [*off, *off + *len) from the region's base (*len 0 when n is). */
+void dp_dir_range(const dp_header *h, uint64_t g, uint64_t n, uint64_t page, uint64_t *off, uint64_t *len);
+/* The tables' bytes a pool keeps resident whatever its granules (the whole
+ * of [0, data_off) unless lazy_dir: an elastic pool's), and, where resident
+ * is not NULL, the directory pages of each sub-pool's first resident[s]
+ * granules: up to DSMPOOL_MAX_NODES + 2 ranges [out[i][0], out[i][1]), in
+ * order, disjoint, rounded out to `page`; the count. */
+#define DP_TABLE_RANGES (DSMPOOL_MAX_NODES + 2)
+unsigned dp_table_ranges(const dp_header *h, bool lazy_dir, uint64_t page, const uint64_t *resident,
+                         uint64_t out[][2]);
 
 /* The region itself, below every layer that lives in it. A created region
  * is mapped and formatted but not published (attachers see no magic) until

@@ -16,6 +16,14 @@
  *      one could be scribbled on later; the copy cannot). A region of
  *      another format is refused (-EPROTO) naming the library version that
  *      made it (the header's first 40 bytes never move: dp_format.h).
+ *   [lazy directory] The span directory has a 4 KiB page per 2 MiB granule
+ *      of data (dir_off and the table after it on a page boundary). In an
+ *      elastic pool a granule's page is made resident with the granule and
+ *      given back with it (resident.c [lazy directory]): creation makes
+ *      only the other tables and the resident granules' pages resident
+ *      (dp_table_ranges), so the directory of a reservation costs what is
+ *      used, not what is reserved. A fixed pool's directory is resident
+ *      whole, as its data is.
  *   [unborn] A region whose magic is not yet DP_MAGIC is not validated
  *      here: dp_rg_validate_header says -ENODATA, and the caller asks the
  *      backing why (backing.c [unborn]).
@@ -41,10 +49,11 @@ int dp_layout(const dp_layout_in *in, dp_header *h) {
     off = dp_align_up(off + (uint64_t)in->proc_cap * sizeof(dp_proc), 64);
     h->seg_off = off;
     h->seg_cap = in->seg_cap;
-    off = dp_align_up(off + in->seg_cap * sizeof(dp_seg_desc), 64);
+    /* [lazy directory]: a page of the directory per 2 MiB of data */
+    off = dp_align_up(off + in->seg_cap * sizeof(dp_seg_desc), 4096);
     h->dir_off = off;
     h->dir_count = in->region_size >> DP_DIR_SHIFT; /* >= the data's 4 KiB granules */
-    off = dp_align_up(off + h->dir_count * sizeof(uint64_t), 64);
+    off = dp_align_up(off + h->dir_count * sizeof(uint64_t), 4096);
     h->names_off = off;
     h->names_cap = DSMPOOL_NAMES_MAX;
     off = dp_align_up(off + h->names_cap * sizeof(dp_name), 64);
@@ -79,6 +88,38 @@ int dp_layout(const dp_layout_in *in, dp_header *h) {
     }
     for (uint32_t s = in->nsub; s < DSMPOOL_MAX_NODES; s++) memset(&h->sub[s], 0, sizeof h->sub[s]);
     return 0;
+}
+
+/* [lazy directory] */
+void dp_dir_range(const dp_header *h, uint64_t g, uint64_t n, uint64_t page, uint64_t *off, uint64_t *len) {
+    uint64_t lo = h->dir_off + g * DP_DIR_PAGE, hi = h->dir_off + (g + n) * DP_DIR_PAGE;
+    lo = lo / page * page;
+    hi = dp_align_up(hi, page);
+    *off = lo;
+    *len = n ? hi - lo : 0;
+}
+
+unsigned dp_table_ranges(const dp_header *h, bool lazy_dir, uint64_t page, const uint64_t *resident,
+                         uint64_t out[][2]) {
+    unsigned n = 0;
+    out[n][0] = 0, out[n++][1] = lazy_dir ? dp_align_up(h->dir_off, page) : h->data_off;
+    if (!lazy_dir) return n;
+    for (uint32_t s = 0; resident && s < h->nsub; s++) {
+        uint64_t g0 = (h->sub[s].data_off - h->data_off) >> DP_RES_SHIFT, o, l;
+        dp_dir_range(h, g0, resident[s], page, &o, &l);
+        if (!l) continue;
+        if (o <= out[n - 1][1]) { /* (meets the last: one range) */
+            if (o + l > out[n - 1][1]) out[n - 1][1] = o + l;
+        } else {
+            out[n][0] = o, out[n++][1] = o + l;
+        }
+    }
+    /* the tables after the directory's last granule (its pages past the
+     * data are never read) */
+    uint64_t tail = (h->dir_off + h->res_count * DP_DIR_PAGE) / page * page;
+    if (tail <= out[n - 1][1]) out[n - 1][1] = h->data_off;
+    else out[n][0] = tail, out[n++][1] = h->data_off;
+    return n;
 }
 
 /* [layout]: everything an attacher must check before using any offset. */

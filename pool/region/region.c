@@ -146,7 +146,8 @@ static void init_header(dsmpool *p, dp_header *h, const dsmpool_config *cfg) {
 
 /* [elastic]: each sub-pool's resident granules (its share of resident_min,
  * in release units of `page`); returns the bytes reserved and populated at
- * creation: the tables, those granules, and the tail past the data. */
+ * creation: the tables but the directory of the other granules (layout.c
+ * [lazy directory]), those granules, and the tail past the data. */
 static size_t resident_plan(const dsmpool_config *cfg, const dp_header *h, size_t len, size_t page,
                             uint64_t *resident) {
     uint64_t unit = page > 2 * DP_MIB ? page / (2 * DP_MIB) : 1, sum = 0;
@@ -160,7 +161,10 @@ static size_t resident_plan(const dsmpool_config *cfg, const dp_header *h, size_
         resident[s] = g < units ? g : units;
         sum += resident[s] * 2 * DP_MIB;
     }
-    return h->data_off + sum + (len - h->data_off - h->data_size);
+    uint64_t tr[DP_TABLE_RANGES][2];
+    unsigned nt = dp_table_ranges(h, true, page, resident, tr);
+    for (unsigned i = 0; i < nt; i++) sum += tr[i][1] - tr[i][0];
+    return sum + (len - h->data_off - h->data_size);
 }
 
 int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out) {
@@ -287,7 +291,11 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
     h->huge_fallback = fallback;
     h->map_align = align;
     if (cfg->huge_pages == DSMPOOL_HUGE_TRANSPARENT)
-        h->thp_advised = dp_os_madvise_hugepage(p->base, len) == 0;
+        h->thp_advised = dp_os_madvise_hugepage(p->base, len, true) == 0;
+    /* layout.c [lazy directory]: a directory page made resident with its
+     * granule is 4 KiB, not a THP for 512 granules (best effort: the advice
+     * is this mapping's) */
+    if (h->thp_advised && elastic) (void)dp_os_madvise_hugepage(p->base + h->dir_off, h->names_off - h->dir_off, false);
     if ((r = dp_plan_bind(p, h, &pl)) != 0) return create_fail(&c, h, r);
     const dp_backing_ops *bk = dp_backing(cfg->backing);
     if (bk->provisional && (r = provisional(p, len, page, (dp_header *)p->base)) != 0) /* [creation] */
@@ -307,8 +315,15 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
     }
     /* The tables: fresh objects are zero, but say so rather than rely on it
      * -- all but the header, whose provisional magic must never read 0 once
-     * the region has its name ([creation]) */
-    memset((char *)p->base + sizeof *h, 0, h->meta_end - sizeof *h);
+     * the region has its name ([creation]), and an elastic pool's directory
+     * pages that are not resident (layout.c [lazy directory]): a fresh
+     * object's holes read zero */
+    uint64_t tr[DP_TABLE_RANGES][2];
+    unsigned nt = dp_table_ranges(h, elastic, page, elastic ? resident : NULL, tr);
+    for (unsigned i = 0; i < nt; i++) {
+        uint64_t lo = tr[i][0] < sizeof *h ? sizeof *h : tr[i][0], hi = tr[i][1] < h->meta_end ? tr[i][1] : h->meta_end;
+        if (lo < hi) memset((char *)p->base + lo, 0, hi - lo);
+    }
     h->epoch_ns = dp_os_shared_now_ns(); /* the idle stamps' base (resident.c [idle stamps]) */
     h->limits_unknown_ok = cfg->limits_unknown_ok;
     h->anon_file = c.anon_file;

@@ -392,7 +392,7 @@ int dsmpool_prefault_free(dsmpool *pool, size_t bytes, size_t *prefaulted) {
 }
 
 /* [prefault]: this process's page tables for the tables and every resident
- * granule, in runs of at most PF_RUN granules, each counted busy and inside
+ * granule (with its directory page), in runs of at most PF_RUN granules, each counted busy and inside
  * a bracket (a death leaves the counts to the leak sweep). What is not yet
  * there (a pool created without prefault) is held against the room first
  * (resident.c [room first]). */
@@ -410,6 +410,11 @@ static int pf_run(dsmpool *pool, uint64_t g, uint64_t n, unsigned threads) {
         /* strict where the kernel has it: a page that cannot be had is an
          * error, never a signal (hugetlb: the cgroup's limit) */
         r = dp_os_caps()->populate_write ? dp_os_populate_strict(a, len) : dp_os_populate(a, len, threads);
+        uint64_t doff, dlen; /* layout.c [lazy directory]: resident with its granules */
+        if (r == 0 && pool->geo.elastic) {
+            dp_dir_range(&pool->geo, g, n, pool->geo.page_size, &doff, &dlen);
+            r = dp_os_populate_strict(pool->base + doff, dlen);
+        }
         if (need) dp_room_give(pool, need);
         if (r) r = dp_fail(r == -EFAULT || r == -ENOSPC ? -ENOMEM : r, "dsmpool_prefault: %zu bytes could not be "
                            "made resident (%s): %s", len, strerror(-r),
@@ -427,7 +432,11 @@ int dsmpool_prefault(dsmpool *pool) {
     const dp_header *g = &pool->geo;
     unsigned t = dp_os_caps()->ncpus_online;
     if (t > 16) t = 16;
-    r = dp_os_populate(pool->base, g->data_off, 1); /* the tables: resident since creation */
+    /* the tables: resident since creation (an elastic pool's directory:
+     * with each run of granules below) */
+    uint64_t tr[DP_TABLE_RANGES][2];
+    unsigned nt = dp_table_ranges(g, g->elastic, g->page_size, NULL, tr);
+    for (unsigned i = 0; r == 0 && i < nt; i++) r = dp_os_populate(pool->base + tr[i][0], tr[i][1] - tr[i][0], 1);
     if (r) return dp_fail(r, "populating the pool's tables failed: %s", strerror(-r));
     for (uint64_t k = 0; r == 0 && k < g->res_count;) {
         dp_inflight_begin(pool);
