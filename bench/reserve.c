@@ -1,0 +1,123 @@
+/*
+ * reserve -- what an elastic pool's reservation costs before anything is
+ * allocated (issue 35 item 1): for each size, an elastic pool (MEMFD, base
+ * pages, resident_min 64 MiB unless --min says) is created, and the
+ * benchmark prints the time the creation took, the shared memory the
+ * process holds resident after it (RssShmem), what its memory cgroup was
+ * charged (memory.current, before and after), and the tables' share of
+ * the layout: span directory, segment table, allocator tree. Then it
+ * allocates and frees --touch MiB in 2 MiB blocks (the tables that memory
+ * needs become resident), trims, and prints RssShmem again.
+ *
+ * Options: --gib G,G,... (default 64,1024), --min MiB (default 64),
+ * --touch MiB (default 1024). A size the library refuses prints its
+ * error: the goal is refused or served, never an OOM kill.
+ */
+#include <dsmpool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dp_internal.h"
+
+static long status_kb(const char *key) {
+    char line[256];
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    long kb = -1;
+    size_t n = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n)) kb = atol(line + n);
+    fclose(f);
+    return kb;
+}
+
+/* The memory cgroup's charge in bytes (cgroup v2's memory.current, or v1's
+ * memory.usage_in_bytes), or -1 where it cannot be read. */
+static long long cgroup_current(void) {
+    char line[512], path[700] = "";
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *c = strchr(line, ':'), *d = c ? strchr(c + 1, ':') : NULL;
+        if (!d) continue;
+        if (!strncmp(c + 1, "memory:", 7))
+            snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", d + 1);
+        else if (c[1] == ':' && !path[0])
+            snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.current", d + 1);
+    }
+    fclose(f);
+    if (!path[0] || !(f = fopen(path, "r"))) return -1;
+    long long v = -1;
+    if (fscanf(f, "%lld", &v) != 1) v = -1;
+    fclose(f);
+    return v;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int main(int argc, char **argv) {
+    const char *gibs = "64,1024";
+    size_t min_mib = 64, touch_mib = 1024;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--gib") && i + 1 < argc) gibs = argv[++i];
+        else if (!strcmp(argv[i], "--min") && i + 1 < argc) min_mib = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--touch") && i + 1 < argc) touch_mib = strtoull(argv[++i], NULL, 10);
+        else {
+            fprintf(stderr, "usage: reserve [--gib G,G,...] [--min MiB] [--touch MiB]\n");
+            return 2;
+        }
+    }
+    printf("%8s %10s %12s %12s %10s %10s %10s %14s %10s\n", "GiB", "create_ms", "rss_shm_MiB",
+           "cgroup_MiB", "dir_MiB", "seg_MiB", "tree_MiB", "after_touch_MiB", "trim_MiB");
+    char *list = strdup(gibs);
+    for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
+        double g = atof(t);
+        dsmpool_config cfg;
+        dsmpool_config_init(&cfg);
+        cfg.backing = DSMPOOL_BACKING_MEMFD;
+        cfg.size = (size_t)(g * (1ull << 30));
+        cfg.resident_min = min_mib << 20;
+        long long cg0 = cgroup_current();
+        long r0 = status_kb("RssShmem:");
+        dsmpool *p = NULL;
+        double t0 = now_ms();
+        int r = dsmpool_create(&cfg, &p);
+        double ms = now_ms() - t0;
+        if (r) {
+            printf("%8g refused (%.1f ms): %s\n", g, ms, dsmpool_last_error());
+            fflush(stdout);
+            continue;
+        }
+        long r1 = status_kb("RssShmem:");
+        long long cg1 = cgroup_current();
+        const dp_header *h = &p->geo;
+        double dir = h->dir_count * 8.0 / (1 << 20), seg = h->seg_cap * (double)sizeof(dp_seg_desc) / (1 << 20);
+        double tree = 0;
+        for (uint32_t s = 0; s < h->nsub; s++) tree += (double)(h->sub[s].geom.hint_off - h->sub[s].geom.level_off[0]) / (1 << 20);
+        /* touch: allocate and free 2 MiB blocks */
+        size_t n = touch_mib / 2;
+        dsmpool_seg **segs = calloc(n ? n : 1, sizeof *segs);
+        size_t got = 0;
+        for (; got < n; got++)
+            if (dsmpool_seg_create(p, 2u << 20, 0, &segs[got]) != 0) break;
+        long r2 = status_kb("RssShmem:");
+        for (size_t i = 0; i < got; i++) dsmpool_seg_detach(segs[i]);
+        free(segs);
+        dsmpool_trim(p, 0, NULL);
+        long r3 = status_kb("RssShmem:");
+        printf("%8g %10.1f %12.1f %12.1f %10.1f %10.1f %10.1f %14.1f %10.1f\n", g, ms, (r1 - r0) / 1024.0,
+               cg0 >= 0 && cg1 >= 0 ? (cg1 - cg0) / 1048576.0 : -1.0, dir, seg, tree, (r2 - r0) / 1024.0,
+               (r3 - r0) / 1024.0);
+        fflush(stdout);
+        dsmpool_destroy(p);
+    }
+    free(list);
+    return 0;
+}
