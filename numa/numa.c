@@ -26,6 +26,7 @@
  *      Verification is move_pages(2) with a NULL node list, which only
  *      reports where pages are.
  */
+#include "dp_base.h"
 #include "dp_numa.h"
 
 #include <errno.h>
@@ -105,12 +106,12 @@ static _Atomic(const dp_topo *) topo_pub;
 
 const dp_topo *dp_numa_topo(void) {
     /* acquire: pairs with dp_numa_topo's release below, so the probed table is seen whole */
-    const dp_topo *t = atomic_load_explicit(&topo_pub, memory_order_acquire);
-    if (__builtin_expect(t != NULL, 1)) return t;
+    const dp_topo *t = dp_load_acquire_any(&topo_pub);
+    if (dp_likely(t != NULL)) return t;
     pthread_once(&topo_once, topo_probe);
     /* release: publishes the table pthread_once finished (any thread may
      * store it; all store the same pointer) */
-    atomic_store_explicit(&topo_pub, &topo, memory_order_release);
+    dp_store_release_any(&topo_pub, &topo);
     return &topo;
 }
 

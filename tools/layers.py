@@ -16,14 +16,19 @@ folders. For every C file of the library (pool/ and numa/) it checks:
               dp_os.h;
   pairs with  every "pairs with" note of a memory-order comment names a
               function (or a macro) that exists, and every name with an
-              underscore in it is one that exists.
+              underscore in it is one that exists;
+  atomics     no file but pool/base/dp_atomic.h calls an atomic of
+              <stdatomic.h> or a __atomic builtin: every atomic has its
+              memory order in its name (dp_load_acquire, dp_fence_release);
+  expect      no file but pool/base/dp_base.h calls __builtin_expect: the
+              hot paths say dp_likely / dp_unlikely.
 
 It reads the code as text (comments and strings removed, braces counted), so
 it sees what a reader sees: a call through a function pointer (a hook) is no
 call of the callee's layer, which is the point of hooks.
 
 Prints a [PASS] or [FAIL] line per check, the offending places, and
-Criterion's synthesis line (tools/testcount.py counts it as five tests).
+Criterion's synthesis line (tools/testcount.py counts each check as a test).
 Usage: tools/layers.py [ROOT]        exit status 0 only if every check passes
 """
 import os
@@ -177,7 +182,7 @@ def main():
     files = sources()
     text = {f: open(os.path.join(ROOT, f)).read() for f in files}
     code = {f: strip(text[f]) for f in files}
-    fails = {k: [] for k in ("includes", "calls", "circles", "os calls", "pairs with")}
+    fails = {k: [] for k in ("includes", "calls", "circles", "os calls", "pairs with", "atomics", "expect")}
 
     # where each header lives
     header_layer = {}
@@ -295,6 +300,17 @@ def main():
                 elif not funcs:
                     fails["pairs with"].append("%s names no function: \"pairs with %s\"" %
                                                (where, " ".join(note.split())))
+
+    # ---- conventions: one name for each atomic and for the branch hint
+    own = {"atomics": ("pool/base/dp_atomic.h", re.compile(r"\b(?:atomic_\w+|__atomic_\w+)\s*\(")),
+           "expect": ("pool/base/dp_base.h", re.compile(r"\b__builtin_expect\s*\("))}
+    for check, (home, pat) in own.items():
+        for f in files:
+            if f == home:
+                continue
+            for m in pat.finditer(code[f]):
+                fails[check].append("%s:%d calls %s (only %s may)" % (f, code[f].count("\n", 0, m.start()) + 1,
+                                                                      m.group(0).rstrip("( "), home))
 
     npass = 0
     for check, fl in fails.items():

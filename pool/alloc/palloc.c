@@ -818,8 +818,7 @@ static void pa_adopt(dp_pa *pa, struct dp_pa_hint *h, unsigned t, unsigned rs, u
         uint64_t w = dp_load_relaxed(p);
         /* relaxed CAS: RESV orders nothing, it only steers searches */
         while (w_phase(w) == PH_OPEN && (w & W_RESV) &&
-               !atomic_compare_exchange_weak_explicit(p, &w, w & ~W_RESV, memory_order_relaxed,
-                                                      memory_order_relaxed))
+               !dp_cas_weak_relaxed(p, &w, w & ~W_RESV))
             ;
     }
 }

@@ -364,8 +364,8 @@ static inline uint64_t ar_op_begin(ar_cache *rec) {
      * checker's seqlock); both fences keep the compiler from moving the
      * state load above the store, and the destroyer's membarrier does the
      * same for the CPU (area_life.c [destroy]) */
-    atomic_thread_fence(memory_order_release);
-    atomic_signal_fence(memory_order_seq_cst);
+    dp_fence_release();
+    dp_signal_fence();
     return s;
 }
 /* s: what ar_op_begin returned */

@@ -82,7 +82,7 @@
  * trim that stops at its first piece does (palloc.c rule 7): an exact word
  * that gave nothing back */
 _Atomic bool dp_ar_untrimmed;
-#define AR_TEST_UNTRIMMED atomic_load_explicit(&dp_ar_untrimmed, memory_order_relaxed)
+#define AR_TEST_UNTRIMMED dp_load_relaxed_any(&dp_ar_untrimmed)
 #else
 #define AR_TEST_UNTRIMMED false
 #endif
@@ -99,8 +99,7 @@ static int held_reserve_for(ar_ctl *ctl, uint64_t bytes, uint64_t need) {
             return dp_fail(-ENOMEM, "the area's limit of %llu bytes would be passed (it holds %llu)",
                            (unsigned long long)lim, (unsigned long long)h);
         /* relaxed: a counter; the limit is enforced by this CAS alone */
-        if (atomic_compare_exchange_weak_explicit(&ctl->held, &h, h + bytes, memory_order_relaxed,
-                                                  memory_order_relaxed))
+        if (dp_cas_weak_relaxed(&ctl->held, &h, h + bytes))
             return 0;
     }
 }

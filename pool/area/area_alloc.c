@@ -139,19 +139,19 @@ static int shared_free(struct dsmpool_area *a, ar_tc *tc, dsmpool_ptr p) {
 static inline __attribute__((always_inline)) int area_alloc(dsmpool_area *area, size_t size, size_t asked,
                                                             unsigned flags, dsmpool_ptr *out);
 static inline int area_alloc(dsmpool_area *area, size_t size, size_t asked, unsigned flags, dsmpool_ptr *out) {
-    if (__builtin_expect(!out, 0)) return dp_fail(-EINVAL, "out must not be NULL");
+    if (dp_unlikely(!out)) return dp_fail(-EINVAL, "out must not be NULL");
     *out = 0;
-    if (__builtin_expect(!area || area->magic != AR_OBJ_MAGIC, 0)) return dp_fail(-EINVAL, "not an attached area");
-    if (__builtin_expect(size == 0, 0)) return dp_fail(-EINVAL, "size 0");
-    if (__builtin_expect(flags & ~(DSMPOOL_ALLOC_ZERO | DSMPOOL_ALLOC_INTERLEAVE), 0))
+    if (dp_unlikely(!area || area->magic != AR_OBJ_MAGIC)) return dp_fail(-EINVAL, "not an attached area");
+    if (dp_unlikely(size == 0)) return dp_fail(-EINVAL, "size 0");
+    if (dp_unlikely(flags & ~(DSMPOOL_ALLOC_ZERO | DSMPOOL_ALLOC_INTERLEAVE)))
         return dp_fail(-EINVAL, "unknown flags 0x%x", flags);
     ar_tc *tc = ar_tc_get(area);
-    if (__builtin_expect(!tc, 0)) return dp_ar_tc_err;
+    if (dp_unlikely(!tc)) return dp_ar_tc_err;
     ar_cache *rec = tc->rec;
-    if (__builtin_expect(!rec, 0)) return shared_alloc(area, tc, size, asked, flags, out);
+    if (dp_unlikely(!rec)) return shared_alloc(area, tc, size, asked, flags, out);
     uint64_t s = ar_op_begin(rec);
     int r;
-    if (__builtin_expect(!ar_live(area), 0)) {
+    if (dp_unlikely(!ar_live(area))) {
         r = dp_fail(-ESTALE, "the area was destroyed");
     } else {
         DP_INJECT("area.op.checked");
@@ -161,16 +161,16 @@ static inline int area_alloc(dsmpool_area *area, size_t size, size_t asked, unsi
         dsmpool_ptr h = size <= AR_LARGE_FROM ? dp_load_relaxed(&rec->head[c]) : 0; /* relaxed: [hot path] */
         uint32_t ix;
         /* h: a pool chunk start of class c (data_off is a 2 MiB multiple) */
-        if (__builtin_expect(h && !(h & FB_BIT) && chunk_at(c, span_rel(c, h), &ix) && !flags &&
+        if (dp_likely(h && !(h & FB_BIT) && chunk_at(c, span_rel(c, h), &ix) && !flags &&
                                  !(area->ctl->flags & DSMPOOL_AREA_CHECKED) &&
-                                 h - area->data_off <= area->data_size - cls_size(c), 1)) {
+                                 h - area->data_off <= area->data_size - cls_size(c))) {
             char *m = area->base + h;
             dsmpool_ptr next;
             memcpy(&next, m, 8);
             /* the link is tested in full when it is popped in turn (above,
              * or dp_ar_alloc_small_op, which drops a damaged list): here only
              * what costs no multiply */
-            if (__builtin_expect(!(next & (AR_MIN_ALIGN - 1)), 1)) {
+            if (dp_likely(!(next & (AR_MIN_ALIGN - 1)))) {
                 dp_store_relaxed(&rec->head[c], next);
                 dp_store_relaxed(&rec->count[c], dp_load_relaxed(&rec->count[c]) - 1);
                 memset(m + 8, 0, 8); /* area_free.c [free tags]: an allocated chunk carries none */
@@ -194,39 +194,39 @@ int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags, dsmpool_
 }
 
 int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p) {
-    if (__builtin_expect(!area || area->magic != AR_OBJ_MAGIC, 0)) return dp_fail(-EINVAL, "not an attached area");
-    if (__builtin_expect(!p, 0)) return dp_fail(-EINVAL, "free of the null pointer");
+    if (dp_unlikely(!area || area->magic != AR_OBJ_MAGIC)) return dp_fail(-EINVAL, "not an attached area");
+    if (dp_unlikely(!p)) return dp_fail(-EINVAL, "free of the null pointer");
     ar_tc *tc = ar_tc_get(area);
-    if (__builtin_expect(!tc, 0)) return dp_ar_tc_err;
+    if (dp_unlikely(!tc)) return dp_ar_tc_err;
     ar_cache *rec = tc->rec;
-    if (__builtin_expect(!rec, 0)) return shared_free(area, tc, p);
+    if (dp_unlikely(!rec)) return shared_free(area, tc, p);
     uint64_t s = ar_op_begin(rec);
     int r;
-    if (__builtin_expect(!ar_live(area), 0)) {
+    if (dp_unlikely(!ar_live(area))) {
         r = dp_fail(-ESTALE, "the area was destroyed");
     } else {
         DP_INJECT("area.op.checked");
         /* relaxed: a request count (area_cache.c [short of memory]) */
-        if (__builtin_expect(dp_load_relaxed(area->trimp) != tc->trim_seen, 0))
+        if (dp_unlikely(dp_load_relaxed(area->trimp) != tc->trim_seen))
             dp_ar_trim_answer(area, tc);
         /* [hot path], the common case inline: a pool chunk of this area, at a
          * chunk start, in an unchecked area, its tag not set (area_free.c
          * [free tags]), in memory not released (layout.c [lazy directory]) */
         uint64_t rel = p - area->data_off;
-        if (__builtin_expect(!(p & FB_BIT) && rel < area->data_size && !(area->ctl->flags & DSMPOOL_AREA_CHECKED) &&
-                                 dp_dir_readable(area->pool, rel), 1)) {
+        if (dp_likely(!(p & FB_BIT) && rel < area->data_size && !(area->ctl->flags & DSMPOOL_AREA_CHECKED) &&
+                                 dp_dir_readable(area->pool, rel))) {
             /* acquire: pairs with dp_ar_dir_set */
             uint64_t dw = dp_load_acquire(&area->pool->dir[rel >> AR_DIR_SHIFT]);
             unsigned c = DIRW_CLS(dw);
             uint32_t ix;
             /* a large block's class, or a damaged one, has no chunks: chunk_at
              * fails */
-            if (__builtin_expect(DIRW_AID(dw) == area->aid && chunk_at(c, span_rel(c, rel), &ix) &&
-                                     rel <= area->data_size - cls_size(c), 1)) {
+            if (dp_likely(DIRW_AID(dw) == area->aid && chunk_at(c, span_rel(c, rel), &ix) &&
+                                     rel <= area->data_size - cls_size(c))) {
                 char *m = area->base + p;
                 uint64_t tag = ar_free_tag(area, p), have;
                 memcpy(&have, m + 8, 8);
-                if (__builtin_expect(have != tag, 1)) {
+                if (dp_likely(have != tag)) {
                     ar_list_push_op(area, rec, c, p, m, tag);
                     ar_op_end(rec, s);
                     return 0;

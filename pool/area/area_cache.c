@@ -233,7 +233,7 @@ void dp_ar_cache_release(struct dsmpool_area *a, ar_cache *rec, uint32_t slot) {
 }
 
 static void tc_unlink_area(ar_tc *tc) { /* dp_ar_reg_lock and area->lock held */
-    struct dsmpool_area *a = atomic_load_explicit(&tc->area, memory_order_relaxed);
+    struct dsmpool_area *a = dp_load_relaxed_any(&tc->area);
     if (tc->aprev) tc->aprev->anext = tc->anext;
     else a->tcs = tc->anext;
     if (tc->anext) tc->anext->aprev = tc->aprev;
@@ -247,7 +247,7 @@ static void tc_destructor(void *arg) {
     pthread_mutex_lock(&dp_ar_reg_lock);
     for (ar_tc *tc = tc_head, *next; tc; tc = next) {
         next = tc->tnext;
-        struct dsmpool_area *a = atomic_load_explicit(&tc->area, memory_order_relaxed);
+        struct dsmpool_area *a = dp_load_relaxed_any(&tc->area);
         if (a && tc->epoch == e) {
             pthread_mutex_lock(&a->lock);
             tc_unlink_area(tc);
@@ -292,7 +292,7 @@ bool dp_ar_tc_take_record(struct dsmpool_area *a, ar_tc *tc, bool reclaim) {
     if (!rec) return false;
     /* seq_cst fence: our claim before our first read of the area state,
      * against the destroyer's fence (destroy_explicit) */
-    atomic_thread_fence(memory_order_seq_cst);
+    dp_fence_seq_cst();
     uint64_t s = ar_op_begin(rec);
     for (unsigned c = 0; c < AR_NCLS; c++) { /* a released record is empty; say so anyway */
         dp_store_relaxed(&rec->head[c], 0);
@@ -313,13 +313,13 @@ ar_tc *dp_ar_tc_get_slow(struct dsmpool_area *a) {
     pthread_mutex_lock(&dp_ar_reg_lock);
     for (ar_tc **pp = &tc_head; *pp;) {
         ar_tc *tc = *pp;
-        if (!atomic_load_explicit(&tc->area, memory_order_relaxed) || tc->epoch != e) {
+        if (!dp_load_relaxed_any(&tc->area) || tc->epoch != e) {
             *pp = tc->tnext;
             if (dp_ar_tc_last == tc) dp_ar_tc_last = NULL;
             if (tc->epoch == e) free(tc); /* (a fork child's copies: the parent's) */
             continue;
         }
-        if (atomic_load_explicit(&tc->area, memory_order_relaxed) == a) {
+        if (dp_load_relaxed_any(&tc->area) == a) {
             pthread_mutex_unlock(&dp_ar_reg_lock);
             return dp_ar_tc_last = tc;
         }
@@ -338,9 +338,9 @@ ar_tc *dp_ar_tc_get_slow(struct dsmpool_area *a) {
          * before our first read of the area state, against the destroyer's
          * fence: it sees the flag (and uses membarrier), or we see DESTROYED */
         dp_store_relaxed(&a->ctl->shared, 1); /* every time: our own store before our fence */
-        atomic_thread_fence(memory_order_seq_cst);
+        dp_fence_seq_cst();
     }
-    atomic_store_explicit(&tc->area, a, memory_order_relaxed);
+    dp_store_relaxed_any(&tc->area, a);
     tc->epoch = e;
     pthread_mutex_lock(&dp_ar_reg_lock);
     pthread_mutex_lock(&a->lock);
@@ -359,7 +359,7 @@ ar_tc *dp_ar_tc_get_slow(struct dsmpool_area *a) {
 ar_cache *dp_ar_tc_find(struct dsmpool_area *a) {
     unsigned e = dp_epoch();
     for (ar_tc *tc = tc_head; tc; tc = tc->tnext)
-        if (atomic_load_explicit(&tc->area, memory_order_relaxed) == a && tc->epoch == e) return tc->rec;
+        if (dp_load_relaxed_any(&tc->area) == a && tc->epoch == e) return tc->rec;
     return NULL;
 }
 
@@ -388,7 +388,7 @@ void dp_ar_trim_thread(dsmpool *p) {
     if (pthread_mutex_trylock(&dp_ar_reg_lock) != 0) return; /* (held by this thread: not now) */
     unsigned e = dp_epoch();
     for (ar_tc *tc = tc_head; tc; tc = tc->tnext) {
-        struct dsmpool_area *a = atomic_load_explicit(&tc->area, memory_order_relaxed);
+        struct dsmpool_area *a = dp_load_relaxed_any(&tc->area);
         /* relaxed: this thread is the record's only writer */
         if (!a || a->pool != p || tc->epoch != e) continue;
         if (!tc->rec) { /* area_span.c [kept span], inside a bracket */

@@ -23,8 +23,8 @@ static inline ar_tc *ar_tc_get(struct dsmpool_area *a) {
     ar_tc *tc = dp_ar_tc_last;
     /* relaxed: only another thread's detach changes it, which is a
      * use-after-free anyway */
-    if (__builtin_expect(tc && atomic_load_explicit(&tc->area, memory_order_relaxed) == a &&
-                         tc->epoch == dp_epoch(), 1))
+    if (dp_likely(tc && dp_load_relaxed_any(&tc->area) == a &&
+                         tc->epoch == dp_epoch()))
         return tc;
     return dp_ar_tc_get_slow(a);
 }
@@ -44,7 +44,7 @@ static inline void ar_list_push_op(struct dsmpool_area *a, ar_cache *rec, unsign
     dp_store_relaxed(&rec->head[c], p);
     uint64_t n = dp_load_relaxed(&rec->count[c]) + 1;
     dp_store_relaxed(&rec->count[c], n);
-    if (__builtin_expect(n > 2 * cls_batch(c), 0)) dp_ar_drain_op(a, rec, c);
+    if (dp_unlikely(n > 2 * cls_batch(c))) dp_ar_drain_op(a, rec, c);
 }
 
 #endif /* DP_AREA_CACHE_H */

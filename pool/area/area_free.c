@@ -112,7 +112,7 @@ static int free_check(struct dsmpool_area *area, ar_tc *tc, dsmpool_ptr p, ar_lo
         return dp_fail(-EINVAL, "%016llx is not allocated (double free)", (unsigned long long)p);
     uint64_t tag = ar_free_tag(area, p), have;
     memcpy(&have, m + 8, 8);
-    if (__builtin_expect(have == tag, 0))
+    if (dp_unlikely(have == tag))
         return dp_fail(-EINVAL, "double free of %016llx: %s", (unsigned long long)p,
                        double_free_where(area, tc, l, p));
     *mp = m;

@@ -173,7 +173,7 @@ static void destroy_explicit(struct dsmpool_area *a) {
         /* seq_cst fence: the mark before our reads of the owners, against a
          * claimer's seq_cst fence between its claim and its first state read
          * (when nobody else holds a record we skip membarrier: [destroy]) */
-        atomic_thread_fence(memory_order_seq_cst);
+        dp_fence_seq_cst();
         DP_INJECT("area.destroy.marked");
         ar_cache *mine = dp_ar_tc_find(a);
         bool shared = dp_load_relaxed(&ctl->shared) != 0; /* relaxed: after the fence */
@@ -253,14 +253,13 @@ void dp_area_sweep_tags(dsmpool *p) {
     }
     for (unsigned w = 0; w < 256; w++) {
         uint64_t stray = dp_load_relaxed(&p->hdr->area_tags[w]) & ~used[w]; /* relaxed: quiet */
-        if (stray) atomic_fetch_and_explicit(&p->hdr->area_tags[w], ~stray, memory_order_acq_rel); /* acq_rel: tag_alloc */
+        if (stray) dp_fetch_and_acq_rel(&p->hdr->area_tags[w], ~stray); /* acq_rel: tag_alloc */
     }
 }
 
 void dp_area_tag_free(dsmpool *p, uint32_t tag) {
     if (!tag || tag > 0x3fff) return;
-    atomic_fetch_and_explicit(&p->hdr->area_tags[(tag - 1) / 64], ~(1ull << ((tag - 1) % 64)),
-                              memory_order_acq_rel); /* acq_rel: pairs with tag_alloc */
+    dp_fetch_and_acq_rel(&p->hdr->area_tags[(tag - 1) / 64], ~(1ull << ((tag - 1) % 64))); /* acq_rel: pairs with tag_alloc */
 }
 
 /* [fork]: take the locks around fork (the registry's, then the areas';
@@ -315,7 +314,7 @@ static bool area_unregister(struct dsmpool_area *a) {
             next = tc->anext;
             /* (an abandoned pool's region is not trusted: nothing goes back) */
             if (tc->epoch == e && tc->rec && !a->pool->abandoned) dp_ar_cache_release(a, tc->rec, a->pool->slot);
-            atomic_store_explicit(&tc->area, NULL, memory_order_relaxed); /* its thread frees tc */
+            dp_store_relaxed_any(&tc->area, NULL); /* its thread frees tc */
             tc->anext = tc->aprev = NULL;
         }
         pthread_mutex_lock(&a->lock);
@@ -371,7 +370,7 @@ void dp_ar_free_fb(struct dsmpool_area *a) {
         _Atomic(ar_fb *) *page = a->fb[i];
         if (!page) continue;
         for (unsigned k = 0; k < 512; k++) {
-            ar_fb *r = atomic_load_explicit(&page[k], memory_order_relaxed);
+            ar_fb *r = dp_load_relaxed_any(&page[k]);
             if (r) {
                 dp_os_unmap(r->base, r->len);
                 free(r);

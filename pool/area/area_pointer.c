@@ -105,9 +105,9 @@ dsmpool_ptr dp_ar_entry_base(struct dsmpool_area *a, uint64_t e, ar_span *sp, ui
  * segment). Records are published whole by pointer and never freed under
  * a reader. */
 static ar_fb *fb_lookup(struct dsmpool_area *a, uint64_t e) {
-    _Atomic(ar_fb *) *page = __atomic_load_n(&a->fb[e / 512], __ATOMIC_ACQUIRE); /* pairs with dp_ar_fb_remember */
+    _Atomic(ar_fb *) *page = dp_plain_load_acquire(&a->fb[e / 512]); /* pairs with dp_ar_fb_remember */
     if (!page) return NULL;
-    ar_fb *r = atomic_load_explicit(&page[e % 512], memory_order_acquire); /* pairs with dp_ar_fb_remember */
+    ar_fb *r = dp_load_acquire_any(&page[e % 512]); /* pairs with dp_ar_fb_remember */
     if (!r) return NULL;
     ar_span *sp = dp_ar_entry(a->pool, a->ctl, e);
     return sp && dp_load_relaxed(&sp->seg) == r->seg ? r : NULL;
@@ -122,9 +122,9 @@ ar_fb *dp_ar_fb_remember(struct dsmpool_area *a, uint64_t e, char *base, uint64_
     _Atomic(ar_fb *) *page = a->fb[e / 512];
     ar_fb *r = NULL, *cur;
     if (!page && (page = calloc(512, sizeof *page)) != NULL)
-        __atomic_store_n(&a->fb[e / 512], page, __ATOMIC_RELEASE);
+        dp_plain_store_release(&a->fb[e / 512], page);
     if (!page) goto out;
-    cur = atomic_load_explicit(&page[e % 512], memory_order_relaxed);
+    cur = dp_load_relaxed_any(&page[e % 512]);
     if (cur && cur->seg == seg) { /* someone mapped it meanwhile */
         r = cur;
         goto out;
@@ -135,7 +135,7 @@ ar_fb *dp_ar_fb_remember(struct dsmpool_area *a, uint64_t e, char *base, uint64_
         cur->retired = a->fb_retired;
         a->fb_retired = cur;
     }
-    atomic_store_explicit(&page[e % 512], r, memory_order_release); /* release: the record's fields */
+    dp_store_release_any(&page[e % 512], r); /* release: the record's fields */
     pthread_mutex_unlock(&a->lock);
     return r;
 out:
@@ -224,10 +224,10 @@ int dp_ar_locate(struct dsmpool_area *a, dsmpool_ptr p, ar_loc *l) {
 dsmpool_ptr dp_ar_fb_ptr_of(struct dsmpool_area *a, uintptr_t u) {
     if (!a->tag) return 0;
     for (unsigned i = 0; i < AR_MAX_ENTRIES / 512; i++) {
-        _Atomic(ar_fb *) *page = __atomic_load_n(&a->fb[i], __ATOMIC_ACQUIRE); /* pairs with dp_ar_fb_remember */
+        _Atomic(ar_fb *) *page = dp_plain_load_acquire(&a->fb[i]); /* pairs with dp_ar_fb_remember */
         if (!page) continue;
         for (unsigned k = 0; k < 512; k++) {
-            ar_fb *r = atomic_load_explicit(&page[k], memory_order_acquire); /* pairs with dp_ar_fb_remember */
+            ar_fb *r = dp_load_acquire_any(&page[k]); /* pairs with dp_ar_fb_remember */
             if (!r || u < (uintptr_t)r->base || u - (uintptr_t)r->base >= r->len) continue;
             uint64_t e = (uint64_t)i * 512 + k;
             /* a record of a segment the entry no longer holds names nothing */

@@ -138,7 +138,7 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
                 if (dp_load_relaxed(&rec->seq) & 1) {
                     dp_fetch_add_relaxed(&ctl->lost, 1); /* relaxed: ordered by the release below */
                     /* release: pairs with sweep_lost's acquire (recover.c) */
-                    atomic_fetch_add_explicit(&p->hdr->lost_due, 1, memory_order_release);
+                    dp_fetch_add_release(&p->hdr->lost_due, 1);
                 }
                 dp_ar_cache_release(&tmp, rec, slot);
             }
@@ -146,7 +146,7 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
         if (in_bracket && dp_load_relaxed(&ctl->shared)) { /* relaxed: set before any shared operation */
             dp_fetch_add_relaxed(&ctl->lost, 1); /* relaxed: ordered by the release below */
             /* release: pairs with sweep_lost's acquire (recover.c) */
-            atomic_fetch_add_explicit(&p->hdr->lost_due, 1, memory_order_release);
+            dp_fetch_add_release(&p->hdr->lost_due, 1);
         }
         for (uint32_t pg = 0; pg < AR_REGPAGES; pg++) {
             if (!dp_load_relaxed(&ctl->regpage[pg])) continue;
@@ -244,7 +244,7 @@ int dp_area_quiet_open(dsmpool *p, dp_area_quiet *q) {
 }
 
 bool dp_area_quiet_holds(dsmpool *p, const dp_area_quiet *q) {
-    atomic_thread_fence(memory_order_acquire); /* pairs with ar_op_begin's release fence */
+    dp_fence_acquire(); /* pairs with ar_op_begin's release fence */
     for (size_t i = 0; i < q->n; i += 3) {
         if (q->seq[i] & 1) { /* a record page's link word, as it was at the open */
             if (dp_load_relaxed((dp_a64 *)(uintptr_t)(q->seq[i] & ~(uint64_t)1)) != q->seq[i + 1]) return false;
@@ -389,8 +389,7 @@ static int lost_sweep_area(struct dsmpool_area *a, ar_cache *mine, dp_area_scrat
          * before our pushes retire anything. relaxed: a counter; the CAS
          * alone decides */
         if (exact && held != sum &&
-            !atomic_compare_exchange_strong_explicit(&a->ctl->held, &held, sum, memory_order_relaxed,
-                                                     memory_order_relaxed)) {
+            !dp_cas_relaxed(&a->ctl->held, &held, sum)) {
             ar_op_end(mine, s);
             free(lost.v);
             free(whole.v);

@@ -151,7 +151,7 @@ static int64_t entry_claim_in(dsmpool *p, ar_span *pg, uint32_t k, unsigned orde
 int64_t dp_ar_entry_claim(struct dsmpool_area *a, unsigned order, uint32_t pages) {
     dsmpool *p = a->pool;
     ar_ctl *ctl = a->ctl;
-    uint32_t from = atomic_load_explicit(&ctl->claim_pg, memory_order_relaxed); /* relaxed: a hint */
+    uint32_t from = dp_load_relaxed_uint32_t(&ctl->claim_pg); /* relaxed: a hint */
     if (from >= pages) from = 0;
     for (uint32_t n = 0; n < pages; n++) {
         uint32_t k = (from + n) % pages;
@@ -160,7 +160,7 @@ int64_t dp_ar_entry_claim(struct dsmpool_area *a, unsigned order, uint32_t pages
         if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return -EUCLEAN;
         int64_t e = entry_claim_in(p, dp_at(p, off), k, order);
         if (e >= 0) {
-            if (k != from) atomic_store_explicit(&ctl->claim_pg, k, memory_order_relaxed); /* relaxed: a hint */
+            if (k != from) dp_store_relaxed_uint32_t(&ctl->claim_pg, k); /* relaxed: a hint */
             return e;
         }
     }
@@ -170,7 +170,7 @@ int64_t dp_ar_entry_claim(struct dsmpool_area *a, unsigned order, uint32_t pages
         if (!dp_block_ok(p, off, DP_FRAME_SIZE)) return -EUCLEAN;
         int64_t e = entry_claim_in(p, dp_at(p, off), k, order);
         if (e >= 0) {
-            atomic_store_explicit(&ctl->claim_pg, k, memory_order_relaxed); /* relaxed: a hint */
+            dp_store_relaxed_uint32_t(&ctl->claim_pg, k); /* relaxed: a hint */
             return e;
         }
     }
@@ -203,7 +203,7 @@ static uint64_t entry_free_parts(dsmpool *p, uint64_t aid, uint64_t e, ar_span *
     dp_inflight_begin(p);
     /* acq_rel: the exchange is the unrecording; acquire sees the filler's
      * writes */
-    uint64_t blk = atomic_exchange_explicit(&sp->block, 0, memory_order_acq_rel), took = 0;
+    uint64_t blk = dp_exchange_acq_rel(&sp->block, 0), took = 0;
     if (blk == DP_BLOCK_FALLBACK) {
         dsmpool_handle h = dp_load_relaxed(&sp->seg);
         took = dp_seg_os_size(p, h);
@@ -220,7 +220,7 @@ static uint64_t entry_free_parts(dsmpool *p, uint64_t aid, uint64_t e, ar_span *
         else
             took = 0;
     }
-    uint64_t info = atomic_exchange_explicit(&sp->info, 0, memory_order_acq_rel);
+    uint64_t info = dp_exchange_acq_rel(&sp->info, 0);
     uint64_t bm = ar_info_bitmap(info);
     unsigned bo = cls_bm_order((unsigned)(info & 0xff));
     if (bm && dp_block_ok(p, bm, (uint64_t)DP_FRAME_SIZE << bo)) dp_pool_free(p, DP_BLOCK_MK(bm, bo));
@@ -240,7 +240,7 @@ void dp_ar_entry_release(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, ar_s
     dp_store_relaxed(&sp->seg, 0);
     dp_store_release(&sp->state, SPW(SPW_GEN(prev) + 1, 0, 0, SP_FREE)); /* release: dp_ar_entry_claim */
     /* relaxed: a hint; the next claim looks here first */
-    atomic_store_explicit(&ctl->claim_pg, (uint32_t)(e / AR_PER_PAGE), memory_order_relaxed);
+    dp_store_relaxed_uint32_t(&ctl->claim_pg, (uint32_t)(e / AR_PER_PAGE));
 }
 
 /* [entries]: own the entry whose word is *w by one CAS to RETIRED(slot). */
@@ -270,8 +270,8 @@ bool dp_ar_checked_flip(dsmpool *p, ar_span *sp, uint32_t idx, bool set) {
     dp_a64 *word = (dp_a64 *)dp_at(p, bm) + idx / 64;
     uint64_t bit = 1ull << (idx % 64);
     /* relaxed: the bitmap orders nothing, it only remembers */
-    uint64_t old = set ? atomic_fetch_or_explicit(word, bit, memory_order_relaxed)
-                       : atomic_fetch_and_explicit(word, ~bit, memory_order_relaxed);
+    uint64_t old = set ? dp_fetch_or_relaxed(word, bit)
+                       : dp_fetch_and_relaxed(word, ~bit);
     return set ? !(old & bit) : (old & bit) != 0;
 }
 

@@ -151,7 +151,7 @@ void dp_ar_shared_done(struct dsmpool_area *a, ar_tc *tc) {
  * bracket. */
 void dp_ar_shared_trim(struct dsmpool_area *a, ar_tc *tc) {
     uint64_t t = dp_load_relaxed(a->trimp); /* relaxed: area_cache.c [short of memory] */
-    if (__builtin_expect(t != tc->trim_seen, 0)) {
+    if (dp_unlikely(t != tc->trim_seen)) {
         tc->trim_seen = t;
         dp_ar_keep_release(a);
     }

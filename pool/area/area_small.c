@@ -162,7 +162,7 @@ int dp_ar_alloc_small_op(struct dsmpool_area *area, ar_tc *tc, size_t size, size
         if (BUMP_LEFT(b)) {
             /* the base is ours (process-local); a word that names another span
              * or runs past this one is damaged: drop the range */
-            if (__builtin_expect(BUMP_IDX(b) >= cls_chunks(c) || BUMP_E1(b) != tc->span_e1[c], 0)) {
+            if (dp_unlikely(BUMP_IDX(b) >= cls_chunks(c) || BUMP_E1(b) != tc->span_e1[c])) {
                 dp_store_relaxed(&rec->bump[c], 0);
                 continue;
             }

@@ -100,7 +100,7 @@ static bool span_keep(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, uint32_
     /* seq_cst fence: our whole-making push before our look at the slot,
      * against the fences of a replacer and of dp_ar_keep_release (store
      * buffering: one of us sees the other's write) */
-    atomic_thread_fence(memory_order_seq_cst);
+    dp_fence_seq_cst();
     uint64_t k = dp_load_relaxed(&ctl->sh_keep); /* relaxed: ordered by the fences */
     for (;;) {
         if (k == e + 1) return true;
@@ -111,11 +111,10 @@ static bool span_keep(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint64_t e, uint32_
             if (o && SPW_ST(ow) == SP_SPAN && oc < AR_NCLS && SPW_COUNT(ow) == cls_chunks(oc)) return false;
         }
         /* relaxed, then the fence: the old span is looked at again below */
-        if (atomic_compare_exchange_strong_explicit(&ctl->sh_keep, &k, e + 1, memory_order_relaxed,
-                                                    memory_order_relaxed))
+        if (dp_cas_relaxed(&ctl->sh_keep, &k, e + 1))
             break;
     }
-    atomic_thread_fence(memory_order_seq_cst); /* as above */
+    dp_fence_seq_cst(); /* as above */
     if (k) retire_if_whole(p, ctl, aid, k - 1, slot); /* whole since we looked: nobody else will */
     return true;
 }
@@ -173,7 +172,7 @@ void dp_ar_chunk_return(struct dsmpool_area *a, dsmpool_ptr c, uint32_t retire_s
 void dp_ar_chain_lost(struct dsmpool_area *a) {
     dp_fetch_add_relaxed(&a->ctl->lost, 1); /* relaxed: ordered by the release below */
     /* release: pairs with sweep_lost's acquire (recover.c) */
-    atomic_fetch_add_explicit(&a->pool->hdr->lost_due, 1, memory_order_release);
+    dp_fetch_add_release(&a->pool->hdr->lost_due, 1);
 }
 
 /* [chains]: put a chain we hold (head index + 1, count chunks, links
@@ -245,7 +244,7 @@ bool dp_ar_steal_class_holds(struct dsmpool_area *a, unsigned c, uint64_t e, ar_
 void dp_ar_keep_release(struct dsmpool_area *a) {
     ar_ctl *ctl = a->ctl;
     if (!dp_load_relaxed(&ctl->sh_keep)) return; /* relaxed: a first look */
-    uint64_t k = atomic_exchange_explicit(&ctl->sh_keep, 0, memory_order_relaxed); /* then the fence */
-    atomic_thread_fence(memory_order_seq_cst); /* against span_keep's fence (store buffering) */
+    uint64_t k = dp_exchange_relaxed(&ctl->sh_keep, 0); /* then the fence */
+    dp_fence_seq_cst(); /* against span_keep's fence (store buffering) */
     if (k) retire_if_whole(a->pool, ctl, a->aid, k - 1, a->pool->slot);
 }

@@ -41,7 +41,7 @@ dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpo
     return NULL;
 }
 
-void dp_area_test_untrimmed(bool on) { atomic_store_explicit(&dp_ar_untrimmed, on, memory_order_relaxed); }
+void dp_area_test_untrimmed(bool on) { dp_store_relaxed_any(&dp_ar_untrimmed, on); }
 
 void dp_area_test_force_shared(bool on) { dp_ar_tc_force_shared = on; }
 

@@ -2,7 +2,8 @@
  * dp_atomic.h -- the one atomics header: <stdatomic.h> with the memory order
  * in every name, so that a reader sees the ordering where it is used.
  *
- * Rules for callers (STYLE.md 4):
+ * Rules for callers (STYLE.md 4; tools/layers.py checks that no other file of
+ * the library calls an atomic of <stdatomic.h> or a __atomic builtin):
  *  - every _acquire names, in a one-line comment, the _release it pairs with;
  *  - _relaxed is for counters, hints and values validated by a later CAS;
  *  - shared words are 64-bit and lock-free on every supported target, so they
@@ -59,6 +60,29 @@ typedef _Atomic uint32_t dp_a32;
     }                                                                                        \
     static inline T dp_fetch_add_acq_rel_##T(A *p, T v) {                                    \
         return atomic_fetch_add_explicit(p, v, memory_order_acq_rel);                        \
+    }                                                                                        \
+    static inline T dp_fetch_add_release_##T(A *p, T v) {                                    \
+        return atomic_fetch_add_explicit(p, v, memory_order_release);                        \
+    }                                                                                        \
+    static inline bool dp_cas_weak_relaxed_##T(A *p, T *expected, T desired) {               \
+        return atomic_compare_exchange_weak_explicit(p, expected, desired,                   \
+                                                     memory_order_relaxed,                   \
+                                                     memory_order_relaxed);                  \
+    }                                                                                        \
+    static inline T dp_exchange_relaxed_##T(A *p, T v) {                                     \
+        return atomic_exchange_explicit(p, v, memory_order_relaxed);                         \
+    }                                                                                        \
+    static inline T dp_exchange_acq_rel_##T(A *p, T v) {                                     \
+        return atomic_exchange_explicit(p, v, memory_order_acq_rel);                         \
+    }                                                                                        \
+    static inline T dp_fetch_or_relaxed_##T(A *p, T v) {                                     \
+        return atomic_fetch_or_explicit(p, v, memory_order_relaxed);                         \
+    }                                                                                        \
+    static inline T dp_fetch_and_relaxed_##T(A *p, T v) {                                    \
+        return atomic_fetch_and_explicit(p, v, memory_order_relaxed);                        \
+    }                                                                                        \
+    static inline T dp_fetch_and_acq_rel_##T(A *p, T v) {                                    \
+        return atomic_fetch_and_explicit(p, v, memory_order_acq_rel);                        \
     }
 
 DP_ATOMIC_OPS(uint64_t, dp_a64)
@@ -75,9 +99,33 @@ DP_ATOMIC_OPS(uint32_t, dp_a32)
 #define dp_cas_relaxed(p, e, d)   dp_cas_relaxed_uint64_t(p, e, d) /* hints: orders nothing */
 #define dp_fetch_add_relaxed(p, v) dp_fetch_add_relaxed_uint64_t(p, v)
 #define dp_fetch_add_acq_rel(p, v) dp_fetch_add_acq_rel_uint64_t(p, v)
+#define dp_fetch_add_release(p, v) dp_fetch_add_release_uint64_t(p, v)
+#define dp_cas_weak_relaxed(p, e, d) dp_cas_weak_relaxed_uint64_t(p, e, d) /* in a loop; orders nothing */
+#define dp_exchange_relaxed(p, v) dp_exchange_relaxed_uint64_t(p, v)
+#define dp_exchange_acq_rel(p, v) dp_exchange_acq_rel_uint64_t(p, v)
+#define dp_fetch_or_relaxed(p, v) dp_fetch_or_relaxed_uint64_t(p, v)
+#define dp_fetch_and_relaxed(p, v) dp_fetch_and_relaxed_uint64_t(p, v)
+#define dp_fetch_and_acq_rel(p, v) dp_fetch_and_acq_rel_uint64_t(p, v)
 
-/* A full fence; each use says what it orders against what. */
+/* Process-local atomics of other types (a pointer, a bool): the same names
+ * with _any, for any _Atomic object. */
+#define dp_load_relaxed_any(p)      atomic_load_explicit((p), memory_order_relaxed)
+#define dp_load_acquire_any(p)      atomic_load_explicit((p), memory_order_acquire)
+#define dp_store_relaxed_any(p, v)  atomic_store_explicit((p), (v), memory_order_relaxed)
+#define dp_store_release_any(p, v)  atomic_store_explicit((p), (v), memory_order_release)
+/* A plain (not _Atomic) object read or written atomically: a table of
+ * pointers published once, a page touched. */
+#define dp_plain_load_acquire(p)       __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define dp_plain_store_release(p, v)   __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define dp_plain_fetch_or_relaxed(p, v) __atomic_fetch_or((p), (v), __ATOMIC_RELAXED)
+
+/* Fences; each use says what it orders against what. */
 static inline void dp_fence_seq_cst(void) { atomic_thread_fence(memory_order_seq_cst); }
+static inline void dp_fence_release(void) { atomic_thread_fence(memory_order_release); }
+static inline void dp_fence_acquire(void) { atomic_thread_fence(memory_order_acquire); }
+/* Orders this thread against its own signal handler only (a compiler
+ * barrier). */
+static inline void dp_signal_fence(void) { atomic_signal_fence(memory_order_seq_cst); }
 
 static inline void dp_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)

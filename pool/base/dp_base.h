@@ -18,6 +18,11 @@
 #include "dp_inject.h"
 #include "dsmpool.h"
 
+/* The branch a hot path expects, for the compiler's layout (the one name
+ * for __builtin_expect: tools/layers.py checks that nothing else calls it). */
+#define dp_likely(x) __builtin_expect(!!(x), 1)
+#define dp_unlikely(x) __builtin_expect(!!(x), 0)
+
 /* ---- error reporting (error.c) -------------------------------------------- */
 
 int dp_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

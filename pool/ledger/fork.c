@@ -85,7 +85,7 @@ static void ledger_unlock_pools(void) {
 
 static void ledger_child(void) {
     /* single-threaded here: plain stores are enough */
-    if (dp_forkp) atomic_store_explicit(&dp_forkp->epoch, 0, memory_order_relaxed);
+    if (dp_forkp) dp_store_relaxed_uint32_t(&dp_forkp->epoch, 0);
     atfork_ran = true;
     ledger_unlock_pools();
 }
@@ -140,22 +140,21 @@ void dp_ledger_layer_init(void) { pthread_once(&fork_once, fork_init); }
 
 unsigned dp_epoch_slow(void) {
     pthread_once(&fork_once, fork_init);
-    unsigned e = atomic_load_explicit(&dp_forkp->epoch, memory_order_relaxed);
+    unsigned e = dp_load_relaxed_uint32_t(&dp_forkp->epoch);
     if (e) return e;
     /* the first call in this process, or the first in a child: a child has
      * a parent's count (epoch_last != 0) */
-    if (atomic_load_explicit(&epoch_last, memory_order_relaxed) != 0) {
+    if (dp_load_relaxed_uint32_t(&epoch_last) != 0) {
         if (!atfork_ran) reset_after_raw_fork();
         atfork_ran = false;
     }
-    unsigned ne = atomic_fetch_add_explicit(&epoch_last, 1, memory_order_relaxed) + 1;
-    if (ne == 0) ne = atomic_fetch_add_explicit(&epoch_last, 1, memory_order_relaxed) + 1;
+    unsigned ne = dp_fetch_add_relaxed_uint32_t(&epoch_last, 1) + 1;
+    if (ne == 0) ne = dp_fetch_add_relaxed_uint32_t(&epoch_last, 1) + 1;
     unsigned z = 0;
     /* relaxed: the epoch only has to differ from every value this process
      * stored before; racing first calls in one process agree on one value */
-    atomic_compare_exchange_strong_explicit(&dp_forkp->epoch, &z, ne, memory_order_relaxed,
-                                            memory_order_relaxed);
-    return atomic_load_explicit(&dp_forkp->epoch, memory_order_relaxed);
+    dp_cas_relaxed_uint32_t(&dp_forkp->epoch, &z, ne);
+    return dp_load_relaxed_uint32_t(&dp_forkp->epoch);
 }
 
 /* ---- [registry] ------------------------------------------------------------------- */
@@ -163,7 +162,7 @@ unsigned dp_epoch_slow(void) {
 void dp_registry_add(dsmpool *pool) {
     unsigned e = dp_epoch();
     pthread_mutex_lock(&reg_lock);
-    atomic_store_explicit(&pool->fork_epoch, e, memory_order_relaxed);
+    dp_store_relaxed_uint32_t(&pool->fork_epoch, e);
     pool->reg_next = reg_head;
     reg_head = pool;
     pthread_mutex_unlock(&reg_lock);

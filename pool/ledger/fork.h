@@ -18,8 +18,8 @@ typedef struct dp_fork_page {
 extern dp_fork_page *dp_forkp;
 unsigned dp_epoch_slow(void);
 static inline unsigned dp_epoch(void) {
-    unsigned e = dp_forkp ? atomic_load_explicit(&dp_forkp->epoch, memory_order_relaxed) : 0;
-    return __builtin_expect(e != 0, 1) ? e : dp_epoch_slow();
+    unsigned e = dp_forkp ? dp_load_relaxed_uint32_t(&dp_forkp->epoch) : 0;
+    return dp_likely(e != 0) ? e : dp_epoch_slow();
 }
 
 /* ---- fork handlers and the lock-rank table ----------------------------------

@@ -311,7 +311,7 @@ bool dp_slot_take_dead(dsmpool *p, uint32_t slot) {
     if (DP_SLOT_STATE(w) == DP_SLOT_FREE || (DP_SLOT_FLAGS(w) & DP_SLOT_UNGUARDED)) return false;
     if (held_by_us(p, slot) || dp_live_take(p, DP_LOCK_SLOT0 + slot) != 0) return false;
     /* relaxed: see held_by_us; set before we change anything of the slot's */
-    atomic_fetch_or_explicit(&p->held[slot / 64], 1ull << (slot % 64), memory_order_relaxed);
+    dp_fetch_or_relaxed(&p->held[slot / 64], 1ull << (slot % 64));
     /* the lock is ours: the slot cannot change under us any more ([slots]) */
     w = dp_load_acquire(&p->procs[slot].state);
     if (DP_SLOT_STATE(w) == DP_SLOT_FREE || (DP_SLOT_FLAGS(w) & DP_SLOT_UNGUARDED)) {
@@ -323,7 +323,7 @@ bool dp_slot_take_dead(dsmpool *p, uint32_t slot) {
 
 void dp_slot_give_dead(dsmpool *p, uint32_t slot) {
     dp_live_give(p, DP_LOCK_SLOT0 + slot);
-    atomic_fetch_and_explicit(&p->held[slot / 64], ~(1ull << (slot % 64)), memory_order_relaxed); /* relaxed: held_by_us */
+    dp_fetch_and_relaxed(&p->held[slot / 64], ~(1ull << (slot % 64))); /* relaxed: held_by_us */
 }
 
 /* ---- [brackets]: brackets ----------------------------------------------------- */
@@ -337,7 +337,7 @@ void dp_inflight_begin(dsmpool *p) {
     dp_fetch_add_acq_rel(&sl->opseq, 1);
     /* release fence: pairs with dp_quiet_holds' acquire fence; any write of the
      * bracket that the reader sees implies it sees opseq move */
-    atomic_thread_fence(memory_order_release);
+    dp_fence_release();
 }
 
 void dp_inflight_end(dsmpool *p) {
@@ -395,7 +395,7 @@ int dp_quiet_open(dsmpool *p, dp_quiet *q, bool sweeping) {
 }
 
 bool dp_quiet_holds(dsmpool *p, const dp_quiet *q) {
-    atomic_thread_fence(memory_order_acquire); /* pairs with dp_inflight_begin's release fence */
+    dp_fence_acquire(); /* pairs with dp_inflight_begin's release fence */
     if (dp_load_relaxed(&p->hdr->sweep_needed) != q->sweep) return false;
     for (uint32_t i = 0; i < q->n; i++) {
         dp_proc *sl = &p->procs[i];
@@ -439,12 +439,12 @@ static int adopt(dsmpool *p) { /* caller holds pool->lock */
 int dp_self(dsmpool *pool) {
     unsigned e = dp_epoch();
     /* acquire: pairs with dp_self's release below, so the slot fields are ours */
-    if (atomic_load_explicit(&pool->fork_epoch, memory_order_acquire) == e) return 0;
+    if (dp_load_acquire_uint32_t(&pool->fork_epoch) == e) return 0;
     pthread_mutex_lock(&pool->lock);
     int r = 0;
-    if (atomic_load_explicit(&pool->fork_epoch, memory_order_relaxed) != e) {
+    if (dp_load_relaxed_uint32_t(&pool->fork_epoch) != e) {
         r = adopt(pool);
-        if (r == 0) atomic_store_explicit(&pool->fork_epoch, e, memory_order_release);
+        if (r == 0) dp_store_release_uint32_t(&pool->fork_epoch, e);
     }
     pthread_mutex_unlock(&pool->lock);
     return r;
@@ -551,7 +551,7 @@ int dp_pool_alloc_placed(dsmpool *p, unsigned order, unsigned flags, uint64_t *b
     /* a fresh block of the order: the common case (one warm granule)
      * inline, the rest in pool_resident */
     uint64_t bytes = (uint64_t)DP_FRAME_SIZE << order;
-    if (__builtin_expect(dp_res_warm_one(p, off, bytes), 1)) return 0;
+    if (dp_likely(dp_res_warm_one(p, off, bytes))) return 0;
     return pool_resident(p, block, bytes);
 }
 
@@ -616,7 +616,7 @@ void dp_pool_giveback(dsmpool *p, dp_res_run run, uint64_t by) {
         /* its holder may die before it counts itself in: the sweep's */
         dp_res_stray(p, g, u);
         /* release: pairs with dp_quiet_open; a count (recover.c dp_recover_all) */
-        atomic_fetch_add_explicit(&p->hdr->sweep_needed, 1, memory_order_release);
+        dp_fetch_add_release(&p->hdr->sweep_needed, 1);
         if (by) dp_res_busy_lower(p, g, u, by);
     }
 }

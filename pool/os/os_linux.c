@@ -531,7 +531,7 @@ static int populate_one(char *addr, size_t len) {
     }
     /* Touch loop: an atomic or of 0 writes without changing what others wrote. */
     size_t ps = dp_os_caps()->page_size;
-    for (size_t o = 0; o < len; o += ps) __atomic_fetch_or(addr + o, 0, __ATOMIC_RELAXED);
+    for (size_t o = 0; o < len; o += ps) dp_plain_fetch_or_relaxed(addr + o, 0);
     return 0;
 }
 

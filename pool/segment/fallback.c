@@ -59,8 +59,7 @@ void dp_fallback_fire_slow(int r) {
     uint64_t now = dp_seg_fallback_bytes(p);
     uint64_t peak = dp_load_relaxed(&p->hdr->fallback_peak); /* relaxed: a statistic; the CAS validates */
     /* relaxed: a high-water mark orders nothing */
-    while (now > peak && !atomic_compare_exchange_weak_explicit(&p->hdr->fallback_peak, &peak, now,
-                                                                memory_order_relaxed, memory_order_relaxed)) {
+    while (now > peak && !dp_cas_weak_relaxed(&p->hdr->fallback_peak, &peak, now)) {
     }
     pthread_mutex_lock(&p->lock);
     void (*fn)(void *, size_t) = p->fb_hook;

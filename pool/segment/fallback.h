@@ -18,7 +18,7 @@ typedef struct dp_fb_note {
 extern _Thread_local dp_fb_note dp_fb_pending;
 void dp_fallback_fire_slow(int r);
 static inline void dp_fallback_fire(int r) {
-    if (__builtin_expect(dp_fb_pending.bytes != 0, 0)) dp_fallback_fire_slow(r);
+    if (dp_unlikely(dp_fb_pending.bytes != 0)) dp_fallback_fire_slow(r);
 }
 uint64_t dp_seg_fallback_bytes(struct dsmpool *pool); /* bytes in OS segments now (a walk) */
 void dp_seg_fallback_made(struct dsmpool *pool, uint64_t bytes); /* an OS segment of bytes was made */

@@ -258,7 +258,7 @@ static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t owner) 
         area_hook(p, dp_at(p, DP_BLOCK_OFF(blk)), DP_BLOCK_BYTES(blk),
                   idx + 1, owner);
     /* acq_rel: the exchange is the unrecording; whoever re-runs this sees 0 */
-    blk = atomic_exchange_explicit(&d->block, 0, memory_order_acq_rel);
+    blk = dp_exchange_acq_rel(&d->block, 0);
     if (blk == DP_BLOCK_FALLBACK || blk == 0) {
         /* 0: a creator died before recording; its OS object may exist */
         char nm[96];

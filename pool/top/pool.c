@@ -187,7 +187,7 @@ int dsmpool_attach_fd(int fd, dsmpool **out) {
 static int pool_leave(dsmpool *p) {
     /* Detach segments and release the slot (the child of a fork that never
      * used the pool holds neither: it only unmaps). */
-    bool mine = atomic_load_explicit(&p->fork_epoch, memory_order_relaxed) == dp_epoch() && p->has_slot;
+    bool mine = dp_load_relaxed_uint32_t(&p->fork_epoch) == dp_epoch() && p->has_slot;
     dp_elastic_stop(p); /* the helper thread first: it calls the pool */
     dp_area_detach_pool(p); /* areas first: their caches go back while the pool is mapped */
     dp_seg_unmap_all(p, mine);

@@ -281,12 +281,12 @@ int dp_recover_all(dsmpool *p) {
         /* acq_rel: nobody else writes this word while we hold the lock; the
          * release publishes RECOVERING before our first change (quiet windows) */
         dp_cas_acq_rel(&sl->state, &w, DP_SLOT_WORD(me, 0, DP_SLOT_RECOVERING));
-        atomic_thread_fence(memory_order_release); /* pairs with dp_quiet_holds' acquire fence */
+        dp_fence_release(); /* pairs with dp_quiet_holds' acquire fence */
         /* a dead owner inside a bracket, or a dead recoverer, may have left a
          * block unowned ([leak sweep]) */
         if (dp_load_acquire(&sl->inflight) || was == DP_SLOT_RECOVERING) /* acquire: dp_inflight_end */
             /* release: pairs with dp_quiet_open; a count (dp_recover_all) */
-            atomic_fetch_add_explicit(&p->hdr->sweep_needed, 1, memory_order_release);
+            dp_fetch_add_release(&p->hdr->sweep_needed, 1);
         if (!recover_slot(p, i)) { /* [never half-way]: stays RECOVERING, its lock free: the next call goes on */
             dp_fetch_add_relaxed(&p->hdr->recover_deferred, 1); /* relaxed: a counter */
             dp_slot_give_dead(p, i);
