@@ -1122,3 +1122,26 @@ Test(elastic, a_stray_free_into_released_memory_makes_nothing_resident, .timeout
     test_check_ok(p);
     dsmpool_destroy(p);
 }
+
+/* A span word scribbled to name a released granule: the area's destroy
+ * clears no directory word there and brings no page in (before: it read,
+ * and so populated, the released granule's page). */
+Test(elastic, a_damaged_span_word_in_released_memory_makes_nothing_resident, .timeout = 60) {
+    dsmpool_config cfg = pool_config(256 * MIB, DSMPOOL_BACKING_MEMFD, DSMPOOL_HUGE_OFF, 2 * MIB);
+    dsmpool *p = NULL;
+    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "%s", dsmpool_last_error());
+    dsmpool_area *a;
+    cr_assert_eq(dsmpool_area_create(p, 0, &a), 0, "%s", dsmpool_last_error());
+    dsmpool_ptr c;
+    cr_assert_eq(dsmpool_area_alloc(a, 32 * 1024, 0, &c), 0, "%s", dsmpool_last_error());
+    dp_a64 *bw = dp_area_test_word(a, "block", 0, c);
+    cr_assert_not_null(bw, "no span holds the chunk");
+    uint64_t g = p->geo.res_count - 1, present;
+    cr_assert(dp_load_relaxed(&p->res[g]) & DP_RES_RELEASED, "the last granule is not released");
+    uint64_t b = dp_load_relaxed(bw);
+    dp_store_relaxed(bw, DP_BLOCK_MK(p->geo.data_off + (g << DP_RES_SHIFT), DP_BLOCK_ORDER(b)));
+    int r = dsmpool_area_destroy(a);
+    cr_log_info("destroy with a span word in released memory: %d %s", r, dsmpool_last_error());
+    cr_expect_eq(dir_pages_amiss(p, &present), 0, "the destroy made a released granule's directory page resident");
+    dsmpool_destroy(p);
+}

@@ -184,7 +184,11 @@ static bool dir_clear(dsmpool *p, uint64_t aid, uint64_t e, uint64_t off, uint64
     if (!bytes) return true;
     uint64_t k0 = (off - p->geo.data_off) >> AR_DIR_SHIFT, k1 = (off + bytes - 1 - p->geo.data_off) >> AR_DIR_SHIFT;
     for (uint64_t k = k0; k <= k1; k++) {
-        if (k >= p->geo.dir_count) return false;
+        if (k >= p->geo.dir_count || (k << AR_DIR_SHIFT) >= p->geo.data_size) return false;
+        /* a block held lies in resident memory: a word of a released
+         * granule is a damaged block word's, and its page is not to be
+         * made resident (layout.c [lazy directory]) */
+        if ((k == k0 || !(k & (DP_DIR_PAGE / 8 - 1))) && !dp_dir_readable(p, k << AR_DIR_SHIFT)) return false;
         uint64_t dw = dp_load_relaxed(&p->dir[k]);
         if (DIRW_AID(dw) == aid && DIRW_ENTRY(dw) == e)
             dp_store_release(&p->dir[k], 0); /* release: before the block goes */

@@ -27,12 +27,17 @@
 /* Test-only (tests/test_scribble.c damages areas on purpose): a word of the
  * area's shared state. "head"/"bump": this thread's cache record, class cls;
  * "regpage": registry page cls; "span": the state word of the span or block
- * that holds pointer p (cls unused). NULL when there is none. */
+ * that holds pointer p (cls unused), "block" its block word. NULL when
+ * there is none. */
 dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpool_ptr p) {
     if (!strcmp(what, "regpage")) return cls < AR_REGPAGES ? &a->ctl->regpage[cls] : NULL;
     if (!strcmp(what, "span")) {
         ar_loc l;
         return dp_ar_locate(a, p, &l) == 0 && ar_locate_entry(a, &l) ? &l.sp->state : NULL;
+    }
+    if (!strcmp(what, "block")) {
+        ar_loc l;
+        return dp_ar_locate(a, p, &l) == 0 && ar_locate_entry(a, &l) ? &l.sp->block : NULL;
     }
     ar_tc *tc = ar_tc_get(a);
     if (!tc || !tc->rec || cls >= AR_NCLS) return NULL;

@@ -98,8 +98,15 @@
  *      until the granule's next release: 4 KiB of zeroes). In hugetlb pages
  *      a page of the directory tells of 512 granules and is never given
  *      back. A reader of the directory that holds no block there (a free
- *      of a stray pointer: area_pointer.c dp_ar_locate) looks at the
- *      residency word first, so as not to make the page resident.
+ *      of a stray pointer: area_pointer.c dp_ar_locate, the free's hot
+ *      path; a damaged span word: area_registry.c dir_clear) looks at the
+ *      residency word first, so as not to make the page resident. Not
+ *      closed: a stray free that races the trim of its granule between
+ *      that look and its read faults the page in, outside any room claim
+ *      (4 KiB of zeroes, kept until the granule's next release; in a
+ *      full tmpfs, a SIGBUS): a caller's bug meeting a trim in the same
+ *      instant. Pinning the granule for the read would cost the free's
+ *      hot path a CAS on a shared word.
  *   [idle stamps] A maintenance step stamps a resident granule that it
  *      finds wholly free with the time ("idle since", dp_res_stamp); the
  *      allocation that takes any of it clears the stamp ([refill on
@@ -253,11 +260,14 @@ void dp_res_slot_clear(dsmpool *p, uint32_t slot) {
  * the kernel's free pages? Its pages present now (what a failed populate
  * got, before its caller gives them back; none before a populate) count
  * as room. 0, or -ENOMEM with a message that says which was short. */
-static int res_huge_room(dsmpool *p, char *a, uint64_t bytes) {
+static int res_huge_room(dsmpool *p, char *a, uint64_t bytes, uint64_t doff, uint64_t dlen) {
     dp_os_room rm;
     dp_os_huge_room(p->geo.page_size, &rm);
-    uint64_t avail, got = 0;
+    uint64_t avail, got = 0, dgot = 0;
     if (dp_os_present_bytes(a, bytes, &got) != 0) got = 0;
+    /* [lazy directory]: the directory's page too, where it is not there */
+    if (dlen && dp_os_present_bytes(p->base + doff, dlen, &dgot) != 0) dgot = 0;
+    bytes += dlen - dgot;
     bool cg_full = !rm.unknown && rm.room != UINT64_MAX && rm.room + got < bytes;
     bool none = !cg_full && dp_os_huge_avail(p->geo.page_size, &avail) == 0 && avail * p->geo.page_size + got < bytes;
     if (cg_full || none) dp_fetch_add_relaxed(&p->hdr->room_refusals, 1); /* relaxed: a counter */
@@ -289,7 +299,7 @@ int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n, bool ahead) {
     if (p->geo.elastic) dp_dir_range(&p->geo, g, n, p->geo.page_size, &doff, &dlen); /* [lazy directory] */
     /* [room first]: hugetlb's room before a refill ahead, after a failed
      * refill on demand */
-    int r = !huge ? dp_room_take(p, bytes + dlen, "memory of the pool") : ahead ? res_huge_room(p, a, bytes) : 0;
+    int r = !huge ? dp_room_take(p, bytes + dlen, "memory of the pool") : ahead ? res_huge_room(p, a, bytes, doff, dlen) : 0;
     if (r) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
         return r;
@@ -301,7 +311,7 @@ int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n, bool ahead) {
     if (!huge) dp_room_give(p, bytes + dlen);
     if (r) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
-        if (huge && (r == -EFAULT || r == -ENOMEM || r == -ENOSPC) && res_huge_room(p, a, bytes) != 0)
+        if (huge && (r == -EFAULT || r == -ENOMEM || r == -ENOSPC) && res_huge_room(p, a, bytes, doff, dlen) != 0)
             return -ENOMEM; /* its message says which limit */
         return dp_fail(r == -EFAULT || r == -ENOMEM || r == -ENOSPC ? -ENOMEM : r,
                        "%llu bytes of the pool could not be made resident (MADV_POPULATE_WRITE: %s)%s",

@@ -106,9 +106,10 @@ static inline bool dp_block_ok(const struct dsmpool *pool, uint64_t off, uint64_
 
 /* layout.c [lazy directory]: whether the directory words of data offset
  * rel (below data_size) may be read without making a page resident: its
- * granule is not released. Relaxed: a release racing the read leaves at
- * worst a page of zeroes resident, a bounded leak (resident.c [lazy
- * directory]). A fixed pool's words are all 0: always. */
+ * granule is not released (in a fixed pool, one dsmpool_trim gave back;
+ * its directory stays resident, but it holds no block either). Relaxed: a
+ * reader that holds no block there (a stray free) racing a trim of the
+ * granule can still fault its page in (resident.c [lazy directory]). */
 static inline bool dp_dir_readable(const struct dsmpool *pool, uint64_t rel) {
     return !(dp_load_relaxed(&pool->res[rel >> DP_RES_SHIFT]) & DP_RES_RELEASED);
 }
