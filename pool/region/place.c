@@ -326,7 +326,7 @@ static void *pf_thread(void *arg) {
  * are whole pages (gran). */
 int dp_plan_prefault(dsmpool *p, const dp_header *h, const dp_plan *pl, unsigned threads,
                          size_t gran, const uint64_t *resident, size_t *done) {
-    enum { MAXJ = 64 + DP_TABLE_RANGES };
+    enum { MAXJ = 66 + DP_TABLE_RANGES }; /* tables, 64 data slices, the tail */
     pf_job jobs[MAXJ];
     unsigned nj = 0;
     if (!threads) threads = 1;
@@ -335,7 +335,7 @@ int dp_plan_prefault(dsmpool *p, const dp_header *h, const dp_plan *pl, unsigned
     for (unsigned i = 0; i < nt; i++) jobs[nj++] = (pf_job){p->base + tr[i][0], tr[i][1] - tr[i][0], -1, 0, 0};
     unsigned per = threads / h->nsub;
     if (per < 1) per = 1;
-    if (per > 62 / h->nsub) per = 62 / h->nsub; /* every slice gets a job */
+    if (per > 64 / h->nsub) per = 64 / h->nsub; /* every slice gets a job (nsub <= 64) */
     for (uint32_t s = 0; s < h->nsub; s++) {
         char *a = p->base + h->sub[s].data_off;
         size_t len = h->sub[s].geom.frames * DP_FRAME_SIZE;
