@@ -72,6 +72,7 @@ run)
         grep -E 'MemTotal|MemAvailable|Hugepagesize' /proc/meminfo
         echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
         echo "shmem THP: $(cat /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null)"
+        # shellcheck disable=SC2012 # a listing for the log
         echo "huge page sizes: $(ls /sys/kernel/mm/hugepages 2>/dev/null | tr '\n' ' ')"
     } >"$out/machine.txt"
     nr=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages

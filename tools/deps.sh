@@ -3,7 +3,7 @@
 # benchmark. Does nothing when everything is there already.
 set -eu
 pkgs="meson ninja-build pkg-config gcc g++ libc6-dev python3 libcriterion-dev libnuma-dev cmake
-libjemalloc-dev libmimalloc-dev gnuplot-nox rumur man-db groff-base"
+libjemalloc-dev libmimalloc-dev gnuplot-nox rumur man-db groff-base shellcheck"
 missing=""
 for p in $pkgs; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -34,7 +34,7 @@
 # (default /var/cache/dsmpool), reused while its key holds
 # (integrations/postgresql/run.sh: "build cache: hit" or "miss").
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 if ! tools/deps.sh; then
     echo "dependency installation failed"
     echo "0 passed, 1 failed"
@@ -104,6 +104,7 @@ for way in "${ways[@]}"; do
         ;;
     patched)
         # the four core patches; one run at a time uses the cached prefix (flock), as pg18's
+        # shellcheck disable=SC2016 # sh -c's own arguments
         external "build PostgreSQL 18 with the four patches (or take it from $cache), then its own tests three ways, crash and shutdown tests" \
             '^(PostgreSQL \(|ok:|FAILED|crash test|  dsmpool:|=== PostgreSQL build cache)' \
             flock "$cache/postgresql-18.lock" sh -c 'integrations/postgresql/run.sh build "$1" &&
@@ -135,6 +136,7 @@ for way in "${ways[@]}"; do
         ;;
     esac
     dir="build-test-$way"
+    # shellcheck disable=SC2054 # one option whose value has commas
     case "$way" in
     quick) opts=(-Dbuildtype=debugoptimized) dir=build-quick ;;
     plain) opts=(-Dbuildtype=debugoptimized) ;;

@@ -300,21 +300,21 @@ restore() {
     local rc=$?
     trap - EXIT INT TERM HUP
     stop_all
-    local want=$(($(cat $hp) - hp_added))
-    echo "$want" >$hp
-    echo "$shmem_old" >$shmem
-    [ "$(cat $hp)" = "$want" ] && rm -f "$saved" ||
-        echo "warning: vm.nr_hugepages is $(cat $hp), not $want (this run added $hp_added): huge pages still in use?" >&2
-    if [ -d $tracing/events/uprobes ]; then
-        grep -o 'dsmpoolbench[a-z0-9_]*' $tracing/uprobe_events 2>/dev/null | sort -u |
-            while read -r e; do echo 0 >"$tracing/events/uprobes/$e/enable" 2>/dev/null || true; echo "-:$e" >>$tracing/uprobe_events 2>/dev/null || true; done
+    local want=$(($(cat "$hp") - hp_added))
+    echo "$want" >"$hp"
+    echo "$shmem_old" >"$shmem"
+    [ "$(cat "$hp")" = "$want" ] && rm -f "$saved" ||
+        echo "warning: vm.nr_hugepages is $(cat "$hp"), not $want (this run added $hp_added): huge pages still in use?" >&2
+    if [ -d "$tracing/events/uprobes" ]; then
+        grep -o 'dsmpoolbench[a-z0-9_]*' "$tracing/uprobe_events" 2>/dev/null | sort -u |
+            while read -r e; do echo 0 >"$tracing/events/uprobes/$e/enable" 2>/dev/null || true; echo "-:$e" >>"$tracing/uprobe_events" 2>/dev/null || true; done
     fi
-    [ $mounted_tracefs = 1 ] && umount $tracing 2>/dev/null || true
+    [ "$mounted_tracefs" = 1 ] && umount "$tracing" 2>/dev/null || true
     if [ "${SMALL:-0}" = 1 ] && [ -n "${small_done:-}" ]; then
         small_check
         exit $?
     fi
-    exit $rc
+    exit "$rc"
 }
 trap restore EXIT
 trap 'exit 130' INT TERM HUP
@@ -463,6 +463,7 @@ if has_part seed; then
         k=0
         for w in $WORKERS; do
             k=$((k + 1))
+            # shellcheck disable=SC2086 # CONFIGS is a list
             for c in $(rotate $((r + k)) $CONFIGS); do
                 f0=$(cminflt "$c")
                 t=$(timed "$c" "set work_mem = '1GB'" "set max_parallel_workers_per_gather = $w" '\timing on' "$SEED")
@@ -490,6 +491,7 @@ if has_part clients; then
         k=0
         for n in $CLIENTS; do
             k=$((k + 1))
+            # shellcheck disable=SC2086 # CCONFIGS is a list
             for c in $(rotate $((r + k)) $CCONFIGS); do
                 fb0="|"
                 viewed "$c" && fb0=$(pool_fell "$c")
@@ -500,6 +502,7 @@ if has_part clients; then
                         >"$work/bench-client-$i.out" 2>&1 || true) &
                     pids="$pids $!"
                 done
+                # shellcheck disable=SC2086 # a list of pids
                 wait $pids
                 t1=$(date +%s%N)
                 ok=0 err=0
@@ -545,6 +548,7 @@ uprobe_hits() { awk -v n="$1" '$2 == n {print $3}' $tracing/uprobe_profile; }
 if has_part vacuum; then
     echo "config,run,ms" >"$out/vacuum.csv"
     for r in $(seq 1 "$VRUNS"); do
+        # shellcheck disable=SC2086 # CCONFIGS is a list
         for c in $(rotate "$r" $CCONFIGS); do
             csql "$c" "$VSETUP" >/dev/null
             t=$(timed "$c" "set maintenance_work_mem = '1GB'" '\timing on' "$VACUUM")
@@ -589,6 +593,7 @@ if has_part pgbench; then
         k=0
         for mode in S C; do
             k=$((k + 1))
+            # shellcheck disable=SC2086 # PCONFIGS is a list
             for c in $(rotate $((r + k)) $PCONFIGS); do
                 flags=(-S)
                 [ $mode = C ] && flags=(-S -C)

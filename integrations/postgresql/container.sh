@@ -90,6 +90,7 @@ for c in $CONFIGS; do
         else
             err=$(echo "$res" | grep -m1 -E 'ERROR|FATAL|server closed|terminated' | sed 's/^psql:[^:]*: //' || true)
             [ -n "$err" ] || err="wrong answer: $n"
+            # shellcheck disable=SC2001 # a pattern, not a string
             detail=$(grep -A1 -F "$(echo "$err" | sed 's/^ERROR: *//')" "$data/log" | grep -m1 'DETAIL:' | sed 's/.*DETAIL: */ (/; s/$/)/' || true)
             err="$err$detail"
             t=""
@@ -108,6 +109,7 @@ for c in $CONFIGS; do
     cur_bin=""
     result=""
     if [ -n "$times" ]; then
+        # shellcheck disable=SC2086 # the words, one a line
         result=$(echo $times | tr ' ' '\n' | sort -n | awk '{a[NR]=$1} END {printf "%.2f s (median of %d)", a[int((NR+1)/2)] / 1000, NR}')
     fi
     if [ -n "$err" ]; then

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by run.sh, bench.sh and container.sh (sourced): the server's user,
 # a server of a prefix, and what that user holds in /dev/shm. The caller
 # sets prefix (and may set data and pgbin after sourcing).
@@ -71,6 +72,7 @@ stock_server() {
     fi
     V=${PG_STOCK_MAJOR:-15}
     B=/usr/lib/postgresql/$V/bin
+    # shellcheck disable=SC2034 # read by the scripts that source this
     IS_PACKAGED=1
     local p
     for p in "$@"; do
@@ -80,6 +82,7 @@ stock_server() {
         echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/dsmpool-ci.conf
         apt_install "$p" || return 1
     done
+    # shellcheck disable=SC2034 # read by the scripts that source this
     SERVER="Debian's postgresql-$V $(dpkg-query -W -f '${Version}' "postgresql-$V") ($("$B/postgres" --version))"
 }
 
@@ -104,6 +107,7 @@ need_user() {
 }
 
 port=${DSMPOOL_PG_PORT:-54329}
+# shellcheck disable=SC2154 # prefix: set by the script that sources this
 sock="$prefix/sock"
 data="$prefix/data"
 pgbin="$prefix/patched/bin"
@@ -138,8 +142,8 @@ shm_objects() { find /dev/shm -maxdepth 1 -user "$PGUSER_NAME" -printf '%f\n' 2>
 shm_new() { comm -13 <(echo "$1") <(shm_objects) | tr '\n' ' ' | sed 's/ $//'; }
 
 wait_ready() {
-    local i
-    for i in $(seq 1 600); do
+    local _
+    for _ in $(seq 1 600); do
         as_pg "$pgbin/pg_isready" -h "$sock" -p "$port" -U postgres -q && return 0
         sleep 0.1
     done

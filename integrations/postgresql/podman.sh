@@ -58,6 +58,7 @@ for p in podman runc conmon debootstrap containernetworking-plugins catatonit sl
 done
 if [ -n "$missing" ]; then
     log "installing:$missing"
+    # shellcheck disable=SC2086 # a list of packages
     apt_install $missing || skip "could not install$missing from this machine's apt sources"
 fi
 # runc: crun refuses a hybrid cgroup hierarchy (v1 controllers, a v2 mount
@@ -94,6 +95,7 @@ if ! out=$("${RUN[@]}" "$image" true 2>&1); then
     fail "podman cannot start a container here: $out (DSMPOOL_NO_CONTAINER=1 leaves this out on a machine that runs none)"
     finish
 fi
+# shellcheck disable=SC2016 # dpkg-query's own format
 pgver=$("${RUN[@]}" "$image" dpkg-query -W -f '${Version}' postgresql-15)
 echo "image: $image, Debian's postgresql-15 $pgver"
 
@@ -101,7 +103,7 @@ echo "image: $image, Debian's postgresql-15 $pgver"
 
 uid=$("${RUN[@]}" "$image" id -u postgres)
 gid=$("${RUN[@]}" "$image" id -g postgres)
-rm -rf "$root/data" "$root/lib" "$root/out"
+rm -rf "${root:?}/data" "${root:?}/lib" "${root:?}/out"
 mkdir -p "$root/data" "$root/lib" "$root/out"
 cp -L "$build/libdsmpool-preload.so" "$build/libdsmpool.so.0" "$root/lib/"
 chmod -R a+rX "$root/lib"

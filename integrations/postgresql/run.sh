@@ -92,6 +92,7 @@ install_deps() {
     "$repo/tools/deps.sh"
     if [ -n "$missing" ]; then
         log "installing:$missing"
+        # shellcheck disable=SC2086 # a list of packages
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >&2
     fi
 }
@@ -127,6 +128,7 @@ fetch_source() {
     fi
     rm -f "$src"
     local f
+    # shellcheck disable=SC2045 # the lists' names, compared with the names before
     for f in $(ls /var/lib/apt/lists/); do
         echo "$before" | grep -qxF "$f" || rm -f "/var/lib/apt/lists/$f"
     done
@@ -180,6 +182,7 @@ configure_and_make() {
         libs="-ldsmpool"
     fi
     [ -n "$tests" ] && extra="--enable-cassert --enable-tap-tests"
+    # shellcheck disable=SC2086 # extra is a list of options
     (cd "$tree" &&
         ./configure --prefix="$inst" --without-icu --without-llvm $extra CPPFLAGS="$cppflags ${EXTRA_CPPFLAGS:-}" \
             LDFLAGS="$ldflags" LIBS="$libs" >configure.log 2>&1 || { tail -30 configure.log; exit 1; }
@@ -197,6 +200,7 @@ configure_and_make() {
 # on every run (build_dsmpool), and the server finds it there (rpath).
 build_key() {
     {
+        # shellcheck disable=SC2012 # one file of a known name
         basename "$(ls "$prefix"/download/postgresql-${PG_MAJOR}_*.orig.tar.bz2 | head -1)"
         cat "$here"/patches/*.patch "$here/run.sh" "$here/lib.sh" "$repo/include/dsmpool.h"
         cc --version | head -1
@@ -285,6 +289,7 @@ count_regress() {
     else
         f=$(echo "$summary" | sed -nE 's/([0-9]+) of ([0-9]+) tests failed.*/\1 \2/p')
         if [ -n "$f" ]; then
+            # shellcheck disable=SC2086 # the fields of f
             set -- $f
             failed=$((failed + $1))
             passed=$((passed + $2 - $1))
@@ -455,8 +460,8 @@ crash_test() {
         local pm
         pm=$(server_pid)
         (sql "$JOIN" >/dev/null 2>&1 || true) &
-        local q=$! w="" i
-        for i in $(seq 1 400); do # up to 4 s for the workers to appear
+        local q=$! w="" _
+        for _ in $(seq 1 400); do # up to 4 s for the workers to appear
             w=$(pgrep -P "$pm" -f "parallel worker" | head -1 || true)
             [ -n "$w" ] && break
             sleep 0.01
@@ -478,6 +483,7 @@ crash_test() {
     for f in $frees; do [ "$f" = "$idle" ] || bad=$((bad + 1)); done
     local restarts
     restarts=$(echo "$frees" | grep -c . || true)
+    # shellcheck disable=SC2086 # the words, joined by commas
     echo "crash test: $killed workers killed, $restarts crash restarts, pool free after each: $(echo $frees | tr ' ' ',') (idle $idle)"
     [ "$right" = "$rounds" ] && pass "crash: the query after each of $rounds crashes was right" ||
         fail "crash: $right of $rounds queries after a crash were right"
@@ -511,8 +517,8 @@ shutdown_test() {
     left=$(shm_new "$before")
     [ -n "$left" ] && echo "a killed postmaster left: $left"
     rm -f "$data/postmaster.pid"
-    local i
-    for i in $(seq 1 50); do pgrep -u "$PGUSER_NAME" -x postgres >/dev/null || break; sleep 0.2; done
+    local _
+    for _ in $(seq 1 50); do pgrep -u "$PGUSER_NAME" -x postgres >/dev/null || break; sleep 0.2; done
     server_start "$pgbin"
     # What it left must be gone now: the pool's objects swept by dsmpool
     # (when its backends died too), PostgreSQL's control segment removed by
@@ -554,8 +560,8 @@ elastic_test() {
     seed_table 1000000
     n=$(sql "$JOIN" | tail -1)
     r1=$(sql "$q")
-    local i
-    for i in $(seq 1 50); do # up to 5 s for the release (0.5 s idle, then a step)
+    local _
+    for _ in $(seq 1 50); do # up to 5 s for the release (0.5 s idle, then a step)
         sleep 0.1
         r2=$(sql "$q")
         [ "${r2%%|*}" -le 32 ] && break
@@ -589,10 +595,10 @@ elastic_test() {
 # $prefix/$api (api; api-eb with EXEC_BACKEND=1: compiled -DEXEC_BACKEND,
 # where children are exec'd, not forked); cached as the patched build is
 api=api
-[ "${EXEC_BACKEND:-0}" = 1 ] && api=api-eb
+[ "${EXEC_BACKEND:-0}" = 1 ] && api="api-eb"
 # AREAS=1: provider/areas/*.patch on top (DSA areas as dsmpool areas through
 # dsa_pool_hook, which the extension sets), the server linked with libdsmpool
-[ "${AREAS:-0}" = 1 ] && api=api-areas
+[ "${AREAS:-0}" = 1 ] && api="api-areas"
 api_patches() {
     ls "$here"/provider/0[0-9][0-9][1-9]-*.patch
     [ "$api" = api-areas ] && ls "$here"/provider/areas/*.patch
@@ -600,6 +606,7 @@ api_patches() {
 }
 api_key() {
     {
+        # shellcheck disable=SC2012 # one file of a known name
         basename "$(ls "$prefix"/download/postgresql-${PG_MAJOR}_*.orig.tar.bz2 | head -1)"
         api_patches | xargs cat
         cat "$here/run.sh" "$here/lib.sh"
@@ -642,6 +649,7 @@ api_build() {
 provider_log() { # provider_log label log want
     local label=$1 plog=$2 want=$3 lines s d
     lines=$(grep -h "test_dsm_provider: generation" "$plog" 2>/dev/null | sed 's/.*LOG: *//' || true)
+    # shellcheck disable=SC2001 # each line indented
     [ -n "$lines" ] && echo "$lines" | sed 's/^/  /'
     s=$(echo "$lines" | awk '{s += $5} END {print s + 0}')
     d=$(echo "$lines" | awk '{d += $9} END {print d + 0}')
@@ -769,6 +777,7 @@ stock_scripts() {
 # locked_release_then SCRIPT: under the prefix's lock, the release builds,
 # then SCRIPT PREFIX
 locked_release_then() {
+    # shellcheck disable=SC2016 # sh -c's own arguments
     exec flock "$prefix.lock" sh -c '"$1" build-release "$2" && exec "$3" "$2"' sh "$0" "$prefix" "$1"
 }
 

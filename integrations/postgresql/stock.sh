@@ -80,6 +80,7 @@ trap cleanup EXIT
 # pool_maps PID: the pool's mappings and descriptors this process holds (a
 # process of the pool holds two descriptors: the region's and its liveness
 # lock's)
+# shellcheck disable=SC2010 # counts the descriptors that name the pool
 pool_maps() { echo "$(grep -c 'memfd:dsmpool' "/proc/$1/maps" 2>/dev/null)/$(ls -l "/proc/$1/fd" 2>/dev/null | grep -c 'memfd:dsmpool')"; }
 # what is in /dev/shm: name, mode, size, data blocks
 shm_left() { find /dev/shm -mindepth 1 -maxdepth 1 -printf '%f %m %s %b; ' 2>/dev/null; }
@@ -102,6 +103,7 @@ strace -f -qq -e trace=openat,memfd_create -o "$root/initdb.trace" \
     runuser -u "$PGUSER_NAME" -- env LD_PRELOAD="$PRE" "$B/initdb" -D "$data" -U postgres --no-sync >"$root/initdb.log" 2>&1 ||
     { fail "initdb failed: $(tail -3 "$root/initdb.log")"; finish; }
 n=$(grep -cE 'libdsmpool\.so|memfd_create\("dsmpool' "$root/initdb.trace")
+# shellcheck disable=SC2012 # a listing for the report
 [ "$n" = 0 ] && [ -z "$(ls /dev/shm)" ] && pass "initdb (bootstrap and its checks) loaded no libdsmpool and made no pool" ||
     fail "initdb: $n loads of libdsmpool or pools made; /dev/shm: $(ls /dev/shm | tr '\n' ' ')"
 {
@@ -188,6 +190,7 @@ for c in stock shm-2g sysv min-dsm-1g preload; do
     if [ "$res" = "$ROWS" ]; then
         out="right, $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f s", (b - a) / 1e9}')"
     else
+        # shellcheck disable=SC2001 # a pattern, not a string
         out=$(echo "$res" | sed 's/^psql:[^:]*: //')
     fi
     row "$c" "$set_" "$out${sig:+; $sig}"
@@ -206,6 +209,7 @@ for c in stock shm-2g sysv min-dsm-1g preload; do
     fi
     stop_ "$data"
     if [ "$c" = preload ]; then
+        # shellcheck disable=SC2012 # a listing for the report
         left=$(ls /dev/shm | tr '\n' ' ')
         [ -z "$left" ] && pass "container: the stop left nothing in /dev/shm" || fail "container: left in /dev/shm: $left"
     fi
@@ -269,6 +273,7 @@ kill -9 "$pm"
 wait $q
 # its children notice and exit (the syslogger last, when its pipe closes)
 for _ in $(seq 1 300); do pgrep -u "$PGUSER_NAME" -x postgres >/dev/null || break; sleep 0.1; done
+# shellcheck disable=SC2010 # counts PostgreSQL's own names
 before=$(ls /dev/shm | grep -c '^PostgreSQL\.')
 if start_ "$data" "$PRE"; then
     stop_ "$data"

@@ -76,6 +76,7 @@ for p in libipc-run-perl inotify-tools dpkg-dev make gcc; do
 done
 if [ -n "$missing" ]; then
     log "installing:$missing"
+    # shellcheck disable=SC2086 # a list of packages
     apt_install $missing || { fail "could not install:$missing"; finish; }
 fi
 stock_server "postgresql-$V" "postgresql-server-dev-$V" || { fail "postgresql-$V could not be installed"; finish; }
@@ -129,6 +130,7 @@ rm -rf "$run"
 mkdir -p "$run/lib" "$run/regress" "$run/regress-build" "$run/tap/src/test" "$root/sock"
 cp "$tree/src/test/regress/regress.c" "$run/regress-build/"
 # Debian's debian/tests/Makefile.regress: regress.so through the server's PGXS
+# shellcheck disable=SC2016 # make's own syntax
 printf 'MODULE_big = regress\nOBJS = regress.o\nPGXS := $(shell %s --pgxs)\ninclude $(PGXS)\n' "$B/pg_config" \
     >"$run/regress-build/Makefile"
 cp -r "$tree/src/test/modules/test_shm_mq" "$run/test_shm_mq"
@@ -186,6 +188,7 @@ watch_stop() { # prints "served made": pool names (fchmod 0000) and all PostgreS
     watcher=""
     echo "$(grep -c '^ATTRIB PostgreSQL\.' "$watch_log") $(grep -c '^CREATE PostgreSQL\.' "$watch_log")"
 }
+# shellcheck disable=SC2010 # counts the descriptors that name the pool
 pool_maps() { echo "$(grep -c 'memfd:dsmpool' "/proc/$1/maps" 2>/dev/null)/$(ls -l "/proc/$1/fd" 2>/dev/null | grep -c 'memfd:dsmpool')"; }
 shm_left() { find /dev/shm -mindepth 1 -maxdepth 1 -printf '%f %m %s %b; ' 2>/dev/null; }
 stop_() { as_pg "$B/pg_ctl" -D "$data" -w -t 120 stop -m fast >/dev/null 2>&1 || as_pg "$B/pg_ctl" -D "$data" stop -m immediate >/dev/null 2>&1; }
@@ -266,6 +269,7 @@ if [ "$srcver" != "$pkgver" ]; then
     t_stock=$(since "$t0")
     echo "installcheck without the library ($t_stock): $(summary_of "$run/regress-stock.out")"
     stock_failed=$(failed_in "$run/regress-stock.out")
+    # shellcheck disable=SC2086,SC2116 # the names on one line
     [ -n "$stock_failed" ] && echo "  failing without the library: $(echo $stock_failed)"
     rm -f "$root/log.stock" && mv "$data/log" "$root/log.stock"
     [ -z "$(shm_left)" ] || fail "installcheck without the library left in /dev/shm: $(shm_left)"
@@ -337,6 +341,7 @@ watch_start "$root/tap.inotify" || fail "013_crash_restart: inotify on /dev/shm 
 t_tap=$(since "$t0")
 read -r s m < <(watch_stop)
 # the primary's log: tmp_check/log/ up to 16, log/ from 17 (TESTLOGDIR's default)
+# shellcheck disable=SC2012 # the first of two places
 tlog=$(ls "$run"/tap/src/test/recovery/{tmp_check/log,log}/*013*primary*.log 2>/dev/null | head -1)
 restarts=$(grep -c 'all server processes terminated; reinitializing' "$tlog" 2>/dev/null)
 grep -E '^(t/013|Files=|Result:)' "$root/tap.out" | sed 's/^/  /'

@@ -13,11 +13,13 @@ private=""
 if [ "$(id -u)" = 0 ] && unshare -m --propagation private true 2>/dev/null; then private=yes; fi
 in_shm() { # command...: run it, then print the dsmpool objects left in its /dev/shm
     if [ -n "$private" ]; then
+        # shellcheck disable=SC2016 # sh -c's own arguments
         unshare -m --propagation private sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm && "$@"; r=$?;
             echo "left: $(ls /dev/shm | grep -c "^dsmpool")"; exit $r' sh "$@"
     else
         "$@"
         r=$?
+        # shellcheck disable=SC2010 # counts the pool's names
         echo "left: $(ls /dev/shm | grep -c '^dsmpool')"
         return $r
     fi
@@ -27,6 +29,7 @@ check() { # name command...
     shift
     tested=$((tested + 1))
     before=0
+    # shellcheck disable=SC2010 # counts the pool's names
     [ -n "$private" ] || before=$(ls /dev/shm | grep -c '^dsmpool' || true)
     if out=$(in_shm "$@" 2>&1) && grep -q "join t t2 using (i): $rows ($rows rows, $workers workers)$" <<<"$out"; then
         after=$(sed -n 's/^left: //p' <<<"$out")

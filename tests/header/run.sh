@@ -25,11 +25,15 @@ try() { # name compiler-and-flags...
     fi
 }
 strict="-Wall -Wextra -pedantic -Werror"
+# shellcheck disable=SC2086 # strict is a list of options
 try c11 "$cc" -std=c11 $strict -x c "$src"
+# shellcheck disable=SC2086 # strict is a list of options
 try c17 "$cc" -std=c17 $strict -x c "$src"
 if command -v "$cxx" >/dev/null; then
     cxxflags="$strict -Wold-style-cast -Wzero-as-null-pointer-constant"
+    # shellcheck disable=SC2086 # cxxflags is a list of options
     try cxx11 "$cxx" -std=c++11 $cxxflags -x c++ "$src"
+    # shellcheck disable=SC2086 # cxxflags is a list of options
     try cxx17 "$cxx" -std=c++17 $cxxflags -x c++ "$src"
 else
     echo "[SKIP] header::cxx: no C++ compiler ($cxx) here"

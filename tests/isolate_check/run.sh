@@ -35,6 +35,7 @@ check private_dev_shm "$iso" sh -c "[ ! -e /dev/shm/$tag ] && [ -w /dev/shm ]"
 check private_tmp "$iso" sh -c "! ls /tmp | grep -q $tag && touch /tmp/x"
 check private_sysv "$iso" sh -c "! ipcs -m | grep -qw '$shmid'"
 check own_pid_namespace "$iso" sh -c '[ "$$" -lt 10 ] && [ -e /proc/$$/stat ] && [ ! -e /proc/'$$' ]'
+# shellcheck disable=SC2016 # sh -c's own variable
 check run_named "$iso" sh -c '[ "$DSMPOOL_ISOLATE_RUN" -gt 0 ]'
 "$iso" sh -c 'exit 7'
 check exit_status_comes_back [ $? = 7 ]

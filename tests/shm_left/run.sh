@@ -19,6 +19,7 @@ while [ $# -ge 2 ]; do
     shift 2
     name=$(sed 's/[^A-Za-z0-9_]/_/g; s/__*/_/g; s/_$//' <<<"$filter")
     tested=$((tested + 1))
+    # shellcheck disable=SC2016 # sh -c's own arguments
     out=$(unshare -m --propagation private sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm || exit 99
         "$1" --filter "$2" -j1 >/dev/null 2>&1; r=$?
         echo "$r $(ls /dev/shm | grep "^dsmpool" | tr "\n" " ")"' sh "$exe" "$filter")

@@ -84,7 +84,7 @@ JOIN="select count(*) from t t1 join t t2 using (i)"
 log "building the extension with PGXS ($B/pg_config)"
 if make -s -C "$root/build" -f "$here/Makefile" VPATH="$here" PG_CONFIG="$B/pg_config" with_llvm=no >"$root/build.log" 2>&1 &&
     make -s -C "$root/build" -f "$here/Makefile" VPATH="$here" PG_CONFIG="$B/pg_config" with_llvm=no install >>"$root/build.log" 2>&1; then
-    pass "the extension builds with PGXS and installs into $($B/pg_config --pkglibdir)"
+    pass "the extension builds with PGXS and installs into $("$B/pg_config" --pkglibdir)"
 else
     fail "the extension did not build: $(grep -m3 -E 'error|Error' "$root/build.log")"
     finish
@@ -262,7 +262,7 @@ else
 fi
 # resident: the warm reserve, the name table's granule, and a granule of slack
 resident_low() { [ "$(view resident)" -le $((WARM + (4 << 20))) ]; }
-warm_ready() { [ "$(view resident)" -ge $WARM ]; }
+warm_ready() { [ "$(view resident)" -ge "$WARM" ]; }
 # idle_round GENERATION: the warm reserve made ahead, the join, then resident memory down to it
 idle_round() {
     local gen=$1 res up down before
@@ -306,6 +306,7 @@ gen=$(view generation)
     fail "crash: maintainer $m1 -> '$m2', its pool mappings/fds $(pool_maps "${m2:-0}")"
 idle_round 2
 stop_
+# shellcheck disable=SC2012 # a listing for the report
 left=$(ls /dev/shm | tr '\n' ' ')
 [ -z "$left" ] && pass "after all: nothing in /dev/shm" || fail "after all: left in /dev/shm: $left"
 
@@ -357,7 +358,7 @@ hp_old=""
 # api-check runs them on the server with the provider API; here every
 # server they start has LD_PRELOAD (DSMPOOL_WAY=preload). Each subtest
 # counts.
-if [ -f "$($B/pg_config --pgxs | sed 's|/src/makefiles/pgxs.mk$||')/src/test/perl/PostgreSQL/Test/Cluster.pm" ]; then
+if [ -f "$("$B/pg_config" --pgxs | sed 's|/src/makefiles/pgxs.mk$||')/src/test/perl/PostgreSQL/Test/Cluster.pm" ]; then
     log "the extension's TAP tests (t/), DSMPOOL_WAY=preload"
     tap="$root/tap"
     mkdir -p "$tap"
