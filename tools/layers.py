@@ -9,7 +9,7 @@ folders. For every C file of the library (pool/ and numa/) it checks:
               of them, for tests and tools);
   calls       a function calls functions of its own layer and of the layers
               below, never one above (a layer that must react to an event of
-              a higher one offers a registration: STYLE 13);
+              a higher one offers a registration: docs/style.md, "Layers");
   circles     no files call each other in a loop, within a layer or across;
   os calls    only the OS layer (pool/os, numa) makes system calls or calls
               the C library's wrappers of them: everyone else goes through
@@ -21,7 +21,15 @@ folders. For every C file of the library (pool/ and numa/) it checks:
               <stdatomic.h> or a __atomic builtin: every atomic has its
               memory order in its name (dp_load_acquire, dp_fence_release);
   expect      no file but pool/base/dp_base.h calls __builtin_expect: the
-              hot paths say dp_likely / dp_unlikely.
+              hot paths say dp_likely / dp_unlikely;
+  citations   a rule cited as "file.c [rule]" (in the comments of the C
+              files and in the Markdown) is a rule that file states (a
+              line of its design comment that begins "[rule]"); no rule is
+              cited by a number ("proc.c [brackets]", "STYLE 13": the numbers
+              are gone); a path named in the Markdown, the manual pages and
+              the meson.build files (pool/..., tests/..., bench/...) is a
+              file or folder of the project, or the program built from one
+              (bench/hashjoin: bench/hashjoin.c), and none lies outside it.
 
 It reads the code as text (comments and strings removed, braces counted), so
 it sees what a reader sees: a call through a function pointer (a hook) is no
@@ -178,11 +186,98 @@ def macros(code):
     return set(re.findall(r"^\s*#\s*define\s+([A-Za-z_]\w*)", code, re.M))
 
 
+# Paths the scripts make (not in the tree): a citation of one is right.
+MADE = ("integrations/postgresql/work", "bench/dist", "bench/results/scaling-HOSTNAME")
+TOP_DIRS = "pool|numa|tests|tools|bench|integrations|docs|include|examples|debian|cmake|\\.ci"
+
+
+def project_files():
+    """Every file of the project (git's list where there is one)."""
+    out = []
+    for d, subs, fs in os.walk(ROOT):
+        rel = os.path.relpath(d, ROOT)
+        subs[:] = [x for x in subs if not x.startswith(".") and not os.path.exists(os.path.join(d, x, "meson-private"))
+                   and not (rel == "." and x.startswith("build"))]
+        for f in fs:
+            out.append(os.path.normpath(os.path.join(rel, f)))
+    return out
+
+
+def citations():
+    files = project_files()
+    fileset = set(files)
+    dirs = set()
+    for f in files:
+        p = os.path.dirname(f)
+        while p:
+            dirs.add(p)
+            p = os.path.dirname(p)
+    by_name = {}
+    for f in files:
+        by_name.setdefault(os.path.basename(f), []).append(f)
+    texts = {}
+
+    def text_of(f):
+        if f not in texts:
+            try:
+                texts[f] = open(os.path.join(ROOT, f), errors="replace").read()
+            except OSError:
+                texts[f] = ""
+        return texts[f]
+
+    def states(f, rule):
+        return re.search(r"^\s*(?:\*|//|#|-)?\s*\[" + re.escape(rule) + r"\]", text_of(f), re.M) is not None
+
+    out = []
+    cite = re.compile(r"\b([A-Za-z_][\w-]*\.(?:c|h|md))\s*\[([a-z][^\]\n]{0,40})\]")
+    numbered = re.compile(r"\b(?:[A-Za-z_]\w*\.[ch] rule \d+|STYLE(?:\.md)? \d+|DESIGN(?:\.md)? \d+)")
+    path = re.compile(r"(?<![\w./-])((?:\.\./)*(?:%s)/[\w./+-]*[\w+-])" % TOP_DIRS)
+    for f in sorted(files):
+        md = f.endswith(".md")
+        if not (md or f.endswith((".c", ".h"))):
+            continue
+        t = text_of(f)
+        places = [(0, t)] if md else comments(t)
+        for ln0, com in places:
+            for m in cite.finditer(com):
+                name, rule = m.group(1), m.group(2)
+                ln = (ln0 + com.count("\n", 0, m.start())) if ln0 else t.count("\n", 0, m.start()) + 1
+                where = "%s:%d" % (f, ln)
+                if name == "file.c":  # (the form itself, in the docs)
+                    continue
+                if name not in by_name:
+                    out.append("%s cites %s [%s]: there is no %s" % (where, name, rule, name))
+                elif not any(states(g, rule) for g in by_name[name]):
+                    out.append("%s cites %s [%s]: %s states no such rule" % (where, name, rule, name))
+            for m in numbered.finditer(com):
+                ln = (ln0 + com.count("\n", 0, m.start())) if ln0 else t.count("\n", 0, m.start()) + 1
+                out.append("%s:%d cites \"%s\": rules are cited by name ([rule]), not by number" %
+                           (f, ln, m.group(0)))
+    for f in sorted(files):
+        if not (f.endswith(".md") or os.path.basename(f) == "meson.build" or re.search(r"\.\d$", f)):
+            continue
+        t = text_of(f)
+        for m in re.finditer(r"(?<![\w/])(?:\.\./)*shared/[\w./-]+", t):
+            out.append("%s:%d names %s, outside the project" % (f, t.count("\n", 0, m.start()) + 1, m.group(0)))
+        for m in path.finditer(t):
+            p = m.group(1).rstrip(".")
+            cands = {p, os.path.normpath(os.path.join(os.path.dirname(f), p))}
+            ok = False
+            for c in cands:
+                if c in fileset or c in dirs or any(c + x in fileset for x in (".c", ".sh", ".py")) or \
+                        c.startswith(MADE) or any(g.startswith(c) for g in files):
+                    ok = True
+            if not ok and "*" not in p:
+                out.append("%s:%d names %s, which is not in the project" % (f, t.count("\n", 0, m.start()) + 1, p))
+    return out
+
+
 def main():
     files = sources()
     text = {f: open(os.path.join(ROOT, f)).read() for f in files}
     code = {f: strip(text[f]) for f in files}
-    fails = {k: [] for k in ("includes", "calls", "circles", "os calls", "pairs with", "atomics", "expect")}
+    fails = {k: [] for k in ("includes", "calls", "circles", "os calls", "pairs with", "atomics", "expect",
+                             "citations")}
 
     # where each header lives
     header_layer = {}
@@ -311,6 +406,8 @@ def main():
             for m in pat.finditer(code[f]):
                 fails[check].append("%s:%d calls %s (only %s may)" % (f, code[f].count("\n", 0, m.start()) + 1,
                                                                       m.group(0).rstrip("( "), home))
+
+    fails["citations"] = citations()
 
     npass = 0
     for check, fl in fails.items():

@@ -10,7 +10,7 @@
  * Rules
  *   [fresh spans] A span or large block is acquired inside the caller's
  *      operation (a cache record's, or a shared-path bracket) and inside one
- *      bracket of the slot (proc.c rule 6), from the claim of its entry to
+ *      bracket of the slot (proc.c [brackets]), from the claim of its entry to
  *      its publication: held bytes reserved, an entry claimed as INIT(us,
  *      order) (area_registry.c [entries]), the checked-mode bitmap and the
  *      info word, the block (a span from the thread's own node first), the
@@ -79,7 +79,7 @@
 
 #ifdef DP_INJECTION
 /* test-only: keep a new exact span's or block's whole power of two, as a
- * trim that stops at its first piece does (palloc.c rule 7): an exact word
+ * trim that stops at its first piece does (palloc.c [exact blocks]): an exact word
  * that gave nothing back */
 _Atomic bool dp_ar_untrimmed;
 #define AR_TEST_UNTRIMMED dp_load_relaxed_any(&dp_ar_untrimmed)
@@ -127,7 +127,7 @@ static uint32_t span_chain(struct dsmpool_area *a, unsigned c, dsmpool_ptr base)
 /* [fresh spans]: a span of class cls, or a large block of 2^order frames
  * (keep: the frames an exact one keeps; chain: a shared-path span; mid: a
  * mid-size block), inside the caller's operation and one bracket (proc.c
- * rule 6), from the claim of the entry to its publication. */
+ * [brackets]), from the claim of the entry to its publication. */
 static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order,
                              uint64_t keep, unsigned place, uint64_t asked, bool chain, bool mid,
                              uint64_t *entry, dsmpool_ptr *base) {

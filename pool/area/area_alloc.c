@@ -52,10 +52,10 @@
  * lost sweep.
  *
  * Memory ordering: the operation's (area_cache.c [operations]) or the
- * bracket's (proc.c rule 6); the state is read relaxed inside either, as
+ * bracket's (proc.c [brackets]); the state is read relaxed inside either, as
  * ar_live says why. The free's directory load is an acquire (dp_ar_dir_set's
  * release). An OS segment made inside a call is reported after its
- * operation ends (dp_fallback_fire: segment.c rule 10).
+ * operation ends (dp_fallback_fire: fallback.c [spilling is visible]).
  *
  * Injection points: "area.op.checked" (inside an operation, the state read
  * LIVE: a test stops a process there while the area is destroyed, and its
@@ -115,7 +115,7 @@ static int shared_alloc(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t a
         r = alloc_route(a, tc, size, asked, flags, true, out);
     }
     dp_inflight_end(a->pool);
-    dp_fallback_fire(r); /* segment.c rule 10: after the operation */
+    dp_fallback_fire(r); /* fallback.c [spilling is visible]: after the operation */
     dp_ar_shared_done(a, tc);
     return r;
 }
@@ -185,7 +185,7 @@ static inline int area_alloc(dsmpool_area *area, size_t size, size_t asked, unsi
         r = alloc_route(area, tc, size, asked, flags, false, out);
     }
     ar_op_end(rec, s);
-    dp_fallback_fire(r); /* segment.c rule 10: after the operation */
+    dp_fallback_fire(r); /* fallback.c [spilling is visible]: after the operation */
     return r;
 }
 

@@ -33,7 +33,7 @@
  *      that keeps the operation's accesses after it), the area state read,
  *      the work, seq made even (release). With area_life.c [destroy] this
  *      is an asymmetric Dekker fence (the destroyer's side is membarrier),
- *      and it is the seqlock the checker reads (proc.c rule 7;
+ *      and it is the seqlock the checker reads (proc.c [quiet windows];
  *      area_recover.c [quiet]): no RMW on the hot path.
  *   [drain] A list that holds more than two batches (cls_batch: up to 64
  *      chunks) pushes one batch back on their spans' stacks (area_span.c
@@ -48,7 +48,7 @@
  *      everything it caches; recovery does the same for the caches of dead
  *      processes (area_recover.c [recovery]); so does a cache asked to give
  *      back ([short of memory]).
- *   [short of memory] (segment.c rule 9) A request is one increment of
+ *   [short of memory] (segment.c [short of memory]) A request is one increment of
  *      hdr->trim. A cache answers -- drains itself and this thread's caches
  *      of the pool's other areas (dp_ar_trim_answer) -- at its next free or
  *      its next allocation that its own list cannot serve, and at once when

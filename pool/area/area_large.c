@@ -20,7 +20,7 @@
  *      bitmap), exact.
  *   [grow in place] A large pool block grows in place up to its power of
  *      two while the tail it gave back is still free: reserve the held
- *      bytes, take the frames back (dp_pool_grow, palloc.c rule 7), set
+ *      bytes, take the frames back (dp_pool_grow, palloc.c [exact blocks]), set
  *      their directory words, then publish the longer block word, the
  *      entry's record marked AR_SEG_GROWING while the word changes
  *      (area_registry.c [exact records]); inside an area operation (so a

@@ -49,15 +49,15 @@
  *      segments. A creator takes its tag inside the bracket that writes the
  *      control block's magic: one that dies in between leaves a tag no
  *      control block names, which the leak sweep frees (dp_area_sweep_tags,
- *      recover.c rule 3).
+ *      recover.c [leak sweep]).
  *   [fork] fork() while another thread holds dp_ar_reg_lock or an area's
  *      lock must not leave the child with it held: they are taken around
  *      fork (the registry's, then the areas'), and made anew after a fork
- *      that skipped the atfork handlers (proc.c rule 4).
+ *      that skipped the atfork handlers (proc.c [fork]).
  *   [accounting] (dsmpool_area_stats) held = in_use + cached when quiet:
  *      cached is the chunks of spans' stacks and of every cache record's
  *      list (count) and bump range, and each span's tail that no chunk fits
- *      (none unless an exact span's trim stopped early -- palloc.c rule 7 --
+ *      (none unless an exact span's trim stopped early -- palloc.c [exact blocks] --
  *      and it holds more of its block: stats count a span by its block
  *      word's bytes, as held does); in_use the spans' other chunks plus the
  *      large blocks (their exact bytes). The reservation of a power of two
@@ -73,7 +73,7 @@
  *      all records (kept for the area's life), and says it is an estimate.
  *      The limit is judged when bytes are reserved (area_acquire.c
  *      [reserve]).
- *   [last process out] (life.c rule 4) When nobody is attached to the pool
+ *   [last process out] (life.c [last out]) When nobody is attached to the pool
  *      any more and its OS segments are about to go, every area entry that
  *      lives in one goes first (dp_area_drop_os), so an area of a pool that
  *      persists names no segment that is gone (its chunks there are lost
@@ -242,7 +242,7 @@ ar_ctl *dp_ar_ctl_of(dsmpool *p, uint64_t idx) {
     return ctl && ctl->magic == AR_MAGIC && ctl->ncaches == AR_NCACHES ? ctl : NULL;
 }
 
-/* [tags] for the leak sweep (recover.c rule 3), inside its quiet window: a tag
+/* [tags] for the leak sweep (recover.c [leak sweep]), inside its quiet window: a tag
  * that no area's control block names was taken by a creator that died before
  * writing it down. */
 void dp_area_sweep_tags(dsmpool *p) {
@@ -274,7 +274,7 @@ static void ar_after(void) {
     pthread_mutex_unlock(&dp_ar_reg_lock);
 }
 
-/* [fork]: after a fork that skipped the atfork handlers (proc.c rule 4). */
+/* [fork]: after a fork that skipped the atfork handlers (proc.c [fork]). */
 static void ar_reset(void) {
     pthread_mutex_init(&dp_ar_reg_lock, NULL);
     for (struct dsmpool_area *a = ar_reg; a; a = a->reg_next) pthread_mutex_init(&a->lock, NULL);
@@ -533,7 +533,7 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
             if (c < AR_NCLS && SPW_COUNT(w) <= cls_chunks(c)) { /* [accounting]: its free chunks */
                 /* what the span holds is its block's bytes, as held counts
                  * them: cls_len, or more when its trim stopped early
-                 * (palloc.c rule 7); the part no chunk fits counts as
+                 * (palloc.c [exact blocks]); the part no chunk fits counts as
                  * cached, held but given to no allocation */
                 uint64_t fill = (uint64_t)cls_chunks(c) * cls_size(c);
                 uint64_t sb = bytes >= fill && bytes <= cls_span(c) ? bytes : cls_len(c); /* else damaged */
@@ -582,7 +582,7 @@ static int area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
 
 /* ---- the last process out (life.c) --------------------------------------- */
 
-/* [last process out]: nobody is attached to the pool any more (life.c rule 4:
+/* [last process out]: nobody is attached to the pool any more (life.c [last out]:
  * the caller holds LIFE exclusive, nobody is present, dead processes were
  * recovered), and its OS segments are about to go: every area entry that lives
  * in one goes first, so an area of a pool that persists names no segment that

@@ -21,7 +21,7 @@
  *      tests/test_area.c checks every class).
  *   [check] check: the top 32 - n bits of mix(key ^ handle) (fb_check),
  *      handle the OS segment's (sp->seg: index and 32-bit generation, new
- *      whenever the entry takes a new segment: segment.c rule 2), key the
+ *      whenever the entry takes a new segment: segment.c [handles]), key the
  *      area's random key (area_free.c [free tags]) -- not the span word's
  *      generation, which counts the stack's pushes and pops, not what the
  *      entry holds. Every pointer built for an entry's segment carries the

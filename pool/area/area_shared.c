@@ -13,7 +13,7 @@
  *      operation (a relaxed store of its own, then a seq_cst fence: a
  *      destroyer that misses the flag is seen DESTROYED; area_cache.c
  *      dp_ar_tc_get_slow). Each of its operations is a bracket of its
- *      process's slot (proc.c rule 6) instead of a record's sequence: begun
+ *      process's slot (proc.c [brackets]) instead of a record's sequence: begun
  *      (two acq_rel RMWs), the area state read, the work, ended. A destroyer
  *      that sees ctl->shared waits for those brackets too (area_life.c
  *      [destroy]); recovery of a slot that died inside one counts ctl->lost

@@ -18,7 +18,7 @@
  *      class and this area, a damaged range or stack, a span entry that
  *      names no class: each is damage, -EUCLEAN with why. The walk reads
  *      only; it is believed because the caller holds the pool's quiet
- *      window (proc.c rule 7; area_recover.c [quiet]). The scratch (the
+ *      window (proc.c [quiet windows]; area_recover.c [quiet]). The scratch (the
  *      entries' bits) is zero at first, kept between the calls of one check
  *      and freed after.
  *   [inspection] The snapshot uses loads only (the view may be mapped

@@ -50,7 +50,7 @@ bool dp_area_sweep_lost(struct dsmpool *pool, dp_area_scratch *sc, size_t *got);
 void dp_area_scratch_free(dp_area_scratch *sc);
 
 /* area_life.c [last process out]: the pool's OS segments are about to go
- * with its last process: area entries in them go first (life.c rule 4). */
+ * with its last process: area entries in them go first (life.c [last out]). */
 void dp_area_drop_os(struct dsmpool *pool);
 
 /* ---- a read-only snapshot of one area (for the inspector) ---------------- */

@@ -2,7 +2,7 @@
  * dp_atomic.h -- the one atomics header: <stdatomic.h> with the memory order
  * in every name, so that a reader sees the ordering where it is used.
  *
- * Rules for callers (STYLE.md 4; tools/layers.py checks that no other file of
+ * Rules for callers (docs/style.md, "Atomics and ordering"; tools/layers.py checks that no other file of
  * the library calls an atomic of <stdatomic.h> or a __atomic builtin):
  *  - every _acquire names, in a one-line comment, the _release it pairs with;
  *  - _relaxed is for counters, hints and values validated by a later CAS;

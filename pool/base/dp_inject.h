@@ -1,6 +1,6 @@
 /*
  * dp_inject.h -- test-only injection points at the step boundaries where
- * another process may interleave (STYLE 14; PostgreSQL 17's
+ * another process may interleave (docs/style.md, "Tests"; PostgreSQL 17's
  * INJECTION_POINT() is the model).
  *
  *   DP_INJECT("area.acquire.stored");

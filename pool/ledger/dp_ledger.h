@@ -6,7 +6,7 @@
  *
  * Layer: ledger (pool/ledger), above the region, the allocator, NUMA and
  * the OS. What it must hear from above (reclaim, adopt, join, fork resets)
- * it gets through the hooks registered here (STYLE 13).
+ * it gets through the hooks registered here (docs/style.md, "Layers").
  */
 #ifndef DP_LEDGER_H
 #define DP_LEDGER_H
@@ -14,7 +14,7 @@
 #include "dp_region.h"
 #include "fork.h" /* fork detection, fork handlers, the lock-rank table, the registry */
 
-/* Hooks: how a lower layer reaches what a higher one does (STYLE 13). */
+/* Hooks: how a lower layer reaches what a higher one does (docs/style.md, "Layers"). */
 void dp_ledger_set_reclaim(int (*fn)(struct dsmpool *pool)); /* recovery layer */
 void dp_ledger_set_adopt(int (*fn)(struct dsmpool *pool));   /* segment layer; run top first */
 /* life layer: a fork()ed child joins (life.c J3..J6) before it claims its
@@ -215,7 +215,7 @@ int dp_res_verify(struct dsmpool *pool, uint64_t **used, char *why, size_t n);
 /* R3: no released granule holds a page (mincore; 4 KiB and THP pools). */
 int dp_res_verify_given_back(struct dsmpool *pool, char *why, size_t n);
 
-/* proc.c [give back]: the run a refill could not make resident, counted
+/* resident.c [give back]: the run a refill could not make resident, counted
  * busy by the caller (by counts on each granule), whose block is free
  * again: each release unit the caller can claim whole and that is still
  * released has its pages given back; one it cannot claim is marked stray

@@ -5,7 +5,7 @@
  *
  * Layer: above the allocator (palloc.c) and the region (region.c); below
  * segments, areas, recovery and the checker, which reach it by name. What it
- * needs from above it gets through hooks registered at start-up (STYLE 13):
+ * needs from above it gets through hooks registered at start-up (docs/style.md, "Layers"):
  * reclaim (run recovery: the recovery layer), adopt (take over inherited
  * attachments: the segment layer), join (a fork()ed child's presence
  * around its slot claim: the life layer), fork resets (process-local
@@ -114,7 +114,7 @@ void (*volatile dp_inject_fn)(const char *point);
 #endif
 
 
-/* ---- hooks (STYLE 13) ---------------------------------------------------- */
+/* ---- hooks (docs/style.md, "Layers") ------------------------------------ */
 
 static int (*reclaim_hook)(dsmpool *);
 #define ADOPT_HOOKS 4

@@ -43,7 +43,7 @@
  *      only (dp_os_populate_strict), on the memory's own node by the
  *      sub-pool's policy -- and marked resident; when the memory cannot be
  *      had the run is handed back to the caller, still busy, and the caller
- *      frees its block and gives the run back (proc.c [give back]), then
+ *      frees its block and gives the run back (resident.c [give back]), then
  *      says -ENOMEM (segments and areas then fall back as for a full pool).
  *      Populating a granule that another holder uses part of is safe: it
  *      changes no content.

@@ -210,7 +210,7 @@ static bool sweep(dsmpool *p) {
     /* a give-back claims in a bracket of its own: a process without a slot
      * leaves the sweep due for one that has */
     if (!p->has_slot || !used || !owned || dp_quiet_open(p, &q, true) != 0) goto out;
-    for (uint32_t s = 0; s < p->nsub; s++) { /* resident.c [crash bound]: a death inside a mark */
+    for (uint32_t s = 0; s < p->nsub; s++) { /* resident.c's crash bound: a death inside a mark */
         hint[s] = dp_res_hint(p, s);
         nrel[s] = dp_res_released_in(p, s);
     }
