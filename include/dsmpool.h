@@ -125,6 +125,20 @@ extern "C" {
 #define DSMPOOL_EXPORT
 #endif
 
+/* On every call that returns 0 or -errno: a result dropped unread is a
+ * warning where the compiler lets a cast to void say "meant" -- C23 and
+ * C++17 ([[nodiscard]]) and clang (warn_unused_result). GCC before C23 has
+ * only warn_unused_result, which no cast silences: nothing there. */
+#if defined(__cplusplus) && __cplusplus >= 201703L
+#define DSMPOOL_NODISCARD [[nodiscard]]
+#elif !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ > 201710L
+#define DSMPOOL_NODISCARD [[nodiscard]]
+#elif defined(__clang__)
+#define DSMPOOL_NODISCARD __attribute__((warn_unused_result))
+#else
+#define DSMPOOL_NODISCARD
+#endif
+
 /* Structs that grow. dsmpool_config, dsmpool_stats and dsmpool_area_stats
  * are allocated by the caller and will gain fields at their ends in later
  * versions; their first member, struct_size, says how big the caller's is.
@@ -264,7 +278,7 @@ static inline void dsmpool_config_init(dsmpool_config *cfg) { dsmpool_config_ini
  * pages asked for: HUGE_TRY fell back to 4 KiB pages (and why: no pages
  * reserved, a cgroup limit, ...), or HUGE_TRANSPARENT was given no huge
  * page at the prefault (and what setting to change). */
-DSMPOOL_EXPORT int dsmpool_create(const dsmpool_config *cfg, dsmpool **out);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_create(const dsmpool_config *cfg, dsmpool **out);
 
 /* The least cfg->size that dsmpool_create accepts for the rest of cfg
  * (sub-pools, node sizes, process slots, segments, huge page size; the
@@ -285,8 +299,8 @@ DSMPOOL_EXPORT size_t dsmpool_min_size(const dsmpool_config *cfg);
  * -EAGAIN: it is being created (or removed) right now; -EOWNERDEAD: its
  * creator died before finishing (never a retry that never ends). A complete
  * pool whose processes all died attaches, and their leftovers are recovered. */
-DSMPOOL_EXPORT int dsmpool_attach(const char *name, dsmpool **out);
-DSMPOOL_EXPORT int dsmpool_attach_fd(int fd, dsmpool **out);  /* memfd; the fd is dup()ed */
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_attach(const char *name, dsmpool **out);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_attach_fd(int fd, dsmpool **out);  /* memfd; the fd is dup()ed */
 DSMPOOL_EXPORT int dsmpool_fd(const dsmpool *pool);           /* -1 when none */
 
 /* This process leaves: its segment attachments are detached (last reference
@@ -299,12 +313,12 @@ DSMPOOL_EXPORT int dsmpool_fd(const dsmpool *pool);           /* -1 when none */
  * process to leave a pool also recovers what dead processes held and
  * removes every OS fallback segment, pinned ones too; an ANON or MEMFD pool
  * (or a destroyed one) leaves nothing behind, a named one keeps its name. */
-DSMPOOL_EXPORT int dsmpool_detach(dsmpool *pool);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_detach(dsmpool *pool);
 
 /* Remove the region's name, then detach. Processes still attached go on
  * using the pool (pinned OS fallback segments can still be attached) until
  * they detach; the last one removes the rest. */
-DSMPOOL_EXPORT int dsmpool_destroy(dsmpool *pool);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_destroy(dsmpool *pool);
 
 /* Leave without trusting the region: for an embedder that throws away a
  * pool whose memory a crashed process may have written (PostgreSQL's crash
@@ -315,7 +329,7 @@ DSMPOOL_EXPORT int dsmpool_destroy(dsmpool *pool);
  * descriptors); if it was the last, the memory of an ANON or MEMFD pool goes
  * with it, and the anchor waits for dsmpool_sweep(). The pool object is dead
  * afterwards, as after dsmpool_detach(). */
-DSMPOOL_EXPORT int dsmpool_abandon(dsmpool *pool);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_abandon(dsmpool *pool);
 
 /* Remove a named pool that no live process holds: its name, its OS fallback
  * segments, its anchor and System V semaphores (every process died, its
@@ -327,7 +341,7 @@ DSMPOOL_EXPORT int dsmpool_abandon(dsmpool *pool);
  * library cannot judge -- force removes it anyway, and its anchor and
  * fallback segments only if no process is present on the anchor. -EAGAIN:
  * the pool changed (was removed or replaced) while it was being removed. */
-DSMPOOL_EXPORT int dsmpool_remove(const char *name, bool force);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_remove(const char *name, bool force);
 
 /* Remove what pools that no live process holds left behind, on this machine
  * (this /dev/shm, hugetlbfs mounts, System V segments): OS fallback
@@ -338,13 +352,13 @@ DSMPOOL_EXPORT int dsmpool_remove(const char *name, bool force);
  * anchor has the region's owner): that is its own library's sweep's. Safe
  * from any process at any time; *removed (may be NULL) says how many
  * objects went. */
-DSMPOOL_EXPORT int dsmpool_sweep(size_t *removed);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_sweep(size_t *removed);
 
 /* Release what dead processes held: their segment references, half-done
  * allocator operations, area caches and entries they were filling. Safe to
  * call from any process at any time; also run automatically when the slot
  * table or an area's cache records are full. */
-DSMPOOL_EXPORT int dsmpool_recover(dsmpool *pool);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_recover(dsmpool *pool);
 
 /* Walk every structure and prove free + used = total with no overlap, every
  * allocated block owned exactly once, every reference count equal to the
@@ -354,7 +368,7 @@ DSMPOOL_EXPORT int dsmpool_recover(dsmpool *pool);
  * and repeated (for up to half a second) until one is. Returns 0, -EUCLEAN
  * (damage that is really there; the message says what and where) or -EBUSY
  * (others kept changing the pool: try again). */
-DSMPOOL_EXPORT int dsmpool_check(dsmpool *pool);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_check(dsmpool *pool);
 
 /* Populate this process's page tables for the memory of the region that is
  * resident, so that first touches do not fault (MADV_POPULATE_WRITE, touch
@@ -363,7 +377,7 @@ DSMPOOL_EXPORT int dsmpool_check(dsmpool *pool);
  * that are not yet in memory (a pool created with prefault = false) are
  * first held against the room of the memory cgroup and the system, as a
  * refill is: -ENOMEM, saying which limit, where the room is not there. */
-DSMPOOL_EXPORT int dsmpool_prefault(dsmpool *pool);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_prefault(dsmpool *pool);
 
 /* ---- segments ---------------------------------------------------------- */
 
@@ -388,11 +402,11 @@ DSMPOOL_EXPORT int dsmpool_prefault(dsmpool *pool);
  * not zeroed when it comes from the pool. -ENOMEM when neither the pool nor
  * the OS fallback can serve it (as an area says); -ENOSPC when all
  * max_segments descriptors are in use. */
-DSMPOOL_EXPORT int dsmpool_seg_create(dsmpool *pool, size_t size, unsigned flags, dsmpool_seg **out);
-DSMPOOL_EXPORT int dsmpool_seg_attach(dsmpool *pool, dsmpool_handle h, dsmpool_seg **out);
-DSMPOOL_EXPORT int dsmpool_seg_detach(dsmpool_seg *seg); /* last reference destroys, unless pinned */
-DSMPOOL_EXPORT int dsmpool_seg_pin(dsmpool_seg *seg);    /* keep alive with no reference; -EALREADY if pinned */
-DSMPOOL_EXPORT int dsmpool_seg_unpin(dsmpool *pool, dsmpool_handle h); /* destroys if unreferenced */
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_seg_create(dsmpool *pool, size_t size, unsigned flags, dsmpool_seg **out);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_seg_attach(dsmpool *pool, dsmpool_handle h, dsmpool_seg **out);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_seg_detach(dsmpool_seg *seg); /* last reference destroys, unless pinned */
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_seg_pin(dsmpool_seg *seg);    /* keep alive with no reference; -EALREADY if pinned */
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_seg_unpin(dsmpool *pool, dsmpool_handle h); /* destroys if unreferenced */
 DSMPOOL_EXPORT dsmpool_handle dsmpool_seg_handle(const dsmpool_seg *seg);
 DSMPOOL_EXPORT void *dsmpool_seg_address(const dsmpool_seg *seg);
 DSMPOOL_EXPORT size_t dsmpool_seg_size(const dsmpool_seg *seg); /* usable bytes (>= the size asked for) */
@@ -522,12 +536,12 @@ typedef uint64_t dsmpool_ptr;             /* relocatable pointer; 0 is the null 
 #define DSMPOOL_AREA_MID_CHUNKS (1u << 2)  /* create flag: mid sizes from size classes (faster,
                                               more memory; see above) */
 
-DSMPOOL_EXPORT int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out);
 DSMPOOL_EXPORT dsmpool_handle dsmpool_area_handle(const dsmpool_area *area);
-DSMPOOL_EXPORT int dsmpool_area_attach(dsmpool *pool, dsmpool_handle h, dsmpool_area **out);
-DSMPOOL_EXPORT int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags,
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_area_attach(dsmpool *pool, dsmpool_handle h, dsmpool_area **out);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_area_alloc(dsmpool_area *area, size_t size, unsigned flags,
                                       dsmpool_ptr *out);
-DSMPOOL_EXPORT int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_area_free(dsmpool_area *area, dsmpool_ptr p);
 DSMPOOL_EXPORT void *dsmpool_area_addr(dsmpool_area *area, dsmpool_ptr p); /* local address; NULL for 0 */
 
 /* An allocation of size bytes aligned to align in every process: a power of
@@ -537,7 +551,7 @@ DSMPOOL_EXPORT void *dsmpool_area_addr(dsmpool_area *area, dsmpool_ptr p); /* lo
  * above 256 KiB: a chunk, or a block (aligned to its power of two) that
  * keeps only the size's pages. Freed with dsmpool_area_free(). */
 #define DSMPOOL_AREA_MAX_ALIGN (2u << 20) /* 2 MiB */
-DSMPOOL_EXPORT int dsmpool_area_alloc_aligned(dsmpool_area *area, size_t size, size_t align,
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_area_alloc_aligned(dsmpool_area *area, size_t size, size_t align,
                                               unsigned flags, dsmpool_ptr *out);
 /* Resize the allocation *p to size bytes. In place (*p unchanged) when
  * size fits its usable size -- growing within its class or block, or
@@ -554,7 +568,7 @@ DSMPOOL_EXPORT int dsmpool_area_alloc_aligned(dsmpool_area *area, size_t size, s
  * (the area does not know the size first asked for: bytes below the old
  * usable size keep what they held); DSMPOOL_ALLOC_INTERLEAVE for the new
  * block. Any attached process may resize what another allocated. */
-DSMPOOL_EXPORT int dsmpool_area_realloc(dsmpool_area *area, dsmpool_ptr *p, size_t size, unsigned flags);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_area_realloc(dsmpool_area *area, dsmpool_ptr *p, size_t size, unsigned flags);
 /* The bytes the allocation starting at p may use (its class or block size,
  * >= the size asked for); 0 when p is not the start of a live allocation
  * of this area. Live means not freed: a freed chunk is told by its free
@@ -581,15 +595,15 @@ static inline void *dsmpool_area_addr_inline(dsmpool_area *area, char *base, dsm
     if (__builtin_expect(!(p & DSMPOOL_PTR_OS_BIT), 1)) return p ? base + p : NULL;
     return dsmpool_area_addr(area, p);
 }
-DSMPOOL_EXPORT int dsmpool_area_detach(dsmpool_area *area);
-DSMPOOL_EXPORT int dsmpool_area_destroy(dsmpool_area *area); /* returns everything to the pool at once */
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_area_detach(dsmpool_area *area);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_area_destroy(dsmpool_area *area); /* returns everything to the pool at once */
 /* Cap the memory the area holds (spans and large blocks, whatever is cached
  * or in use); 0 removes the cap. An allocation that would pass it fails with
  * -ENOMEM and changes nothing. Applies to every process of the area. */
-DSMPOOL_EXPORT int dsmpool_area_set_limit(dsmpool_area *area, size_t bytes);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_area_set_limit(dsmpool_area *area, size_t bytes);
 /* Return this thread's cached chunks of this area to the shared spans (a
  * thread does it itself when it exits or the process detaches). */
-DSMPOOL_EXPORT int dsmpool_area_flush(dsmpool_area *area);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_area_flush(dsmpool_area *area);
 
 typedef struct dsmpool_area_stats {
     size_t struct_size;       /* set by dsmpool_area_get_stats: the bytes it filled */
@@ -620,9 +634,9 @@ typedef struct dsmpool_area_stats {
                                  with registry_bytes, what the area costs beyond held */
 } dsmpool_area_stats;
 
-DSMPOOL_EXPORT int dsmpool_area_get_stats_sized(dsmpool_area *area, dsmpool_area_stats *out,
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_area_get_stats_sized(dsmpool_area *area, dsmpool_area_stats *out,
                                                size_t struct_size);
-static inline int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
+DSMPOOL_NODISCARD static inline int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats *out) {
     return dsmpool_area_get_stats_sized(area, out, sizeof *out);
 }
 
@@ -659,10 +673,10 @@ static inline int dsmpool_area_get_stats(dsmpool_area *area, dsmpool_area_stats 
 #define DSMPOOL_NAME_MAX 63
 #define DSMPOOL_NAMED_NOWAIT (1u << 29)    /* do not wait for another caller's init */
 #define DSMPOOL_NAMED_OPEN_ONLY (1u << 28) /* areas: -ENOENT rather than create */
-DSMPOOL_EXPORT int dsmpool_seg_open_named(dsmpool *pool, const char *name, size_t size, unsigned flags,
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_seg_open_named(dsmpool *pool, const char *name, size_t size, unsigned flags,
                                           int (*init)(void *addr, size_t size, void *arg), void *arg,
                                           dsmpool_seg **out, bool *created);
-DSMPOOL_EXPORT int dsmpool_area_open_named(dsmpool *pool, const char *name, unsigned flags,
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_area_open_named(dsmpool *pool, const char *name, unsigned flags,
                                            dsmpool_area **out, bool *created);
 
 /* ---- statistics -------------------------------------------------------- */
@@ -763,10 +777,10 @@ typedef struct dsmpool_stats {
  * should be quick, like a log line or a counter). One hook per pool object
  * in this process (a fork()ed child inherits it); a new one replaces it,
  * fn NULL removes it. */
-DSMPOOL_EXPORT int dsmpool_set_fallback_hook(dsmpool *pool, void (*fn)(void *arg, size_t bytes), void *arg);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_set_fallback_hook(dsmpool *pool, void (*fn)(void *arg, size_t bytes), void *arg);
 
-DSMPOOL_EXPORT int dsmpool_get_stats_sized(dsmpool *pool, dsmpool_stats *out, size_t struct_size);
-static inline int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out) {
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_get_stats_sized(dsmpool *pool, dsmpool_stats *out, size_t struct_size);
+DSMPOOL_NODISCARD static inline int dsmpool_get_stats(dsmpool *pool, dsmpool_stats *out) {
     return dsmpool_get_stats_sized(pool, out, sizeof *out);
 }
 
@@ -820,12 +834,12 @@ DSMPOOL_EXPORT long dsmpool_seg_pages_per_node(const dsmpool_seg *seg, size_t *c
  * system, largest free blocks first (up to 32 MiB at a time), each sub-pool
  * keeping its share of keep_bytes (by its size). *released (may be NULL):
  * the bytes given back. Only wholly free granules go; partly used ones stay. */
-DSMPOOL_EXPORT int dsmpool_trim(dsmpool *pool, size_t keep_bytes, size_t *released);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_trim(dsmpool *pool, size_t keep_bytes, size_t *released);
 /* Make up to bytes of released free memory resident again, each sub-pool its
  * share, on its node (its memory policy). *prefaulted (may be NULL): the
  * bytes made resident. -ENOMEM when the memory cannot be had (what was done
  * before is kept and counted). */
-DSMPOOL_EXPORT int dsmpool_prefault_free(dsmpool *pool, size_t bytes, size_t *prefaulted);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_prefault_free(dsmpool *pool, size_t bytes, size_t *prefaulted);
 /* One bounded step of the elastic pool's policy: stamp what it finds free,
  * release what has been free and unused for idle_release_ms while more
  * than resident_min + warm_bytes is resident and more than warm_bytes is
@@ -836,15 +850,15 @@ DSMPOOL_EXPORT int dsmpool_prefault_free(dsmpool *pool, size_t bytes, size_t *pr
  * nothing and says 1000. One step runs at a time in a pool: a call while
  * another process's runs returns 0 at once. The embedder chooses who calls
  * it (a background worker; or the helper thread below). */
-DSMPOOL_EXPORT int dsmpool_maintain(dsmpool *pool, unsigned *next_ms);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_maintain(dsmpool *pool, unsigned *next_ms);
 /* A helper thread in this process that calls dsmpool_maintain() when it says,
  * at least every max_period_ms (0: 1000). Never started unless asked;
  * -EALREADY if this process runs one for the pool, -EOPNOTSUPP as for
  * dsmpool_maintain(). The thread's steps report no errors: an embedder that
  * wants them calls dsmpool_maintain() itself. dsmpool_detach() stops it;
  * a fork()ed child does not inherit it. */
-DSMPOOL_EXPORT int dsmpool_maintainer_start(dsmpool *pool, unsigned max_period_ms);
-DSMPOOL_EXPORT int dsmpool_maintainer_stop(dsmpool *pool);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_maintainer_start(dsmpool *pool, unsigned max_period_ms);
+DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_maintainer_stop(dsmpool *pool);
 
 /* ---- errors ------------------------------------------------------------ */
 

@@ -22,6 +22,9 @@ folders. For every C file of the library (pool/ and numa/) it checks:
               memory order in its name (dp_load_acquire, dp_fence_release);
   expect      no file but pool/base/dp_base.h calls __builtin_expect: the
               hot paths say dp_likely / dp_unlikely;
+  nodiscard   every call of the public header that returns an int
+              returns 0 or -errno and says DSMPOOL_NODISCARD, but the two
+              that return something else (NOT_ERRNO);
   citations   a rule cited as "file.c [rule]" (in the comments of the C
               files and in the Markdown) is a rule that file states (a
               line of its design comment that begins "[rule]"); no rule is
@@ -186,6 +189,9 @@ def macros(code):
     return set(re.findall(r"^\s*#\s*define\s+([A-Za-z_]\w*)", code, re.M))
 
 
+# The public calls that return an int that is not 0 or -errno.
+NOT_ERRNO = {"dsmpool_fd", "dsmpool_version_number"}
+
 # Paths the scripts make (not in the tree): a citation of one is right.
 MADE = ("integrations/postgresql/work", "bench/dist", "bench/results/scaling-HOSTNAME")
 TOP_DIRS = "pool|numa|tests|tools|bench|integrations|docs|include|examples|debian|cmake|\\.ci"
@@ -277,7 +283,7 @@ def main():
     text = {f: open(os.path.join(ROOT, f)).read() for f in files}
     code = {f: strip(text[f]) for f in files}
     fails = {k: [] for k in ("includes", "calls", "circles", "os calls", "pairs with", "atomics", "expect",
-                             "citations")}
+                             "nodiscard", "citations")}
 
     # where each header lives
     header_layer = {}
@@ -406,6 +412,17 @@ def main():
             for m in pat.finditer(code[f]):
                 fails[check].append("%s:%d calls %s (only %s may)" % (f, code[f].count("\n", 0, m.start()) + 1,
                                                                       m.group(0).rstrip("( "), home))
+
+    # ---- nodiscard: the public calls that return 0 or -errno say so
+    hdr = strip(open(os.path.join(ROOT, "include", "dsmpool.h")).read())
+    for m in re.finditer(r"^([^\n;{}#]*?)\bint\s+(dsmpool_\w+)\s*\(", hdr, re.M):
+        specs, name = m.group(1), m.group(2)
+        if name in NOT_ERRNO:
+            if "DSMPOOL_NODISCARD" in specs:
+                fails["nodiscard"].append("include/dsmpool.h: %s returns no -errno, yet says DSMPOOL_NODISCARD" % name)
+        elif "DSMPOOL_NODISCARD" not in specs:
+            fails["nodiscard"].append("include/dsmpool.h:%d: %s returns 0 or -errno without DSMPOOL_NODISCARD" %
+                                      (hdr.count("\n", 0, m.start()) + 1, name))
 
     fails["citations"] = citations()
 

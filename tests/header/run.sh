@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The public header compiles clean as C11/C17 (-Wall -Wextra -pedantic
 # -Werror) and C++11/C++17 (also -Wold-style-cast
-# -Wzero-as-null-pointer-constant), and the shared library exports dsmpool_
-# symbols only. Prints Criterion's synthesis line for tools/testcount.py.
+# -Wzero-as-null-pointer-constant); a result of a DSMPOOL_NODISCARD call
+# dropped is an error under -Werror as C2x and C++17, and one cast to void
+# is not (nodiscard.c); and the shared library exports dsmpool_ symbols
+# only. Prints Criterion's synthesis line for tools/testcount.py.
 # Usage: run.sh INCLUDE_DIR [LIBDSMPOOL.so]
 set -u
 inc=$1
@@ -37,6 +39,35 @@ if command -v "$cxx" >/dev/null; then
     try cxx17 "$cxx" -std=c++17 $cxxflags -x c++ "$src"
 else
     echo "[SKIP] header::cxx: no C++ compiler ($cxx) here"
+fi
+# DSMPOOL_NODISCARD where a cast to void can say "meant": C23 (c2x) and
+# C++17. A dropped result fails under -Werror; a cast one compiles.
+nd=$(dirname "$0")/nodiscard.c
+dropped() { # name compiler-and-flags...: must fail, naming the dropped result
+    local name=$1
+    shift
+    tested=$((tested + 1))
+    if ! "$@" -I"$inc" -fsyntax-only -DDROP 2>"$out/err" && grep -q 'dsmpool_create' "$out/err"; then
+        passing=$((passing + 1))
+        echo "[PASS] header::$name: a dropped result is refused"
+    else
+        echo "[FAIL] header::$name: a dropped result of dsmpool_create compiled"
+        cat "$out/err"
+    fi
+}
+if echo 'int x;' | "$cc" -std=c2x -x c -fsyntax-only - 2>/dev/null; then
+    # shellcheck disable=SC2086 # strict is a list of options
+    try nodiscard_c2x_meant "$cc" -std=c2x $strict -x c "$nd"
+    # shellcheck disable=SC2086 # strict is a list of options
+    dropped nodiscard_c2x_dropped "$cc" -std=c2x $strict -x c "$nd"
+else
+    echo "[SKIP] header::nodiscard_c2x: $cc has no -std=c2x"
+fi
+if command -v "$cxx" >/dev/null; then
+    # shellcheck disable=SC2086 # cxxflags is a list of options
+    try nodiscard_cxx17_meant "$cxx" -std=c++17 $cxxflags -x c++ "$nd"
+    # shellcheck disable=SC2086 # cxxflags is a list of options
+    dropped nodiscard_cxx17_dropped "$cxx" -std=c++17 $cxxflags -x c++ "$nd"
 fi
 if [ -n "${2:-}" ]; then
     tested=$((tested + 1))

@@ -54,7 +54,7 @@ done
 
 # Every exported function: the name before the first '(' of each
 # DSMPOOL_EXPORT declaration (the macro's own #define starts with '#').
-sed -nE 's/^DSMPOOL_EXPORT[^(]*[ *]([A-Za-z_][A-Za-z0-9_]*)\(.*/\1/p' "$src/include/dsmpool.h" \
+sed -nE 's/^(DSMPOOL_NODISCARD )?DSMPOOL_EXPORT[^(]*[ *]([A-Za-z_][A-Za-z0-9_]*)\(.*/\2/p' "$src/include/dsmpool.h" \
     | sort -u >"$tmp/exports"
 : >"$tmp/missing"
 while read -r fn; do
