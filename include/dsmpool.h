@@ -457,22 +457,22 @@ DSMPOOL_EXPORT bool dsmpool_seg_is_fallback(const dsmpool_seg *seg); /* served b
  * 64 B, 80 .. 128 B, then eight per doubling to 8 KiB: 144, 160, 176 ...
  * 256, 288, 320 B ..., four above: 10, 12, 14, 16, 20 KiB ...; a size
  * loses at most 7 B, 15 B, an eighth or a quarter of itself): chunks cached per
- * thread, 10-25 ns an alloc+free, whose spans hold what the class once
- * needed until every chunk of a span is free. Above 256 KiB an allocation
+ * thread (the fast path; its cost is in docs/results.md), whose spans hold
+ * what the class once needed until every chunk of a span is free. Above 256 KiB an allocation
  * is a block of whole pages: the power of two at or above it is taken and
  * the rest given back to the pool at once. Mid sizes in between take such
  * a block too wherever whole pages waste no more than the class would
  * (from 16 KiB always, below that in bands), unless the area already holds
  * a free chunk of their class -- the pool shares those pages among all
- * sizes and areas, so memory follows the live bytes under churn -- at
- * 150-330 ns an alloc+free; when the pool has no such block, or the area
+ * sizes and areas, so memory follows the live bytes under churn -- a
+ * slower path than a cached chunk; when the pool has no such block, or the area
  * holds 65536 blocks and spans, the class serves. DSMPOOL_AREA_MID_CHUNKS
  * keeps every mid size in its class: faster, and more memory under churn.
  *
  * Alignment and pointer arithmetic: every allocation is aligned to at least
  * 16 bytes, in every process (the pool is mapped at a 2 MiB boundary, OS
  * segments too), except those of 17 .. 24, 33 .. 40 and 49 .. 56 bytes,
- * which are aligned to 8 only (16 before region format 9's 87 classes):
+ * which are aligned to 8 only:
  * PostgreSQL's MAXALIGN, what its dsa.c gives those sizes, but less than
  * malloc() gives. A type of 16-byte alignment (long double, __int128, an
  * SSE vector) placed in such an allocation needs
@@ -714,8 +714,8 @@ typedef struct dsmpool_stats {
     unsigned procs_attached;
     unsigned procs_capacity;
     uint64_t procs_recovered;  /* dead processes released by recovery */
-    unsigned procs_unguarded;  /* always 0 since region format 10: a process without a
-                                  liveness lock of its own is refused (-ENOLCK) */
+    unsigned procs_unguarded;  /* always 0: a process without a liveness lock of its
+                                  own is refused (-ENOLCK) */
     unsigned procs_recovering; /* dead processes whose recovery waits for a live one (it is
                                   attaching or detaching a segment they used); the next
                                   dsmpool_recover() goes on */

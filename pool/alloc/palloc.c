@@ -255,8 +255,8 @@ static const uint32_t inner_align[5] = {0x55555555u, 0x11111111u, 0x01010101u, 0
 
 /* Every aligned run of 2^rs zero bits in a leaf's content: a bit at the
  * start of each. Four conditional selects and no loop: with mixed orders a
- * loop of rs steps mispredicts where it ends (about 5% of a mixed step), and an
- * array of the five masks cost the order-0 pair 3 ns. */
+ * loop of rs steps mispredicts where it ends, and an array of the five
+ * masks costs the order-0 pair a load (docs/design.md, "Page allocator"). */
 static inline uint32_t leaf_runs(uint32_t c, unsigned rs) {
     uint32_t m = ~c;
     m &= rs >= 1 ? m >> 1 : ~0u;
@@ -890,8 +890,8 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
     bool stuck = false, got = false;
     /* [take-back], before the reservation: tried after it, every
      * allocation once the reservation ran dry paid a failed probe first
-     * (poolbench --mixed raw: 34-36 ns a step, against 23-28). Costs the
-     * shared library a __tls_get_addr call per allocation of order 0..4. */
+     * (docs/design.md, "Page allocator"). Costs the shared library a
+     * __tls_get_addr call per allocation of order 0..4. */
     if (t == 0 && hv && pa_freed.n[rs] && pa_freed.pa == pa && pa_take_back(pa, h, rs, hv, frame))
         return 0; /* a run from a leaf in the sub-pool: no end check needed */
     /* [resident first] for blocks of 128 KiB and up (one relaxed load of

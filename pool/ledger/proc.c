@@ -477,8 +477,8 @@ static int worse(int a, int b) {
 
 static int placed_once(dsmpool *p, unsigned order, unsigned flags, uint64_t *off) {
     /* One sub-pool, not interleaved: every flag leads to it, so no node is
-     * looked up (two dependent loads before the allocator's first: about
-     * 4 ns of a mixed-order step in poolbench --mixed). */
+     * looked up (two dependent loads before the allocator's first; the
+     * cost: docs/design.md, "Page allocator"). */
     if (p->one_sub) return try_sub(p, 0, order, dp_numa_cpu(), off);
     uint32_t node;
     unsigned cpu = dp_numa_cpu_node(&node); /* one read of the CPU for both */
@@ -653,9 +653,8 @@ int dp_pool_free(dsmpool *p, uint64_t block) {
      * serves this CPU's next allocation of its order when the CPU's
      * reservation has none: area blocks of a few pages come and go at
      * random places, and the search for a run would otherwise walk the
-     * tree (30000 live 3-page blocks: 3.4 us a free+alloc, 250 ns with
-     * this). Not for other blocks: an order-0 pair or a burst keeps its
-     * leaf anyway, and mixed orders lost 10 ns a step to the check. */
+     * tree. Not for other blocks: an order-0 pair or a burst keeps its
+     * leaf anyway (the measurements: docs/design.md, "Page allocator"). */
     if (r == 0 && order <= 4) dp_pa_hint_freed(&p->pa[k], frame, order, dp_numa_cpu());
     return r;
 }

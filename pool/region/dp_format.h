@@ -50,38 +50,13 @@
 /* The region's format. Its first 24 bytes never move, whatever the format:
  * magic, format, header size, and the version number of the library that
  * made it (DSMPOOL_VERSION_NUMBER), so that a library can say which one
- * made a region it cannot read. Nor, from format 3 on, do the 16 after
- * them: the region's size and its pool id, so that the sweep and the list
- * can tell which anchor and fallback objects a region of another format
- * owns (life.c [other formats]; format 2 had the pool id at byte 24). Format 10
- * moved presence and LIFE from the anchor in /dev/shm to the region's own
- * lock file (live.c [presence and life]), records the anchor's /dev/shm, and gave OS
- * fallback pointers a check in their offset's high bits (area_pointer.c
- * [check]). Format 9 widened the area directory
- * word's class to 7 bits (87 size classes; its entry to 24). Format 8
- * made the area directory a word per 4 KiB (page-exact area blocks above
- * 4 KiB, which share 64 KiB).
- * Format 7 put the frames a block gave
- * back into its block word (exact segments and large blocks; an older
- * library would read such a word's offset wrong). Format 6 made the area directory a word
- * per 64 KiB (spans from 64 KiB); 5 changed the area directory word (a
- * 6-bit class for 60 size classes); 3 added the last; 2 had region_size
- * there. Format 11 added the residency table (a word per 2 MiB of data,
- * after the name table: released granules of an elastic pool, ledger
- * resident.c) and the elastic settings and counters at the header's end;
- * an older library would hand out released memory without making it
- * resident first (a SIGBUS or the OOM killer at the first touch). Format
- * 12 gave the residency word a count of the processes populating the
- * granule (a trimmer leaves a busy granule resident), the header the
- * sequence that makes a room check and its claim one step, the
- * limits_unknown_ok setting, and idle stamps on one clock for every time
- * namespace: an older library would release a granule being populated,
- * and pass the room check on a stale reading. Format 13 added the count of
- * refills on demand that warm memory would have spared, at the header's
- * end. Format 14 put the span directory on page boundaries, a page per 2 MiB
- * of data, resident in an elastic pool only with its granule (layout.c
- * [lazy directory]): an older library would read a released granule's page
- * (and make it resident) and find the tables elsewhere. */
+ * made a region it cannot read. Nor do the 16 after them: the region's
+ * size and its pool id, so that the sweep and the list can tell which
+ * anchor and fallback objects a region of another format owns (life.c
+ * [other formats]). A change to any table's layout or to the meaning of
+ * a word takes a new format: a library attaches only its own (layout.c
+ * [layout]). Each format's change, and what an older library would do
+ * wrong with it: docs/design.md, "Region formats". */
 #define DP_FORMAT_VERSION 14u
 #define DP_DIR_SHIFT 12u /* the span directory's granule: 4 KiB of data (a frame) a word */
 #define DP_NAME_MAX 240
