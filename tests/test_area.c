@@ -18,17 +18,11 @@
 #include "testhooks.h"
 #include "testutil.h"
 
-static dsmpool_area *mkarea(dsmpool *p, unsigned flags) {
-    dsmpool_area *a;
-    int r = dsmpool_area_create(p, flags, &a);
-    cr_assert_eq(r, 0, "area_create: %s", dsmpool_last_error());
-    return a;
-}
 
 Test(area, classes_alignment_and_destroy_returns_everything) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     size_t free0 = test_pool_free(p);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     size_t sizes[] = {1, 63, 64, 65, 100, 4096, 32 * KIB - 1, 32 * KIB, 32 * KIB + 1, MIB, MIB + 1, 5 * MIB};
     /* chunks are aligned to the largest power of two dividing their class
      * size (16, 64, 64, 80, 112, 4 KiB, 32 KiB); blocks (above 256 KiB,
@@ -146,7 +140,7 @@ Test(area, class_table_and_exhaustive_reciprocal, .timeout = 120) {
 Test(area, last_detach_destroys_and_flush_returns_spans) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     size_t free0 = test_pool_free(p);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     dsmpool_ptr v[300];
     for (int i = 0; i < 300; i++) cr_assert_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &v[i]), 0);
     for (int i = 0; i < 300; i++) cr_assert_eq(dsmpool_area_free(a, v[i]), 0);
@@ -165,7 +159,7 @@ Test(area, last_detach_destroys_and_flush_returns_spans) {
 
 Test(area, bad_input) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p, DSMPOOL_AREA_CHECKED), *b = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, DSMPOOL_AREA_CHECKED), *b = test_area(p, 0);
     dsmpool_ptr x = 1, y, z, big;
     cr_expect_eq(dsmpool_area_alloc(a, 0, 0, &x), -EINVAL);
     cr_expect_eq(x, 0, "out cleared");
@@ -212,7 +206,7 @@ Test(area, bad_input) {
  * chunks back retires both spans to the byte. */
 Test(area, exact_spans_hold_their_pages_only) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     dsmpool_ptr first;
     /* the control block's record and registry pages, and a 16 B span */
     cr_assert_eq(dsmpool_area_alloc(a, 16, 0, &first), 0);
@@ -256,7 +250,7 @@ Test(area, exact_spans_hold_their_pages_only) {
  * use + cached stays exact; giving the chunk back returns the whole block. */
 Test(area, a_span_whose_trim_stopped_is_counted_whole) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     dsmpool_ptr first, v;
     cr_assert_eq(dsmpool_area_alloc(a, 16, 0, &first), 0);
     size_t free1 = test_pool_free(p);
@@ -292,7 +286,7 @@ Test(area, a_fresh_area_costs_little) {
     static const int counts[3] = {1, 10, 100};
     size_t free0 = test_pool_free(p);
     for (int i = 0; i < 3; i++) {
-        dsmpool_area *a = mkarea(p, 0);
+        dsmpool_area *a = test_area(p, 0);
         dsmpool_ptr v;
         for (int k = 0; k < counts[i]; k++) cr_assert_eq(dsmpool_area_alloc(a, 100, 0, &v), 0);
         dsmpool_area_stats st;
@@ -311,7 +305,7 @@ Test(area, a_fresh_area_costs_little) {
 
 Test(area, limit_fails_cleanly) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     cr_assert_eq(dsmpool_area_set_limit(a, 4 * MIB), 0);
     dsmpool_ptr v[256];
     int n = 0, r;
@@ -406,7 +400,7 @@ static void mix_threads(unsigned nt) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
     touch_whole_pool(p);
     size_t free0 = test_pool_free(p);
-    dsmpool_area *a = mkarea(p, DSMPOOL_AREA_CHECKED);
+    dsmpool_area *a = test_area(p, DSMPOOL_AREA_CHECKED);
     pthread_t t[8];
     mix_arg args[8];
     for (unsigned i = 0; i < nt; i++) {
@@ -430,7 +424,7 @@ Test(area_threads, four, .timeout = 90) { mix_threads(4); }
 
 Test(area_threads, exiting_threads_return_their_caches, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     for (int round = 0; round < 4; round++) {
         pthread_t t[4];
         mix_arg args[4];
@@ -455,7 +449,7 @@ Test(area_threads, exiting_threads_return_their_caches, .timeout = 60) {
 Test(area_process, forked_workers_mix_sizes, .timeout = 90) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
     size_t free0 = test_pool_free(p);
-    dsmpool_area *a = mkarea(p, DSMPOOL_AREA_CHECKED);
+    dsmpool_area *a = test_area(p, DSMPOOL_AREA_CHECKED);
     dsmpool_handle h = dsmpool_area_handle(a);
     pid_t kids[3];
     for (int i = 0; i < 3; i++) {
@@ -484,7 +478,7 @@ Test(area_process, forked_workers_mix_sizes, .timeout = 90) {
 
 Test(area_process, sigkilled_worker_caches_come_back, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     dsmpool_ptr keep;
     cr_assert_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &keep), 0);
     size_t free_before = test_pool_free(p);
@@ -521,7 +515,7 @@ Test(area_process, relocatable_pointers_across_exec, .timeout = 60) {
     char name[64];
     test_name(name, sizeof name, "relptr");
     dsmpool *p = test_pool(DSMPOOL_BACKING_POSIX, name, 32 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     enum { N = 200 };
     dsmpool_ptr head = 0;
     dsmpool_seg *filler = NULL;
@@ -671,7 +665,7 @@ static void seccomp_threads(int nt) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 512 * MIB);
     static sc_shared s;
     memset(&s, 0, sizeof s);
-    s.a = mkarea(p, 0);
+    s.a = test_area(p, 0);
     pthread_barrier_init(&s.start, NULL, (unsigned)nt + 1);
     pthread_barrier_init(&s.done, NULL, (unsigned)nt + 1);
     pthread_t t[8];
@@ -733,7 +727,7 @@ static void strict_threads(int nt) {
     strict = calloc(1, sizeof *strict);
     cr_assert_not_null(strict);
     cr_assert_eq(sc_count_start(&strict->sc), 0);
-    strict->a = mkarea(p, 0);
+    strict->a = test_area(p, 0);
     pthread_t t[8];
     for (int i = 0; i < nt; i++) pthread_create(&t[i], NULL, strict_thread, (void *)(intptr_t)i);
     while (atomic_load(&strict->ready) < nt) usleep(1000);
@@ -766,7 +760,7 @@ Test(area_hotpath, two_processes_no_syscall_no_fault, .timeout = 120) {
                  "child: a system call of its own, not the library's (the plain and ASan runs test this)");
 #endif
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 512 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     struct sync { _Atomic int ready, go; _Atomic long faults[2]; _Atomic int err[2]; } *sy;
     sy = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(sy, MAP_FAILED);
@@ -811,7 +805,7 @@ Test(area_hotpath, two_processes_no_syscall_no_fault, .timeout = 120) {
 Test(area_process, sigkill_at_random_points_then_destroy_is_exact, .timeout = 240) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
     size_t free0 = test_pool_free(p);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     dsmpool_handle h = dsmpool_area_handle(a);
     uint64_t seed = test_seed();
     int rounds = (int)(30 * test_seconds(1.0));
@@ -892,7 +886,7 @@ static void *convert_all(void *arg) {
  * convert the same pointers at once: both must get working mappings. */
 Test(area_fallback, fallback_mapped_by_two_threads_at_once, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     fill_pool(p);
     enum { N = 64 };
     static dsmpool_ptr v[N];
@@ -926,7 +920,7 @@ Test(area_fallback, fallback_mapped_by_two_threads_at_once, .timeout = 60) {
 /* A pointer into another area's OS segment is refused, tags being unique. */
 Test(area_fallback, fallback_pointer_of_another_area_refused, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
-    dsmpool_area *a = mkarea(p, 0), *b = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0), *b = test_area(p, 0);
     fill_pool(p);
     dsmpool_ptr pa, pb;
     cr_assert_eq(dsmpool_area_alloc(a, 512 * KIB, 0, &pa), 0);
@@ -981,7 +975,7 @@ static void expect_stale_refused(dsmpool_area *a, dsmpool_ptr old, dsmpool_ptr v
 
 Test(area_fallback, stale_fallback_pointer_refused_after_entry_reuse, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     fill_pool(p);
     /* a large block: its entry goes back with the free */
     dsmpool_ptr old;
@@ -1009,7 +1003,7 @@ Test(area_fallback, stale_fallback_pointer_refused_after_entry_reuse, .timeout =
  * refused. */
 Test(area_fallback, fallback_pointer_arithmetic_and_checks, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
-    dsmpool_area *a = mkarea(p, 0), *b = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0), *b = test_area(p, 0);
     fill_pool(p);
     /* spans of 56 KiB, 64 KiB and 2 MiB; blocks of 300 KiB, 2, 3 and 4 MiB */
     size_t sizes[] = {112, 1024, 32 * KIB, 300 * KIB, 2 * MIB, 3 * MIB, 4 * MIB};
@@ -1060,7 +1054,7 @@ Test(area_lifetime, free_after_names_are_gone_is_an_error, .timeout = 60) {
     char name[64];
     test_name(name, sizeof name, "gone");
     dsmpool *p = test_pool(DSMPOOL_BACKING_POSIX, name, 16 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     fill_pool(p);
     dsmpool_ptr v;
     cr_assert_eq(dsmpool_area_alloc(a, 200 * KIB, 0, &v), 0);
@@ -1092,7 +1086,7 @@ static void *alloc_then_exit(void *arg) {
  * thread that exits later does not touch freed memory. */
 Test(area_lifetime, pool_detach_takes_its_areas, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     pthread_t t;
     pthread_barrier_init(&used, NULL, 2);
     pthread_barrier_init(&detached, NULL, 2);
@@ -1108,7 +1102,7 @@ Test(area_lifetime, pool_detach_takes_its_areas, .timeout = 60) {
  * thread finds one after the library recovers them on its own. */
 Test(area_lifetime, dead_processes_caches_are_reclaimed, .timeout = 120) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     for (int i = 0; i < 260; i++) {
         pid_t kid = fork();
         if (kid == 0) {
@@ -1132,7 +1126,7 @@ Test(area_lifetime, destroy_while_others_allocate, .timeout = 120) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
     size_t free0 = test_pool_free(p);
     for (int round = 0; round < (int)(8 * test_seconds(1.0)); round++) {
-        dsmpool_area *a = mkarea(p, 0);
+        dsmpool_area *a = test_area(p, 0);
         dsmpool_handle h = dsmpool_area_handle(a);
         pid_t kids[3];
         for (int k = 0; k < 3; k++) {

@@ -16,12 +16,6 @@
 
 #include "testutil.h"
 
-static dsmpool_area *mkarea(dsmpool *p, unsigned flags) {
-    dsmpool_area *a;
-    int r = dsmpool_area_create(p, flags, &a);
-    cr_assert_eq(r, 0, "area_create: %s", dsmpool_last_error());
-    return a;
-}
 
 static void fill(dsmpool_area *a, dsmpool_ptr p, size_t n, unsigned seed) {
     unsigned char *m = dsmpool_area_addr(a, p);
@@ -74,7 +68,7 @@ static void on_fallback(void *arg, size_t bytes) {
 
 Test(area_calls, realloc_in_place_and_moving) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     dsmpool_ptr v = 0, was;
     /* *p == 0 allocates */
     cr_assert_eq(dsmpool_area_realloc(a, &v, 100, 0), 0, "%s", dsmpool_last_error());
@@ -144,7 +138,7 @@ Test(area_calls, realloc_in_place_and_moving) {
 
 Test(area_calls, aligned_allocations) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     size_t sizes[] = {1, 24, 64, 100, 4096, 40000, MIB, MIB + 1, 3 * MIB};
     enum { NS = sizeof sizes / sizeof sizes[0], NA = 22 };
     dsmpool_ptr got[NS][NA];
@@ -248,7 +242,7 @@ static void model_check_new(dsmpool_area *a, const model_alloc *m, bool plain) {
 Test(area_calls, size_classes_against_a_reference_model, .timeout = 300) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 512 * MIB);
     size_t free0 = test_pool_free(p);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     uint64_t seed = test_seed(), rng = seed;
     cr_log_info("seed %llu", (unsigned long long)seed);
     enum { MAXLIVE = 1500 };
@@ -330,7 +324,7 @@ static void check_addresses(dsmpool_area *a, dsmpool_ptr v, size_t n) {
 
 Test(area_calls, usable_size_and_ptr_of_pool_and_fallback) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
-    dsmpool_area *a = mkarea(p, 0), *b = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0), *b = test_area(p, 0);
     size_t sizes[] = {24, 100, 32 * KIB, 100 * KIB, 3 * MIB};
     enum { NS = sizeof sizes / sizeof sizes[0] };
     dsmpool_ptr pool[NS], os[NS];
@@ -380,7 +374,7 @@ Test(area_calls, usable_size_and_ptr_of_pool_and_fallback) {
 
 Test(area_calls, checked_mode_knows_never_allocated_chunks) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
-    dsmpool_area *a = mkarea(p, DSMPOOL_AREA_CHECKED);
+    dsmpool_area *a = test_area(p, DSMPOOL_AREA_CHECKED);
     dsmpool_ptr v;
     cr_assert_eq(dsmpool_area_alloc(a, 1000, 0, &v), 0);
     cr_expect_eq(dsmpool_area_usable_size(a, v), 1024);
@@ -406,7 +400,7 @@ static void expect_stats(dsmpool_area *a, size_t in_use, size_t requested, const
 
 Test(area_calls, stats_against_a_reference) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
-    dsmpool_area *a = mkarea(p, 0), *b = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0), *b = test_area(p, 0);
     uint64_t seed = test_seed();
     enum { N = 300 };
     static dsmpool_ptr v[N];
@@ -471,7 +465,7 @@ Test(area_calls, spilling_is_visible) {
     hook_log h = {0};
     cr_assert_eq(dsmpool_set_fallback_hook(p, on_fallback, &h), 0);
     cr_expect_eq(dsmpool_set_fallback_hook(NULL, on_fallback, &h), -EINVAL);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     dsmpool_seg *s;
     dsmpool_ptr v;
     /* from the pool: no call */
@@ -554,7 +548,7 @@ Test(area_calls, hook_may_call_the_library) {
 
 Test(area_calls, exhaustion_is_one_error_code) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
-    dsmpool_area *a = mkarea(p, DSMPOOL_AREA_NO_FALLBACK), *fa = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, DSMPOOL_AREA_NO_FALLBACK), *fa = test_area(p, 0);
     dsmpool_seg *held[64], *s;
     unsigned nh = fill_pool(p, held, 64);
     dsmpool_ptr v;
@@ -580,7 +574,7 @@ Test(area_calls, exhaustion_is_one_error_code) {
  * and in OS segments; the parent sees the result through the same area. */
 Test(area_calls, child_reallocs_and_frees_parents_allocations) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     dsmpool_ptr v[4];
     size_t sz[4] = {100, 3 * MIB, 200 * KIB, 3 * MIB};
     dsmpool_seg *held[64];

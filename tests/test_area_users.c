@@ -30,11 +30,6 @@
 
 _Atomic uint64_t *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpool_ptr p);
 
-static dsmpool_area *mkarea(dsmpool *p) {
-    dsmpool_area *a;
-    cr_assert_eq(dsmpool_area_create(p, 0, &a), 0, "%s", dsmpool_last_error());
-    return a;
-}
 
 static void fill(unsigned char *m, size_t n, uint64_t key) {
     for (size_t i = 0; i + 1 < n; i += 61) m[i] = (unsigned char)(key + i);
@@ -107,7 +102,7 @@ static void *model_worker(void *arg) {
 Test(area_users, shared_and_cached_threads_model) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
     size_t free0 = test_pool_free(p);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     enum { N = 6 };
     pthread_t t[N];
     worker w[N];
@@ -167,7 +162,7 @@ static void *many_worker(void *arg) {
 Test(area_users, threads_1024_on_one_area, .timeout = 300) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 512 * MIB);
     size_t free0 = test_pool_free(p);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     static pthread_t t[NT];
     static many m[NT];
     pthread_barrier_t bar;
@@ -208,7 +203,7 @@ Test(area_users, processes_2048_on_one_area, .timeout = 600) {
     const int NP = test_seconds(1.0) < 1.0 ? 512 : 2048;
     dsmpool *p = test_pool_procs(DSMPOOL_BACKING_ANON, NULL, 256 * MIB, (unsigned)NP + 64);
     size_t free0 = test_pool_free(p);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     _Atomic int *ready = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(ready, MAP_FAILED);
     int go[2]; /* the children wait for EOF: the parent closes the write end when all hold memory */
@@ -298,7 +293,7 @@ static void *parked_alloc(void *arg) {
 Test(area_users, destroy_waits_for_a_shared_operation) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     size_t free0 = test_pool_free(p);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     dsmpool_ptr keep;
     dp_area_test_force_shared(true);
     cr_assert_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &keep), 0, "%s", dsmpool_last_error()); /* a span */
@@ -337,7 +332,7 @@ static void die_at_linked(const char *point) {
 Test(area_users, death_inside_a_shared_free_is_swept) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     size_t free0 = test_pool_free(p);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     pid_t c = fork();
     if (c == 0) {
         dp_area_test_force_shared(true);
@@ -368,7 +363,7 @@ Test(area_users, death_inside_a_shared_free_is_swept) {
 
 Test(area_users, stack_top_not_free_is_never_handed_out) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     dp_area_test_force_shared(true);
     dsmpool_ptr x, y, z, keep;
     cr_assert_eq(dsmpool_area_alloc(a, 1000, 0, &keep), 0); /* the span never comes back whole */
@@ -436,7 +431,7 @@ static void *aba_b(void *arg) { /* a cached thread */
 
 Test(area_users, taker_stopped_across_a_generation_wrap, .timeout = 600) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     atomic_store(&aba_state, 0);
     dp_area_test_force_shared(true);
     dsmpool_ptr c[8], x;
@@ -514,7 +509,7 @@ static void count_acquire(const char *point) {
 Test(area_users, one_chunk_at_a_time_keeps_its_span) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     size_t free0 = test_pool_free(p);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     dp_area_test_force_shared(true);
     atomic_store(&acquired, 0);
     dp_inject_fn = count_acquire;
@@ -569,7 +564,7 @@ static void *parked_taker(void *arg) {
  * the steal now. */
 Test(area_users, class_changes_under_a_stopped_taker, .timeout = 600) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     dp_area_test_force_shared(true);
     dsmpool_ptr k[8], s[8], t[16], x;
     for (int i = 0; i < 8; i++) cr_assert_eq(dsmpool_area_alloc(a, 256 * KIB, 0, &k[i]), 0); /* span K */
@@ -638,7 +633,7 @@ static void *one_of_each(void *arg) {
  * area is kept now: an idle area holds at most one. */
 Test(area_users, kept_spans_are_bounded) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     pthread_t t;
     void *rv;
     cr_assert_eq(pthread_create(&t, NULL, one_of_each, a), 0);
@@ -662,7 +657,7 @@ static void die_at_linked2(const char *point) {
  * entry: every later whole span retired again. */
 Test(area_users, the_sweep_leaves_the_kept_span) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     dp_area_test_force_shared(true);
     dsmpool_ptr x, big;
     cr_assert_eq(dsmpool_area_alloc(a, 64, 0, &x), 0);

@@ -97,12 +97,6 @@ typedef struct shared {
     _Atomic int go;
 } shared;
 
-static shared *shared_page(void) {
-    shared *s = mmap(NULL, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    cr_assert_neq(s, MAP_FAILED);
-    memset(s, 0, sizeof *s);
-    return s;
-}
 
 /* Wait until *v reaches want, for at most seconds (bounded: a test never
  * hangs); whether it did. A waiter that gives up must say so, not act as if
@@ -174,7 +168,7 @@ Test(inspect, every_view_of_a_live_multiprocess_pool_without_taking_a_slot, .tim
                  dsmpool_last_error());
 
     /* two fork()ed children attach the kept segment (each takes a slot) */
-    shared *sh = shared_page();
+    shared *sh = test_shared(sizeof(shared));
     pid_t kids[2];
     for (int k = 0; k < 2; k++) {
         kids[k] = fork();
@@ -341,7 +335,7 @@ static bool shm_exists(const char *name) {
 Test(inspect, list_says_dead_for_a_pool_whose_processes_were_killed, .timeout = 60) {
     char name[64], args[200], out[65536], expr[400];
     test_name(name, sizeof name, "insp-dead");
-    shared *sh = shared_page();
+    shared *sh = test_shared(sizeof(shared));
     prctl(PR_SET_CHILD_SUBREAPER, 1); /* the grandchild is ours to reap */
     pid_t c = fork();
     if (c == 0) { /* creates, and forks a grandchild that attaches; both wait to be killed */

@@ -143,12 +143,6 @@ typedef struct shared {
     _Atomic int ready[8];
 } shared;
 
-static shared *shared_page(void) {
-    shared *s = mmap(NULL, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    cr_assert_neq(s, MAP_FAILED);
-    memset(s, 0, sizeof *s);
-    return s;
-}
 
 /* ---- the last process out ------------------------------------------------------ */
 
@@ -310,7 +304,7 @@ static bool dead_pool(shared *sh, int k, dsmpool_backing b, const char *name) {
 }
 
 Test(lifecycle, sweep_removes_dead_pools_and_nothing_live, .timeout = 120) {
-    shared *sh = shared_page();
+    shared *sh = test_shared(sizeof(shared));
     char ln[64], cn[64], d1[64], d3[64];
     test_name(ln, sizeof ln, "sweep-live");
     test_name(cn, sizeof cn, "sweep-closed");
@@ -1027,7 +1021,7 @@ Test(lifecycle, a_forged_region_of_another_format_protects_or_removes_nothing, .
      * user: a file, and a System V segment whose recorded owner its
      * creator set to the pool's owner (the creator cannot be changed) */
     if (geteuid() != 0) cr_skip_test("another user's forgeries need root (chown, setuid)");
-    shared *sh = shared_page();
+    shared *sh = test_shared(sizeof(shared));
     cr_assert(dead_pool(sh, 0, DSMPOOL_BACKING_ANON, NULL));
     uint64_t did = atomic_load(&sh->id[0]);
     cr_assert_eq(pool_objects(did, &anchor), 2);

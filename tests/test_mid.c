@@ -17,11 +17,6 @@
 #include "dp_internal.h"
 #include "testutil.h"
 
-static dsmpool_area *mkarea(dsmpool *p, unsigned flags) {
-    dsmpool_area *a;
-    cr_assert_eq(dsmpool_area_create(p, flags, &a), 0, "%s", dsmpool_last_error());
-    return a;
-}
 
 /* Reservations are per CPU: tests that expect a block back stay on one. */
 static void pin_here(void) {
@@ -61,7 +56,7 @@ Test(mid, the_cheaper_of_pages_and_class_serves) {
         {262145, 266240, true},    /* large */
     };
     for (int flags = 0; flags < 2; flags++) {
-        dsmpool_area *a = mkarea(p, flags ? DSMPOOL_AREA_MID_CHUNKS : 0);
+        dsmpool_area *a = test_area(p, flags ? DSMPOOL_AREA_MID_CHUNKS : 0);
         for (unsigned i = 0; i < sizeof c / sizeof *c; i++) {
             size_t before = large_blocks(a);
             dsmpool_ptr x;
@@ -97,7 +92,7 @@ Test(mid, the_cheaper_of_pages_and_class_serves) {
 Test(mid, neighbours_in_one_64k_granule_of_two_areas) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     size_t free0 = test_pool_free(p);
-    dsmpool_area *a[2] = {mkarea(p, 0), mkarea(p, 0)};
+    dsmpool_area *a[2] = {test_area(p, 0), test_area(p, 0)};
     enum { N = 400 };
     dsmpool_ptr x[N];
     size_t sz[N];
@@ -146,7 +141,7 @@ Test(mid, neighbours_in_one_64k_granule_of_two_areas) {
  * per allocation), or fails cleanly without the fallback. */
 Test(mid, a_full_pool_gives_the_class) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
-    dsmpool_area *a = mkarea(p, 0), *nf = mkarea(p, DSMPOOL_AREA_NO_FALLBACK);
+    dsmpool_area *a = test_area(p, 0), *nf = test_area(p, DSMPOOL_AREA_NO_FALLBACK);
     dsmpool_ptr keep[2]; /* a registry page and a live chunk each, so no span of theirs goes back */
     cr_assert_eq(dsmpool_area_alloc(a, 100, 0, &keep[0]), 0);
     cr_assert_eq(dsmpool_area_alloc(nf, 100, 0, &keep[1]), 0);
@@ -185,7 +180,7 @@ Test(mid, a_full_pool_gives_the_class) {
 Test(mid, registry_half_then_the_class, .timeout = 120) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 2048 * MIB); /* untouched but for the tables */
     size_t free0 = test_pool_free(p);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     enum { HALF = 65536 };
     dsmpool_ptr *x = calloc(HALF, sizeof *x);
     cr_assert_not_null(x);
@@ -227,7 +222,7 @@ Test(mid, registry_half_then_the_class, .timeout = 120) {
 Test(mid, four_processes_churn_one_area, .timeout = 120) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_MEMFD, NULL, 256 * MIB);
     size_t free0 = test_pool_free(p);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     enum { PROCS = 4, WS = 48 };
     long ops = (long)test_seconds(1.0) * 20000;
     pid_t kid[PROCS];
@@ -283,7 +278,7 @@ Test(mid, four_processes_churn_one_area, .timeout = 120) {
 Test(mid, zeroed_aligned_blocks_clear_only_their_pages) {
     pin_here();
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     static const struct { size_t size, align, pow2; } c[] = {
         {20000, 8 * KIB, 32 * KIB},
         {300000, 1 * MIB, 1 * MIB},
@@ -321,7 +316,7 @@ Test(mid, zeroed_aligned_blocks_clear_only_their_pages) {
 Test(mid, freed_runs_serve_the_next_blocks_of_their_order) {
     pin_here();
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
-    dsmpool_area *a = mkarea(p, 0);
+    dsmpool_area *a = test_area(p, 0);
     enum { N = 2000, WARM = 16, STEPS = 200 };
     static dsmpool_ptr v[N];
     for (int i = 0; i < N; i++) cr_assert_eq(dsmpool_area_alloc(a, 12000, 0, &v[i]), 0); /* 3 of 4 pages */

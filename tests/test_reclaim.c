@@ -37,11 +37,6 @@ static void die_at(const char *point) {
     if (inj_point && !strcmp(point, inj_point)) raise(SIGKILL);
 }
 
-static dsmpool_area *mkarea(dsmpool *p) {
-    dsmpool_area *a;
-    cr_assert_eq(dsmpool_area_create(p, 0, &a), 0, "%s", dsmpool_last_error());
-    return a;
-}
 
 static size_t area_held(dsmpool_area *a) {
     dsmpool_area_stats st;
@@ -89,7 +84,7 @@ static size_t free_all_live(dsmpool_area *a) {
  * destroyed. */
 Test(reclaim, chunk_lost_between_link_and_publish_comes_back) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     warm_up(a);
     size_t free0 = test_pool_free(p);
     pid_t c = fork();
@@ -122,7 +117,7 @@ Test(reclaim, chunk_lost_between_link_and_publish_comes_back) {
 /* A span made whole by a push whose process died before retiring it. */
 Test(reclaim, span_whole_but_not_retired_is_retired) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     warm_up(a);
     size_t free0 = test_pool_free(p);
     pid_t c = fork();
@@ -179,7 +174,7 @@ Test(reclaim, kill_soak_leaks_nothing, .timeout = 900) {
     double s = test_seconds(1.0);
     int kills = s > 1 ? (int)(1000 * s) : 1000, round = 40;
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     warm_up(a);
     size_t free0 = test_pool_free(p), freed = 0, reg0 = area_registry(a);
     uint64_t seed = test_seed();
@@ -276,12 +271,6 @@ typedef struct shared {
     _Atomic int ready, stop, asked, answered;
 } shared;
 
-static shared *shared_page(void) {
-    shared *s = mmap(NULL, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    cr_assert_neq(s, MAP_FAILED);
-    memset(s, 0, sizeof *s);
-    return s;
-}
 
 /* A pool with NAREAS areas, their registry pages made. */
 #define NAREAS 6
@@ -349,7 +338,7 @@ static void wait_answered(const char *point) {
  * process's cache sat on the free chunks that kept the block apart. */
 Test(reclaim, another_process_cache_gives_back_before_a_request_fails, .timeout = 60) {
     hoard_pool h = hoard_pool_new();
-    shared *sh = shared_page();
+    shared *sh = test_shared(sizeof(shared));
     pid_t c = fork();
     if (c == 0) {
         if (!hoard(&h, UINT32_MAX)) _exit(3);
@@ -406,7 +395,7 @@ Test(reclaim, own_caches_give_back_before_spilling) {
  * next requests do not wait at all for a while. */
 Test(reclaim, a_stopped_hoarder_delays_nobody_for_long, .timeout = 60) {
     hoard_pool h = hoard_pool_new();
-    shared *sh = shared_page();
+    shared *sh = test_shared(sizeof(shared));
     pid_t c = fork();
     if (c == 0) {
         if (!hoard(&h, UINT32_MAX)) _exit(3);
@@ -468,7 +457,7 @@ static void stop_at(const char *point) {
  * ran under recover_lock: dsmpool_recover() hung for good. */
 Test(reclaim, the_lost_sweep_never_waits_for_its_own_recovery_lock, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 16 * MIB);
-    dsmpool_area *a = mkarea(p); /* one record */
+    dsmpool_area *a = test_area(p, 0); /* one record */
     warm_up(a);
     dsmpool_seg *own[18]; /* and 18 more: the inline records are full */
     for (int i = 0; i < 18; i++) cr_assert_eq(dsmpool_seg_create(p, 4096, DSMPOOL_SEG_NO_FALLBACK, &own[i]), 0);

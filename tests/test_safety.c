@@ -57,23 +57,12 @@ typedef struct shared {
     _Atomic uint64_t val[64];
 } shared;
 
-static shared *shared_page(void) {
-    shared *s = mmap(NULL, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    cr_assert_neq(s, MAP_FAILED);
-    memset(s, 0, sizeof *s);
-    return s;
-}
 
 static void spin_until(_Atomic int *w, int v) {
     for (uint64_t end = test_now_ns() + 30000000000ull; atomic_load(w) != v && test_now_ns() < end;)
         usleep(200);
 }
 
-static dsmpool_area *mkarea(dsmpool *p) {
-    dsmpool_area *a;
-    cr_assert_eq(dsmpool_area_create(p, 0, &a), 0, "%s", dsmpool_last_error());
-    return a;
-}
 
 /* Fill what is left of the pool with 2 MiB (then 4 KiB) segments, each
  * written with a pattern; returns how many. */
@@ -141,9 +130,9 @@ Test(safety, destroy_against_operations_in_flight, .timeout = 120) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 48 * MIB);
     warm_records(p, 4096);
     size_t free0 = test_pool_free(p);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     dsmpool_handle h = dsmpool_area_handle(a);
-    shared *sh = shared_page();
+    shared *sh = test_shared(sizeof(shared));
     pid_t b = inflight_child(p, h, sh, 0, "area.acquire.stored");
     wait_stopped(b);
     pid_t c = inflight_child(p, h, sh, 1, "area.op.checked");
@@ -174,10 +163,10 @@ Test(safety, destroy_against_operations_in_flight, .timeout = 120) {
  * alloc, free and flush must fail with -ESTALE without writing a byte. */
 Test(safety, destroyed_area_is_not_written_by_idle_caches, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 48 * MIB);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     size_t free1 = test_pool_free(p);
     dsmpool_handle h = dsmpool_area_handle(a);
-    shared *sh = shared_page();
+    shared *sh = test_shared(sizeof(shared));
     pid_t c = fork();
     if (c == 0) {
         dsmpool_area *mine;
@@ -253,7 +242,7 @@ Test(safety, recovery_needs_a_dead_lock_not_a_missing_proc_entry, .timeout = 120
     test_name(name, sizeof name, "blind");
     dsmpool *p = test_pool(DSMPOOL_BACKING_POSIX, name, 48 * MIB);
     size_t free0 = test_pool_free(p);
-    shared *sh = shared_page();
+    shared *sh = test_shared(sizeof(shared));
     for (int phase = 0; phase < 2; phase++) {
         atomic_store(&sh->go, 0);
         pid_t w = fork();
@@ -311,7 +300,7 @@ Test(safety, recovery_needs_a_dead_lock_not_a_missing_proc_entry, .timeout = 120
 Test(safety, worker_in_another_pid_namespace_is_alive, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
     size_t free0 = test_pool_free(p);
-    shared *sh = shared_page();
+    shared *sh = test_shared(sizeof(shared));
     pid_t x = fork();
     if (x == 0) {
         if (unshare(CLONE_NEWPID) != 0) _exit(77);
@@ -409,7 +398,7 @@ static void *free_in_thread(void *arg) {
  * the fix the chunk went onto two lists and was handed out twice. */
 Test(safety, small_double_frees_are_refused_by_default, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     dsmpool_ptr x, y, z;
     cr_assert_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &x), 0);
     cr_assert_eq(dsmpool_area_alloc(a, 100, 0, &y), 0);
@@ -450,7 +439,7 @@ Test(safety, small_double_frees_are_refused_by_default, .timeout = 60) {
  * see), and the second free gets through. */
 Test(safety, check_reports_a_chunk_on_two_free_lists, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     dsmpool_ptr x, y;
     cr_assert_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &x), 0);
     cr_assert_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &y), 0);
@@ -480,10 +469,10 @@ static pid_t raw_fork(int how) {
  * and parent and child handed out the same chunks. */
 Test(safety, raw_forks_get_their_own_slot_and_cache, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     dsmpool_seg *s;
     cr_assert_eq(dsmpool_seg_create(p, 4096, 0, &s), 0);
-    shared *sh = shared_page();
+    shared *sh = test_shared(sizeof(shared));
     for (int how = 0; how < 3; how++) {
         dsmpool_ptr v[40];
         for (int i = 0; i < 40; i++) cr_assert_eq(dsmpool_area_alloc(a, 32 * KIB, 0, &v[i]), 0);
@@ -614,8 +603,8 @@ Test(safety_soak, checker_beside_kills_never_cries_wolf, .timeout = 600) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 128 * MIB);
     dsmpool_seg *ss;
     cr_assert_eq(dsmpool_seg_create(p, 8192, 0, &ss), 0);
-    dsmpool_area *a = mkarea(p);
-    shared *sh = shared_page();
+    dsmpool_area *a = test_area(p, 0);
+    shared *sh = test_shared(sizeof(shared));
     static char *msg;
     msg = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     pid_t checker = fork();
@@ -796,8 +785,8 @@ static void stress_case(size_t pool_size, bool namespaces) {
     }
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, pool_size);
     size_t free0 = test_pool_free(p);
-    dsmpool_area *stable = mkarea(p);
-    shared *sh = shared_page();
+    dsmpool_area *stable = test_area(p, 0);
+    shared *sh = test_shared(sizeof(shared));
     static char *msg;
     msg = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     pid_t kids[5];
@@ -873,8 +862,8 @@ Test(safety_soak, allocators_in_other_namespaces_destroyer_and_checker, .timeout
  * child's first call must say -ESTALE, not claim a cache record in it. */
 Test(recovery_races, forked_child_of_a_released_area_writes_nothing, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 32 * MIB);
-    dsmpool_area *a = mkarea(p);
-    shared *sh = shared_page();
+    dsmpool_area *a = test_area(p, 0);
+    shared *sh = test_shared(sizeof(shared));
     pid_t kid = fork();
     if (kid == 0) {
         spin_until(&sh->go, 1);
@@ -915,7 +904,7 @@ static void *recover_thread(void *p) { return (void *)(intptr_t)dsmpool_recover(
  * link landed in the segment that got the block next. */
 Test(recovery_races, destroyer_waits_for_a_recoverer_of_its_own_process, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_MEMFD, NULL, 64 * MIB);
-    dsmpool_area *a = mkarea(p);
+    dsmpool_area *a = test_area(p, 0);
     pid_t x = fork();
     if (x == 0) { /* fill a cache, then die with it */
         dsmpool_ptr v[100];
@@ -957,7 +946,7 @@ static void pause_at_area(const char *point) {
  * rewrote 512 words of that segment. */
 Test(recovery_races, recovery_walks_only_areas_the_dead_held, .timeout = 60) {
     dsmpool *p = test_pool(DSMPOOL_BACKING_MEMFD, NULL, 32 * MIB);
-    shared *sh = shared_page();
+    shared *sh = test_shared(sizeof(shared));
     pid_t x = fork();
     if (x == 0) {
         if (dsmpool_recover(p)) _exit(3); /* its first call: a slot of its own, and nothing else */
@@ -966,7 +955,7 @@ Test(recovery_races, recovery_walks_only_areas_the_dead_held, .timeout = 60) {
     }
     cr_assert_eq(test_wait(x), 128 + SIGKILL);
     uint64_t xslot1 = atomic_load(&sh->val[0]);
-    dsmpool_area *a = mkarea(p); /* made after X died: X never held it */
+    dsmpool_area *a = test_area(p, 0); /* made after X died: X never held it */
     dsmpool_ptr q;
     cr_assert_eq(dsmpool_area_alloc(a, 64, 0, &q), 0);
     cr_assert_eq(dsmpool_area_flush(a), 0);

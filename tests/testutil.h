@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -57,6 +58,22 @@ static inline dsmpool *test_pool_procs(dsmpool_backing b, const char *name, size
 
 static inline dsmpool *test_pool(dsmpool_backing b, const char *name, size_t size) {
     return test_pool_procs(b, name, size, 0);
+}
+
+/* An area of the pool with the given flags, or the test fails. */
+static inline dsmpool_area *test_area(dsmpool *p, unsigned flags) {
+    dsmpool_area *a;
+    cr_assert_eq(dsmpool_area_create(p, flags, &a), 0, "area_create: %s", dsmpool_last_error());
+    return a;
+}
+
+/* n zeroed bytes that this process's forked children share with it (a
+ * test's tallies and flags), or the test fails. */
+static inline void *test_shared(size_t n) {
+    void *s = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(s, MAP_FAILED);
+    memset(s, 0, n);
+    return s;
 }
 
 /* Recover until nothing is left for later (a busy window can defer it). */
