@@ -383,8 +383,17 @@ static inline bool ar_live(const struct dsmpool_area *a) {
 /* ---- area_acquire.c: fresh spans and blocks ------------------------------ */
 
 int dp_ar_held_reserve(ar_ctl *ctl, uint64_t bytes);
-int dp_ar_acquire(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order, uint64_t keep,
-                  unsigned place, uint64_t asked, bool chain, bool mid, uint64_t *entry, dsmpool_ptr *base);
+/* What dp_ar_acquire is asked for: a span of a class, or a large block. */
+typedef struct ar_want {
+    unsigned cls;   /* the span's class, or AR_LARGE_CLS */
+    unsigned order; /* a block of 2^order frames */
+    uint64_t keep;  /* the frames an exact block keeps (area_acquire.c [exact blocks]); 0: all */
+    unsigned place; /* DSMPOOL_SEG_INTERLEAVE or 0: where the pool takes it */
+    uint64_t asked; /* a large block's bytes asked for (its info word) */
+    bool chain;     /* a span for the shared path (area_shared.c) */
+    bool mid;       /* a mid-size block (area_alloc.c [mid sizes]) */
+} ar_want;
+int dp_ar_acquire(struct dsmpool_area *a, ar_tc *tc, const ar_want *w, uint64_t *entry, dsmpool_ptr *base);
 
 /* ---- area_free.c: freeing ------------------------------------------------ */
 

@@ -124,13 +124,14 @@ static uint32_t span_chain(struct dsmpool_area *a, unsigned c, dsmpool_ptr base)
     return n - 1;
 }
 
-/* [fresh spans]: a span of class cls, or a large block of 2^order frames
- * (keep: the frames an exact one keeps; chain: a shared-path span; mid: a
- * mid-size block), inside the caller's operation and one bracket (proc.c
- * [brackets]), from the claim of the entry to its publication. */
-static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order,
-                             uint64_t keep, unsigned place, uint64_t asked, bool chain, bool mid,
-                             uint64_t *entry, dsmpool_ptr *base) {
+/* [fresh spans]: a span of class w->cls, or a large block of 2^order
+ * frames (ar_want, area.h), inside the caller's operation and one bracket
+ * (proc.c [brackets]), from the claim of the entry to its publication. */
+static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, const ar_want *w, uint64_t *entry,
+                             dsmpool_ptr *base) {
+    unsigned cls = w->cls, order = w->order, place = w->place;
+    uint64_t keep = w->keep, asked = w->asked;
+    bool chain = w->chain, mid = w->mid;
     dsmpool *p = a->pool;
     ar_ctl *ctl = a->ctl;
     uint64_t bytes = (uint64_t)DP_FRAME_SIZE << order;
@@ -246,10 +247,9 @@ static int acquire_bracketed(struct dsmpool_area *a, ar_tc *tc, unsigned cls, un
 }
 
 /* acquire_bracketed in a bracket of its own: inside the caller's operation. */
-int dp_ar_acquire(struct dsmpool_area *a, ar_tc *tc, unsigned cls, unsigned order, uint64_t keep,
-                  unsigned place, uint64_t asked, bool chain, bool mid, uint64_t *entry, dsmpool_ptr *base) {
-    dp_inflight_begin(a->pool);
-    int r = acquire_bracketed(a, tc, cls, order, keep, place, asked, chain, mid, entry, base);
-    dp_inflight_end(a->pool);
+int dp_ar_acquire(struct dsmpool_area *a, ar_tc *tc, const ar_want *w, uint64_t *entry, dsmpool_ptr *base) {
+    dp_bracket_open(a->pool);
+    int r = acquire_bracketed(a, tc, w, entry, base);
+    dp_bracket_close(a->pool);
     return r;
 }

@@ -105,7 +105,7 @@ static __attribute__((noinline)) int shared_free(struct dsmpool_area *a, ar_tc *
 
 static int shared_alloc(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t asked, unsigned flags,
                         dsmpool_ptr *out) {
-    dp_inflight_begin(a->pool);
+    dp_bracket_open(a->pool);
     int r;
     if (!ar_live(a)) { /* relaxed load after the bracket's acquire RMWs (area_shared.c [shared path]) */
         r = dp_fail(-ESTALE, "the area was destroyed");
@@ -114,14 +114,14 @@ static int shared_alloc(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t a
         dp_ar_shared_trim(a, tc);
         r = alloc_route(a, tc, size, asked, flags, true, out);
     }
-    dp_inflight_end(a->pool);
+    dp_bracket_close(a->pool);
     dp_fallback_fire(r); /* fallback.c [spilling is visible]: after the operation */
     dp_ar_shared_done(a, tc);
     return r;
 }
 
 static int shared_free(struct dsmpool_area *a, ar_tc *tc, dsmpool_ptr p) {
-    dp_inflight_begin(a->pool);
+    dp_bracket_open(a->pool);
     int r;
     if (ar_live(a)) {
         dp_ar_shared_trim(a, tc);
@@ -129,7 +129,7 @@ static int shared_free(struct dsmpool_area *a, ar_tc *tc, dsmpool_ptr p) {
     } else {
         r = dp_fail(-ESTALE, "the area was destroyed");
     }
-    dp_inflight_end(a->pool);
+    dp_bracket_close(a->pool);
     dp_ar_shared_done(a, tc);
     return r;
 }
@@ -244,10 +244,10 @@ int dsmpool_area_flush(dsmpool_area *area) {
     ar_tc *tc = ar_tc_get(area);
     if (!tc) return dp_ar_tc_err;
     if (!tc->rec) { /* area_shared.c [shared path]: it caches only the kept span */
-        dp_inflight_begin(area->pool);
+        dp_bracket_open(area->pool);
         int r = ar_live(area) ? 0 : dp_fail(-ESTALE, "the area was destroyed");
         if (!r) dp_ar_keep_release(area);
-        dp_inflight_end(area->pool);
+        dp_bracket_close(area->pool);
         return r;
     }
     uint64_t s = ar_op_begin(tc->rec);

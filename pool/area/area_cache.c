@@ -392,9 +392,9 @@ void dp_ar_trim_thread(dsmpool *p) {
         /* relaxed: this thread is the record's only writer */
         if (!a || a->pool != p || tc->epoch != e) continue;
         if (!tc->rec) { /* area_span.c [kept span], inside a bracket */
-            dp_inflight_begin(p);
+            dp_bracket_open(p);
             if (ar_live(a)) dp_ar_keep_release(a);
-            dp_inflight_end(p);
+            dp_bracket_close(p);
             continue;
         }
         if (dp_load_relaxed(&tc->rec->seq) & 1) continue; /* relaxed: this thread is its only writer */

@@ -82,7 +82,8 @@ int dp_ar_alloc_large_op(struct dsmpool_area *a, ar_tc *tc, size_t size, size_t 
     uint64_t e;
     dsmpool_ptr base;
     unsigned place = (flags & DSMPOOL_ALLOC_INTERLEAVE) ? DSMPOOL_SEG_INTERLEAVE : 0;
-    int r = dp_ar_acquire(a, tc, AR_LARGE_CLS, order, keep, place, asked, false, mid, &e, &base);
+    ar_want w = {.cls = AR_LARGE_CLS, .order = order, .keep = keep, .place = place, .asked = asked, .mid = mid};
+    int r = dp_ar_acquire(a, tc, &w, &e, &base);
     if (r) return r;
     if (flags & DSMPOOL_ALLOC_ZERO) { /* the pages kept, no more: the rest is the pool's again */
         char *m = ar_addr_n(a, base, keep * DP_FRAME_SIZE);
@@ -114,7 +115,7 @@ static bool large_grow_op(struct dsmpool_area *a, ar_loc *l, size_t size) {
         DP_BLOCK_OFF(blk) != l->span || want > (uint64_t)DP_FRAME_SIZE << DP_BLOCK_ORDER(blk) ||
         dp_ar_held_reserve(a->ctl, want - have) != 0)
         return false;
-    dp_inflight_begin(p);
+    dp_bracket_open(p);
     uint64_t nb = dp_pool_grow(p, blk, want / DP_FRAME_SIZE);
     DP_INJECT("area.grow.taken");
     if (nb) {
@@ -128,7 +129,7 @@ static bool large_grow_op(struct dsmpool_area *a, ar_loc *l, size_t size) {
     }
     if (!nb || DP_BLOCK_BYTES(nb) != want) /* relaxed: a counter */
         dp_fetch_add_relaxed(&a->ctl->held, (nb ? DP_BLOCK_BYTES(nb) : have) - want);
-    dp_inflight_end(p);
+    dp_bracket_close(p);
     return nb != 0;
 }
 
@@ -143,9 +144,9 @@ bool dp_ar_large_grow(struct dsmpool_area *a, ar_loc *l, size_t size) {
         if (ar_live(a)) grown = large_grow_op(a, l, size);
         ar_op_end(tc->rec, s);
     } else { /* area_shared.c [shared path]: the operation is a bracket */
-        dp_inflight_begin(a->pool);
+        dp_bracket_open(a->pool);
         if (ar_live(a)) grown = large_grow_op(a, l, size);
-        dp_inflight_end(a->pool);
+        dp_bracket_close(a->pool);
         dp_ar_shared_done(a, tc);
     }
     return grown;

@@ -166,7 +166,7 @@ static bool caches_quiesce(dsmpool *p, ar_ctl *ctl, ar_cache *mine) {
 static void destroy_explicit(struct dsmpool_area *a) {
     dsmpool *p = a->pool;
     ar_ctl *ctl = a->ctl;
-    dp_inflight_begin(p);
+    dp_bracket_open(p);
     uint64_t live = AR_LIVE;
     /* acq_rel: one destroyer; its writes below come after the mark */
     if (dp_cas_acq_rel(&ctl->state, &live, AR_DESTROYED)) {
@@ -191,7 +191,7 @@ static void destroy_explicit(struct dsmpool_area *a) {
             (!shared || dp_brackets_quiesce(p, dp_os_now_ns() + AR_QUIESCE_NS)))
             release_entries(p, ctl, a->aid, p->slot, false);
     }
-    dp_inflight_end(p);
+    dp_bracket_close(p);
 }
 
 /* [final destroy]: the segment layer's hook: the control segment's last
@@ -205,18 +205,18 @@ static void area_final(dsmpool *p, void *ctlp, uint64_t bytes, uint64_t aid, uin
     for (uint32_t k = 0; k < AR_REGPAGES; k++) {
         uint64_t off = dp_load_acquire(&ctl->regpage[k]); /* acquire: dp_frame_link's CAS */
         if (!off) continue;
-        dp_inflight_begin(p);
+        dp_bracket_open(p);
         dp_store_release(&ctl->regpage[k], 0); /* unrecord, then free */
         if (dp_block_ok(p, off, DP_FRAME_SIZE)) dp_pool_free(p, DP_BLOCK_MK(off, 0));
-        dp_inflight_end(p);
+        dp_bracket_close(p);
     }
     for (uint32_t k = 0; k < AR_RECPAGES; k++) { /* the cache records: nobody holds one now */
         uint64_t off = dp_load_acquire(&ctl->recpage[k]); /* acquire: dp_block_link's CAS */
         if (!off) continue;
-        dp_inflight_begin(p);
+        dp_bracket_open(p);
         dp_store_release(&ctl->recpage[k], 0); /* unrecord, then free */
         if (dp_block_ok(p, off, AR_RECPAGE_BYTES)) dp_pool_free(p, DP_BLOCK_MK(off, AR_RECPAGE_ORDER));
-        dp_inflight_end(p);
+        dp_bracket_close(p);
     }
     dp_area_tag_free(p, ctl->tag);
 }
@@ -417,10 +417,10 @@ int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out) {
     dsmpool_seg *seg;
     /* one bracket: a creator that dies after taking a tag and before the
      * magic leaves it to the leak sweep (dp_area_sweep_tags) */
-    dp_inflight_begin(pool);
+    dp_bracket_open(pool);
     r = dp_seg_create_internal(pool, sizeof(ar_ctl), DP_SEG_AREA | DSMPOOL_SEG_NO_FALLBACK, &seg);
     if (r) {
-        dp_inflight_end(pool);
+        dp_bracket_close(pool);
         return r == -ENOMEM ? dp_fail(-ENOMEM, "no room in the pool for the area's control "
                                       "block (%zu bytes)", sizeof(ar_ctl)) : r;
     }
@@ -433,7 +433,7 @@ int dsmpool_area_create(dsmpool *pool, unsigned flags, dsmpool_area **out) {
     ctl->key = dp_os_random64() | 1;
     ctl->magic = AR_MAGIC;
     dp_store_release(&ctl->state, AR_LIVE); /* release: publishes the control block */
-    dp_inflight_end(pool);
+    dp_bracket_close(pool);
     return area_open(pool, seg, out);
 }
 

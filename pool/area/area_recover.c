@@ -114,7 +114,7 @@ void dp_area_recover_slot(dsmpool *p, uint32_t slot) {
     held_areas h = {NULL, 0, 0};
     /* area_shared.c [shared path]: it died inside a bracket, maybe a
      * shared-path free between its chunk's tag and its push. acquire:
-     * dp_inflight_end's release */
+     * dp_bracket_close's release */
     bool in_bracket = slot < p->nprocs && dp_load_acquire(&p->procs[slot].inflight) != 0;
     dp_slot_records(p, slot, note_area, &h);
     for (size_t k = 0; k < h.n; k++) {

@@ -204,7 +204,7 @@ static bool dir_clear(dsmpool *p, uint64_t aid, uint64_t e, uint64_t off, uint64
  * same, so a recoverer that repeats a dead owner's release frees nothing
  * twice. Returns the bytes of the block this call took (0: none). */
 static uint64_t entry_free_parts(dsmpool *p, uint64_t aid, uint64_t e, ar_span *sp, uint32_t slot) {
-    dp_inflight_begin(p);
+    dp_bracket_open(p);
     /* acq_rel: the exchange is the unrecording; acquire sees the filler's
      * writes */
     uint64_t blk = dp_exchange_acq_rel(&sp->block, 0), took = 0;
@@ -228,7 +228,7 @@ static uint64_t entry_free_parts(dsmpool *p, uint64_t aid, uint64_t e, ar_span *
     uint64_t bm = ar_info_bitmap(info);
     unsigned bo = cls_bm_order((unsigned)(info & 0xff));
     if (bm && dp_block_ok(p, bm, (uint64_t)DP_FRAME_SIZE << bo)) dp_pool_free(p, DP_BLOCK_MK(bm, bo));
-    dp_inflight_end(p);
+    dp_bracket_close(p);
     return took;
 }
 

@@ -128,7 +128,8 @@ int dp_ar_alloc_small_bracketed(struct dsmpool_area *a, ar_tc *tc, size_t size, 
     }
     if (got == AR_MAX_ENTRIES) {
         if (held_only) return -ENOSPC;
-        int r = dp_ar_acquire(a, tc, c, cls_span_order(c), cls_keep(c), 0, 0, true, false, &got, &h);
+        ar_want w = {.cls = c, .order = cls_span_order(c), .keep = cls_keep(c), .chain = true};
+        int r = dp_ar_acquire(a, tc, &w, &got, &h);
         if (r) return r;
         if (!(m = ar_addr_n(a, h, 16))) return dp_fail(-ENOMEM, "cannot map the new span in this process");
     }

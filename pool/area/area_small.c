@@ -98,7 +98,8 @@ static int refill(struct dsmpool_area *a, ar_tc *tc, unsigned c, bool held_only)
     if (held_only) return -ENOSPC;
     uint64_t e;
     dsmpool_ptr base;
-    int r = dp_ar_acquire(a, tc, c, cls_span_order(c), cls_keep(c), 0, 0, false, false, &e, &base);
+    ar_want w = {.cls = c, .order = cls_span_order(c), .keep = cls_keep(c)};
+    int r = dp_ar_acquire(a, tc, &w, &e, &base);
     if (r) return r;
     tc->span_ptr[c] = base;
     tc->span_e1[c] = (uint32_t)(e + 1);

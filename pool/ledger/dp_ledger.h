@@ -78,8 +78,8 @@ void dp_slot_records(struct dsmpool *pool, uint32_t slot,
 /* Brackets (proc.c [brackets]): every change of what the pool's structures say
  * is inside one, or done by a RECOVERING recoverer, or inside an area cache
  * operation (area_cache.c [operations]); the checker and the leak sweep rely on it. */
-void dp_inflight_begin(struct dsmpool *pool);
-void dp_inflight_end(struct dsmpool *pool);
+void dp_bracket_open(struct dsmpool *pool);
+void dp_bracket_close(struct dsmpool *pool);
 bool dp_brackets_quiesce(struct dsmpool *pool, uint64_t deadline_ns);
 
 /* A quiet window (proc.c [quiet windows]): a snapshot of every slot's state and

@@ -43,9 +43,9 @@
  *      the segment layer's set.
  *   [brackets] Every change of what the pool's shared structures say --
  *      allocator words, segment states and counts, records, area entries --
- *      happens inside a bracket of the changing slot (dp_inflight_begin /
- *      end: a count of brackets open and a sequence number of brackets
- *      begun and ended), or by a recoverer while the slot it recovers is
+ *      happens inside a bracket of the changing slot (dp_bracket_open /
+ *      close: a count of brackets open and a sequence number of brackets
+ *      opened and closed), or by a recoverer while the slot it recovers is
  *      RECOVERING, or inside an area cache operation (area_cache.c [operations]). A
  *      process that dies inside a bracket may leave a block allocated but
  *      recorded nowhere: the leak sweep (recover.c) returns it. The shared
@@ -57,8 +57,8 @@
  *      process is inside a bracket or a recovery or a leave runs; holds
  *      fences (acquire) and reads them again. Whatever was read between a
  *      successful open and a holds that says nothing moved was read while
- *      nobody changed it: begin raises the count, then the sequence, then
- *      fences (release); end raises the sequence, then lowers the count.
+ *      nobody changed it: open raises the count, then the sequence, then
+ *      fences (release); close raises the sequence, then lowers the count.
  *      A slot whose process is dead but not yet recovered refuses too
  *      (-EAGAIN), and so does a leak sweep that is due: what they left is
  *      work for recovery, not damage. The checker and the sweep decide only
@@ -201,9 +201,9 @@ uint64_t dp_block_link(dsmpool *p, dp_a64 *link, unsigned order) {
     uint64_t off = dp_load_acquire(link); /* acquire: pairs with dp_block_link's linking CAS below */
     if (off) return off;
     uint64_t blk;
-    dp_inflight_begin(p); /* until the block is linked or freed ([brackets]) */
+    dp_bracket_open(p); /* until the block is linked or freed ([brackets]) */
     if (dp_pool_alloc(p, order, &blk) != 0) {
-        dp_inflight_end(p);
+        dp_bracket_close(p);
         return 0;
     }
     memset(dp_at(p, DP_BLOCK_OFF(blk)), 0, (size_t)DP_FRAME_SIZE << order);
@@ -215,7 +215,7 @@ uint64_t dp_block_link(dsmpool *p, dp_a64 *link, unsigned order) {
         dp_pool_free(p, blk);
         off = z;
     }
-    dp_inflight_end(p);
+    dp_bracket_close(p);
     return off;
 }
 
@@ -240,7 +240,7 @@ void dp_rec_clear(dp_a64 *rec) { dp_store_release(rec, 0); }
 void dp_slot_clear(dsmpool *p, uint32_t slot, bool bracket) {
     if (slot >= p->nprocs) return;
     dp_proc *sl = &p->procs[slot];
-    if (bracket) dp_inflight_begin(p);
+    if (bracket) dp_bracket_open(p);
     /* one block at a time, unlinked before it is freed: whoever stops in the
      * middle leaves a chain of blocks still owned, or one unowned block that
      * the sweep returns -- never a link to a freed block */
@@ -258,7 +258,7 @@ void dp_slot_clear(dsmpool *p, uint32_t slot, bool bracket) {
     }
     for (int i = 0; i < DP_REC_INLINE; i++) dp_store_relaxed(&sl->rec[i], 0);
     dp_res_slot_clear(p, slot); /* resident.c [room first]: it populates nothing now */
-    if (bracket) dp_inflight_end(p);
+    if (bracket) dp_bracket_close(p);
 }
 
 void dp_slot_release(dsmpool *p) {
@@ -328,7 +328,7 @@ void dp_slot_give_dead(dsmpool *p, uint32_t slot) {
 
 /* ---- [brackets]: brackets ----------------------------------------------------- */
 
-void dp_inflight_begin(dsmpool *p) {
+void dp_bracket_open(dsmpool *p) {
     if (!p->has_slot) return; /* recovery without a slot: RECOVERING protects it */
     dp_proc *sl = &p->procs[p->slot];
     /* inflight first, then opseq: a reader reads opseq, then inflight, so it
@@ -340,7 +340,7 @@ void dp_inflight_begin(dsmpool *p) {
     dp_fence_release();
 }
 
-void dp_inflight_end(dsmpool *p) {
+void dp_bracket_close(dsmpool *p) {
     if (!p->has_slot) return;
     dp_proc *sl = &p->procs[p->slot];
     dp_fetch_add_acq_rel(&sl->opseq, 1); /* a bracket that opened and closed between reads shows */
@@ -355,7 +355,7 @@ bool dp_brackets_quiesce(dsmpool *p, uint64_t deadline_ns) {
     for (uint32_t i = 0; i < p->nprocs; i++) {
         uint64_t mine = p->has_slot && i == p->slot ? 1 : 0;
         for (unsigned spin = 0;; spin++) {
-            /* acquire: pairs with dp_inflight_end's release */
+            /* acquire: pairs with dp_bracket_close's release */
             if (dp_load_acquire(&p->procs[i].inflight) <= mine || !dp_slot_alive(p, i)) break;
             if (dp_os_now_ns() > deadline_ns) return false;
             if (spin > 64) dp_os_yield();
@@ -379,7 +379,7 @@ int dp_quiet_open(dsmpool *p, dp_quiet *q, bool sweeping) {
     for (uint32_t i = 0; i < q->n; i++) {
         dp_proc *sl = &p->procs[i];
         uint64_t st = dp_load_acquire(&sl->state); /* acquire: pairs with dp_slot_claim and dp_slot_release */
-        uint64_t seq = dp_load_acquire(&sl->opseq); /* acquire: pairs with dp_inflight_end */
+        uint64_t seq = dp_load_acquire(&sl->opseq); /* acquire: pairs with dp_bracket_close */
         uint64_t infl = dp_load_acquire(&sl->inflight);
         q->w[3 * i] = st;
         q->w[3 * i + 1] = seq;
@@ -395,7 +395,7 @@ int dp_quiet_open(dsmpool *p, dp_quiet *q, bool sweeping) {
 }
 
 bool dp_quiet_holds(dsmpool *p, const dp_quiet *q) {
-    dp_fence_acquire(); /* pairs with dp_inflight_begin's release fence */
+    dp_fence_acquire(); /* pairs with dp_bracket_open's release fence */
     if (dp_load_relaxed(&p->hdr->sweep_needed) != q->sweep) return false;
     for (uint32_t i = 0; i < q->n; i++) {
         dp_proc *sl = &p->procs[i];

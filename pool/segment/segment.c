@@ -246,7 +246,7 @@ static int seg_claim(dsmpool *p, uint64_t *idx, uint32_t *gen) {
  * an unowned block for the sweep, never a block freed twice. */
 static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t owner) {
     dp_seg_desc *d = &p->segs[idx];
-    dp_inflight_begin(p);
+    dp_bracket_open(p);
     uint64_t blk = dp_load_acquire(&d->block); /* acquire: the creator's store */
     uint64_t size = dp_load_relaxed(&d->size); /* 0 while a creator had not set it */
     /* a block word whose frames disagree with the size (a scribbled trim
@@ -270,7 +270,7 @@ static void seg_destroy(dsmpool *p, uint64_t idx, uint32_t gen, uint32_t owner) 
         dp_pool_free(p, blk);
     }
     dp_store_relaxed(&d->size, 0);
-    dp_inflight_end(p);
+    dp_bracket_close(p);
     /* release: pairs with seg_claim's CAS of the next creator */
     dp_store_release(&d->state, DP_SEG_WORD(gen, 0, 0, DP_SEG_FREE));
 }
@@ -329,9 +329,9 @@ static int seg_ref_bracketed(dsmpool *p, uint64_t idx, uint32_t gen, dp_a64 **re
 }
 
 static int seg_ref(dsmpool *p, uint64_t idx, uint32_t gen, dp_a64 **recp) {
-    dp_inflight_begin(p);
+    dp_bracket_open(p);
     int r = seg_ref_bracketed(p, idx, gen, recp);
-    dp_inflight_end(p);
+    dp_bracket_close(p);
     return r;
 }
 
@@ -339,11 +339,11 @@ static void seg_unref(dsmpool *p, struct dsmpool_seg *s) {
     if (!s->rec) return;
     uint64_t idx = DP_HANDLE_IDX(s->handle);
     uint32_t gen = DP_HANDLE_GEN(s->handle);
-    dp_inflight_begin(p);
+    dp_bracket_open(p);
     dp_store_release(s->rec, DP_REC(gen, idx, DP_REC_DETACHING)); /* release: for recovery */
     seg_ref_drop(p, idx, gen, p->slot);
     dp_rec_clear(s->rec);
-    dp_inflight_end(p);
+    dp_bracket_close(p);
     s->rec = NULL;
 }
 
@@ -600,9 +600,9 @@ int dp_seg_create_internal(dsmpool *pool, size_t size, unsigned flags, dsmpool_s
     if (size > (1ull << 46)) return dp_fail(-EINVAL, "size %zu is beyond 64 TiB", size);
     struct dsmpool_seg *s = dp_obj_new(DP_OBJ_SEG, sizeof *s);
     if (!s) return dp_fail(-ENOMEM, "out of memory");
-    dp_inflight_begin(pool);
+    dp_bracket_open(pool);
     r = seg_create_bracketed(pool, size, flags, s);
-    dp_inflight_end(pool);
+    dp_bracket_close(pool);
     if (r) {
         dp_obj_end(DP_OBJ_SEG, s);
         return r;

@@ -204,9 +204,9 @@ static int el_release(dsmpool *p, const el_sub *e, el_piece pc, bool idle, uint3
                       uint64_t *got) {
     uint64_t blk, g = e->g0 + pc.g, t0 = dp_os_now_ns(), u = dp_res_unit(p);
     *got = 0;
-    dp_inflight_begin(p);
+    dp_bracket_open(p);
     if (dp_pool_claim(p, e->s, pc.g << (DP_RES_SHIFT - DP_FRAME_SHIFT), el_order(pc), &blk) != 0) {
-        dp_inflight_end(p); /* taken meanwhile: it is in use */
+        dp_bracket_close(p); /* taken meanwhile: it is in use */
         return 0;
     }
     DP_INJECT("elastic.trim.claimed");
@@ -250,7 +250,7 @@ static int el_release(dsmpool *p, const el_sub *e, el_piece pc, bool idle, uint3
         else dp_res_given_back(p, g + k * u, u, 1);
     }
     dp_pool_free(p, blk);
-    dp_inflight_end(p);
+    dp_bracket_close(p);
     /* A release that failed keeps its marks: some of its pages may be gone,
      * and a granule marked released is only ever populated again, which is
      * safe over pages that are still there. It is not counted as given back. */
@@ -269,9 +269,9 @@ static int el_release(dsmpool *p, const el_sub *e, el_piece pc, bool idle, uint3
 static int el_refill(dsmpool *p, const el_sub *e, el_piece pc, uint64_t *got) {
     uint64_t blk, g = e->g0 + pc.g, t0 = dp_os_now_ns(), u = dp_res_unit(p), done = 0;
     *got = 0;
-    dp_inflight_begin(p);
+    dp_bracket_open(p);
     if (dp_pool_claim(p, e->s, pc.g << (DP_RES_SHIFT - DP_FRAME_SHIFT), el_order(pc), &blk) != 0) {
-        dp_inflight_end(p);
+        dp_bracket_close(p);
         return 0;
     }
     DP_INJECT("elastic.refill.claimed");
@@ -301,7 +301,7 @@ static int el_refill(dsmpool *p, const el_sub *e, el_piece pc, uint64_t *got) {
     }
     DP_INJECT("elastic.refill.marked");
     dp_pool_free(p, blk);
-    dp_inflight_end(p);
+    dp_bracket_close(p);
     if (done) { /* relaxed: counters */
         dp_fetch_add_relaxed(&p->hdr->refills_ahead, 1);
         dp_fetch_add_relaxed(&p->hdr->refilled_ahead, done * GRAN);
@@ -439,7 +439,7 @@ int dsmpool_prefault(dsmpool *pool) {
     for (unsigned i = 0; r == 0 && i < nt; i++) r = dp_os_populate(pool->base + tr[i][0], tr[i][1] - tr[i][0], 1);
     if (r) return dp_fail(r, "populating the pool's tables failed: %s", strerror(-r));
     for (uint64_t k = 0; r == 0 && k < g->res_count;) {
-        dp_inflight_begin(pool);
+        dp_bracket_open(pool);
         uint64_t e = k;
         /* resident.c [busy]: counted on resident granules only; a released
          * one ends the run and is skipped (dsmpool_prefault_free is the
@@ -449,7 +449,7 @@ int dsmpool_prefault(dsmpool *pool) {
             r = pf_run(pool, k, e - k, t);
             dp_res_busy_lower(pool, k, e - k, 1);
         }
-        dp_inflight_end(pool);
+        dp_bracket_close(pool);
         k = e > k ? e : k + 1;
     }
     return r;

@@ -181,7 +181,7 @@ static busy_left *busy_seen(dsmpool *p, size_t *n) {
 static bool busy_settle(dsmpool *p, const busy_left *v, size_t n) {
     uint64_t u = dp_res_unit(p);
     bool all = true;
-    dp_inflight_begin(p);
+    dp_bracket_open(p);
     for (size_t i = 0; i < n;) {
         uint64_t g0 = v[i].g / u * u;
         size_t j = i;
@@ -192,7 +192,7 @@ static bool busy_settle(dsmpool *p, const busy_left *v, size_t n) {
             all = false;
         i = j;
     }
-    dp_inflight_end(p);
+    dp_bracket_close(p);
     return all;
 }
 
@@ -284,7 +284,7 @@ int dp_recover_all(dsmpool *p) {
         dp_fence_release(); /* pairs with dp_quiet_holds' acquire fence */
         /* a dead owner inside a bracket, or a dead recoverer, may have left a
          * block unowned ([leak sweep]) */
-        if (dp_load_acquire(&sl->inflight) || was == DP_SLOT_RECOVERING) /* acquire: dp_inflight_end */
+        if (dp_load_acquire(&sl->inflight) || was == DP_SLOT_RECOVERING) /* acquire: dp_bracket_close */
             /* release: pairs with dp_quiet_open; a count (dp_recover_all) */
             dp_fetch_add_release(&p->hdr->sweep_needed, 1);
         if (!recover_slot(p, i)) { /* [never half-way]: stays RECOVERING, its lock free: the next call goes on */

@@ -184,7 +184,7 @@ begin
   return holder[2 * g] = p | holder[2 * g + 1] = p;
 end;
 
--- the states inside a bracket (dp_inflight_begin .. dp_inflight_end)
+-- the states inside a bracket (dp_bracket_open .. dp_bracket_close)
 function inbr(p : pid) : boolean;
 begin
   return pc[p] != IDLE & pc[p] != HELD & pc[p] != M_LOAD & pc[p] != M_STAMP &
