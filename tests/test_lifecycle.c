@@ -844,7 +844,7 @@ Test(lifecycle, inspect_destroys_a_dead_pool_and_refuses_a_live_one, .timeout = 
     cr_expect_eq(inspect("--bogus", out, sizeof out), 2);
 }
 
-/* life.c [other formats]: a pool of another region format (an older or newer
+/* sweep.c [other formats]: a pool of another region format (an older or newer
  * library's, after an upgrade) is its own library's to judge. Before, the
  * sweep took its anchor for what a dead anonymous pool left and removed
  * it, and the list showed only that anchor ("dead anonymous-or-memfd").

@@ -15,7 +15,7 @@
 
 void dp_names_layer_init(void);
 
-/* ---- lifecycle (life.c): anchors, the last process out, the sweep -------- */
+/* ---- lifecycle (life.c): anchors, presence, the last process out --------- */
 
 #define DP_ANCHOR_LIFE 0u     /* shared by joiners, exclusive for cleaners */
 #define DP_ANCHOR_PRESENCE 1u /* shared by every attached process */
@@ -27,6 +27,18 @@ int dp_life_join(struct dsmpool *pool, bool creator); /* presence, LIFE shared; 
 void dp_life_joined(struct dsmpool *pool);     /* LIFE released */
 void dp_life_leave(struct dsmpool *pool);      /* after the slot is released */
 void dp_life_layer_init(void);
+/* life.c, for sweep.c: an anchor's name, whether a directory's entry nm is
+ * still the file fd, letting go of an anchor taken, a pool id from an
+ * object's name, and the removal of every OS object named after a pool
+ * (the count removed). */
+void dp_life_anchor_name(uint64_t id, char *buf, size_t n);
+bool dp_life_anchor_named(int dir, const char *nm, int fd);
+void dp_life_anchor_drop(int fd);
+bool dp_life_parse_id(const char *name, uint64_t *id, bool *is_anchor);
+size_t dp_life_remove_objects(uint64_t id, int shmdir);
+
+/* ---- the sweep, remove and the list (sweep.c) ------------------------------ */
+
 /* Remove the pools of that name (backing: POSIX, System V, or -1 both) that
  * no live process holds (force: even if one does). */
 int dp_life_remove(const char *name, bool force, int backing);
@@ -119,8 +131,8 @@ typedef struct dp_insp_name {
 } dp_insp_name;
 int dp_inspect_names(dp_insp *in, dp_insp_name **out, size_t *n); /* *out: free() */
 
-/* --list (life.c): every pool on the machine and its state, found as the
- * sweep finds them (life.c [sweep]) and judged by the same locks, without
+/* --list (sweep.c): every pool on the machine and its state, found as the
+ * sweep finds them (sweep.c [sweep]) and judged by the same locks, without
  * taking any. */
 enum { DP_LIST_FILE = 1, DP_LIST_SYSV = 2, DP_LIST_NO_REGION = 3 };
 enum { DP_LIST_LIVE = 1, DP_LIST_DEAD, DP_LIST_CLOSED, DP_LIST_CREATING, DP_LIST_HALF,
