@@ -204,22 +204,13 @@
  */
 #include "dp_palloc.h"
 #include "dp_inject.h"
+#include "pa_word.h"
 
 #include <errno.h>
 #include <stdbool.h>
 
 #include <stdio.h>
 #include <string.h>
-
-#define W_CONTENT 0xffffffffull
-#define W_PHASE_SHIFT 32
-#define W_OWNER_SHIFT 34
-#define W_RESV DP_PA_RESV
-#define LO2 0x55555555u
-#define HI2 0xaaaaaaaau
-
-enum { PH_OPEN = 0, PH_IDLE = 1, PH_OPENING = 2, PH_CLOSING = 3 };
-enum { CH_FREE = 0, CH_PART = 1, CH_FULL = 2, CH_ABSENT = 3 };
 
 /* One per CPU, per sub-pool: the node index + 1 each level allocates from;
  * at level 0 one leaf per order (node[0] for order 0, leaf[k-1] for order
@@ -231,67 +222,6 @@ struct dp_pa_hint {
     uint8_t pad[64 - 4 * (DP_PA_MAX_LEVELS + 4)];
 };
 _Static_assert(sizeof(struct dp_pa_hint) == 64, "one cache line per CPU");
-
-static inline unsigned w_phase(uint64_t w) { return (unsigned)(w >> W_PHASE_SHIFT) & 3u; }
-static inline uint32_t w_owner(uint64_t w) { return (uint32_t)(w >> W_OWNER_SHIFT) & DP_PA_OWNER_MAX; }
-static inline uint64_t w_mk(unsigned phase, uint32_t owner) {
-    return ((uint64_t)phase << W_PHASE_SHIFT) | ((uint64_t)owner << W_OWNER_SHIFT);
-}
-static inline unsigned ch_state(uint64_t w, unsigned i) { return (unsigned)(w >> (2 * i)) & 3u; }
-static inline uint32_t ch_free(uint32_t c) { return ~(c | (c >> 1)) & LO2; }
-static inline uint32_t ch_part(uint32_t c) { return c & ~(c >> 1) & LO2; }
-
-/* log2 of the frames a node of level L covers, and of one of its children. */
-static inline unsigned node_shift(unsigned L) { return 5u + 4u * L; }
-static inline unsigned child_shift(unsigned L) { return L ? 5u + 4u * (L - 1) : 0u; }
-
-#define pa_node dp_pa_word
-#define PA_STRIDE DP_PA_STRIDE
-
-static const uint32_t leaf_align[5] = {0xffffffffu, 0x55555555u, 0x11111111u, 0x01010101u,
-                                       0x00010001u};
-static const uint32_t inner_align[5] = {0x55555555u, 0x11111111u, 0x01010101u, 0x00010001u,
-                                        0x00000001u};
-
-/* Every aligned run of 2^rs zero bits in a leaf's content: a bit at the
- * start of each. Four conditional selects and no loop: with mixed orders a
- * loop of rs steps mispredicts where it ends, and an array of the five
- * masks costs the order-0 pair a load (docs/design.md, "Page allocator"). */
-static inline uint32_t leaf_runs(uint32_t c, unsigned rs) {
-    uint32_t m = ~c;
-    m &= rs >= 1 ? m >> 1 : ~0u;
-    m &= rs >= 2 ? m >> 2 : ~0u;
-    m &= rs >= 3 ? m >> 4 : ~0u;
-    m &= rs >= 4 ? m >> 8 : ~0u;
-    return m & leaf_align[rs];
-}
-
-/* Every aligned run of 2^rs FREE children (freemask has bit 2i per free
- * child): bit 2i at the start of each. */
-static inline uint32_t child_runs(uint32_t freemask, unsigned rs) {
-    uint32_t m = freemask;
-    for (unsigned s = 1; s < (1u << rs); s <<= 1) m &= m >> (2 * s);
-    return m & inner_align[rs];
-}
-
-/* First aligned run of 2^rs zero bits in a leaf's content, or -1. */
-static inline int leaf_find(uint32_t c, unsigned rs) {
-    uint32_t m = leaf_runs(c, rs);
-    return m ? __builtin_ctz(m) : -1;
-}
-
-/* First aligned run of 2^rs FREE children, or -1. */
-static inline int run_find(uint32_t freemask, unsigned rs) {
-    uint32_t m = child_runs(freemask, rs);
-    return m ? __builtin_ctz(m) / 2 : -1;
-}
-
-/* The bits a run of 2^rs units at pos occupies, and their allocated value. */
-static inline uint64_t run_mask(unsigned L, unsigned pos, unsigned rs) {
-    if (L == 0) return ((1ull << (1u << rs)) - 1) << pos;
-    return ((1ull << (2u << rs)) - 1) << (2 * pos);
-}
-static inline uint64_t run_used(unsigned L, uint64_t mask) { return L == 0 ? mask : (mask & HI2); }
 
 /* [one level]: the level and run of an order; false if no level can hold it. */
 static bool pa_target(const dp_pa *pa, unsigned order, unsigned *lvl, unsigned *rs) {
@@ -1289,130 +1219,3 @@ unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), vo
 }
 
 unsigned dp_pa_max_order(const dp_pa *pa) { return 63u - (unsigned)__builtin_clzll(pa->frames); }
-
-/* ---- walk: statistics and the consistency proof ---------------------- */
-
-typedef struct walk_ctx {
-    dp_pa *pa;
-    dp_pa_walk *out;
-    uint64_t *map;
-    bool (*is_live)(uint32_t, void *);
-    void *arg;
-} walk_ctx;
-
-static void walk_bad(walk_ctx *wc, const char *what, unsigned L, uint64_t idx) {
-    if (!wc->out->bad++)
-        snprintf(wc->out->why, sizeof wc->out->why, "%s (level %u node %llu)", what, L,
-                 (unsigned long long)idx);
-}
-
-static void walk_mark(walk_ctx *wc, uint64_t first, uint64_t n) {
-    if (!wc->map) return;
-    for (uint64_t f = first; f < first + n; f++) wc->map[f / 64] |= 1ull << (f % 64);
-}
-
-static void walk_owned_step(walk_ctx *wc, uint64_t w) {
-    if (wc->is_live && wc->is_live(w_owner(w), wc->arg))
-        wc->out->busy++;
-    else
-        wc->out->orphaned++;
-}
-
-static void walk_largest(walk_ctx *wc, int order) {
-    if (order > wc->out->largest_free_order) wc->out->largest_free_order = order;
-}
-
-/* Returns true when every frame under (L, idx) is free. */
-static bool walk_node(walk_ctx *wc, unsigned L, uint64_t idx) {
-    dp_pa *pa = wc->pa;
-    uint64_t w = dp_load_relaxed(pa_node(pa, L, idx));
-    uint32_t c = (uint32_t)w;
-    uint64_t first = idx << node_shift(L);
-    if (L == 0) {
-        unsigned used = (unsigned)__builtin_popcount(c);
-        wc->out->used_frames += used;
-        wc->out->free_frames += 32 - used;
-        for (int rs = 4; rs >= 0; rs--)
-            if (leaf_find(c, (unsigned)rs) >= 0) {
-                walk_largest(wc, rs);
-                break;
-            }
-        if (wc->map)
-            for (unsigned b = 0; b < 32; b++)
-                if (c & (1u << b)) walk_mark(wc, first + b, 1);
-        return c == 0;
-    }
-    uint32_t effree = 0;
-    unsigned cs = node_shift(L - 1);
-    for (unsigned i = 0; i < 16; i++) {
-        uint64_t ci = idx * 16 + i, lo = ci << cs, n = 1ull << cs;
-        unsigned st = ch_state(c, i);
-        bool present = lo < pa->frames && ci < pa->count[L - 1];
-        if (st == CH_ABSENT) {
-            if (present) walk_bad(wc, "present child marked absent", L, idx);
-            continue;
-        }
-        if (!present) {
-            walk_bad(wc, "child beyond the end not marked absent", L, idx);
-            continue;
-        }
-        uint64_t cw = dp_load_relaxed(pa_node(pa, L - 1, ci));
-        unsigned cph = w_phase(cw);
-        if (st == CH_FREE || st == CH_FULL) {
-            if (cph == PH_OPEN) walk_bad(wc, "open node under a free or full parent", L - 1, ci);
-            else if (cph != PH_IDLE) walk_owned_step(wc, cw);
-            if (st == CH_FREE) {
-                wc->out->free_frames += n;
-                effree |= 1u << (2 * i);
-            } else {
-                wc->out->used_frames += n;
-                walk_mark(wc, lo, n);
-            }
-            continue;
-        }
-        /* PART */
-        if (cph == PH_OPEN) {
-            if (walk_node(wc, L - 1, ci)) effree |= 1u << (2 * i);
-        } else if (cph == PH_IDLE) {
-            walk_bad(wc, "idle node under a part-used parent", L - 1, ci);
-        } else if (cph == PH_OPENING && (uint32_t)cw != 0) { /* mid split: all held ([exact blocks]) */
-            walk_owned_step(wc, cw);
-            wc->out->used_frames += n;
-            walk_mark(wc, lo, n);
-        } else { /* mid open/close: holds nothing (palloc.c [recovery]) */
-            walk_owned_step(wc, cw);
-            wc->out->free_frames += n;
-        }
-    }
-    for (int rs = (L == pa->nlevels - 1) ? 4 : 3; rs >= 0; rs--)
-        if (run_find(effree, (unsigned)rs) >= 0) {
-            walk_largest(wc, (int)child_shift(L) + rs);
-            break;
-        }
-    return effree == LO2;
-}
-
-void dp_pa_walk_tree(dp_pa *pa, dp_pa_walk *out, uint64_t *used_map,
-                     bool (*is_live)(uint32_t owner, void *arg), void *arg) {
-    memset(out, 0, sizeof *out);
-    out->largest_free_order = -1;
-    walk_ctx wc = {pa, out, used_map, is_live, arg};
-    unsigned root = pa->nlevels - 1;
-    if (w_phase(dp_load_relaxed(pa_node(pa, root, 0))) != PH_OPEN)
-        walk_bad(&wc, "root not open", root, 0);
-    else if (walk_node(&wc, root, 0))
-        walk_largest(&wc, (int)node_shift(root));
-    if (out->largest_free_order > (int)dp_pa_max_order(pa))
-        out->largest_free_order = (int)dp_pa_max_order(pa);
-    /* I1 the other way: an open word must hang under a PART state. */
-    for (unsigned L = 0; L < root; L++)
-        for (uint64_t idx = 0; idx < pa->count[L]; idx++) {
-            uint64_t w = dp_load_relaxed(pa_node(pa, L, idx));
-            uint64_t pw = dp_load_relaxed(pa_node(pa, L + 1, idx >> 4));
-            if (w_phase(w) == PH_OPEN &&
-                (w_phase(pw) != PH_OPEN || ch_state(pw, (unsigned)(idx & 15)) != CH_PART))
-                walk_bad(&wc, "open node not reachable from the root", L, idx);
-        }
-    if (out->free_frames + out->used_frames != pa->frames && !out->bad)
-        walk_bad(&wc, "free + used != total", root, 0);
-}
