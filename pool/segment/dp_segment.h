@@ -61,9 +61,11 @@ void *dp_seg_area_ctl(struct dsmpool *pool, uint64_t idx, uint64_t min_bytes);
  * attaching or detaching that segment); the slot's records stay, and the
  * next recovery goes on. */
 bool dp_seg_recover_slot(struct dsmpool *pool, uint32_t slot);
+/* segset.c: this process's attached segment objects */
 bool dp_segset_add(struct dsmpool_seg *seg);
 bool dp_segset_take(struct dsmpool_seg *seg);
 bool dp_segset_has(struct dsmpool_seg *seg);
+void dp_segset_layer_init(void); /* its fork handlers (the ledger's) */
 void dp_seg_unmap_all(struct dsmpool *pool, bool drop_refs);
 void dp_fallback_name(const struct dsmpool *pool, uint64_t idx, uint32_t gen, char *buf,
                       size_t n);
