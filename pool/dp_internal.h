@@ -1,7 +1,7 @@
 /*
  * dp_internal.h -- every layer's header at once, for the test suites, the
  * tools and the benchmarks that reach the library's internals (they link
- * the internal static library). Nothing in pool/ or numa/ includes it: each
+ * the internal static library). Nothing in pool/ includes it: each
  * file there includes its own layer's header, which includes the ones
  * below (tools/layers.py checks that).
  */

@@ -2,7 +2,7 @@
 """tools/layers.py -- the library's layers call down only (docs/style.md).
 
 The layers are written once, below, bottom to top, each as one or more
-folders. For every C file of the library (pool/ and numa/) it checks:
+folders. For every C file of the library (pool/) it checks:
 
   includes    a file includes the headers of its own layer and of the layers
               below, never one above (nor pool/dp_internal.h, which is all
@@ -49,7 +49,7 @@ import sys
 # ---- the layers, bottom to top: the one place where their order is written ----
 LAYERS = [
     ("base", ["pool/base"]),
-    ("os", ["pool/os", "numa"]),
+    ("os", ["pool/os"]),
     ("alloc", ["pool/alloc"]),
     ("region", ["pool/region"]),
     ("ledger", ["pool/ledger"]),

@@ -4,7 +4,7 @@
  * Every function: arguments page-aligned where they are addresses or
  * lengths of mappings; returns 0 (or a non-negative value where stated) or a
  * negative errno; retries EINTR; backs out its own partial work on failure;
- * leaves errno as it found it. Nothing outside pool/os_*.c and numa/ makes a
+ * leaves errno as it found it. Nothing outside pool/os/ makes a
  * system call or tests for the OS.
  */
 #ifndef DP_OS_H

@@ -39,8 +39,8 @@ fi
 # from the sources of the installed library: area_test.c, the test-only hooks
 # that meson compiles into the internal library alone, is left out.
 # shellcheck disable=SC2010 # the library's sources, known names
-src=$(ls "$top"/pool/*/*.c "$top"/numa/*.c | grep -v '/area_test\.c$')
-incs=$(for d in "$top"/pool "$top"/pool/*/ "$top"/numa; do printf ' -I%s' "$d"; done)
+src=$(ls "$top"/pool/*/*.c | grep -v '/area_test\.c$')
+incs=$(for d in "$top"/pool "$top"/pool/*/; do printf ' -I%s' "$d"; done)
 # shellcheck disable=SC2086
 gcc -std=c11 -O2 -D_GNU_SOURCE -DHAVE_LIBNUMA -static -I"$top/include" $incs \
     -o "$cache/vmtest" "$here/vmtest.c" $src -l:libnuma.a -lpthread 2>"$cache/build.log" ||
