@@ -17,8 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_util.h"
 #include "dp_internal.h"
 
 static long status_kb(const char *key) {
@@ -56,12 +56,6 @@ static long long cgroup_current(void) {
     return v;
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 int main(int argc, char **argv) {
     const char *gibs = "64,1024";
     size_t min_mib = 64, touch_mib = 1024;
@@ -87,9 +81,9 @@ int main(int argc, char **argv) {
         long long cg0 = cgroup_current();
         long r0 = status_kb("RssShmem:");
         dsmpool *p = NULL;
-        double t0 = now_ms();
+        double t0 = now_s();
         int r = dsmpool_create(&cfg, &p);
-        double ms = now_ms() - t0;
+        double ms = (now_s() - t0) * 1e3;
         if (r) {
             printf("%8g refused (%.1f ms): %s\n", g, ms, dsmpool_last_error());
             fflush(stdout);

@@ -1100,20 +1100,29 @@ Test(elastic, the_directory_follows_the_granules, .timeout = 60) {
     dsmpool_destroy(p);
 }
 
+/* An elastic pool of 256 MiB (2 MiB resident), an area in it with a 32 KiB
+ * chunk *c, and *g the last granule, released, its directory page absent. */
+static dsmpool *released_granule_pool(dsmpool_area **a, dsmpool_ptr *c, uint64_t *g) {
+    dsmpool_config cfg = pool_config(256 * MIB, DSMPOOL_BACKING_MEMFD, DSMPOOL_HUGE_OFF, 2 * MIB);
+    dsmpool *p = NULL;
+    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "%s", dsmpool_last_error());
+    *a = test_area(p, 0);
+    cr_assert_eq(dsmpool_area_alloc(*a, 32 * 1024, 0, c), 0, "%s", dsmpool_last_error());
+    uint64_t present;
+    *g = p->geo.res_count - 1;
+    cr_assert(dp_load_relaxed(&p->res[*g]) & DP_RES_RELEASED, "the last granule is not released");
+    cr_assert_eq(dir_pages_amiss(p, &present), 0);
+    return p;
+}
+
 /* A free of a stray pointer into released memory is refused and makes no
  * page of the directory resident (its reader looks at the residency word
  * first): before, the read of the directory word brought the page in. */
 Test(elastic, a_stray_free_into_released_memory_makes_nothing_resident, .timeout = 60) {
-    dsmpool_config cfg = pool_config(256 * MIB, DSMPOOL_BACKING_MEMFD, DSMPOOL_HUGE_OFF, 2 * MIB);
-    dsmpool *p = NULL;
-    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "%s", dsmpool_last_error());
     dsmpool_area *a;
-    cr_assert_eq(dsmpool_area_create(p, 0, &a), 0, "%s", dsmpool_last_error());
     dsmpool_ptr c;
-    cr_assert_eq(dsmpool_area_alloc(a, 32 * 1024, 0, &c), 0, "%s", dsmpool_last_error());
-    uint64_t g = p->geo.res_count - 1, present;
-    cr_assert(dp_load_relaxed(&p->res[g]) & DP_RES_RELEASED, "the last granule is not released");
-    cr_assert_eq(dir_pages_amiss(p, &present), 0);
+    uint64_t g, present;
+    dsmpool *p = released_granule_pool(&a, &c, &g);
     dsmpool_ptr stray = p->geo.data_off + (g << DP_RES_SHIFT) + 32 * 1024;
     cr_expect_eq(dsmpool_area_free(a, stray), -EINVAL, "a free into released memory: %s", dsmpool_last_error());
     cr_expect_eq(dir_pages_amiss(p, &present), 0, "the stray free made a directory page resident");
@@ -1127,17 +1136,12 @@ Test(elastic, a_stray_free_into_released_memory_makes_nothing_resident, .timeout
  * clears no directory word there and brings no page in (before: it read,
  * and so populated, the released granule's page). */
 Test(elastic, a_damaged_span_word_in_released_memory_makes_nothing_resident, .timeout = 60) {
-    dsmpool_config cfg = pool_config(256 * MIB, DSMPOOL_BACKING_MEMFD, DSMPOOL_HUGE_OFF, 2 * MIB);
-    dsmpool *p = NULL;
-    cr_assert_eq(dsmpool_create(&cfg, &p), 0, "%s", dsmpool_last_error());
     dsmpool_area *a;
-    cr_assert_eq(dsmpool_area_create(p, 0, &a), 0, "%s", dsmpool_last_error());
     dsmpool_ptr c;
-    cr_assert_eq(dsmpool_area_alloc(a, 32 * 1024, 0, &c), 0, "%s", dsmpool_last_error());
+    uint64_t g, present;
+    dsmpool *p = released_granule_pool(&a, &c, &g);
     dp_a64 *bw = dp_area_test_word(a, "block", 0, c);
     cr_assert_not_null(bw, "no span holds the chunk");
-    uint64_t g = p->geo.res_count - 1, present;
-    cr_assert(dp_load_relaxed(&p->res[g]) & DP_RES_RELEASED, "the last granule is not released");
     uint64_t b = dp_load_relaxed(bw);
     dp_store_relaxed(bw, DP_BLOCK_MK(p->geo.data_off + (g << DP_RES_SHIFT), DP_BLOCK_ORDER(b)));
     int r = dsmpool_area_destroy(a);
