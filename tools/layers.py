@@ -11,7 +11,7 @@ folders. For every C file of the library (pool/) it checks:
               below, never one above (a layer that must react to an event of
               a higher one offers a registration: docs/style.md, "Layers");
   circles     no files call each other in a loop, within a layer or across;
-  os calls    only the OS layer (pool/os, numa) makes system calls or calls
+  os calls    only the OS layer (pool/os) makes system calls or calls
               the C library's wrappers of them: everyone else goes through
               dp_os.h;
   pairs with  every "pairs with" note of a memory-order comment names a
@@ -239,7 +239,7 @@ def citations():
     numbered = re.compile(r"\b(?:[A-Za-z_]\w*\.[ch] rule \d+|STYLE(?:\.md)? \d+|DESIGN(?:\.md)? \d+)")
     path = re.compile(r"(?<![\w./-])((?:\.\./)*(?:%s)/[\w./+-]*[\w+-])" % TOP_DIRS)
     for f in sorted(files):
-        md = f.endswith(".md")
+        md = f.endswith((".md", ".m"))  # Markdown, and the models' comments (tests/model)
         if not (md or f.endswith((".c", ".h"))):
             continue
         t = text_of(f)
@@ -260,7 +260,7 @@ def citations():
                 out.append("%s:%d cites \"%s\": rules are cited by name ([rule]), not by number" %
                            (f, ln, m.group(0)))
     for f in sorted(files):
-        if not (f.endswith(".md") or os.path.basename(f) == "meson.build" or re.search(r"\.\d$", f)):
+        if not (f.endswith((".md", ".m")) or os.path.basename(f) == "meson.build" or re.search(r"\.\d$", f)):
             continue
         t = text_of(f)
         for m in re.finditer(r"(?<![\w/])(?:\.\./)*shared/[\w./-]+", t):

@@ -66,7 +66,7 @@
  *      that persists is marked closed (hdr->closed). A last process that
  *      is not home frees the descriptors but cannot reach the objects: they
  *      stay in the home /dev/shm until a sweep there (its anchor has nobody
- *      present: [sweep]) -- a bounded leak, never a loss.
+ *      present: sweep.c [sweep]) -- a bounded leak, never a loss.
  *
  * Bounds: a process outside the pool's /dev/shm has no OS fallback
  * ([anchor]). Any failure to take presence fails the join (attach, or the first
@@ -195,7 +195,7 @@ static void life_unenter(dsmpool *p, int dir, int anchor, bool adopting) {
  * (the ledger calls it before it claims the child's slot: proc.c adopt).
  * Both LIFE locks are held shared until dp_life_joined (J8). A home
  * process takes the anchor that exists before its presence (so that a
- * sweep of the anchor, [sweep], sees it from J3 on) and makes a missing
+ * sweep of the anchor, sweep.c [sweep], sees it from J3 on) and makes a missing
  * one only after J5 (an attach racing dsmpool_remove makes nothing). */
 static int life_enter(dsmpool *p, bool named, bool adopting) {
     const char *nm = p->name[0] ? p->name : "(unnamed)";

@@ -327,7 +327,7 @@ static size_t remove_region(const region_ref *r) {
     return n;
 }
 
-/* anchor_named for a sweep: by this process's /dev/shm, as it scanned it. */
+/* dp_life_anchor_named for a sweep: by this process's /dev/shm, as it scanned it. */
 static bool anchor_named_path(const char *nm, int fd) {
     int cur = dp_os_shm_open(nm, false, 0);
     if (cur < 0) return false;

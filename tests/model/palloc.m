@@ -1,5 +1,5 @@
 -- palloc.m -- the allocator's multi-step protocols under crashes
--- (pool/palloc.c [alloc and free], palloc.c [open], palloc.c [close], palloc.c [recovery] and palloc.c [exact blocks]; recover.c [dead slots]; proc.c [pool blocks]).
+-- (pool/alloc/palloc.c [alloc and free], palloc.c [open], palloc.c [close], palloc.c [recovery] and palloc.c [exact blocks]; recover.c [dead slots]; proc.c [pool blocks]).
 --
 -- A root with two children, each a node of two frames. N processes
 -- allocate and free single frames (a bit in a child) and whole children (a

@@ -1,19 +1,19 @@
 -- presence.m -- the presence protocol (format 10): who is attached to a pool,
 -- and who may clean it up, under crashes, fork() and bounded waits
--- (pool/life.c [anchor], life.c [presence], life.c [life], life.c [last out] and life.c [sweep], live.c [presence and life]). The rules are named by the
+-- (pool/top/life.c [anchor], life.c [presence], life.c [life], life.c [last out], sweep.c [sweep], live.c [presence and life]). The rules are named by the
 -- labels J1..J8 (join), L1..L6 (leave), S1..S5 (sweep) that the C comments
 -- use too, so a rule here and a step there can be matched by name. Steps
 -- and the C they stand for:
---   J1..J8  pool/life.c dp_life_join (and dp_life_joined, J8), called by
---           attach (pool/pool.c); J7 is pool/proc.c's slot claim, with the
---           slot lock of pool/live.c;
---   adopt   pool/proc.c adopt (dp_self, the first call of a fork()ed
+--   J1..J8  pool/top/life.c dp_life_join (and dp_life_joined, J8), called by
+--           attach (pool/top/pool.c); J7 is pool/ledger/proc.c's slot claim, with the
+--           slot lock of pool/ledger/live.c;
+--   adopt   pool/ledger/proc.c adopt (dp_self, the first call of a fork()ed
 --           child) with life.c's join hooks (life_enter, dp_life_joined)
 --           around its slot claim: J2..J8 on its own description, then the
 --           inherited copy closed;
---   L1..L6  pool/life.c dp_life_leave (L1: proc.c's slot release), L5's
+--   L1..L6  pool/top/life.c dp_life_leave (L1: proc.c's slot release), L5's
 --           clean-up is last_out;
---   S1..S5  pool/life.c remove_pool (dsmpool_sweep, dp_life_remove);
+--   S1..S5  pool/top/sweep.c remove_pool (dsmpool_sweep, dp_life_remove);
 --   the anchor sweep: remove_pool for an ANON/MEMFD pool's id, judged by
 --           the anchor in /dev/shm.
 --
@@ -91,7 +91,7 @@
 --
 -- Further constants:
 --   ADOPT_SLOT_FIRST := true: the child claims its slot before it takes
---     LIFE/PRESENT (pool/proc.c adopt as it was: dp_slot_claim, then the
+--     LIFE/PRESENT (pool/ledger/proc.c adopt as it was: dp_slot_claim, then the
 --     life hook): a child becomes attached while a sweep removes the pool
 --     (P2), or, without the sweeper, while its parent runs last_out (P1):
 --     the parent's explicit unlock of PRESENT is its inherited copy's too.
