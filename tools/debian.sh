@@ -167,7 +167,7 @@ done
 # to install the second)
 shared=$(for p in "${pkgs[@]}"; do dpkg-deb -c "$(deb "$p")" | awk '$1 !~ /^d/ {print $6}'; done | sort | uniq -d)
 if [ -z "$shared" ]; then pass "packages: no file is in two packages"; else fail "packages: in two packages: $(echo "$shared" | tr '\n' ' ')"; fi
-syms=$(dpkg-deb -I "$(deb libdsmpool0)" symbols 2>/dev/null | grep -c '@DSMPOOL_0 ')
+syms=$(dpkg-deb -I "$(deb libdsmpool0)" symbols 2>/dev/null | grep -c '^ dsmpool_[A-Za-z0-9_]*@DSMPOOL_0 ')
 mkdir -p "$work/lib0"
 dpkg-deb -x "$(deb libdsmpool0)" "$work/lib0"
 exported=$(nm -D --defined-only "$work/lib0$L/libdsmpool.so.0.1.0" 2>/dev/null | grep -c ' T ')
