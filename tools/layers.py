@@ -38,8 +38,8 @@ It reads the code as text (comments and strings removed, braces counted), so
 it sees what a reader sees: a call through a function pointer (a hook) is no
 call of the callee's layer, which is the point of hooks.
 
-Prints a [PASS] or [FAIL] line per check, the offending places, and
-Criterion's synthesis line (tools/testcount.py counts each check as a test).
+Speaks TAP: an "ok" or "not ok" line per check, the offending places as
+comments, and the plan (tools/testcount.py counts each check as a test).
 Usage: tools/layers.py [ROOT]        exit status 0 only if every check passes
 """
 import os
@@ -426,19 +426,18 @@ def main():
 
     fails["citations"] = citations()
 
-    npass = 0
-    for check, fl in fails.items():
+    nf = 0
+    for n, (check, fl) in enumerate(fails.items(), 1):
         if fl:
-            print("[FAIL] layers::%s (%d)" % (check.replace(" ", "_"), len(fl)))
+            nf += 1
+            print("not ok %d - layers::%s (%d)" % (n, check.replace(" ", "_"), len(fl)))
             for x in fl:
-                print("[----]   " + x)
+                print("#   " + x)
         else:
-            npass += 1
-            print("[PASS] layers::%s" % check.replace(" ", "_"))
-    nf = len(fails) - npass
+            print("ok %d - layers::%s" % (n, check.replace(" ", "_")))
     order = " < ".join("%s (%s)" % (n, ", ".join(d)) for n, d in LAYERS)
-    print("[NOTE] layers, bottom to top: " + order)
-    print("[====] Synthesis: Tested: %d | Passing: %d | Failing: %d | Crashing: 0" % (len(fails), npass, nf))
+    print("# NOTE layers, bottom to top: " + order)
+    print("1..%d" % len(fails))
     return 1 if nf else 0
 
 

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""Sum Criterion results from meson's testlog.json: prints "passed failed".
+"""Sum the results in meson's testlog.json: prints "passed failed".
 
-Each suite prints "Synthesis: Tested: T | Passing: P | Failing: F | Crashing: C".
-A suite without that line (it crashed, timed out or did not start), or one that
-failed with no failing test in its synthesis, counts as one failure.
+A Criterion suite prints "Synthesis: Tested: T | Passing: P | Failing: F |
+Crashing: C"; a script speaks TAP ("ok N - suite::test", "not ok N - ...",
+"ok N - ... # SKIP why", the plan "1..N" or "1..0 # SKIP why"). A suite with
+neither (it crashed, timed out or did not start), a TAP one whose tests do
+not add up to its plan, or one that failed with no failing test counts as
+one failure.
 
 --failures FILE appends the name of each failure to FILE, a line each
 ("suite::test", or the suite and meson's result when the suite itself failed),
@@ -17,6 +20,38 @@ SYN = re.compile(r"Synthesis: Tested: (\d+) \| Passing: (\d+) \| Failing: (\d+) 
 # Criterion: "[FAIL] suite::test: (0.24s)" (a crash too: "...: CRASH!");
 # tests/crshim (the TSan runs): "[FAIL] suite::test" and "[CRASH] suite::test"
 FAILED = re.compile(r"^\[(?:FAIL|CRASH)\] (\w+::\w+)")
+TAP_PLAN = re.compile(r"^1\.\.(\d+)(?:\s*#\s*SKIP\b\s*(.*))?$")
+TAP_TEST = re.compile(r"^(not ok|ok)\b(?:\s+\d+)?(?:\s*-)?\s*([^#]*?)\s*(?:#\s*(SKIP|TODO)\b\s*(.*))?$", re.I)
+
+
+def tap_count(out, suite):
+    """(tested, passing, failing, 0) of a TAP stream, or None without a plan
+    or when its tests do not add up to it. Skips are noted, not counted."""
+    plan, ok, bad, seen = None, 0, 0, 0
+    for line in out.splitlines():
+        pm = TAP_PLAN.match(line)
+        if pm:
+            plan = int(pm.group(1))
+            if pm.group(2) is not None and plan == 0:
+                skips.append("[SKIP] %s::all: %s" % (suite, pm.group(2).strip()))
+            continue
+        tm = TAP_TEST.match(line)
+        if not tm:
+            continue
+        seen += 1
+        directive = (tm.group(3) or "").upper()
+        if directive == "SKIP":
+            skips.append("[SKIP] %s: %s" % (tm.group(2), (tm.group(4) or "").strip()))
+        elif tm.group(1).lower() == "ok" or directive == "TODO":
+            ok += 1
+        else:
+            bad += 1
+            names.append(tm.group(2))
+    if plan is None or plan != seen:
+        return None
+    return (ok + bad, ok, bad, 0)
+
+
 passed = failed = 0
 skips = []
 names = []
@@ -36,12 +71,16 @@ for path in args:
         out = (t.get("stdout") or "") + (t.get("stderr") or "")
         skips += [l.strip() for l in out.splitlines() if l.startswith("[SKIP]") and "::" in l]
         skips += ["[NOTE] " + t["name"] + ": " + l.strip()[7:] for l in out.splitlines() if l.startswith("[NOTE]")]
+        skips += ["[NOTE] " + t["name"] + ": " + l.strip()[8:] for l in out.splitlines() if l.startswith("# NOTE ")]
         names += [m.group(1) for m in map(FAILED.match, out.splitlines()) if m]
         m = SYN.findall(out)
         if not m:
-            failed += 1
-            names.append("%s (no synthesis: %s)" % (t["name"], t.get("result")))
-            continue
+            tap = tap_count(out, t["name"])
+            if tap is None:
+                failed += 1
+                names.append("%s (no synthesis or TAP plan: %s)" % (t["name"], t.get("result")))
+                continue
+            m = [tap]
         _, p, f, c = map(int, m[-1])
         passed += p
         failed += f + c

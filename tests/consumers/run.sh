@@ -17,22 +17,22 @@
 #                    or install
 # The library is built afresh for the install (and again as the subproject),
 # without the options of the build running this test: sanitizer builds too.
-# Prints Criterion's synthesis line for tools/testcount.py.
+# Speaks TAP (tests/tap.sh).
 # Usage: run.sh SOURCE_ROOT
 set -u
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/../tap.sh"
 src=$(cd "$1" && pwd)
 here=$src/tests/consumers
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cc=${CC:-cc}
-tested=0 passing=0
-pass() { tested=$((tested + 1)) passing=$((passing + 1)); echo "[PASS] consumers::$1"; }
+pass() { tap_ok "consumers::$1"; }
 fail() { # name why [log]
-    tested=$((tested + 1))
-    echo "[FAIL] consumers::$1: $2"
-    [ -n "${3:-}" ] && [ -f "$3" ] && tail -40 "$3"
+    tap_not_ok "consumers::$1: $2"
+    if [ -n "${3:-}" ] && [ -f "$3" ]; then tail -40 "$3" | tap_diag; fi
 }
-skip() { echo "[SKIP] consumers::$1: $2"; }
+skip() { tap_skip "consumers::$1" "$2"; }
 # The fenced block after the README line that contains $1.
 readme_block() {
     awk -v m="$1" 'found == 2 && /^```/ { exit } found == 2 { print }
@@ -183,5 +183,4 @@ EOF
     fi
 fi
 
-echo "[====] Synthesis: Tested: $tested | Passing: $passing | Failing: $((tested - passing)) | Crashing: 0"
-[ "$passing" -eq "$tested" ]
+tap_end

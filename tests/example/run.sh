@@ -2,11 +2,12 @@
 # Runs the example executor (examples/hashjoin.c) -- a parallel hash join
 # whose exec'd workers attach by name and find the hash table through named
 # objects -- and checks its answer and that it leaves nothing in /dev/shm.
-# Prints Criterion's synthesis line for tools/testcount.py.
+# Speaks TAP (tests/tap.sh).
 # Usage: run.sh PATH-TO-hashjoin-example
 set -u
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/../tap.sh"
 exe=$1
-tested=0 passing=0
 # Each run gets a /dev/shm of its own where it can (root: a private mount
 # namespace), so that other programs' objects are not counted as its own.
 private=""
@@ -27,7 +28,6 @@ in_shm() { # command...: run it, then print the dsmpool objects left in its /dev
 check() { # name command...
     local name=$1 out
     shift
-    tested=$((tested + 1))
     before=0
     # shellcheck disable=SC2010 # counts the pool's names
     [ -n "$private" ] || before=$(ls /dev/shm | grep -c '^dsmpool' || true)
@@ -35,13 +35,12 @@ check() { # name command...
         after=$(sed -n 's/^left: //p' <<<"$out")
         out=$(grep -v '^left: ' <<<"$out")
         if [ "${after:-99}" -le "$before" ]; then
-            passing=$((passing + 1))
-            echo "[PASS] example::$name: $out"
+            tap_ok "example::$name: $out"
             return
         fi
         out="$out; left in /dev/shm: $((after - before)) objects"
     fi
-    echo "[FAIL] example::$name: $out"
+    tap_not_ok "example::$name: $out"
 }
 rows=200000 workers=4
 check four_workers "$exe" $rows $workers
@@ -49,5 +48,4 @@ rows=100000 workers=1
 check one_worker "$exe" $rows $workers
 rows=50000 workers=16
 check sixteen_workers "$exe" $rows $workers
-echo "[====] Synthesis: Tested: $tested | Passing: $passing | Failing: $((tested - passing)) | Crashing: 0"
-[ "$passing" -eq "$tested" ]
+tap_end

@@ -4,27 +4,24 @@
 # program's own pid namespace has its own /proc, the tests can name what
 # the host shares (DSMPOOL_ISOLATE_RUN), the exit status comes back, and
 # killing isolate (as a timeout around `meson test` does) kills every
-# process the program started, however it hid. Prints Criterion's
-# synthesis line for tools/testcount.py.
+# process the program started, however it hid. Speaks TAP
+# (tests/tap.sh).
 # Usage: run.sh PATH-TO-isolate
 set -u
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/../tap.sh"
 iso=$1
-tested=0 passing=0
 check() { # name, then a command whose success is the check
     local name=$1
     shift
-    tested=$((tested + 1))
     if "$@"; then
-        passing=$((passing + 1))
-        echo "[PASS] isolate::$name"
+        tap_ok "isolate::$name"
     else
-        echo "[FAIL] isolate::$name"
+        tap_not_ok "isolate::$name"
     fi
 }
 if [ "$(id -u)" != 0 ]; then
-    echo "[SKIP] isolate::all: needs root (namespaces)"
-    echo "[====] Synthesis: Tested: 0 | Passing: 0 | Failing: 0 | Crashing: 0"
-    exit 77
+    tap_skip_all "needs root (namespaces)"
 fi
 tag=dsmpool.isolate-check-$$
 touch "/dev/shm/$tag" "/tmp/$tag"
@@ -54,5 +51,4 @@ wait "$iso_pid" 2>/dev/null
 for _ in $(seq 50); do pgrep -f "sleep 100[23][.]$$" >/dev/null || break; sleep 0.1; done
 check nothing_left_after_a_kill sh -c "! pgrep -f 'sleep 100[23][.]$$' >/dev/null"
 pkill -f "sleep 100[123][.]$$" 2>/dev/null
-echo "[====] Synthesis: Tested: $tested | Passing: $passing | Failing: $((tested - passing)) | Crashing: 0"
-[ "$passing" -eq "$tested" ]
+tap_end

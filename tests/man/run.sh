@@ -7,18 +7,18 @@
 #                    include/dsmpool.h
 #   inspect1_options dsmpool-inspect(1) names every long option and every
 #                    view of tools/dsmpool-inspect.c
-# Prints Criterion's synthesis line for tools/testcount.py.
+# Speaks TAP (tests/tap.sh).
 # Usage: run.sh SOURCE_ROOT
 set -u
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/../tap.sh"
 src=$(cd "$1" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-tested=0 passing=0
-pass() { tested=$((tested + 1)) passing=$((passing + 1)); echo "[PASS] man::$1"; }
+pass() { tap_ok "man::$1"; }
 fail() { # name why [file to show]
-    tested=$((tested + 1))
-    echo "[FAIL] man::$1: $2"
-    [ -n "${3:-}" ] && [ -s "$3" ] && head -40 "$3"
+    tap_not_ok "man::$1: $2"
+    if [ -n "${3:-}" ] && [ -s "$3" ]; then head -40 "$3" | tap_diag; fi
 }
 export LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80
 # format PAGE TEXT ERR: the page as a reader sees it, and every warning
@@ -90,5 +90,4 @@ else
     pass inspect1_options
 fi
 
-echo "[====] Synthesis: Tested: $tested | Passing: $passing | Failing: $((tested - passing)) | Crashing: 0"
-[ "$passing" -eq "$tested" ]
+tap_end

@@ -4,22 +4,22 @@
 # the bugs it was written against (the same model with LIVE_RECOVERY / BUGGY /
 # OTHER_NS / ADOPT_SLOT_FIRST / ANCHOR_AFTER_PRESENCE, or one of resident.m's
 # broken variants, set must fail -- for resident.m, on the property named).
-# Usage: run.sh WORKDIR. Prints Criterion's synthesis line, so that tools/testcount.py
+# Usage: run.sh WORKDIR. Speaks TAP (tests/tap.sh), so that tools/testcount.py
 # counts the checks like any suite.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/tap.sh
+. "$here/../tap.sh"
 work=${1:-/tmp/dsmpool-model}
 mkdir -p "$work"
-pass=0
-fail=0
 if ! command -v rumur >/dev/null; then
-    echo "[----] rumur is not installed (apt-get install rumur)"
-    echo "[====] Synthesis: Tested: 1 | Passing: 0 | Failing: 1 | Crashing: 0"
+    tap_not_ok "model::rumur: rumur is not installed (apt-get install rumur)"
+    tap_end
     exit 1
 fi
 # Each check is a job of its own, as many at once as there are CPUs (each
-# checker runs one thread: -t 1), its report written to $work/NAME.out and
-# printed in order at the end. Compiled at -O1: most state spaces are small
+# checker runs one thread: -t 1), its report written to $work/NAME.out (its
+# first line PASS or FAIL) and reported in order at the end. Compiled at -O1: most state spaces are small
 # enough that the compiler's time (-O2: 3.5 s a model) is most of a check;
 # the large ones say -O2 (the sixth argument).
 jobs=$(nproc)
@@ -46,10 +46,10 @@ run_check() {
     if { [ "$expect" = ok ] && echo "$out" | grep -q "No error found"; } ||
         { [ "$expect" = error ] && echo "$out" | grep -q "error(s) found" &&
             { [ -z "$want" ] || echo "$out" | grep -qF "$want"; }; }; then
-        echo "[PASS] model::$name ($states, $((SECONDS - t0)) s)"
-        echo "[NOTE] model $name: $( [ "$expect" = ok ] && echo "no error in" || echo "the old bug found after") $states"
+        echo "PASS model::$name ($states, $((SECONDS - t0)) s)"
+        echo "model $name: $( [ "$expect" = ok ] && echo "no error in" || echo "the old bug found after") $states"
     else
-        echo "[FAIL] model::$name"
+        echo "FAIL model::$name"
         echo "$out" | grep -vE 'thread [0-9]+:' | tail -30
     fi
 }
@@ -94,8 +94,13 @@ check giveback_sweep_no_settle_breaks_it "$here/giveback.m" SWEEP_NO_SETTLE erro
     'invariant "R3: quiet, nobody counted busy, nothing stray, no page under a released mark" failed'
 wait
 for name in "${names[@]}"; do
-    cat "$work/$name.out"
-    if grep -q "^\[PASS\] model::$name " "$work/$name.out"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+    first=$(head -1 "$work/$name.out")
+    if [ "${first#PASS }" != "$first" ]; then
+        tap_ok "${first#PASS }"
+        tap_note "$(sed -n 2p "$work/$name.out")"
+    else
+        tap_not_ok "model::$name"
+        tail -n +2 "$work/$name.out" | tap_diag
+    fi
 done
-echo "[====] Synthesis: Tested: $((pass + fail)) | Passing: $pass | Failing: $fail | Crashing: 0"
-[ "$fail" -eq 0 ]
+tap_end

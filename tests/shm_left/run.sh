@@ -5,31 +5,27 @@
 # This runs each of them inside a /dev/shm of its own (a private mount
 # namespace, as tests/example/run.sh does) and checks that nothing of
 # dsmpool's is left there: a test that stopped making its own would leave
-# its anchor here. Prints Criterion's synthesis line for tools/testcount.py.
+# its anchor here. Speaks TAP (tests/tap.sh).
 # Usage: run.sh TEST-EXECUTABLE FILTER [TEST-EXECUTABLE FILTER ...]
 set -u
-tested=0 passing=0
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/../tap.sh"
 if [ "$(id -u)" != 0 ] || ! unshare -m --propagation private true 2>/dev/null; then
-    echo "[SKIP] shm_left::all: needs root for a private mount namespace"
-    echo "[====] Synthesis: Tested: 0 | Passing: 0 | Failing: 0 | Crashing: 0"
-    exit 77
+    tap_skip_all "needs root for a private mount namespace"
 fi
 while [ $# -ge 2 ]; do
     exe=$1 filter=$2
     shift 2
     name=$(sed 's/[^A-Za-z0-9_]/_/g; s/__*/_/g; s/_$//' <<<"$filter")
-    tested=$((tested + 1))
     # shellcheck disable=SC2016 # sh -c's own arguments
     out=$(unshare -m --propagation private sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm || exit 99
         "$1" --filter "$2" -j1 >/dev/null 2>&1; r=$?
         echo "$r $(ls /dev/shm | grep "^dsmpool" | tr "\n" " ")"' sh "$exe" "$filter")
     read -r rc left <<<"$out"
     if [ "${rc:-99}" = 0 ] && [ -z "${left:-}" ]; then
-        passing=$((passing + 1))
-        echo "[PASS] shm_left::$name: $filter left nothing in /dev/shm"
+        tap_ok "shm_left::$name: $filter left nothing in /dev/shm"
     else
-        echo "[FAIL] shm_left::$name: $filter ended with ${rc:-?}, left in /dev/shm: ${left:-nothing}"
+        tap_not_ok "shm_left::$name: $filter ended with ${rc:-?}, left in /dev/shm: ${left:-nothing}"
     fi
 done
-echo "[====] Synthesis: Tested: $tested | Passing: $passing | Failing: $((tested - passing)) | Crashing: 0"
-[ "$passing" -eq "$tested" ]
+tap_end
