@@ -259,7 +259,8 @@ void dp_area_sweep_tags(dsmpool *p) {
 
 void dp_area_tag_free(dsmpool *p, uint32_t tag) {
     if (!tag || tag > 0x3fff) return;
-    dp_fetch_and_acq_rel(&p->hdr->area_tags[(tag - 1) / 64], ~(1ull << ((tag - 1) % 64))); /* acq_rel: pairs with tag_alloc */
+    /* acq_rel: pairs with tag_alloc */
+    dp_fetch_and_acq_rel(&p->hdr->area_tags[(tag - 1) / 64], ~(1ull << ((tag - 1) % 64)));
 }
 
 /* [fork]: take the locks around fork (the registry's, then the areas';

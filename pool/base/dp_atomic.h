@@ -2,8 +2,9 @@
  * dp_atomic.h -- the one atomics header: <stdatomic.h> with the memory order
  * in every name, so that a reader sees the ordering where it is used.
  *
- * Rules for callers (docs/style.md, "Atomics and ordering"; tools/layers.py checks that no other file of
- * the library calls an atomic of <stdatomic.h> or a __atomic builtin):
+ * Rules for callers (docs/style.md, "Atomics and ordering"; tools/layers.py
+ * checks that no other file of the library calls an atomic of <stdatomic.h>
+ * or a __atomic builtin):
  *  - every _acquire names, in a one-line comment, the _release it pairs with;
  *  - _relaxed is for counters, hints and values validated by a later CAS;
  *  - shared words are 64-bit and lock-free on every supported target, so they

@@ -299,7 +299,9 @@ int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n, bool ahead) {
     if (p->geo.elastic) dp_dir_range(&p->geo, g, n, p->geo.page_size, &doff, &dlen); /* [lazy directory] */
     /* [room first]: hugetlb's room before a refill ahead, after a failed
      * refill on demand */
-    int r = !huge ? dp_room_take(p, bytes + dlen, "memory of the pool") : ahead ? res_huge_room(p, a, bytes, doff, dlen) : 0;
+    int r = !huge   ? dp_room_take(p, bytes + dlen, "memory of the pool")
+            : ahead ? res_huge_room(p, a, bytes, doff, dlen)
+                    : 0;
     if (r) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
         return r;
