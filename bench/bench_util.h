@@ -1,13 +1,16 @@
 /*
  * bench_util.h -- the little every benchmark needs: a monotonic clock in
- * seconds and the median of a set of rounds.
+ * seconds, the median of a set of rounds, and a number read from /proc or
+ * a cgroup file.
  */
 #ifndef DSMPOOL_BENCH_UTIL_H
 #define DSMPOOL_BENCH_UTIL_H
 
 #include <dlfcn.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* glibc's own malloc, free and mallinfo2, whatever allocator is linked in.
@@ -53,6 +56,29 @@ static inline int cmp_double(const void *a, const void *b) {
 static inline double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return v[n / 2];
+}
+
+/* The kB of a "Field:" line of a /proc status-like file; -1 if none. */
+static inline long proc_kb(const char *path, const char *field) {
+    FILE *f = fopen(path, "r");
+    char line[256];
+    long v = -1;
+    size_t n = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n) && line[n] == ':') v = atol(line + n + 1);
+    if (f) fclose(f);
+    return v;
+}
+
+/* The first number in a file; -1 if unreadable, LONG_MAX for "max". */
+static inline long file_num(const char *path) {
+    FILE *f = fopen(path, "r");
+    char buf[64] = "";
+    if (!f) return -1;
+    if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
+    fclose(f);
+    if (!strncmp(buf, "max", 3)) return __LONG_MAX__;
+    return buf[0] ? atol(buf) : -1;
 }
 
 #endif

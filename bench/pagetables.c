@@ -132,28 +132,6 @@ typedef struct counters {
 } counters;
 
 /* A "Field:   123 kB" line of a /proc file, in kB; -1 if missing. */
-static long proc_kb(const char *path, const char *field) {
-    FILE *f = fopen(path, "r");
-    char line[256];
-    long v = -1;
-    size_t n = strlen(field);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, field, n) && line[n] == ':') v = atol(line + n + 1);
-    if (f) fclose(f);
-    return v;
-}
-
-/* The first number in a file; -1 if unreadable, LONG_MAX for "max". */
-static long file_num(const char *path) {
-    FILE *f = fopen(path, "r");
-    char buf[64] = "";
-    if (!f) return -1;
-    if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
-    fclose(f);
-    if (!strncmp(buf, "max", 3)) return __LONG_MAX__;
-    return buf[0] ? atol(buf) : -1;
-}
-
 /* pids.max and pids.current of this process's cgroup (v2, or v1's pids). */
 static void cgroup_pids(long *max, long *cur) {
     *max = *cur = -1;

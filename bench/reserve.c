@@ -21,21 +21,9 @@
 #include "bench_util.h"
 #include "dp_internal.h"
 
-static long status_kb(const char *key) {
-    char line[256];
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    long kb = -1;
-    size_t n = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n)) kb = atol(line + n);
-    fclose(f);
-    return kb;
-}
-
 /* The memory cgroup's charge in bytes (cgroup v2's memory.current, or v1's
  * memory.usage_in_bytes), or -1 where it cannot be read. */
-static long long cgroup_current(void) {
+static long cgroup_current(void) {
     char line[512], path[700] = "";
     FILE *f = fopen("/proc/self/cgroup", "r");
     if (!f) return -1;
@@ -49,11 +37,7 @@ static long long cgroup_current(void) {
             snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.current", d + 1);
     }
     fclose(f);
-    if (!path[0] || !(f = fopen(path, "r"))) return -1;
-    long long v = -1;
-    if (fscanf(f, "%lld", &v) != 1) v = -1;
-    fclose(f);
-    return v;
+    return path[0] ? file_num(path) : -1;
 }
 
 int main(int argc, char **argv) {
@@ -78,8 +62,8 @@ int main(int argc, char **argv) {
         cfg.backing = DSMPOOL_BACKING_MEMFD;
         cfg.size = (size_t)(g * (1ull << 30));
         cfg.resident_min = min_mib << 20;
-        long long cg0 = cgroup_current();
-        long r0 = status_kb("RssShmem:");
+        long cg0 = cgroup_current();
+        long r0 = proc_kb("/proc/self/status", "RssShmem");
         dsmpool *p = NULL;
         double t0 = now_s();
         int r = dsmpool_create(&cfg, &p);
@@ -89,8 +73,8 @@ int main(int argc, char **argv) {
             fflush(stdout);
             continue;
         }
-        long r1 = status_kb("RssShmem:");
-        long long cg1 = cgroup_current();
+        long r1 = proc_kb("/proc/self/status", "RssShmem");
+        long cg1 = cgroup_current();
         const dp_header *h = &p->geo;
         double dir = h->dir_count * 8.0 / (1 << 20), seg = h->seg_cap * (double)sizeof(dp_seg_desc) / (1 << 20);
         double tree = 0;
@@ -101,11 +85,11 @@ int main(int argc, char **argv) {
         size_t got = 0;
         for (; got < n; got++)
             if (dsmpool_seg_create(p, 2u << 20, 0, &segs[got]) != 0) break;
-        long r2 = status_kb("RssShmem:");
+        long r2 = proc_kb("/proc/self/status", "RssShmem");
         for (size_t i = 0; i < got; i++) dsmpool_seg_detach(segs[i]);
         free(segs);
         dsmpool_trim(p, 0, NULL);
-        long r3 = status_kb("RssShmem:");
+        long r3 = proc_kb("/proc/self/status", "RssShmem");
         printf("%8g %10.1f %12.1f %12.1f %10.1f %10.1f %10.1f %14.1f %10.1f\n", g, ms, (r1 - r0) / 1024.0,
                cg0 >= 0 && cg1 >= 0 ? (cg1 - cg0) / 1048576.0 : -1.0, dir, seg, tree, (r2 - r0) / 1024.0,
                (r3 - r0) / 1024.0);

@@ -28,21 +28,16 @@
 #include "bench_util.h"
 #include "dp_internal.h"
 
+/* A process's page-table bytes (VmPTE), kB. */
+static long pid_pte_kb(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    return proc_kb(path, "VmPTE");
+}
+
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
 #endif
-
-static long vm_pte_kb(pid_t pid) {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    long kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmPTE:", 6)) kb = atol(line + 6);
-    fclose(f);
-    return kb;
-}
 
 /* A mapper: populate its page tables when told (a byte on cmd), answer a
  * byte on done; exit at EOF. */
@@ -106,7 +101,7 @@ int main(int argc, char **argv) {
             char c;
             for (unsigned k = 0; k < n; k++)
                 if (read(done[0], &c, 1) != 1) return 1;
-            if (r == 0 && n) pte0 = vm_pte_kb(kids[0]);
+            if (r == 0 && n) pte0 = pid_pte_kb(kids[0]);
             double t0 = now_s();
             if (dsmpool_trim(p, 0, &rel) != 0) {
                 fprintf(stderr, "trim: %s\n", dsmpool_last_error());
@@ -119,7 +114,7 @@ int main(int argc, char **argv) {
                 return 1;
             }
             double t2 = now_s();
-            if (r == 0 && n) pte1 = vm_pte_kb(kids[0]);
+            if (r == 0 && n) pte1 = pid_pte_kb(kids[0]);
             tt[r] = (t1 - t0) * 1e3;
             tr[r] = (t2 - t1) * 1e3;
         }
