@@ -253,17 +253,6 @@ static struct {
 
 static bool thp_ns; /* this process has its own mount namespace */
 
-static long meminfo_kb(const char *key) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    long v = -1;
-    size_t n = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n) && line[n] == ':') v = atol(line + n + 1);
-    if (f) fclose(f);
-    return v;
-}
-
 /* What PostgreSQL users get with no code change: its POSIX DSM segments on a
  * tmpfs mounted huge=always. Done in a mount namespace of this process only
  * (nothing outside it sees the mount; /sys settings untouched: a tmpfs's
@@ -285,12 +274,12 @@ static int thp_shm_mount(char *why, size_t n) {
         return -1;
     }
     /* did it give huge pages? a 4 MiB probe file, reserved with fallocate */
-    long h0 = meminfo_kb("ShmemHugePages");
+    long h0 = proc_kb("/proc/meminfo", "ShmemHugePages");
     int fd = shm_open("/hashjoin-thp-probe", O_RDWR | O_CREAT | O_EXCL, 0600);
     bool huge = false;
     if (fd >= 0) {
         if (ftruncate(fd, 4 * MIB) == 0 && posix_fallocate(fd, 0, 4 * MIB) == 0)
-            huge = meminfo_kb("ShmemHugePages") - h0 >= 2048;
+            huge = proc_kb("/proc/meminfo", "ShmemHugePages") - h0 >= 2048;
         close(fd);
         shm_unlink("/hashjoin-thp-probe");
     }
