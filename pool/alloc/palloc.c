@@ -38,70 +38,46 @@
  *      dp_pa_reclaim, or an allocation that found no run):
  *        CAS c OPEN/empty -> CLOSING(me); CAS P's state for c PART -> FREE;
  *        store c := IDLE.
- *   [reservation] Per-CPU reservation (after LLFree): each CPU keeps, per
- *      level, the node it allocates from, and at level 0 one leaf per order
- *      0..4 (a hint line in shared memory, and the RESV bit on that node so
- *      that other CPUs look elsewhere first): separate leaves keep small
- *      blocks from using up the runs that larger ones need. An allocation
- *      tries its node with one CAS; when that has no run, the search walks
- *      up the tree from it (nearby first), preferring partly used nodes to
- *      free ones (those from the one after the near child on, round to
- *      it), and nodes no other CPU reserved; in that first pass a leaf
- *      is taken for orders 0..3 only if it keeps another run after this one
- *      (a leaf with a single run is left to the second pass, or to a CPU
- *      that frees into it). The CAS that allocates in the node found also
- *      sets its RESV bit (no CAS of its own); the old reservation's bit is
- *      cleared unless another order of the CPU still uses that node. RESV is
- *      advisory in every way: a stale or missing bit only changes where
- *      searches look first. A free of an exact block (proc.c [exact blocks])
- *      makes the freed run's leaf the CPU's reservation for the block's
- *      order when the reservation has no run left (dp_pa_hint_freed).
+ *   [reservation] Per-CPU and advisory (after LLFree): each CPU keeps, per
+ *      level, the node it allocates from, and at level 0 a leaf per order
+ *      0..4 (a hint line in shared memory, and the RESV bit on the node,
+ *      which other CPUs' searches pass over first). An allocation tries
+ *      its node with one CAS; with no run there, the search walks up from
+ *      it (nearby first), partly used nodes before free ones (from the one
+ *      after the near child, round to it), nodes without RESV first; in
+ *      that first pass a leaf serves orders 0..3 only if it keeps another
+ *      run. The allocating CAS sets the found node's RESV bit; the old
+ *      node's is cleared unless another order of the CPU still uses it. A
+ *      stale or missing RESV bit only changes where searches look first.
+ *      A free of an exact block (proc.c [exact blocks]) makes its leaf the
+ *      CPU's reservation for the order when that has no run left
+ *      (dp_pa_hint_freed).
  *   [take-back] Before its reservation, an allocation of order 0..4 tries
- *      the runs of its size that its thread freed as whole blocks (dp_pa_free:
- *      not a trim's tail nor an exact block's pieces) into leaves with no
- *      RESV bit (the newest DP_PA_BACK, thread-private), newest first, each
- *      once: one CAS sets exactly that run's bits, and the reservation stays
- *      where it is; only where [second chance] may take. A run freed into a
- *      leaf with RESV is not remembered: the reservation's CPU allocates from
- *      it anyway. Nothing is held: the runs stay free in the tree, anyone may
- *      take them, the CAS validates.
+ *      the runs of its size that its thread freed as whole blocks into
+ *      leaves without RESV (the newest DP_PA_BACK, thread-private, newest
+ *      first, each once, only where [second chance] may take): one CAS on
+ *      exactly that run; the reservation stays. Nothing is held: the runs
+ *      stay free in the tree, anyone may take them, the CAS validates.
  *   [second chance] Before the search, the leaf this thread last freed a run
- *      of the order into (dp_pa_free records it, thread-private) is tried, if
- *      it lies in the 2 MiB node of the CPU's reservation of the order, is
- *      none of the CPU's leaf reservations (a dp_pa_hint_freed one has no
- *      RESV bit) and has no RESV bit; if it has the run it becomes the
- *      reservation. Only in the reservation's node, and only for a CPU that
- *      has a reservation of the order: a thread that moved to another CPU
- *      does not follow its old CPU's leaves into that CPU's node.
- *   [resident first] A sub-pool's view may carry a hint word per 2 MiB node
- *      (dp_pa_set_cold: the ledger's residency table) whose DP_PA_COLD bit
- *      says the node's memory was given back to the system. While the
- *      sub-pool has any cold node (one relaxed load of its count), blocks
- *      of every size take warm memory while any fits: the search's warm
- *      passes take no cold 2 MiB node (open or not: a trimmer's claim
- *      leaves the nodes it opened open, empty and cold, and open nodes are
- *      searched before free ones), no 32 MiB node without a warm one, no
- *      run of 2 MiB and up with cold memory in it; blocks of 32 MiB and up
- *      search no node, and open no free one, without such a warm run in it
- *      (pa_no_warm_run: up to 16^(A-1) hint words at level A, for those
- *      large blocks alone); smaller ones open no free node of 512 MiB or
- *      more (so they open only warm nodes; warm memory in such a free node
- *      is theirs only in the last pass: a miss that
- *      refills_while_warm_fit counts), nor
- *      does the reservation's first try for blocks of 128 KiB and up. For
- *      blocks of 128 KiB and up the warm passes are three, the last after
- *      closing empty nodes (warm memory that smaller blocks used and freed
- *      lies in empty open nodes, their parents' PART, until closed), then
- *      one takes cold memory; for leaves the last pass takes it. In any
- *      pass, fresh 2 MiB nodes are opened warm first and a fresh 32 MiB
- *      node with a warm 2 MiB node in it before one without, and runs of
- *      2 MiB and up are taken warm first (the lowest warm run: the hint
- *      words up to it are read, pa_first_warm). A hint only: a
- *      cold block is still a correct block (its holder makes it resident);
- *      below 128 KiB the reservation's first CAS does not look at it (the
- *      hot path), and with no cold node nothing is read at all
- *      (tests/test_elastic.c, allocations_take_warm_memory_first,
- *      large_blocks_take_warm_memory_first).
+ *      of the order into (thread-private) is tried if it lies in the 2 MiB
+ *      node of the CPU's reservation of the order, is none of the CPU's
+ *      leaf reservations and has no RESV bit; if it has the run it becomes
+ *      the reservation. A CPU without a reservation of the order skips it.
+ *   [resident first] While a sub-pool has a cold 2 MiB node (DP_PA_COLD in
+ *      the hint word per node that dp_pa_set_cold installs: its memory was
+ *      given back; one relaxed load of the sub-pool's count), blocks of
+ *      every size take warm memory while any fits. The warm passes take no
+ *      cold 2 MiB node, open or not, no 32 MiB node without a warm one, no
+ *      run of 2 MiB and up with cold memory in it, and open no free node of
+ *      512 MiB or more; blocks of 32 MiB and up search and open only nodes
+ *      with a warm run of their size (pa_no_warm_run). Blocks of 128 KiB
+ *      and up make three warm passes, the last after closing empty nodes,
+ *      then one that takes cold memory; leaves take it in their last pass.
+ *      Within a pass fresh nodes are opened warm first and runs of 2 MiB
+ *      and up taken warm first (pa_first_warm). A hint only: a cold block
+ *      is a correct block, which its holder makes resident. Below 128 KiB
+ *      the reservation's first CAS does not look; with no cold node nothing
+ *      is read.
  *   [claim] Any aligned free block can be taken by its address
  *      (dp_pa_claim: a grow's piece, [exact blocks]): one CAS on its bits
  *      or FULL children when its node is open, after closing the empty
@@ -109,22 +85,16 @@
  *      FREE children on the way down are opened first ([open]). Every CAS
  *      validates that the run is free, so a claim racing an allocation of
  *      any of it fails (-ENOMEM) and takes nothing.
- *   (docs/design.md, "Page allocator", gives the measurements behind each of
- *   these choices.)
  *   [recovery] a word in OPENING/CLOSING whose owner is dead: if P's state
- *      for it is PART it becomes FREE; the word becomes IDLE. Both steps are
- *      safe because such a node holds nothing: an opener allocates in c only
- *      after it is OPEN, a closer closes only an empty c. A split ([exact blocks])
- *      is the one OPENING word with content: its frames are held, so it is
- *      finished instead (P says PART: store OPEN with that content) or
- *      undone (P still says FULL: IDLE). "Dead" is the
- *      caller's word (dp_pa_recover's is_dead): the ledger says so only while
- *      it holds the owner's liveness lock, which the kernel gives up only at
- *      the owner's death, and which keeps the owner id from being reused and
- *      other recoverers away until the step is finished (proc.c [pool blocks],
- *      live.c [dead iff free]). Finishing the step of an owner that lives would let
- *      its last store build an OPEN node under a FREE parent: the model
- *      check (tests/model/palloc.m) finds exactly that state.
+ *      for it is PART it becomes FREE; the word becomes IDLE (such a node
+ *      holds nothing: an opener allocates in c only after it is OPEN, a
+ *      closer closes only an empty c). A split ([exact blocks]) is the one
+ *      OPENING word with content: it is finished (P says PART: store OPEN
+ *      with that content) or undone (P still says FULL: IDLE). "Dead" is
+ *      the caller's word (dp_pa_recover's is_dead), true only while the
+ *      caller holds the owner's liveness lock (proc.c [pool blocks], live.c
+ *      [dead iff free]); finishing a live owner's step would build an OPEN
+ *      node under a FREE parent (tests/model/palloc.m).
  *   [exact blocks] the holder of a block gives back its tail (dp_pa_trim)
  *      as aligned pieces, from the end: a piece at or above the level the
  *      block lives at is FULL children or bits of the same node (one free
@@ -139,6 +109,8 @@
  *      is freed as halves. A split finding c in another owner's step (an
  *      opener that read a stale FREE, about to give up) waits briefly and
  *      then stops the trim: the block keeps the rest of its tail.
+ *   docs/design.md, "Page allocator", says why each rule is as it is, with
+ *   the measurements behind it.
  *
  * Invariants (at quiescence; in flight, a node in [open], [close] or [exact blocks] is owned)
  *   I1  root is OPEN; a non-root word is OPEN  <=>  its parent says PART.
