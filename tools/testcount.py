@@ -9,7 +9,8 @@ not add up to its plan, or one that failed with no failing test counts as
 one failure.
 
 --failures FILE appends the name of each failure to FILE, a line each
-("suite::test", or the suite and meson's result when the suite itself failed),
+("suite::test: what it said", or the suite and meson's result when the
+suite itself failed),
 so that the test command can name them next to its last line.
 """
 import json
@@ -20,8 +21,27 @@ SYN = re.compile(r"Synthesis: Tested: (\d+) \| Passing: (\d+) \| Failing: (\d+) 
 # Criterion: "[FAIL] suite::test: (0.24s)" (a crash too: "...: CRASH!");
 # tests/crshim (the TSan runs): "[FAIL] suite::test" and "[CRASH] suite::test"
 FAILED = re.compile(r"^\[(?:FAIL|CRASH)\] (\w+::\w+)")
+WHY = re.compile(r"ERROR: (?:Address|Leak|Thread)Sanitizer|runtime error:|WARNING: ThreadSanitizer")
 TAP_PLAN = re.compile(r"^1\.\.(\d+)(?:\s*#\s*SKIP\b\s*(.*))?$")
 TAP_TEST = re.compile(r"^(not ok|ok)\b(?:\s+\d+)?(?:\s*-)?\s*([^#]*?)\s*(?:#\s*(SKIP|TODO)\b\s*(.*))?$", re.I)
+
+
+def failed_with_why(out):
+    """The failed tests of a Criterion stream, each with what it said before
+    its [FAIL] line (its assertion messages, a sanitizer's report line), so
+    that the test command's last lines say why and not only which."""
+    found, why = [], []
+    for line in out.splitlines():
+        m = FAILED.match(line)
+        if m:
+            text = " / ".join(why[:3])
+            found.append(m.group(1) + (": " + text[:400] if text else ""))
+            why = []
+        elif line.startswith("[----]") and line[6:].strip():
+            why.append(line[6:].strip())
+        elif WHY.search(line):
+            why.append(line.strip())
+    return found
 
 
 def tap_count(out, suite):
@@ -72,7 +92,7 @@ for path in args:
         skips += [l.strip() for l in out.splitlines() if l.startswith("[SKIP]") and "::" in l]
         skips += ["[NOTE] " + t["name"] + ": " + l.strip()[7:] for l in out.splitlines() if l.startswith("[NOTE]")]
         skips += ["[NOTE] " + t["name"] + ": " + l.strip()[8:] for l in out.splitlines() if l.startswith("# NOTE ")]
-        names += [m.group(1) for m in map(FAILED.match, out.splitlines()) if m]
+        names += failed_with_why(out)
         m = SYN.findall(out)
         if not m:
             tap = tap_count(out, t["name"])
