@@ -58,7 +58,7 @@ ok( $node->wait_for_log(qr/all server processes terminated; reinitializing/, $lo
 	'the killed walwriter makes the server reinitialize');
 ok($node->wait_for_log(qr/dsmpool: generation 2: a pool of/, $log_at),
 	'and the log says generation 2 has a pool');
-$node->poll_query_until('postgres', 'SELECT true') or die 'the server did not come back';
+wait_accepting($node) or die 'the server did not come back';
 is($node->safe_psql('postgres', $join), $right, 'the join is right after the crash restart');
 like(stats(), qr/^t\|2\|[1-9][0-9]*\|0$/, 'generation 2 served the join');
 

@@ -60,7 +60,7 @@ for my $r (1 .. $rounds)
 	for (1 .. 5) { last if ($k = kill_a_worker()); }
 	$killed += $k;
 	$node->wait_for_log(qr/all server processes terminated; reinitializing/, $log_at);
-	$node->poll_query_until('postgres', 'SELECT true') or die 'the server did not come back';
+	wait_accepting($node) or die 'the server did not come back';
 	my ($gen, $free, $served) = split /\|/, $node->safe_psql('postgres', $idle_q);
 	if ($gen == $gen0 + $r && $free == $idle)
 	{

@@ -12,9 +12,11 @@ use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 
 our @EXPORT =
-  qw(dsmpool_way dsmpool_areas dsmpool_node dsmpool_seed shm_objects shm_new children_of cmdline_of postmaster_pid);
+  qw(dsmpool_way dsmpool_areas dsmpool_node dsmpool_seed shm_objects shm_new children_of cmdline_of postmaster_pid
+  wait_accepting);
 
 # The join of dsmpool_seed's tables: count and sum.
 our $JOIN = 'SELECT count(*), sum(t.b) FROM t JOIN u USING (a)';
@@ -152,6 +154,25 @@ sub cmdline_of
 	my $c = <$f>;
 	close $f;
 	return $c // '';
+}
+
+# wait_accepting(node): true once the server accepts connections again
+# (after a crash restart), false after PostgreSQL's test timeout. Not
+# poll_query_until: it gives psql its query on stdin, and a psql refused
+# during recovery ("not yet accepting connections") can exit before the
+# write, which IPC::Run then dies of ("ack Broken pipe"), ending the test
+# before its plan on a loaded machine. pg_isready reads nothing.
+sub wait_accepting
+{
+	my ($node) = @_;
+	my $until = time + ($PostgreSQL::Test::Utils::timeout_default // 180);
+	while (time < $until)
+	{
+		return 1
+		  if system('pg_isready', '-q', '-d', $node->connstr('postgres')) == 0;
+		usleep(100_000);
+	}
+	return 0;
 }
 
 1;
