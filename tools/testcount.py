@@ -21,7 +21,8 @@ SYN = re.compile(r"Synthesis: Tested: (\d+) \| Passing: (\d+) \| Failing: (\d+) 
 # Criterion: "[FAIL] suite::test: (0.24s)" (a crash too: "...: CRASH!");
 # tests/crshim (the TSan runs): "[FAIL] suite::test" and "[CRASH] suite::test"
 FAILED = re.compile(r"^\[(?:FAIL|CRASH)\] (\w+::\w+)")
-WHY = re.compile(r"ERROR: (?:Address|Leak|Thread)Sanitizer|runtime error:|WARNING: ThreadSanitizer")
+WHY = re.compile(r"Assertion Failed|Unexpected signal|ERROR: (?:Address|Leak|Thread)Sanitizer|runtime error:|"
+                 r"WARNING: ThreadSanitizer")
 TAP_PLAN = re.compile(r"^1\.\.(\d+)(?:\s*#\s*SKIP\b\s*(.*))?$")
 TAP_TEST = re.compile(r"^(not ok|ok)\b(?:\s+\d+)?(?:\s*-)?\s*([^#]*?)\s*(?:#\s*(SKIP|TODO)\b\s*(.*))?$", re.I)
 
@@ -37,10 +38,12 @@ def failed_with_why(out):
             text = " / ".join(why[:3])
             found.append(m.group(1) + (": " + text[:400] if text else ""))
             why = []
+        elif line.startswith("[RUN ]"):  # a test starts (the notes before are another's)
+            why = []
+        elif WHY.search(line):  # what failed: the notes the test printed before it are not why
+            why = [line[6:].strip() if line.startswith("[----]") else line.strip()]
         elif line.startswith("[----]") and line[6:].strip():
             why.append(line[6:].strip())
-        elif WHY.search(line):
-            why.append(line.strip())
     return found
 
 
