@@ -1,7 +1,9 @@
 # shellcheck shell=bash
-# Shared by run.sh, bench.sh and container.sh (sourced): the server's user,
-# a server of a prefix, and what that user holds in /dev/shm. The caller
-# sets prefix (and may set data and pgbin after sourcing).
+# Shared by run.sh and container.sh (sourced): the server's user, a server
+# of a prefix, and what that user holds in /dev/shm. The caller sets prefix
+# (and may set data and pgbin after sourcing). bench.py has its own copy of
+# what it uses (the user, the port and socket, a server's init, start and
+# stop, log and die): a change here goes there too.
 PGUSER_NAME=dsmpoolpg
 
 log() { echo "=== $*" >&2; }

@@ -32,7 +32,7 @@
 #   run.sh container [PREFIX]  the seed query in a 64 MB /dev/shm (Docker's
 #                              default): stock, stock with min_dynamic_shared_
 #                              memory, dsmpool; a table (release builds)
-#   run.sh bench [PREFIX]      the benchmarks (bench.sh): stock against patched
+#   run.sh bench [PREFIX]      the benchmarks (bench.py): stock against patched
 #                              and against stock with the preload library,
 #                              release builds; results in bench/results/
 #   run.sh stock18-check [PREFIX] what of stock-check is not Debian's own
@@ -790,12 +790,12 @@ api-check) api_check ;;
 # the runs of this script it makes (bench-small, stock18-check share the
 # prefix's builds, clusters' parent and ports)
 container) locked_release_then "$here/container.sh" ;;
-bench) locked_release_then "$here/bench.sh" ;;
+bench) locked_release_then "$here/bench.py" ;;
 build-release) build_release ;;
 bench-small)
     # the test build (run.sh build's, cached) is the patched server here: that
     # the benchmarks run is what is checked, not their speed
-    do_build && build_stock_release && SMALL=1 POOL_BIN="$prefix/patched/bin" exec "$here/bench.sh" "$prefix"
+    do_build && build_stock_release && SMALL=1 POOL_BIN="$prefix/patched/bin" exec "$here/bench.py" "$prefix"
     ;;
 stock18-check)
     # the stock scripts on PostgreSQL 18 built here without patches (the
