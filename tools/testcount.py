@@ -94,7 +94,7 @@ for path in args:
         out = (t.get("stdout") or "") + (t.get("stderr") or "")
         skips += [l.strip() for l in out.splitlines() if l.startswith("[SKIP]") and "::" in l]
         skips += ["[NOTE] " + t["name"] + ": " + l.strip()[7:] for l in out.splitlines() if l.startswith("[NOTE]")]
-        skips += ["[NOTE] " + t["name"] + ": " + l.strip()[8:] for l in out.splitlines() if l.startswith("# NOTE ")]
+        skips += ["[NOTE] " + t["name"] + ": " + l.strip()[7:] for l in out.splitlines() if l.startswith("# NOTE ")]
         names += failed_with_why(out)
         m = SYN.findall(out)
         if not m:

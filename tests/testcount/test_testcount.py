@@ -13,17 +13,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.path.join(HERE, "..", "..", "tools", "testcount.py")
 
 
-def run(entries):
+def run(entries, notes=None):
     """testcount.py --failures on a testlog.json of these entries: (passed,
-    failed, the failure lines)."""
+    failed, the failure lines); the notes it printed go into notes (a list)."""
     with tempfile.TemporaryDirectory() as d:
         log, fails = os.path.join(d, "testlog.json"), os.path.join(d, "failures")
         with open(log, "w") as f:
             for e in entries:
                 f.write(json.dumps(e) + "\n")
         open(fails, "w").close()
-        out = subprocess.run([sys.executable, TOOL, "--failures", fails, log], capture_output=True, text=True,
-                             check=True).stdout.split()
+        ran = subprocess.run([sys.executable, TOOL, "--failures", fails, log], capture_output=True, text=True,
+                             check=True)
+        if notes is not None:
+            notes += [line.strip() for line in ran.stderr.splitlines()]
+        out = ran.stdout.split()
         return int(out[0]), int(out[1]), open(fails).read().splitlines()
 
 
@@ -102,6 +105,17 @@ def tap_is_counted_against_its_plan():
     short = "ok 1 - y::a\n1..2\n"  # one test of two: it stopped half-way
     p, f, lines = run([{"name": "y", "result": "FAIL", "stdout": short}])
     assert f == 1 and any(line.startswith("y (no synthesis or TAP plan") for line in lines), (p, f, lines)
+
+
+@case
+def notes_and_skips_are_shown_whole():
+    notes = []
+    tap = "# NOTE layers, bottom to top\nok 1 - x::a # SKIP no huge pages\n1..1\n"
+    run([{"name": "x", "result": "OK", "stdout": tap},
+         {"name": "y", "result": "OK", "stdout": criterion(1, 1, 0, 0, "[NOTE] fuzz: 250000 calls\n")}], notes)
+    assert "[NOTE] x: layers, bottom to top" in notes, notes
+    assert "[NOTE] y: fuzz: 250000 calls" in notes, notes
+    assert "[SKIP] x::a: no huge pages" in notes, notes
 
 
 @case
