@@ -11,8 +11,8 @@
 # run.sh bench-small, that they run); the Debian packages (debian:
 # tools/debian.sh: dpkg-buildpackage, lintian, the packages installed on a
 # clean root and in a container); and ends with the line "N passed, N
-# failed" summed over all of them, after a "failed: <way>: <test>" line for
-# each failure. Only when named (the budget, 45 minutes on 2 cores): the
+# failed" summed over all of them, after a "failed: <way>: <test>: <what it
+# said>" line for each failure. Only when named (the budget, 45 minutes on 2 cores): the
 # four-patch server judged three ways (patched: run.sh build + check), the
 # API patch built -DEXEC_BACKEND (api-eb: EXEC_BACKEND=1 run.sh api-check),
 # the API patch with the optional provider/areas patch, DSA areas as
