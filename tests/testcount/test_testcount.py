@@ -90,6 +90,59 @@ def a_sanitizer_report_names_the_crash():
     assert lines[0].startswith("area::free_twice: ") and "heap-use-after-free" in lines[0], lines
 
 
+# Criterion 2.4.1's own output with -j2 (tests/meson.build runs the suites
+# so): two tests' lines interleave, a crash is counted in Failing too
+J2 = """[----] Criterion v2.4.1
+[====] Running 4 tests from s:
+[RUN ] s::a_first
+[----] a note of a
+[----] t.c:4: Assertion Failed
+[----]   
+[----]   a says why
+[----]   
+[RUN ] s::b_second
+[----] a note of b
+[----] t.c:5: Assertion Failed
+[----]   
+[----]   b says why
+[----]   
+[FAIL] s::a_first: (0.50s)
+[RUN ] s::c_crash
+[FAIL] s::b_second: (0.70s)
+[----] c before crash
+[----] t.c:6: Unexpected signal caught below this line!
+[FAIL] s::c_crash: CRASH!
+[RUN ] s::d_timeout
+[----] d note
+[FAIL] s::d_timeout: Timed out. (0.31s)
+[====] Synthesis: Tested: 4 | Passing: 0 | Failing: 4 | Crashing: 1 
+"""
+
+
+@case
+def interleaved_tests_get_no_message_of_another():
+    p, f, lines = run([{"name": "s", "result": "FAIL", "stdout": J2}])
+    by = {line.split(": ")[0]: line for line in lines}
+    assert "a says why" in by["s::a_first"] and "b says why" not in by["s::a_first"], lines
+    # b's message came while a and b both ran: whose it is cannot be told
+    assert by["s::b_second"] == "s::b_second", lines
+
+
+@case
+def a_crash_is_one_failure_and_says_so():
+    p, f, lines = run([{"name": "s", "result": "FAIL", "stdout": J2}])
+    assert (p, f) == (0, 4), (p, f)  # not 5: Criterion's Failing holds the crash
+    crash = [line for line in lines if line.startswith("s::c_crash")]
+    assert crash and "CRASH!" in crash[0] and "Unexpected signal" in crash[0], lines
+
+
+@case
+def a_timeout_says_so_and_not_its_notes():
+    _, _, lines = run([{"name": "s", "result": "FAIL", "stdout": J2}])
+    t = [line for line in lines if line.startswith("s::d_timeout")]
+    assert t == ["s::d_timeout: Timed out."], lines
+
+
 @case
 def a_long_message_is_cut():
     out = "[----]   " + "x" * 2000 + "\n[FAIL] s::long: (0.01s)\n"
