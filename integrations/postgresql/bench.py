@@ -179,6 +179,28 @@ def write(path, text):
         f.write(text)
 
 
+def write_whole(path, text):
+    """text into path by a rename, so that a run killed meanwhile leaves the
+    old file or the new one, never an empty one (the settings file)."""
+    with open(path + ".new", "w") as f:
+        f.write(text)
+    os.replace(path + ".new", path)
+
+
+class signals_held:
+    """SIGINT, SIGTERM and SIGHUP held back for the block: a write of
+    nr_hugepages stops adding pages early when a signal is pending, and the
+    pages it added must be in the settings file before the signal ends the
+    run."""
+    SIGS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+    def __enter__(self):
+        self.old = signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGS)
+
+    def __exit__(self, *exc):
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.old)
+
+
 def append(path, line):
     with open(path, "a") as f:
         f.write(line + "\n")
@@ -485,15 +507,16 @@ class Bench:
         file, and the next run takes back what it says first (the previous
         helper's run left 2496 huge pages reserved that way)."""
         os.makedirs(self.work, exist_ok=True)
-        if os.path.isfile(self.saved):
-            hp_left, self.shmem_old = read(self.saved).split()[:2]
-            print(f"a previous bench did not put the system settings back: {hp_left} huge pages added, "
-                  f"shmem_enabled {self.shmem_old}; taking them back", file=sys.stderr, flush=True)
-            cur = int(read(HP))
-            write(HP, f"{max(cur - int(hp_left), 0)}\n")
-        else:
-            self.shmem_old = re.sub(r".*\[([a-z]+)\].*", r"\1", read(SHMEM).strip())
-        write(self.saved, f"0 {self.shmem_old}\n")
+        with signals_held():
+            if os.path.isfile(self.saved):
+                hp_left, self.shmem_old = read(self.saved).split()[:2]
+                print(f"a previous bench did not put the system settings back: {hp_left} huge pages added, "
+                      f"shmem_enabled {self.shmem_old}; taking them back", file=sys.stderr, flush=True)
+                cur = int(read(HP))
+                write(HP, f"{max(cur - int(hp_left), 0)}\n")
+            else:  # the value in brackets ("within_size" too)
+                self.shmem_old = re.sub(r".*\[([a-z_]+)\].*", r"\1", read(SHMEM).strip())
+            write_whole(self.saved, f"0 {self.shmem_old}\n")
 
     def reserve_huge_pages(self):
         """The huge pages the servers up at once take; the idle part, one
@@ -502,28 +525,35 @@ class Bench:
         for c in self.all:
             need_mb = max(need_mb, self.huge_mb(c))
         need_pages = need_mb // 2
-        hp_before = int(read(HP))
-        write(HP, f"{hp_before + need_pages}\n")
-        self.hp_added = int(read(HP)) - hp_before
-        write(self.saved, f"{self.hp_added} {self.shmem_old}\n")
+        with signals_held():
+            hp_before = int(read(HP))
+            try:
+                write(HP, f"{hp_before + need_pages}\n")
+            finally:  # what it added, even where the write failed part-way
+                self.hp_added = max(int(read(HP)) - hp_before, 0)
+                write_whole(self.saved, f"{self.hp_added} {self.shmem_old}\n")
         if self.hp_added < need_pages:
             print(f"warning: only {self.hp_added} of {need_pages} huge pages could be reserved: the huge "
                   "configurations may fail", file=sys.stderr, flush=True)
         write(SHMEM, "advise\n")
 
     def stop_all(self):
-        for c in self.all:
-            d = self.cdata(c)
+        """Every configuration's server, and the template's (up while the
+        cluster is made)."""
+        servers = [(self.cdata(c), self.bindir(c)) for c in self.all]
+        if getattr(self, "tmpl", None):
+            servers.append((self.tmpl, self.pool_bin))
+        for d, b in servers:
             if os.path.isfile(f"{d}/postmaster.pid"):
-                subprocess.run(as_pg([f"{self.bindir(c)}/pg_ctl", "-D", d, "stop", "-m", "fast"]),
+                subprocess.run(as_pg([f"{b}/pg_ctl", "-D", d, "stop", "-m", "fast"]),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def restore(self, rc):
         """The servers stopped and the system settings put back, whatever
         ended the run; then, in the smallest form run to its end, its checks
         (so that their summary is the last line). The exit status."""
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(s, signal.SIG_DFL)
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second one must not stop this
+            signal.signal(s, signal.SIG_IGN)
         for p in self.background:
             if p.poll() is None:
                 p.terminate()
@@ -535,15 +565,17 @@ class Bench:
             write(HP, f"{want}\n")
         except (OSError, ValueError) as e:
             print(f"{PROG}: {HP}: {e}", file=sys.stderr)
+        shmem_back = True
         try:
             write(SHMEM, f"{self.shmem_old}\n")
         except OSError as e:
+            shmem_back = False
             print(f"{PROG}: {SHMEM}: {e}", file=sys.stderr)
         try:
             now = read(HP).strip()
         except OSError:
             now = "?"
-        if now == str(want):
+        if now == str(want) and shmem_back:
             if os.path.exists(self.saved):
                 os.unlink(self.saved)
         else:
@@ -612,6 +644,9 @@ class Bench:
         if os.path.isfile(f"{self.tmpl}/{self.stamp}"):
             return
         log(f"the cluster: {self.v['ROWS']} rows")
+        if os.path.isfile(f"{self.tmpl}/postmaster.pid"):  # a run that ended while making it
+            subprocess.run(as_pg([f"{self.pool_bin}/pg_ctl", "-D", self.tmpl, "stop", "-m", "immediate"]),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         rm_rf(f"{self.work}/bench-data")
         os.makedirs(f"{self.work}/bench-data", exist_ok=True)
         os.makedirs(self.sock, exist_ok=True)
@@ -1057,6 +1092,18 @@ def main(argv):
     b = Bench(prefix)
     b.check()
     b.save_settings()
+    rc = 1
+    try:
+        rc = run_and_say(b)
+    except SystemExit as e:  # a signal while a failure was being said
+        rc = e.code if isinstance(e.code, int) else 1
+    finally:  # whatever ended the run (an exception here too: said after this)
+        rc = b.restore(rc)
+    return rc
+
+
+def run_and_say(b):
+    """b's run; its exit status, a failure said."""
     rc = 0
     try:
         b.run()
@@ -1072,7 +1119,7 @@ def main(argv):
     except Exception:  # noqa: BLE001  (said, and the settings put back all the same)
         traceback.print_exc()
         rc = 1
-    return b.restore(rc)
+    return rc
 
 
 if __name__ == "__main__":
