@@ -365,6 +365,40 @@ class SmallCheck(unittest.TestCase):
         self.assertEqual(self.failed_lines(lines), [
             "FAILED: bench-small: clients: 2 configurations x 1 client counts x 1 rounds, every query right: 2 rows, 1 with errors"])
 
+    def test_small_check_fails_a_client_query_that_did_not_answer(self):
+        # no error said, but one of the two clients' queries gave no count
+        write_csv(f"{self.out}/clients.csv", CLIENTS_HEADER,
+                  [(REF, 2, 1, 500, 2, 0, "", ""), ("pool-2m", 2, 1, 500, 1, 0, 0, 0)])
+        lines, bad = small_check(self.out)
+        self.assertEqual(self.failed_lines(lines), [
+            "FAILED: bench-small: clients: 2 configurations x 1 client counts x 1 rounds, every query right: 2 rows, 1 with errors"])
+
+    def test_small_check_fails_a_time_of_zero(self):
+        write_csv(f"{self.out}/vacuum.csv", VACUUM_HEADER, [(c, 1, 50 if c == REF else 0) for c in P["cconfigs"]])
+        lines, bad = small_check(self.out)
+        self.assertEqual(self.failed_lines(lines), ["FAILED: bench-small: vacuum: 2 configurations x 1 rounds, each timed: 2 rows"])
+
+    def test_small_check_looks_for_a_table_under_its_own_heading(self):
+        # the clients' table gone: its configurations still show in the
+        # vacuum table after it, which must not stand in for it
+        with open(f"{self.out}/bench.txt") as f:
+            txt = f.read()
+        i, j = txt.index("N clients at once"), txt.index("VACUUM (PARALLEL 2)")
+        clients = txt[i:j]
+        with open(f"{self.out}/bench.txt", "w") as f:
+            f.write(txt[:i] + "N clients at once: no table\n\n" + txt[j:])
+        lines, bad = small_check(self.out)
+        self.assertIn("| pool-2m |", clients)
+        self.assertEqual(self.failed_lines(lines), ["FAILED: bench-small: clients: its table"])
+
+    def test_small_check_fails_idle_tables_without_the_memory_table(self):
+        with open(f"{self.out}/bench-idle.txt") as f:
+            txt = f.read()
+        with open(f"{self.out}/bench-idle.txt", "w") as f:
+            f.write(txt.replace("Dynamic shared memory resident", "Dynamic shared memory"))
+        lines, bad = small_check(self.out)
+        self.assertEqual(self.failed_lines(lines), ["FAILED: bench-small: idle: its tables"])
+
     def test_small_check_fails_a_configuration_never_sampled(self):
         with open(f"{self.out}/idle-mem.csv") as f:
             keep = [l for l in f.read().splitlines() if not (l.startswith("pool-elastic,") and ",sample," in l)]
