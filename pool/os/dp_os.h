@@ -85,8 +85,11 @@ int dp_os_dup(int fd);
 
 /* System V: key from text (numeric, or a hash of the text). */
 int dp_os_sysv_key(const char *name, int32_t *key);
-/* id; noreserve (create only): SHM_NORESERVE, as MAP_NORESERVE above */
-int dp_os_sysv_get(int32_t key, size_t len, bool create, unsigned mode, size_t huge_sz, bool noreserve);
+/* The id of the segment of key, or -errno (-ENOENT: none). */
+int dp_os_sysv_find(int32_t key);
+/* A new segment of key (-EEXIST if there is one): its id; huge_sz: in huge
+ * pages of that size; noreserve: SHM_NORESERVE, as MAP_NORESERVE above */
+int dp_os_sysv_make(int32_t key, size_t len, unsigned mode, size_t huge_sz, bool noreserve);
 int dp_os_sysv_size(int shmid, size_t *len);
 int dp_os_sysv_attach(int shmid, void *addr);  /* at addr, inside a reservation */
 int dp_os_sysv_detach(void *addr);

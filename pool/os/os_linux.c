@@ -446,12 +446,18 @@ int dp_os_sysv_key(const char *name, int32_t *key) {
     OS_RET(0);
 }
 
-int dp_os_sysv_get(int32_t key, size_t len, bool create, unsigned mode, size_t huge_sz, bool noreserve) {
+int dp_os_sysv_find(int32_t key) {
     OS_SAVE;
-    int fl = create ? IPC_CREAT | IPC_EXCL | (int)(mode & 0777) : 0;
-    if (create && huge_sz) fl |= SHM_HUGETLB | (int)(log2_size(huge_sz) << SHM_HUGE_SHIFT);
-    if (create && noreserve) fl |= SHM_NORESERVE;
-    int id = shmget((key_t)key, create ? len : 0, fl);
+    int id = shmget((key_t)key, 0, 0);
+    OS_RET(id < 0 ? -errno : id);
+}
+
+int dp_os_sysv_make(int32_t key, size_t len, unsigned mode, size_t huge_sz, bool noreserve) {
+    OS_SAVE;
+    int fl = IPC_CREAT | IPC_EXCL | (int)(mode & 0777);
+    if (huge_sz) fl |= SHM_HUGETLB | (int)(log2_size(huge_sz) << SHM_HUGE_SHIFT);
+    if (noreserve) fl |= SHM_NORESERVE;
+    int id = shmget((key_t)key, len, fl);
     OS_RET(id < 0 ? -errno : id);
 }
 

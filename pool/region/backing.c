@@ -194,7 +194,7 @@ static int sysv_sems(dp_creating *c, int32_t key, unsigned mode) {
          * (or all of a destroyed pool's processes are gone). A destroyed
          * pool whose processes still run keeps its set: their liveness */
         int old = dp_os_sem_get(key);
-        if (old >= 0 && dp_os_sysv_get(key, 0, false, 0, 0, false) < 0 && dp_os_sem_any_held(old) == 0)
+        if (old >= 0 && dp_os_sysv_find(key) < 0 && dp_os_sem_any_held(old) == 0)
             dp_os_sem_remove(old);
         r = dp_os_sem_create(key, n, mode);
     }
@@ -218,7 +218,7 @@ static int sysv_make(dp_creating *c, const dsmpool_config *cfg, size_t len, size
     p->sysv_key = key;
     int r = sysv_sems(c, key, cfg->mode);
     if (r) return r;
-    if ((r = dp_os_sysv_get(key, len, true, cfg->mode, huge_sz, c->noreserve)) < 0)
+    if ((r = dp_os_sysv_make(key, len, cfg->mode, huge_sz, c->noreserve)) < 0)
         return r == -EEXIST ? dp_fail(-EEXIST, "a System V segment with key 0x%x (from \"%s\") exists",
                                       (unsigned)key, cfg->name)
                             : r;
@@ -286,7 +286,7 @@ static int sysv_open(dsmpool *p, const char *name) {
     int32_t key;
     dp_os_sysv_key(name, &key);
     p->sysv_key = key;
-    int r = dp_os_sysv_get(key, 0, false, 0, 0, false);
+    int r = dp_os_sysv_find(key);
     if (r < 0)
         return r == -ENOENT ? dp_fail(-ENOENT, "no System V pool with key 0x%x (\"%s\")", (unsigned)key, name)
                             : dp_fail(r, "shmget failed: %s", strerror(-r));
@@ -320,7 +320,7 @@ static bool posix_still_named(dsmpool *p) {
     return same;
 }
 
-static bool sysv_still_named(dsmpool *p) { return dp_os_sysv_get(p->sysv_key, 0, false, 0, 0, false) == p->shmid; }
+static bool sysv_still_named(dsmpool *p) { return dp_os_sysv_find(p->sysv_key) == p->shmid; }
 
 static bool unnamed_still_named(dsmpool *p) {
     (void)p;

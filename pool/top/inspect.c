@@ -175,7 +175,7 @@ int dp_inspect_open_name(const char *name, dp_insp **out) {
     } else {
         int32_t key = 0;
         dp_os_sysv_key(name, &key);
-        int id = dp_os_sysv_get(key, 0, false, 0, 0, false);
+        int id = dp_os_sysv_find(key);
         if (id < 0) {
             dp_inspect_close(in);
             return id == -ENOENT ? dp_fail(-ENOENT, "no System V pool with key 0x%x (\"%s\")", (unsigned)key, name)

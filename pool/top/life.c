@@ -119,10 +119,10 @@ void dp_life_anchor_drop(int fd) {
 }
 
 /* Open the anchor in dir (making it if it is missing and make is set),
- * take its LIFE shared (waiting up to wait_ms for a cleaner) and its
- * PRESENCE shared, on a name that still leads to it; LIFE is let go again
- * unless keep_life. Returns the fd, or -errno. */
-static int anchor_take(int dir, uint64_t id, bool make, unsigned mode, unsigned wait_ms, bool keep_life) {
+ * take its LIFE shared (waiting up to JOIN_WAIT_MS for a cleaner) and its
+ * PRESENCE shared, on a name that still leads to it. Returns the fd, or
+ * -errno. */
+static int anchor_take(int dir, uint64_t id, bool make, unsigned mode) {
     char nm[64];
     dp_life_anchor_name(id, nm, sizeof nm);
     for (int tries = 0; tries < 100; tries++) {
@@ -130,16 +130,13 @@ static int anchor_take(int dir, uint64_t id, bool make, unsigned mode, unsigned 
         if (fd == -ENOENT && make) fd = dp_os_shm_openat(dir, nm, true, mode);
         if (fd == -EEXIST) continue; /* made by another meanwhile: open it */
         if (fd < 0) return fd;
-        int r = wait_ms ? dp_os_ofd_waitread(fd, DP_ANCHOR_LIFE, wait_ms) : dp_os_ofd_tryread(fd, DP_ANCHOR_LIFE);
+        int r = dp_os_ofd_waitread(fd, DP_ANCHOR_LIFE, JOIN_WAIT_MS);
         if (r == 0 && (r = dp_os_ofd_tryread(fd, DP_ANCHOR_PRESENCE)) != 0) dp_os_ofd_unlock(fd, DP_ANCHOR_LIFE);
         if (r) {
             dp_os_close(fd);
             return r;
         }
-        if (dp_life_anchor_named(dir, nm, fd)) {
-            if (!keep_life) dp_os_ofd_unlock(fd, DP_ANCHOR_LIFE);
-            return fd;
-        }
+        if (dp_life_anchor_named(dir, nm, fd)) return fd;
         dp_life_anchor_drop(fd); /* a cleaner unlinked it before we locked it: a fresh one */
     }
     return -EAGAIN;
@@ -152,7 +149,7 @@ int dp_life_anchor_create(uint64_t id, unsigned mode, int *shmdir, uint64_t *dev
     if (r) return r;
     /* [life]: LIFE shared until published (a sweeper may hold it a moment:
      * wait); [presence]: present in this /dev/shm */
-    int fd = anchor_take(dir, id, true, mode, JOIN_WAIT_MS, true);
+    int fd = anchor_take(dir, id, true, mode);
     if (fd < 0) {
         dp_os_close(dir);
         return fd;
@@ -191,13 +188,14 @@ static void life_unenter(dsmpool *p, int dir, int anchor, bool adopting) {
     if (dir >= 0 && !adopting) dp_os_close(dir);
 }
 
-/* J3..J6 for an attacher (named: J5 checks the name) or a fork()ed child
- * (the ledger calls it before it claims the child's slot: proc.c adopt).
+/* J3..J6 for an attacher (by name: J5 checks the name) or, adopting, a
+ * fork()ed child (the ledger calls it before it claims the child's slot:
+ * proc.c adopt).
  * Both LIFE locks are held shared until dp_life_joined (J8). A home
  * process takes the anchor that exists before its presence (so that a
  * sweep of the anchor, sweep.c [sweep], sees it from J3 on) and makes a missing
  * one only after J5 (an attach racing dsmpool_remove makes nothing). */
-static int life_enter(dsmpool *p, bool named, bool adopting) {
+static int life_enter(dsmpool *p, bool adopting) {
     const char *nm = p->name[0] ? p->name : "(unnamed)";
     int r = dp_live_life_share(&p->live, JOIN_WAIT_MS); /* J3 */
     if (r == -EAGAIN)
@@ -206,7 +204,7 @@ static int life_enter(dsmpool *p, bool named, bool adopting) {
     if (r) return dp_fail(r, "cannot take the pool's LIFE lock: %s", strerror(-r));
     int dir = home_dir(p, adopting), anchor = -1;
     unsigned mode = p->geo.mode ? p->geo.mode : 0600;
-    if (dir >= 0 && (anchor = anchor_take(dir, p->geo.pool_id, false, mode, JOIN_WAIT_MS, true)) < 0 &&
+    if (dir >= 0 && (anchor = anchor_take(dir, p->geo.pool_id, false, mode)) < 0 &&
         anchor != -ENOENT) {
         r = anchor;
         life_unenter(p, dir, -1, adopting);
@@ -224,12 +222,12 @@ static int life_enter(dsmpool *p, bool named, bool adopting) {
     }
     p->present = true;
     DP_INJECT("life.join.locked");
-    if (named && !dp_backing(p->backing)->still_named(p)) { /* J5: removed while we attached; nothing made */
+    if (!adopting && !dp_backing(p->backing)->still_named(p)) { /* J5: removed while we attached; nothing made */
         life_unenter(p, dir, anchor, adopting);
         return dp_fail(-ENOENT, "pool %s was removed while this process attached", nm);
     }
     if (dir >= 0 && anchor < 0) /* J6: made again where a sweep or an anonymous pool's last process took it */
-        anchor = anchor_take(dir, p->geo.pool_id, true, mode, JOIN_WAIT_MS, true);
+        anchor = anchor_take(dir, p->geo.pool_id, true, mode);
     if (adopting && p->anchor >= 0) dp_os_close(p->anchor); /* the parent's description: not ours to unlock */
     if (dir >= 0 && anchor < 0) { /* cannot be present there: no fallback objects ([anchor]) */
         dp_os_close(dir);
@@ -242,7 +240,7 @@ static int life_enter(dsmpool *p, bool named, bool adopting) {
 }
 
 int dp_life_join(dsmpool *p, bool creator) {
-    if (!creator) return life_enter(p, true, false);
+    if (!creator) return life_enter(p, false);
     /* J4 alone: nobody can join or sweep a region before it is published
      * (region.c [creation]); the anchor was made with LIFE shared and present */
     int r = dp_live_present(&p->live);
@@ -260,7 +258,7 @@ void dp_life_joined(dsmpool *p) {
 /* A fork()ed child adopting the pool: the ledger calls these around its
  * slot claim (proc.c adopt), so the child is present before it holds a
  * slot, as an attacher is. */
-static int life_adopt_enter(dsmpool *p) { return life_enter(p, false, true); }
+static int life_adopt_enter(dsmpool *p) { return life_enter(p, true); }
 
 void dp_life_layer_init(void) { dp_ledger_set_join(life_adopt_enter, dp_life_joined, dp_life_leave); }
 

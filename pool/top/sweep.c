@@ -322,7 +322,7 @@ static size_t remove_region(const region_ref *r) {
      * the key (region.c sysv_sems), so the set we remove is this pool's */
     size_t n = 0;
     int sem = dp_os_sem_get(r->key);
-    if (sem >= 0 && dp_os_sysv_get(r->key, 0, false, 0, 0, false) == r->shmid && dp_os_sem_remove(sem) == 0) n++;
+    if (sem >= 0 && dp_os_sysv_find(r->key) == r->shmid && dp_os_sem_remove(sem) == 0) n++;
     n += dp_os_sysv_remove(r->shmid) == 0; /* by id: never another segment */
     return n;
 }
@@ -510,7 +510,7 @@ int dp_life_remove(const char *name, bool force, int backing) {
         exists = fd >= 0 || fd == -EACCES;
         if (fd >= 0) dp_os_close(fd);
     }
-    if (sysv) exists |= dp_os_sysv_get(key, 0, false, 0, 0, false) >= 0;
+    if (sysv) exists |= dp_os_sysv_find(key) >= 0;
     return exists ? dp_fail(-EPROTO, "%s is not a dsmpool pool of this format (or this process may not read "
                             "it); it is not removed", name)
                   : dp_fail(-ENOENT, "no pool named %s", name);
