@@ -319,6 +319,14 @@ class SmallCheck(unittest.TestCase):
     def failed_lines(self, lines):
         return [l for l in lines if l.startswith("FAILED")]
 
+    def rewrite(self, name, change):
+        """The file name in the output, as change makes it of its text."""
+        with open(f"{self.out}/{name}") as f:
+            txt = f.read()
+        with open(f"{self.out}/{name}", "w") as f:
+            f.write(change(txt))
+        return txt
+
     def test_small_check_passes_every_check_on_a_complete_run(self):
         lines, bad = small_check(self.out)
         self.assertEqual(bad, 0)
@@ -329,10 +337,7 @@ class SmallCheck(unittest.TestCase):
         self.assertIn("ok: bench-small: idle: 2 configurations x 4 queries, each timed", lines)
 
     def test_small_check_fails_a_missing_seed_row(self):
-        with open(f"{self.out}/seed.csv") as f:
-            keep = f.read().splitlines()[:-1]
-        with open(f"{self.out}/seed.csv", "w") as f:
-            f.write("\n".join(keep) + "\n")
+        self.rewrite("seed.csv", lambda t: "\n".join(t.splitlines()[:-1]) + "\n")
         lines, bad = small_check(self.out)
         self.assertEqual(bad, 1)
         self.assertEqual(self.failed_lines(lines), [
@@ -340,20 +345,13 @@ class SmallCheck(unittest.TestCase):
         self.assertEqual(lines[-1], "10 passed, 1 failed")
 
     def test_small_check_fails_a_missing_table(self):
-        with open(f"{self.out}/bench.txt") as f:
-            txt = f.read()
-        i, j = txt.index("VACUUM (PARALLEL 2)"), txt.index("pgbench on the scale")
-        with open(f"{self.out}/bench.txt", "w") as f:
-            f.write(txt[:i] + txt[j:])
+        self.rewrite("bench.txt", lambda t: t[:t.index("VACUUM (PARALLEL 2)")] + t[t.index("pgbench on the scale"):])
         lines, bad = small_check(self.out)
         self.assertEqual(bad, 1)
         self.assertEqual(self.failed_lines(lines), ["FAILED: bench-small: vacuum: its table"])
 
     def test_small_check_fails_a_table_without_a_configuration(self):
-        with open(f"{self.out}/bench.txt") as f:
-            txt = f.read()
-        with open(f"{self.out}/bench.txt", "w") as f:
-            f.write(txt.replace("| preload-4k |", "| preload-4k-gone |"))
+        self.rewrite("bench.txt", lambda t: t.replace("| preload-4k |", "| preload-4k-gone |"))
         lines, bad = small_check(self.out)
         self.assertEqual(self.failed_lines(lines), ["FAILED: bench-small: pgbench: its table"])
 
@@ -381,29 +379,21 @@ class SmallCheck(unittest.TestCase):
     def test_small_check_looks_for_a_table_under_its_own_heading(self):
         # the clients' table gone: its configurations still show in the
         # vacuum table after it, which must not stand in for it
-        with open(f"{self.out}/bench.txt") as f:
-            txt = f.read()
-        i, j = txt.index("N clients at once"), txt.index("VACUUM (PARALLEL 2)")
-        clients = txt[i:j]
-        with open(f"{self.out}/bench.txt", "w") as f:
-            f.write(txt[:i] + "N clients at once: no table\n\n" + txt[j:])
+        txt = self.rewrite("bench.txt", lambda t: t[:t.index("N clients at once")] + "N clients at once: no table\n\n"
+                           + t[t.index("VACUUM (PARALLEL 2)"):])
+        clients = txt[txt.index("N clients at once"):txt.index("VACUUM (PARALLEL 2)")]
         lines, bad = small_check(self.out)
         self.assertIn("| pool-2m |", clients)
         self.assertEqual(self.failed_lines(lines), ["FAILED: bench-small: clients: its table"])
 
     def test_small_check_fails_idle_tables_without_the_memory_table(self):
-        with open(f"{self.out}/bench-idle.txt") as f:
-            txt = f.read()
-        with open(f"{self.out}/bench-idle.txt", "w") as f:
-            f.write(txt.replace("Dynamic shared memory resident", "Dynamic shared memory"))
+        self.rewrite("bench-idle.txt", lambda t: t.replace("Dynamic shared memory resident", "Dynamic shared memory"))
         lines, bad = small_check(self.out)
         self.assertEqual(self.failed_lines(lines), ["FAILED: bench-small: idle: its tables"])
 
     def test_small_check_fails_a_configuration_never_sampled(self):
-        with open(f"{self.out}/idle-mem.csv") as f:
-            keep = [l for l in f.read().splitlines() if not (l.startswith("pool-elastic,") and ",sample," in l)]
-        with open(f"{self.out}/idle-mem.csv", "w") as f:
-            f.write("\n".join(keep) + "\n")
+        self.rewrite("idle-mem.csv", lambda t: "\n".join(
+            l for l in t.splitlines() if not (l.startswith("pool-elastic,") and ",sample," in l)) + "\n")
         lines, bad = small_check(self.out)
         self.assertEqual(self.failed_lines(lines), ["FAILED: bench-small: idle: memory sampled for each configuration"])
         self.assertEqual(lines[-1], "10 passed, 1 failed")
