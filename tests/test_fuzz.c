@@ -327,6 +327,14 @@ static void op_alloc(fz *f) {
     f->ptrs[f->nptrs++].n = sz;
 }
 
+/* A wild pointer for a free, made of any value: in a checked area a 64-byte
+ * line (a chunk start there or not); in an unchecked one never a chunk
+ * start, since such an area cannot tell one that was never handed out
+ * (dsmpool.h): 4 past a multiple of 8, and every chunk and block starts at
+ * a multiple of 8. (8 past a line, as this was before, is a chunk start of
+ * the 24, 40 and 56 B classes: the 24 B class's chunk 3 is at 72.) */
+static dsmpool_ptr wild_form(dsmpool_ptr v, bool checked) { return checked ? v & ~63ull : (v & ~7ull) | 4; }
+
 static void op_free(fz *f) {
     if (!f->nareas) return;
     uint64_t r = rnd(f, 100);
@@ -354,11 +362,8 @@ static void op_free(fz *f) {
         f->ai_freed[k] = f->ai_freed[f->nfreed];
     } else { /* foreign and wild pointers */
         int ai = (int)rnd(f, (uint64_t)f->nareas);
-        dsmpool_ptr p = rnd(f, 2) ? test_rand(&f->seed) : (dsmpool_ptr)rnd(f, f->data_size) & ~63ull;
-        /* A chunk start that was never handed out is caught only in checked
-         * areas (dsmpool.h): unchecked ones get wild pointers that are not
-         * chunk starts of theirs */
-        if (!f->areas[ai].checked) p |= 8;
+        dsmpool_ptr p = wild_form(rnd(f, 2) ? test_rand(&f->seed) : (dsmpool_ptr)rnd(f, f->data_size),
+                                  f->areas[ai].checked);
         bool live = false; /* a wild pointer that hits one of our live chunks is a free, not a wild one */
         for (int k = 0; k < f->nptrs && !live; k++) live = f->ptrs[k].p == p;
         if (!live) expect(f, "dsmpool_area_free (wild)", dsmpool_area_free(f->areas[ai].a, p), R_AREA_OTHER);
@@ -459,6 +464,33 @@ static int fuzz_process(dsmpool *p, fz_shared *sh, int id, uint64_t calls) {
     while (f.npinned) op_seg_unpin(&f);
     for (int ai = f.nareas - 1; ai >= 0; ai--) dsmpool_area_detach(f.areas[ai].a);
     return atomic_load(&sh->fail) ? 4 : 0;
+}
+
+/* The fuzz's wild pointers for unchecked areas are never chunk starts: every
+ * one of wild_form's pointers across the spans of the 8-aligned classes (24,
+ * 40, 56 B) and of 64 B is refused, and nothing changes. With 8 past a
+ * 64-byte line (the form before) the 24 B span's chunk 3 was taken as a free
+ * of a chunk never handed out, and dsmpool_check found it on two lists. */
+Test(fuzz, wild_pointers_of_unchecked_areas_are_never_chunk_starts) {
+    dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
+    dsmpool_area *a = test_area(p, 0);
+    const size_t sizes[] = {24, 40, 56, 64};
+    dsmpool_ptr live[4];
+    for (int i = 0; i < 4; i++) cr_assert_eq(dsmpool_area_alloc(a, sizes[i], 0, &live[i]), 0, "%s", dsmpool_last_error());
+    for (int i = 0; i < 4; i++) {
+        dsmpool_ptr g = live[i] & ~(dsmpool_ptr)(2 * MIB - 1); /* the span's 2 MiB, every line of it */
+        for (dsmpool_ptr v = g; v < g + 2 * MIB; v += 8) {
+            dsmpool_ptr w = wild_form(v, false);
+            int r = dsmpool_area_free(a, w);
+            cr_assert_eq(r, -EINVAL, "class of %zu B: the wild pointer %#llx (from %#llx) was taken as a free (%d)",
+                         sizes[i], (unsigned long long)w, (unsigned long long)v, r);
+        }
+    }
+    test_check_ok(p);
+    for (int i = 0; i < 4; i++) cr_expect_eq(dsmpool_area_free(a, live[i]), 0, "%s", dsmpool_last_error());
+    test_check_ok(p);
+    dsmpool_area_destroy(a);
+    dsmpool_detach(p);
 }
 
 Test(fuzz, whole_api_two_processes, .timeout = 1800) {
