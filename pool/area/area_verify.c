@@ -113,7 +113,10 @@ void dp_ar_verify_area(ar_vctx *v) {
                 vfail(v, "a bump range of class %llu of area %016llx is damaged", c);
                 break;
             }
-            for (uint32_t k = 0; k < left; k++) vmark(v, e1 - 1, idx + k, cls_chunks(c), 0);
+            ar_span *bsp = dp_ar_entry(a->pool, ctl, e1 - 1);
+            /* the chunks' own pointers, for the message of one found twice */
+            dsmpool_ptr base = dp_ar_entry_base(a, e1 - 1, bsp, dp_load_relaxed(&bsp->block), c);
+            for (uint32_t k = 0; k < left; k++) vmark(v, e1 - 1, idx + k, cls_chunks(c), base + chunk_off(c, idx + k));
         }
     }
     for (uint64_t e = ar_entry_next(ctl, 0); e < AR_MAX_ENTRIES && !v->err; e = ar_entry_next(ctl, e + 1)) {
