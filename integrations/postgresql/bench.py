@@ -502,18 +502,23 @@ class Bench:
     def save_settings(self):
         """What was changed, kept in a file until it is put back: the huge
         pages this run added (others on this machine may reserve some
-        meanwhile: the run takes back what it added, not a count it saw) and
-        shmem_enabled. A run killed outright (SIGKILL, no cleanup) leaves the
+        meanwhile: the run takes back what it added, not a count it saw),
+        shmem_enabled, and tracefs where the run mounted it (the vacuum's
+        uprobes). A run killed outright (SIGKILL, no cleanup) leaves the
         file, and the next run takes back what it says first (the previous
         helper's run left 2496 huge pages reserved that way)."""
         os.makedirs(self.work, exist_ok=True)
         with signals_held():
             if os.path.isfile(self.saved):
-                hp_left, self.shmem_old = read(self.saved).split()[:2]
+                left = read(self.saved).split()
+                hp_left, self.shmem_old = left[:2]
                 print(f"a previous bench did not put the system settings back: {hp_left} huge pages added, "
-                      f"shmem_enabled {self.shmem_old}; taking them back", file=sys.stderr, flush=True)
+                      f"shmem_enabled {self.shmem_old}{', tracefs mounted' if 'tracefs' in left[2:] else ''}; "
+                      "taking them back", file=sys.stderr, flush=True)
                 cur = int(read(HP))
                 write(HP, f"{max(cur - int(hp_left), 0)}\n")
+                if "tracefs" in left[2:] and os.path.ismount(TRACING):
+                    subprocess.run(["umount", TRACING], stderr=subprocess.DEVNULL)
             else:  # the value in brackets ("within_size" too)
                 self.shmem_old = re.sub(r".*\[([a-z_]+)\].*", r"\1", read(SHMEM).strip())
             write_whole(self.saved, f"0 {self.shmem_old}\n")
@@ -841,8 +846,10 @@ class Bench:
         f = f"{self.out}/vacuum-counts.csv"
         write(f, "config,dsa_allocations,dsm_segments\n")
         if not os.path.isdir(f"{TRACING}/events"):
-            if subprocess.run(["mount", "-t", "tracefs", "nodev", TRACING]).returncode == 0:
-                self.mounted_tracefs = True
+            with signals_held():  # mounted and recorded, or neither
+                if subprocess.run(["mount", "-t", "tracefs", "nodev", TRACING]).returncode == 0:
+                    self.mounted_tracefs = True
+                    write_whole(self.saved, f"{self.hp_added} {self.shmem_old} tracefs\n")
         if not os.access(f"{TRACING}/uprobe_events", os.W_OK):
             print("  no uprobes here (tracefs): the vacuum's allocations are not counted", file=sys.stderr, flush=True)
             return
