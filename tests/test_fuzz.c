@@ -327,13 +327,13 @@ static void op_alloc(fz *f) {
     f->ptrs[f->nptrs++].n = sz;
 }
 
-/* A wild pointer for a free, made of any value: in a checked area a 64-byte
- * line (a chunk start there or not); in an unchecked one never a chunk
- * start, since such an area cannot tell one that was never handed out
- * (dsmpool.h): 4 past a multiple of 8, and every chunk and block starts at
- * a multiple of 8. (8 past a line, as this was before, is a chunk start of
- * the 24, 40 and 56 B classes: the 24 B class's chunk 3 is at 72.) */
-static dsmpool_ptr wild_form(dsmpool_ptr v, bool checked) { return checked ? v & ~63ull : (v & ~7ull) | 4; }
+/* A wild pointer for a free in an unchecked area, made of any value: never
+ * a chunk start, since such an area cannot tell one that was never handed
+ * out (dsmpool.h): 4 past a multiple of 8, and every chunk and block starts
+ * at a multiple of 8. (8 past a 64-byte line, as this was before, is a
+ * chunk start of the 24, 40 and 56 B classes: the 24 B class's chunk 3 is
+ * at 72.) Checked areas get any value. */
+static dsmpool_ptr wild_form(dsmpool_ptr v) { return (v & ~7ull) | 4; }
 
 static void op_free(fz *f) {
     if (!f->nareas) return;
@@ -362,8 +362,8 @@ static void op_free(fz *f) {
         f->ai_freed[k] = f->ai_freed[f->nfreed];
     } else { /* foreign and wild pointers */
         int ai = (int)rnd(f, (uint64_t)f->nareas);
-        dsmpool_ptr p = wild_form(rnd(f, 2) ? test_rand(&f->seed) : (dsmpool_ptr)rnd(f, f->data_size),
-                                  f->areas[ai].checked);
+        dsmpool_ptr p = rnd(f, 2) ? test_rand(&f->seed) : (dsmpool_ptr)rnd(f, f->data_size) & ~63ull;
+        if (!f->areas[ai].checked) p = wild_form(p);
         bool live = false; /* a wild pointer that hits one of our live chunks is a free, not a wild one */
         for (int k = 0; k < f->nptrs && !live; k++) live = f->ptrs[k].p == p;
         if (!live) expect(f, "dsmpool_area_free (wild)", dsmpool_area_free(f->areas[ai].a, p), R_AREA_OTHER);
@@ -480,7 +480,7 @@ Test(fuzz, wild_pointers_of_unchecked_areas_are_never_chunk_starts) {
     for (int i = 0; i < 4; i++) {
         dsmpool_ptr g = live[i] & ~(dsmpool_ptr)(2 * MIB - 1); /* the span's 2 MiB, every line of it */
         for (dsmpool_ptr v = g; v < g + 2 * MIB; v += 8) {
-            dsmpool_ptr w = wild_form(v, false);
+            dsmpool_ptr w = wild_form(v);
             int r = dsmpool_area_free(a, w);
             cr_assert_eq(r, -EINVAL, "class of %zu B: the wild pointer %#llx (from %#llx) was taken as a free (%d)",
                          sizes[i], (unsigned long long)w, (unsigned long long)v, r);
