@@ -507,7 +507,7 @@ Test(palloc, a_refill_takes_the_leaf_after_the_reservation) {
     tpa_fini(&t);
 }
 
-/* palloc.c [reservation]'s second chance: when a CPU's reservation has no run
+/* palloc.c [second chance]: when a CPU's reservation has no run
  * left, the leaf this thread last freed such a run into is tried before
  * the search -- if it lies in the reservation's 2 MiB node. One CPU fills
  * two leaves with order-3 blocks (4 a leaf) and frees one in the first:
@@ -615,7 +615,7 @@ Test(palloc, the_second_chance_takes_no_reserved_leaf) {
     tpa_fini(&t);
 }
 
-/* palloc.c [reservation]'s take-back: the runs a thread freed into leaves nobody
+/* palloc.c [take-back]: the runs a thread freed into leaves nobody
  * reserved come back to it newest first, each exactly, before its CPU's
  * reservation is used and without moving it. A run freed into the
  * reservation is left to the reservation; a run that someone else took

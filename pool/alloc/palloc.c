@@ -67,10 +67,11 @@
  *      the hint word per node that dp_pa_set_cold installs: its memory was
  *      given back; one relaxed load of the sub-pool's count), blocks of
  *      every size take warm memory while any fits. The warm passes take no
- *      cold 2 MiB node, open or not, no 32 MiB node without a warm one, no
- *      run of 2 MiB and up with cold memory in it, and open no free node of
- *      512 MiB or more; blocks of 32 MiB and up search and open only nodes
- *      with a warm run of their size (pa_no_warm_run). Blocks of 128 KiB
+ *      cold 2 MiB node, open or not, no 32 MiB node without a warm one and
+ *      no run of 2 MiB and up with cold memory in it; blocks below 32 MiB
+ *      open no free node of 512 MiB or more, blocks of 32 MiB and up search
+ *      and open only nodes with a warm run of their size (pa_no_warm_run),
+ *      free ones of any level included. Blocks of 128 KiB
  *      and up make three warm passes, the last after closing empty nodes,
  *      then one that takes cold memory; leaves take it in their last pass.
  *      Within a pass fresh nodes are opened warm first and runs of 2 MiB
@@ -92,8 +93,9 @@
  *      OPENING word with content: it is finished (P says PART: store OPEN
  *      with that content) or undone (P still says FULL: IDLE). "Dead" is
  *      the caller's word (dp_pa_recover's is_dead), true only while the
- *      caller holds the owner's liveness lock (proc.c [pool blocks], live.c
- *      [dead iff free]); finishing a live owner's step would build an OPEN
+ *      caller holds the owner's liveness lock, which keeps the owner's id
+ *      from being reused and other recoverers away until the step is
+ *      finished (proc.c [pool blocks], live.c [dead iff free]); finishing a live owner's step would build an OPEN
  *      node under a FREE parent (tests/model/palloc.m).
  *   [exact blocks] the holder of a block gives back its tail (dp_pa_trim)
  *      as aligned pieces, from the end: a piece at or above the level the

@@ -109,11 +109,11 @@ void dp_ar_verify_area(ar_vctx *v) {
             uint64_t b = dp_load_relaxed(&rec->bump[c]);
             uint32_t e1 = BUMP_E1(b), left = BUMP_LEFT(b), idx = BUMP_IDX(b);
             if (!left) continue;
-            if (!e1 || idx + left > cls_chunks(c) || !dp_ar_entry(a->pool, ctl, e1 - 1)) {
+            ar_span *bsp = e1 ? dp_ar_entry(a->pool, ctl, e1 - 1) : NULL;
+            if (!bsp || idx + left > cls_chunks(c)) {
                 vfail(v, "a bump range of class %llu of area %016llx is damaged", c);
                 break;
             }
-            ar_span *bsp = dp_ar_entry(a->pool, ctl, e1 - 1);
             /* the chunks' own pointers, for the message of one found twice */
             dsmpool_ptr base = dp_ar_entry_base(a, e1 - 1, bsp, dp_load_relaxed(&bsp->block), c);
             for (uint32_t k = 0; k < left; k++) vmark(v, e1 - 1, idx + k, cls_chunks(c), base + chunk_off(c, idx + k));

@@ -188,7 +188,7 @@ static void life_unenter(dsmpool *p, int dir, int anchor, bool adopting) {
     if (dir >= 0 && !adopting) dp_os_close(dir);
 }
 
-/* J3..J6 for an attacher (by name: J5 checks the name) or, adopting, a
+/* J3..J6 for an attacher (by name or fd: J5 checks the name) or, adopting, a
  * fork()ed child (the ledger calls it before it claims the child's slot:
  * proc.c adopt).
  * Both LIFE locks are held shared until dp_life_joined (J8). A home
