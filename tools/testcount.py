@@ -10,8 +10,8 @@ one failure.
 
 --failures FILE appends the name of each failure to FILE, a line each
 ("suite::test: what it said", or the suite and meson's result when the
-suite itself failed),
-so that the test command can name them next to its last line.
+suite itself failed), so that the test command can name them next to its
+last line.
 """
 import json
 import re
