@@ -34,49 +34,40 @@ def failed_with_why(out):
     """The failed tests of a Criterion stream, each with what it said (its
     assertion's message, a sanitizer's report line; a timeout or crash as
     its [FAIL] line says it), so that the test command's last lines say why
-    and not only which. With [RUN ] lines (a verbose run), a message goes to
-    the one test running when it was printed, and none when several were
-    (-j2 interleaves them: a message is never given to the wrong test);
-    without them, to the next [FAIL]."""
-    found, seq, running, why_of, cur = [], [], [], {}, None
-    verbose = False
+    and not only which. The suites run --verbose (tests/meson.build), so
+    each test's [RUN ] line opens it; a message goes to the one test running
+    when it was printed, and to none when several were (-j2 interleaves
+    them: a message is never given to the wrong test)."""
+    found, running, why_of, cur = [], [], {}, None
     for line in out.splitlines():
         text = line[6:].strip() if line.startswith("[----]") else line.strip()
         m = FAILED.match(line)
         if m:
             name = m.group(1)
-            said = why_of.pop(name, []) if verbose else seq
             rest = DURATION.sub("", line[m.end():]).strip(" :")
-            text = " / ".join(([rest] if rest else []) + said[:3])
+            text = " / ".join(([rest] if rest else []) + why_of.pop(name, [])[:3])
             found.append(name + (": " + text[:400] if text else ""))
             if name in running:
                 running.remove(name)
-            seq, cur = [], None
-            continue
-        r = STARTED.match(line)
-        if r:
-            verbose = True
-            running.append(r.group(1))
-            why_of.pop(r.group(1), None)
-            seq, cur = [], None
-            continue
-        e = ENDED.match(line)
-        if e:
-            if e.group(1) in running:
-                running.remove(e.group(1))
-            why_of.pop(e.group(1), None)
             cur = None
             continue
-        if WHY.search(line):  # what failed: the notes the test printed before it are not why
-            seq = [text]
+        r = STARTED.match(line)
+        e = ENDED.match(line)
+        if r or e:
+            name = (r or e).group(1)
+            why_of.pop(name, None)
+            if r:
+                running.append(name)
+            elif name in running:
+                running.remove(name)
+            cur = None
+        elif WHY.search(line):  # what failed: the notes the test printed before it are not why
             cur = running[0] if len(running) == 1 else None
             if cur:
                 why_of[cur] = [text]
         elif line.startswith("[----]"):
-            if text:
-                seq.append(text)
-                if cur:
-                    why_of[cur].append(text)
+            if text and cur:
+                why_of[cur].append(text)
         else:
             cur = None
     return found

@@ -51,7 +51,7 @@ def criterion_passes_are_counted():
 
 @case
 def a_failed_assertion_is_named_with_its_message():
-    out = ("[----] tests/test_fuzz.c:490: Assertion Failed\n[----]   \n"
+    out = ("[RUN ] fuzz::whole_api_two_processes\n[----] tests/test_fuzz.c:490: Assertion Failed\n[----]   \n"
            "[----]   process 1: dsmpool_area_free returned -5: not documented for it\n[----]   \n"
            "[FAIL] fuzz::whole_api_two_processes: (12.00s)\n")
     p, f, lines = run([{"name": "fuzz", "result": "FAIL", "stdout": criterion(2, 1, 1, 0, out)}])
@@ -62,8 +62,8 @@ def a_failed_assertion_is_named_with_its_message():
 
 @case
 def each_failure_has_its_own_message():
-    out = ("[----] a.c:1: Assertion Failed\n[----]   first\n[FAIL] s::one: (0.01s)\n"
-           "[----] a.c:2: Assertion Failed\n[----]   second\n[FAIL] s::two: (0.01s)\n")
+    out = ("[RUN ] s::one\n[----] a.c:1: Assertion Failed\n[----]   first\n[FAIL] s::one: (0.01s)\n"
+           "[RUN ] s::two\n[----] a.c:2: Assertion Failed\n[----]   second\n[FAIL] s::two: (0.01s)\n")
     _, f, lines = run([{"name": "s", "result": "FAIL", "stdout": criterion(2, 0, 2, 0, out)}])
     assert f == 2 and len(lines) == 2, (f, lines)
     assert "first" in lines[0] and "second" not in lines[0], lines
@@ -83,7 +83,7 @@ def another_tests_notes_are_not_the_why():
 
 @case
 def a_sanitizer_report_names_the_crash():
-    out = ("==123==ERROR: AddressSanitizer: heap-use-after-free on address 0x1\n"
+    out = ("[RUN ] area::free_twice\n==123==ERROR: AddressSanitizer: heap-use-after-free on address 0x1\n"
            "[CRASH] area::free_twice\n")
     _, f, lines = run([{"name": "area", "result": "FAIL", "stdout": criterion(1, 0, 0, 1, out)}])
     assert f == 1 and len(lines) == 1, (f, lines)
@@ -145,9 +145,9 @@ def a_timeout_says_so_and_not_its_notes():
 
 @case
 def a_long_message_is_cut():
-    out = "[----]   " + "x" * 2000 + "\n[FAIL] s::long: (0.01s)\n"
+    out = "[RUN ] s::long\n[----] a.c:3: Assertion Failed\n[----]   " + "x" * 2000 + "\n[FAIL] s::long: (0.01s)\n"
     _, _, lines = run([{"name": "s", "result": "FAIL", "stdout": criterion(1, 0, 1, 0, out)}])
-    assert len(lines) == 1 and len(lines[0]) <= len("s::long: ") + 400, len(lines[0])
+    assert len(lines) == 1 and "xxxx" in lines[0] and len(lines[0]) <= len("s::long: ") + 400, lines[0][:80]
 
 
 @case
