@@ -286,10 +286,12 @@ DSMPOOL_NODISCARD DSMPOOL_EXPORT int dsmpool_create(const dsmpool_config *cfg, d
  * the tables (header, process slots, segment descriptors, span directory,
  * allocator trees and per-CPU hints, up to the 2 MiB boundary where data
  * starts; they grow with the size: 0.6% of 1 GiB, 0.3% of 16 GiB, 0.25% of
- * 1 TiB; an elastic pool holds resident only the directory pages of its
- * resident memory, so 0.06% of what it reserves) plus 2 MiB of data per
- * sub-pool; 4 MiB with the defaults on one node. Pure computation: it
- * creates nothing and checks no huge-page reservation. 0 with a message
+ * 1 TiB; of an elastic pool's, the span directory is resident only for
+ * its resident memory and the allocator tree's lower levels only for
+ * memory it has used, about 1 KiB per 2 MiB; the rest, 14.5 MiB for 1 TiB,
+ * from creation) plus 2 MiB of data per sub-pool; 4 MiB with the defaults
+ * on one node. Pure computation: it creates nothing and checks no
+ * huge-page reservation. 0 with a message
  * (dsmpool_last_error) for a configuration that no size fits. */
 DSMPOOL_EXPORT size_t dsmpool_min_size(const dsmpool_config *cfg);
 

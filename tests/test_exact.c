@@ -131,7 +131,7 @@ Test(exact, palloc_trim_stops_at_a_busy_node) {
     /* an opener (owner 9) that read a stale FREE holds the second leaf */
     dp_a64 *leaf = dp_pa_word(&t.pa, 0, (f >> 5) + 1);
     uint64_t was = atomic_load(leaf);
-    atomic_store(leaf, (2ull << 32) | (9ull << 34));
+    atomic_store(leaf, (2ull << 32) | (9ull << 35));
     uint64_t kept = dp_pa_trim(&t.pa, f, 6, 40, 1);
     cr_expect_eq(kept, 64, "the tail inside the busy leaf stays with the block");
     atomic_store(leaf, was);
@@ -157,20 +157,20 @@ Test(exact, palloc_half_split_is_undone_or_finished) {
     dp_a64 *leaf = dp_pa_word(&t.pa, 0, li + 1), *node = dp_pa_word(&t.pa, 1, l1);
     unsigned ci = (unsigned)((li + 1) & 15);
     /* claimed, not linked */
-    atomic_store(leaf, (2ull << 32) | (7ull << 34) | 0xffffffffull);
+    atomic_store(leaf, (2ull << 32) | (7ull << 35) | 0xffffffffull);
     dp_pa_walk w;
     dp_pa_walk_tree(&t.pa, &w, NULL, NULL, NULL);
     cr_expect_eq(w.used_frames, 64);
     cr_expect_eq(dp_pa_recover(&t.pa, dead_is_7, NULL), 1);
-    cr_expect_eq(atomic_load(leaf) >> 32 & 3, 1, "undone: IDLE under the FULL parent");
+    cr_expect_eq(atomic_load(leaf) >> 32 & 7, 0, "undone: IDLE under the FULL parent");
     /* claimed and linked */
-    atomic_store(leaf, (2ull << 32) | (7ull << 34) | 0xffffffffull);
+    atomic_store(leaf, (2ull << 32) | (7ull << 35) | 0xffffffffull);
     atomic_store(node, atomic_load(node) ^ (3ull << (2 * ci)));
     dp_pa_walk_tree(&t.pa, &w, NULL, NULL, NULL);
     cr_expect_eq(w.used_frames, 64, "a split in flight holds its frames");
     cr_expect_eq(w.orphaned, 1);
     cr_expect_eq(dp_pa_recover(&t.pa, dead_is_7, NULL), 1);
-    cr_expect_eq(atomic_load(leaf), 0xffffffffull, "finished: OPEN, all held");
+    cr_expect_eq(atomic_load(leaf), (1ull << 32) | 0xffffffffull, "finished: OPEN, all held");
     dp_pa_walk_tree(&t.pa, &w, NULL, NULL, NULL);
     cr_expect_eq(w.bad, 0, "%s", w.why);
     cr_expect_eq(w.used_frames, 64);

@@ -311,7 +311,7 @@ Test(palloc, random_against_model, .timeout = 120) {
 /* A process died in the middle of opening or closing a node: recovery
  * finishes the step and nothing is lost. */
 #define PH_SHIFT 32
-#define OWNER_SHIFT 34
+#define OWNER_SHIFT 35
 static bool dead_is_7(uint32_t owner, void *arg) { return owner == 7; }
 static bool live_not_7(uint32_t owner, void *arg) { return owner != 7; }
 
@@ -325,7 +325,7 @@ Test(palloc, recovery_finishes_half_steps) {
      * its parent already says PART. */
     dp_a64 *leaf = dp_pa_word(&t.pa, 0, 20), *l1 = dp_pa_word(&t.pa, 1, 1), *root = dp_pa_word(&t.pa, 2, 0);
     atomic_store(root, atomic_load(root) | (1ull << 2)); /* root: child 1 PART */
-    atomic_store(l1, 0);                                 /* node 1 OPEN, all free */
+    atomic_store(l1, 1ull << PH_SHIFT);                  /* node 1 OPEN, all free */
     atomic_store(l1, atomic_load(l1) | (1ull << (2 * 4)));
     atomic_store(leaf, (2ull << PH_SHIFT) | (7ull << OWNER_SHIFT));
     dp_pa_walk w;
@@ -338,7 +338,7 @@ Test(palloc, recovery_finishes_half_steps) {
     cr_expect_eq(w.busy, 0);
     /* Dead owner 7 half-closed leaf 21: CLOSING with parent still PART. */
     atomic_store(l1, atomic_load(l1) | (1ull << (2 * 5)));
-    atomic_store(dp_pa_word(&t.pa, 0, 21), (3ull << PH_SHIFT) | (7ull << OWNER_SHIFT));
+    atomic_store(dp_pa_word(&t.pa, 0, 21), (4ull << PH_SHIFT) | (7ull << OWNER_SHIFT)); /* CLOSING */
     cr_expect_eq(dp_pa_recover(&t.pa, dead_is_7, NULL), 1);
     w = walk(&t);
     cr_expect_eq(w.orphaned, 0);

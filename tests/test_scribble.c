@@ -197,7 +197,7 @@ static void d_leaf(work *w) { /* an allocator leaf: every frame marked free */
     dp_pa *pa = &w->p->pa[0];
     for (uint64_t i = 0; i < pa->count[0]; i++) {
         dp_a64 *lw = dp_pa_word(pa, 0, i);
-        if ((atomic_load(lw) >> 32 & 3) == 0 && (uint32_t)atomic_load(lw)) {
+        if ((atomic_load(lw) >> 32 & 7) == 1 && (uint32_t)atomic_load(lw)) { /* OPEN, with frames held */
             atomic_store(lw, atomic_load(lw) & ~0xffffffffull);
             break;
         }

@@ -51,6 +51,8 @@ typedef struct dp_pa {
                             palloc.c [resident first]; NULL: no hint */
     dp_a64 *ncold;       /* how many are cold (a hint: 0 turns the preference off); never
                             NULL: a word that stays 0 where there is no hint or no level 2 */
+    int (*tables)(void *ctx, struct dp_pa *pa, uint64_t g); /* palloc.c [lazy tree]; NULL: none */
+    void *tables_ctx;
 } dp_pa;
 
 /* The cold bit of a 2 MiB node's hint word (palloc.c [resident first]): its
@@ -62,8 +64,29 @@ typedef struct dp_pa {
  * sub-pool, and the count of cold ones. Process-local; no frame changes. */
 void dp_pa_set_cold(dp_pa *pa, const dp_a64 *words, dp_a64 *count);
 
+/* The tree bit of a 2 MiB node's hint word (palloc.c [lazy tree]): the
+ * pages holding its words (its level-1 word and its 16 leaves) were never
+ * made resident, so they all read 0 (IDLE) without being read. Set only
+ * by the creator, on memory known to be zero; cleared by the owner of the
+ * words once the pages are there (the hook below, or the refill of the
+ * node's memory), never set again. */
+#define DP_PA_NOTREE 4ull
+/* palloc.c [lazy tree]: the hook that makes the tree pages of 2 MiB node g
+ * (dp_pa_tree_range) resident under the caller's room rules and clears
+ * its DP_PA_NOTREE bit: 0, or -ENOMEM (with a message) when they cannot
+ * be had; the step that needed them then fails as for a full sub-pool.
+ * Process-local, like dp_pa_set_cold. */
+typedef int (*dp_pa_tables_fn)(void *ctx, struct dp_pa *pa, uint64_t g);
+void dp_pa_set_tables(dp_pa *pa, dp_pa_tables_fn fn, void *ctx);
+/* The tree's bytes for 2 MiB nodes [g, g + n) of the sub-pool laid out as
+ * geo: its leaves' and its level-1 words', as region offsets rounded out to
+ * pages of `page` ([off[L], off[L] + len[L])); len 0 where the tree has no
+ * lazy levels (two levels or fewer). */
+void dp_pa_tree_range(const dp_pa_geom *geo, uint64_t g, uint64_t n, uint64_t page, uint64_t off[2],
+                      uint64_t len[2]);
+
 /* A word's RESV bit (palloc.c [reservation]: some CPU's current node; advisory). */
-#define DP_PA_RESV (1ull << 54)
+#define DP_PA_RESV (1ull << 55)
 
 /* The word of node idx at level L. One word per cache line: CPUs that
  * reserve neighbouring nodes must not fight over a line (false sharing cost
@@ -84,6 +107,10 @@ int dp_pa_view(dp_pa *pa, char *base, uint64_t region_size, const dp_pa_geom *g)
 /* Write the initial state: everything free. Only the creator, before anyone
  * else can see the region. */
 void dp_pa_format(dp_pa *pa);
+/* The same on memory known to be zero (a fresh object): writes only the
+ * words that are not 0, the last node of each level, so that the pages of
+ * the rest stay untouched (palloc.c [lazy tree]). */
+void dp_pa_format_fresh(dp_pa *pa);
 
 /* Allocate a naturally aligned block of 2^order frames; *frame is its first
  * frame, always inside the sub-pool (a damaged word that offers frames past

@@ -13,15 +13,21 @@
 
 #define W_CONTENT 0xffffffffull
 #define W_PHASE_SHIFT 32
-#define W_OWNER_SHIFT 34
+#define W_OWNER_SHIFT 35
 #define W_RESV DP_PA_RESV
 #define LO2 0x55555555u
 #define HI2 0xaaaaaaaau
 
-enum { PH_OPEN = 0, PH_IDLE = 1, PH_OPENING = 2, PH_CLOSING = 3 };
+/* IDLE is 0: a word never written is an idle node holding nothing, the
+ * state of every word under a FREE parent (palloc.c [lazy tree]). The
+ * others are a bit each, so that the hot paths ask "OPEN?" with one bit
+ * test (W_OPEN), as they did when OPEN was 0; a word with two of them set
+ * is damage, which every CAS still validates. */
+enum { PH_IDLE = 0, PH_OPEN = 1, PH_OPENING = 2, PH_CLOSING = 4 };
+#define W_OPEN ((uint64_t)PH_OPEN << W_PHASE_SHIFT)
 enum { CH_FREE = 0, CH_PART = 1, CH_FULL = 2, CH_ABSENT = 3 };
 
-static inline unsigned w_phase(uint64_t w) { return (unsigned)(w >> W_PHASE_SHIFT) & 3u; }
+static inline unsigned w_phase(uint64_t w) { return (unsigned)(w >> W_PHASE_SHIFT) & 7u; }
 static inline uint32_t w_owner(uint64_t w) { return (uint32_t)(w >> W_OWNER_SHIFT) & DP_PA_OWNER_MAX; }
 static inline uint64_t w_mk(unsigned phase, uint32_t owner) {
     return ((uint64_t)phase << W_PHASE_SHIFT) | ((uint64_t)owner << W_OWNER_SHIFT);
@@ -81,5 +87,23 @@ static inline uint64_t run_mask(unsigned L, unsigned pos, unsigned rs) {
     return ((1ull << (2u << rs)) - 1) << (2 * pos);
 }
 static inline uint64_t run_used(unsigned L, uint64_t mask) { return L == 0 ? mask : (mask & HI2); }
+
+/* palloc.c [lazy tree]: were the pages holding the words of 2 MiB node g
+ * (its level-1 word and its 16 leaves) never made resident? Then each of
+ * those words is 0 (IDLE), and reading one would bring its page in outside
+ * any room claim. acquire: pairs with the release CAS in res_tables (or
+ * the one in dp_res_mark_resident) that cleared the bit after the
+ * populate: a word read after that is on a page that is there. */
+static inline bool pa_untouched(const dp_pa *pa, uint64_t g) {
+    return pa->cold && pa->nlevels > 2 && g < pa->count[1] && (dp_load_acquire(&pa->cold[g]) & DP_PA_NOTREE);
+}
+
+/* palloc.c [lazy tree]: the word of (L, idx) for a reader that holds nothing there
+ * (a walk, a recovery, a trim looking for how a block is held): IDLE,
+ * without a read, when its page was never made resident. */
+static inline uint64_t pa_peek(const dp_pa *pa, unsigned L, uint64_t idx) {
+    if (L <= 1 && pa_untouched(pa, L ? idx : idx >> 4)) return w_mk(PH_IDLE, 0);
+    return dp_load_relaxed(pa_node((dp_pa *)pa, L, idx)); /* relaxed: as the caller's own load */
+}
 
 #endif /* DP_PA_WORD_H */

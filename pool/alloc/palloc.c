@@ -17,8 +17,9 @@
  *            (beyond the end of the sub-pool).
  *   Level 1 covers 2 MiB (a huge page), level 2 32 MiB, level 3 512 MiB, ...
  *   The root is the single word of the top level.
- *   Word: bits 0-31 content, 32-33 phase (OPEN, IDLE, OPENING, CLOSING),
- *   34-53 owner (process slot + 1, set in OPENING/CLOSING only), 54 RESV
+ *   Word: bits 0-31 content, 32-34 phase (IDLE 0, or one bit of OPEN,
+ *   OPENING, CLOSING: pa_word.h), 35-54 owner (process slot + 1, set in
+ *   OPENING/CLOSING only), 55 RESV
  *   (advisory: a CPU's current node).
  *
  * The rules
@@ -79,6 +80,26 @@
  *      is a correct block, which its holder makes resident. Below 128 KiB
  *      the reservation's first CAS does not look; with no cold node nothing
  *      is read.
+ *   [lazy tree] A word never written is 0: IDLE, holding nothing, the state
+ *      of every node under a FREE parent (I2). So an elastic pool's creator
+ *      leaves the pages of the two lowest levels untouched
+ *      (dp_pa_format_fresh; a page of leaves tells of 8 MiB, one of level 1
+ *      of 128 MiB) and sets DP_PA_NOTREE in the hint word of each cold
+ *      2 MiB node whose pages (of its level-1 word, its 16 leaves) it left
+ *      out. Those words are not read (pa_peek: IDLE without a load, for
+ *      searches, trims, claims, walks and recovery; a caller that guesses
+ *      how a block is held, the leak sweep, asks the bit first),
+ *      and before the first is written (pa_open, pa_split) the owner's hook
+ *      (dp_pa_set_tables) makes their pages resident under its room rules
+ *      and clears the bit. When it cannot, the step is not taken: the
+ *      search stops and the allocation, the claim or the trim ends as for
+ *      a full sub-pool (-ENOMEM; a trim keeps its tail). The bit is set
+ *      only with DP_PA_COLD, so only the passes that take cold memory, a
+ *      claim and a trim meet it. It is never set again: a page once
+ *      resident stays, because a stale hint or a stale parent state may
+ *      lead a search to read it at any time. (A hint names a node some
+ *      allocation took, so its pages are there; a scribbled one may bring
+ *      a page in, outside any room claim: damage, like a scribbled word.)
  *   [claim] Any aligned free block can be taken by its address
  *      (dp_pa_claim: a grow's piece, [exact blocks]): one CAS on its bits
  *      or FULL children when its node is open, after closing the empty
@@ -123,6 +144,8 @@
  *       two blocks overlap.
  *   I4  a node with ABSENT children is OPEN forever (it never closes,
  *       because its content is never 0).
+ *   I5  a level-0 or level-1 word whose 2 MiB node says DP_PA_NOTREE was
+ *       never written: 0, IDLE ([lazy tree]).
  *
  * Why one word per step is enough (no ABA tags)
  *   Every CAS validates, on the current value of the word, everything the
@@ -147,6 +170,10 @@
  *     validated as a hint is; the take-back's CAS is an alloc CAS
  *     (acquire). RESV rides on the alloc CAS ([reservation]) or is cleared by a
  *     relaxed CAS: it orders nothing, it only steers searches.
+ *   - pa_untouched's load of DP_PA_NOTREE is acquire: pairs with the
+ *     release CAS that cleared it after the populate (res_tables,
+ *     dp_res_mark_resident), so the words read after it are on pages that
+ *     are there ([lazy tree]).
  *
  * Failure bound
  *   Any allocation of order k succeeds if some aligned block of 2^k frames is
@@ -160,8 +187,9 @@
  *   do blocks that would contain a node it is closing (its parent says PART);
  *   a node being opened whose parent still says FREE can still be handed out
  *   whole. That is at most one node per stopped thread, at most 1/16 of the
- *   sub-pool (a child of the root). Internal fragmentation: none beyond the
- *   power-of-two rounding of the caller.
+ *   sub-pool (a child of the root). [lazy tree]: a block whose nodes'
+ *   pages cannot be made resident is not found (-ENOMEM). Internal
+ *   fragmentation: none beyond the power-of-two rounding of the caller.
  *
  * Damage
  *   A search uses only the children a node really has (I4): a word whose
@@ -282,14 +310,22 @@ static uint32_t pa_initial_content(const dp_pa *pa, unsigned L, uint64_t idx) {
     return c;
 }
 
-void dp_pa_format(dp_pa *pa) {
+/* The formatted word of (L, idx): OPEN with its ABSENT and PART children
+ * for the root and a node that runs past the end (I4), else IDLE (0). */
+static uint64_t pa_initial_word(const dp_pa *pa, unsigned L, uint64_t idx) {
+    bool whole = ((idx + 1) << node_shift(L)) <= pa->frames;
+    return L == pa->nlevels - 1 || !whole ? w_mk(PH_OPEN, 0) | pa_initial_content(pa, L, idx) : w_mk(PH_IDLE, 0);
+}
+
+static void pa_format(dp_pa *pa, bool every_word) {
     unsigned root = pa->nlevels - 1;
     for (unsigned L = 0; L <= root; L++) {
-        for (uint64_t idx = 0; idx < pa->count[L]; idx++) {
-            bool whole = ((idx + 1) << node_shift(L)) <= pa->frames;
-            uint64_t w = (L == root || !whole) ? pa_initial_content(pa, L, idx)
-                                               : w_mk(PH_IDLE, 0);
-            dp_store_relaxed(pa_node(pa, L, idx), w);
+        /* on zeroed memory only the last node of a level can be other than
+         * IDLE (it alone may run past the end), and a 0 is not written: a
+         * store would bring a lazy page in ([lazy tree]) */
+        for (uint64_t idx = every_word ? 0 : pa->count[L] - 1; idx < pa->count[L]; idx++) {
+            uint64_t w = pa_initial_word(pa, L, idx);
+            if (every_word || w) dp_store_relaxed(pa_node(pa, L, idx), w);
         }
     }
     for (uint32_t i = 0; i < pa->nhints; i++) {
@@ -299,6 +335,9 @@ void dp_pa_format(dp_pa *pa) {
     }
     /* Publication to other processes is the caller's release of the header. */
 }
+
+void dp_pa_format(dp_pa *pa) { pa_format(pa, true); }
+void dp_pa_format_fresh(dp_pa *pa) { pa_format(pa, false); }
 
 /* The children of (L, idx) that exist (I4): bit 2i for each. A damaged word
  * may say FREE where ABSENT belongs; searches use only these bits, so a
@@ -325,6 +364,41 @@ void dp_pa_set_cold(dp_pa *pa, const dp_a64 *words, dp_a64 *count) {
  * a cold node is still correct memory, only not preferred. */
 static inline bool pa_cold_node(const dp_pa *pa, uint64_t idx) {
     return dp_load_relaxed(&pa->cold[idx]) & DP_PA_COLD;
+}
+
+/* [lazy tree]: before the first word of (L, idx) is written (an open, a
+ * split), its page made resident by the hook: 0, or the hook's -ENOMEM
+ * (-ENOMEM too with no hook: the words would stay hidden by the bit). */
+static int pa_tables(dp_pa *pa, unsigned L, uint64_t idx) {
+    if (L > 1) return 0;
+    uint64_t g = L ? idx : idx >> 4;
+    if (!pa_untouched(pa, g)) return 0;
+    return pa->tables ? pa->tables(pa->tables_ctx, pa, g) : -ENOMEM;
+}
+
+void dp_pa_set_tables(dp_pa *pa, dp_pa_tables_fn fn, void *ctx) {
+    pa->tables = fn;
+    pa->tables_ctx = ctx;
+}
+
+void dp_pa_tree_range(const dp_pa_geom *geo, uint64_t g, uint64_t n, uint64_t page, uint64_t off[2],
+                      uint64_t len[2]) {
+    off[0] = off[1] = len[0] = len[1] = 0;
+    uint64_t nodes = geo->nlevels > 2 ? geo->level_count[1] : 0;
+    if (g >= nodes || !n || !page) return;
+    if (n > nodes - g) n = nodes - g;
+    for (unsigned L = 0; L < 2; L++) {
+        uint64_t per = L ? 1 : 16, word = 8 * PA_STRIDE; /* words per 2 MiB node; bytes per word */
+        uint64_t lo = geo->level_off[L] + g * per * word, hi = geo->level_off[L] + (g + n) * per * word;
+        off[L] = lo / page * page;
+        len[L] = (hi + page - 1) / page * page - off[L];
+    }
+    /* disjoint: a page the two share is the leaves' */
+    if (off[1] < off[0] + len[0]) {
+        uint64_t end = off[1] + len[1];
+        off[1] = off[0] + len[0];
+        len[1] = end > off[1] ? end - off[1] : 0;
+    }
 }
 
 /* [resident first]: bit 2i for each child i of the level-2 node idx (a
@@ -451,7 +525,7 @@ static inline __attribute__((always_inline)) bool pa_try_node(dp_pa *pa, unsigne
      * (need & 2, a leaf's, never meets this) */
     bool warm_first = L >= 2 && pa_cold_on(pa);
     for (;;) {
-        if (w_phase(w) != PH_OPEN) {
+        if (!(w & W_OPEN)) { /* (one bit test: pa_word.h) */
             if (w_phase(w) != PH_IDLE && stuck) *stuck = true;
             return false;
         }
@@ -473,27 +547,31 @@ static inline __attribute__((always_inline)) bool pa_try_node(dp_pa *pa, unsigne
     }
 }
 
-/* [open]: open FREE child i of node idx at level A. */
-static bool pa_open(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t owner) {
+/* [open]: open FREE child i of node idx at level A. 1 opened, 0 not (it
+ * was not IDLE, or the parent no longer says FREE), or the -ENOMEM of
+ * [lazy tree]'s hook: the child's page could not be made resident. */
+static int pa_open(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t owner) {
+    int r = pa_tables(pa, A - 1, idx * 16 + i);
+    if (r) return r;
     dp_a64 *cp = pa_node(pa, A - 1, idx * 16 + i);
     dp_a64 *pp = pa_node(pa, A, idx);
     uint64_t cw = dp_load_relaxed(cp);
-    if (w_phase(cw) != PH_IDLE) return false;
+    if (w_phase(cw) != PH_IDLE) return 0;
     /* acq_rel: claims the child; pairs with the release store that made it IDLE (pa_close, dp_pa_recover) */
-    if (!dp_cas_acq_rel(cp, &cw, w_mk(PH_OPENING, owner))) return false;
+    if (!dp_cas_acq_rel(cp, &cw, w_mk(PH_OPENING, owner))) return 0;
     DP_INJECT("palloc.open.claimed");
     uint64_t pw = dp_load_relaxed(pp);
     for (;;) {
         if (w_phase(pw) != PH_OPEN || ch_state(pw, i) != CH_FREE) {
             dp_store_release(cp, w_mk(PH_IDLE, 0)); /* release: pairs with pa_open's claim CAS */
-            return false;
+            return 0;
         }
         if (dp_cas_acq_rel(pp, &pw, pw | ((uint64_t)CH_PART << (2 * i)))) break;
     }
     DP_INJECT("palloc.open.linked");
     /* release: pairs with pa_try_node's acquire CAS, the first allocation in the child */
-    dp_store_release(cp, 0);
-    return true;
+    dp_store_release(cp, w_mk(PH_OPEN, 0));
+    return 1;
 }
 
 /* [close], bottom-up: close every empty descendant of (L, idx), then the node
@@ -551,6 +629,7 @@ typedef struct pa_req {
     uint64_t near; /* the level-t node to start from: its path is tried first */
     bool stuck;    /* a node on the way was in another owner's open/close step */
     bool warm_only; /* [resident first]: no cold 2 MiB node, no run with a cold child */
+    bool nomem;    /* [lazy tree]: a node's pages could not be made resident: stop */
 } pa_req;
 
 static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *node,
@@ -560,9 +639,14 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
 static bool pa_dfs_child(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, unsigned st,
                          pa_req *rq, uint64_t *node, uint64_t *frame) {
     uint64_t ci = idx * 16 + i;
-    if (ci >= pa->count[A - 1]) return false;
-    /* Whether we opened it or someone else just did, it may have room now. */
-    if (st == CH_FREE) pa_open(pa, A, idx, i, rq->owner);
+    if (ci >= pa->count[A - 1] || rq->nomem) return false;
+    /* Whether we opened it or someone else just did, it may have room now;
+     * unless its page could not be had ([lazy tree]): then nothing is read
+     * there, and the search ends */
+    if (st == CH_FREE && pa_open(pa, A, idx, i, rq->owner) < 0) {
+        rq->nomem = true;
+        return false;
+    }
     return pa_dfs(pa, A - 1, ci, rq, node, frame);
 }
 
@@ -589,6 +673,8 @@ static bool pa_dfs(dp_pa *pa, unsigned A, uint64_t idx, pa_req *rq, uint64_t *no
         *node = idx;
         return true;
     }
+    /* (a node below the search's start is reached through a PART state or
+     * an open, after which its pages are there: [lazy tree]) */
     uint64_t w = dp_load_relaxed(pa_node(pa, A, idx));
     if (w_phase(w) != PH_OPEN) {
         if (w_phase(w) != PH_IDLE) rq->stuck = true;
@@ -744,7 +830,7 @@ void dp_pa_hint_freed(dp_pa *pa, uint64_t frame, unsigned order, unsigned cpu) {
  * out of line, so that the common case keeps few registers. */
 static __attribute__((noinline)) bool pa_search(dp_pa *pa, struct dp_pa_hint *h, unsigned t, unsigned rs,
                                                 uint32_t owner, uint64_t hv, uint64_t start, bool warm_first,
-                                                uint64_t *frame, bool *stuckp) {
+                                                uint64_t *frame, bool *stuckp, bool *nomemp) {
     unsigned root = pa->nlevels - 1;
     bool stuck = false;
     /* Passes: 0 leaves that keep a run after this one ([reservation]) and
@@ -758,27 +844,31 @@ static __attribute__((noinline)) bool pa_search(dp_pa *pa, struct dp_pa_hint *h,
     if (t == 0) warm_first = pa_cold_on(pa);
     bool got = false;
     int passes = warm_first && t > 0 ? 4 : 3;
-    for (int pass = 0; pass < passes && !got; pass++) {
+    bool nomem = false;
+    for (int pass = 0; pass < passes && !got && !nomem; pass++) {
         if (pass == 2) {
             if (t == 0 && !warm_first) break;
             if (t > 0) stuck |= pa_reclaim(pa, owner); /* it visits every part-used node */
         }
         unsigned need = pass == 0 && t == 0 && rs <= 3 ? 2 : 1;
         bool warm_only = warm_first && pass < (t > 0 ? 3 : 2);
-        pa_req rq = {t, rs, owner, pass == 0, pass == 0 && hv, need, hv, start, false, warm_only};
+        pa_req rq = {t, rs, owner, pass == 0, pass == 0 && hv, need, hv, start, false, warm_only, false};
         uint64_t node;
         if (t == root) {
             got = pa_try_node(pa, root, 0, rs, 0, rq.warm_only ? 1 | PA_WARM_ONLY : 1, frame, &rq.stuck);
         } else { /* nearby first: the smallest open subtree around start, then larger ones */
             for (unsigned A = t + 1; A <= root && !got; A++)
-                if (pa_dfs(pa, A, start >> (4 * (A - t)), &rq, &node, frame)) {
+                /* [lazy tree]: the start's 2 MiB node may be untouched: IDLE */
+                if ((A > 1 || !pa_untouched(pa, start >> 4)) && pa_dfs(pa, A, start >> (4 * (A - t)), &rq, &node, frame)) {
                     pa_adopt(pa, h, t, rs, node);
                     got = true;
                 }
         }
         stuck |= rq.stuck;
+        nomem |= rq.nomem;
     }
     *stuckp |= stuck;
+    *nomemp |= nomem;
     return got;
 }
 
@@ -791,7 +881,7 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
     struct dp_pa_hint *h = &pa->hints[hi];
     uint64_t hv = dp_load_relaxed_uint32_t(pa_hint(h, t, rs)); /* relaxed: a hint, validated by CAS */
     uint64_t start;
-    bool stuck = false, got = false;
+    bool stuck = false, got = false, nomem = false;
     /* [take-back], before the reservation: tried after it, every
      * allocation once the reservation ran dry paid a failed probe first
      * (docs/design.md, "Page allocator"). Costs the shared library a
@@ -821,8 +911,8 @@ int dp_pa_alloc(dp_pa *pa, unsigned order, uint32_t owner, unsigned cpu, uint64_
             got = true;
         }
     }
-    if (!got) got = pa_search(pa, h, t, rs, owner, hv, start, warm_first, frame, &stuck);
-    if (!got) return stuck ? -EBUSY : -ENOMEM;
+    if (!got) got = pa_search(pa, h, t, rs, owner, hv, start, warm_first, frame, &stuck, &nomem);
+    if (!got) return stuck && !nomem ? -EBUSY : -ENOMEM;
     /* Searches use only present children, so this cannot fail unless the
      * geometry itself is broken; never hand out frames past the end. */
     if (*frame >= pa->frames || (1ull << order) > pa->frames - *frame) return -EUCLEAN;
@@ -845,7 +935,7 @@ static int pa_free(dp_pa *pa, uint64_t frame, unsigned order, bool remember) {
     dp_a64 *p = pa_node(pa, t, idx);
     uint64_t w = dp_load_relaxed(p); /* relaxed: validated by the CAS */
     for (;;) {
-        if (w_phase(w) != PH_OPEN || (w & mask) != used) return -EINVAL;
+        if ((w & (W_OPEN | mask)) != (W_OPEN | used)) return -EINVAL; /* OPEN, the run held */
         /* release: pairs with the acquire CAS in pa_try_node that hands them out again */
         if (dp_cas_release(p, &w, w & ~mask)) {
             if (t == 0) { /* [take-back] and [second chance]; thread-private */
@@ -887,6 +977,8 @@ static inline uint32_t all_used(unsigned L) { return L == 0 ? 0xffffffffu : HI2;
 static int pa_split(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t owner) {
     uint64_t ci = idx * 16 + i;
     if (ci >= pa->count[A - 1] || !owner || owner > DP_PA_OWNER_MAX) return -EINVAL;
+    int r = pa_tables(pa, A - 1, ci); /* [lazy tree] */
+    if (r) return r;
     dp_a64 *cp = pa_node(pa, A - 1, ci), *pp = pa_node(pa, A, idx);
     uint64_t all = all_used(A - 1), cw = dp_load_relaxed(cp);
     for (unsigned spin = 0;; spin++) {
@@ -913,14 +1005,14 @@ static int pa_split(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t ow
     DP_INJECT("palloc.split.linked");
     /* release: pairs with the acquire of the next CAS on the child (pa_free
      * of a piece, by us, or pa_try_node after that) */
-    dp_store_release(cp, all);
+    dp_store_release(cp, w_mk(PH_OPEN, 0) | all);
     return 0;
 }
 
 /* The lowest level above t whose node holding frame is OPEN (the root is). */
 static unsigned lowest_open_above(dp_pa *pa, uint64_t frame, unsigned t) {
     unsigned root = pa->nlevels - 1, A = t + 1;
-    while (A < root && w_phase(dp_load_relaxed(pa_node(pa, A, frame >> node_shift(A)))) != PH_OPEN)
+    while (A < root && w_phase(pa_peek(pa, A, frame >> node_shift(A))) != PH_OPEN)
         A++; /* relaxed: where to start; each step below validates by CAS */
     return A;
 }
@@ -938,7 +1030,7 @@ static int pa_split_down(dp_pa *pa, uint64_t frame, unsigned t, uint32_t owner) 
     for (unsigned A = lowest_open_above(pa, frame, t); A > t; A--) {
         uint64_t idx = frame >> node_shift(A);
         unsigned i = (unsigned)(frame >> node_shift(A - 1)) & 15;
-        uint64_t cw = dp_load_relaxed(pa_node(pa, A - 1, idx * 16 + i)); /* relaxed: re-read by the CAS */
+        uint64_t cw = pa_peek(pa, A - 1, idx * 16 + i); /* relaxed: re-read by the CAS */
         if (w_phase(cw) == PH_OPEN) continue; /* already split (by us, earlier) */
         int r = pa_split(pa, A, idx, i, owner);
         if (r) return r;
@@ -954,10 +1046,14 @@ static int pa_split_down(dp_pa *pa, uint64_t frame, unsigned t, uint32_t owner) 
  * towards the end, so a coarser FULL child would have held the whole of a
  * larger kept piece. */
 static int pa_free_piece(dp_pa *pa, uint64_t frame, unsigned j, uint32_t owner) {
-    int r = pa_free(pa, frame, j, false);
     unsigned t, rs;
-    if (r == 0 || !pa_target(pa, j, &t, &rs)) return r;
-    uint64_t w = dp_load_relaxed(pa_node(pa, t, frame >> node_shift(t))); /* relaxed: a hint */
+    if (!pa_target(pa, j, &t, &rs)) return pa_free(pa, frame, j, false); /* (-EINVAL) */
+    /* [lazy tree]: a node never made resident holds nothing at its own
+     * level: not read, but split down to (which makes it resident) */
+    uint64_t w = pa_peek(pa, t, frame >> node_shift(t)); /* relaxed: a hint */
+    int r = w_phase(w) == PH_IDLE ? -EINVAL : pa_free(pa, frame, j, false);
+    if (r == 0) return r;
+    w = pa_peek(pa, t, frame >> node_shift(t)); /* relaxed: a hint */
     if (w_phase(w) == PH_IDLE) {
         if (!owner) return r;
         if ((r = pa_split_down(pa, frame, t, owner)) != 0) return r;
@@ -1013,7 +1109,7 @@ static int pa_take_piece(dp_pa *pa, uint64_t frame, unsigned j, uint32_t owner) 
         uint64_t idx = frame >> node_shift(t);
         unsigned pos = (unsigned)(frame >> child_shift(t)) & (t == 0 ? 31u : 15u);
         dp_a64 *p = pa_node(pa, t, idx);
-        uint64_t w = dp_load_relaxed(p); /* relaxed: validated by the CAS */
+        uint64_t w = pa_peek(pa, t, idx); /* relaxed: validated by the CAS */
         if (w_phase(w) == PH_OPEN) {
             uint64_t mask = run_mask(t, pos, rs);
             uint32_t valid = t == 0 ? 0xffffffffu : present_mask(pa, t, idx);
@@ -1041,11 +1137,13 @@ static int pa_take_piece(dp_pa *pa, uint64_t frame, unsigned j, uint32_t owner) 
         for (unsigned A = lowest_open_above(pa, frame, t); A > t; A--) {
             uint64_t ai = frame >> node_shift(A);
             unsigned i = (unsigned)(frame >> node_shift(A - 1)) & 15;
-            uint64_t aw = dp_load_relaxed(pa_node(pa, A, ai));
+            uint64_t aw = pa_peek(pa, A, ai);
             if (w_phase(aw) != PH_OPEN) break;
             unsigned st = ch_state(aw, i);
             if (st == CH_FULL || st == CH_ABSENT) return -ENOMEM;
-            if (st == CH_FREE && !pa_open(pa, A, ai, i, owner)) break;
+            int o = st == CH_FREE ? pa_open(pa, A, ai, i, owner) : 1;
+            if (o < 0) return o; /* [lazy tree]: its page could not be had */
+            if (!o) break;
         }
     }
     return -ENOMEM;
@@ -1103,7 +1201,7 @@ static bool pa_open_node_free(dp_pa *pa, unsigned L, uint64_t idx, uint64_t w) {
 bool dp_pa_granule_free(dp_pa *pa, uint64_t g) {
     if (pa->nlevels < 2 || g >= pa->count[1]) return false;
     /* relaxed loads throughout: a hint, dp_pa_claim validates by CAS */
-    uint64_t w = dp_load_relaxed(pa_node(pa, 1, g));
+    uint64_t w = pa_peek(pa, 1, g);
     if (w_phase(w) == PH_OPEN) return pa_open_node_free(pa, 1, g, w);
     if (w_phase(w) != PH_IDLE) return false; /* in an owner's step */
     /* IDLE: what the lowest open node above says of the subtree holding it */
@@ -1140,7 +1238,7 @@ bool dp_pa_warm_fit(dp_pa *pa, unsigned order, uint64_t from, uint64_t to) {
     }
     for (uint64_t g = from; g < to; g++) {
         if (dp_load_relaxed(&pa->cold[g]) & DP_PA_COLD) continue;
-        uint64_t w = dp_load_relaxed(pa_node(pa, 1, g));
+        uint64_t w = pa_peek(pa, 1, g);
         if (w_phase(w) != PH_OPEN) {
             if (dp_pa_granule_free(pa, g)) return true;
             continue;
@@ -1163,6 +1261,10 @@ unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), vo
     unsigned n = 0;
     for (unsigned L = 0; L + 1 < pa->nlevels; L++) {
         for (uint64_t idx = 0; idx < pa->count[L]; idx++) {
+            if (L <= 1 && pa_untouched(pa, L ? idx : idx >> 4)) { /* [lazy tree]: all IDLE */
+                if (L == 0) idx |= 15; /* (the granule's other leaves too) */
+                continue;
+            }
             dp_a64 *p = pa_node(pa, L, idx);
             uint64_t w = dp_load_acquire(p); /* acquire: pairs with the dead owner's claim CAS (pa_open, pa_close, pa_split) */
             unsigned ph = w_phase(w);
@@ -1176,7 +1278,7 @@ unsigned dp_pa_recover(dp_pa *pa, bool (*is_dead)(uint32_t owner, void *arg), vo
             if (ph == PH_OPENING && (uint32_t)w != 0) {
                 /* a split ([exact blocks]): its frames stay allocated; linked: finish it */
                 if (w_phase(pw) == PH_OPEN && ch_state(pw, i) == CH_PART)
-                    dp_store_release(p, (uint32_t)w); /* release: as pa_split's last store */
+                    dp_store_release(p, w_mk(PH_OPEN, 0) | (uint32_t)w); /* release: as pa_split's last store */
                 else
                     dp_store_release(p, w_mk(PH_IDLE, 0)); /* release: pairs with pa_open's claim CAS of the next owner */
                 n++;

@@ -172,6 +172,11 @@ bool dp_res_any_released(const struct dsmpool *pool, uint64_t off, uint64_t len)
 /* Populate granules [g, g+n) ([room first], strict; ahead: a refill ahead,
  * which looks at hugetlb's room first); no mark, no count. */
 int dp_res_populate(struct dsmpool *pool, uint64_t g, uint64_t n, bool ahead);
+/* resident.c [lazy tree]: give the allocator its hook (process-local, at attach) */
+void dp_res_open(struct dsmpool *pool);
+/* resident.c [lazy tree]: populate the tree pages of granules [g, g + n),
+ * which are resident (dsmpool_prefault maps them): 0 or the populate's error */
+int dp_res_tree_map(struct dsmpool *pool, uint64_t g, uint64_t n);
 /* Give the pages of granules [g, g+n) back to the system. */
 int dp_res_release(struct dsmpool *pool, uint64_t g, uint64_t n);
 /* [room first]: hold bytes against what this process may still charge, as

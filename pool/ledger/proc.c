@@ -278,6 +278,7 @@ void dp_slot_release(dsmpool *p) {
 }
 
 int dp_ledger_open(dsmpool *p) {
+    dp_res_open(p);
     p->held = calloc(((size_t)p->nprocs + 63) / 64, sizeof *p->held);
     return p->held ? 0 : dp_fail(-ENOMEM, "out of memory");
 }

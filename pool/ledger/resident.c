@@ -107,6 +107,22 @@
  *      full tmpfs, a SIGBUS): a caller's bug meeting a trim in the same
  *      instant. Pinning the granule for the read would cost the free's
  *      hot path a CAS on a shared word.
+ *   [lazy tree] The allocator's tree pages of a released granule whose
+ *      word says "no tree" (dp_format.h, palloc.c [lazy tree]) are not
+ *      there. A refill makes them resident with the granule, after its
+ *      directory page and under the same room claim, and the resident mark
+ *      clears the bit; the allocator's hook (res_tables, given to every
+ *      attachment by dp_res_open) makes them resident alone -- room
+ *      claimed, populated, the bit cleared -- when an allocation, a claim or
+ *      a trim opens a node of the granule before its refill; a failure
+ *      counts as a refill's (the segment and area layers quote its
+ *      message). In huge pages only the ones not present are asked room
+ *      for. They are never given back (1 KiB of leaves and 64 bytes of
+ *      level 1 per granule ever used, 0.05%): a search may read them at any
+ *      time through a stale hint, and a page given back would come in again
+ *      at that read, outside any room claim (in a full tmpfs, a SIGBUS).
+ *      dsmpool_prefault maps them with their resident granules
+ *      (dp_res_tree_map).
  *   [idle stamps] A maintenance step stamps a resident granule that it
  *      finds wholly free with the time ("idle since", dp_res_stamp); the
  *      allocation that takes any of it clears the stamp ([refill on
@@ -142,6 +158,9 @@
  * (dp_res_hint_fix). The block the dead process held is owned by nothing
  * and was inside its bracket: the leak sweep returns it (recover.c [leak
  * sweep]). A dead claimer's room goes with its slot (dp_res_slot_clear).
+ * A death inside res_tables ([lazy tree]) leaves a granule's tree pages
+ * resident and its "no tree" mark set: at most 8 KiB, which the next
+ * allocation there takes as they are.
  *
  * Memory ordering: the state CASes are acq_rel; who holds a granule orders
  * them. A released mark is made while the trimmer holds the whole granule
@@ -155,7 +174,10 @@
  * load of room_seq; a claim is given back (release) after its memory is
  * charged, and a claimer that reads the word (acquire) sees the charge in
  * the reading it makes after. Stamps are relaxed: a hint the trimmer reads
- * again once its claim (acquire) holds the granule.
+ * again once its claim (acquire) holds the granule. The "no tree" mark is
+ * cleared by a release CAS after its pages are populated (res_tables, or
+ * the resident mark's acq_rel), and palloc.c's pa_untouched reads it with
+ * acquire ([lazy tree]).
  *
  * Injection points: "resident.refill.populated" (a granule populated on
  * demand, not yet marked resident: a death there leaves it released, busy
@@ -163,7 +185,10 @@
  * mark's first word changed, the sub-pool's released count not yet: a
  * death there leaves the count off until the leak sweep sets it right);
  * "resident.room.read" (the room read, the claim not yet made: a claim
- * made meanwhile by another process sends this one back to read again).
+ * made meanwhile by another process sends this one back to read again);
+ * "resident.tables.populated" (a granule's tree pages made resident, its
+ * "no tree" mark not yet cleared: a death there leaves the pages and the
+ * mark, and the next allocation there populates them again, a no-op).
  */
 #include <stdio.h>
 #include <string.h>
@@ -259,15 +284,17 @@ void dp_res_slot_clear(dsmpool *p, uint32_t slot) {
 /* hugetlb ([room first]): is there room for bytes at a, the cgroup's and
  * the kernel's free pages? Its pages present now (what a failed populate
  * got, before its caller gives them back; none before a populate) count
- * as room. 0, or -ENOMEM with a message that says which was short. */
-static int res_huge_room(dsmpool *p, char *a, uint64_t bytes, uint64_t doff, uint64_t dlen) {
+ * as room. tmiss: the bytes of tree pages to come with it ([lazy tree]:
+ * those not present). 0, or -ENOMEM with a message that says which was
+ * short. */
+static int res_huge_room(dsmpool *p, char *a, uint64_t bytes, uint64_t doff, uint64_t dlen, uint64_t tmiss) {
     dp_os_room rm;
     dp_os_huge_room(p->geo.page_size, &rm);
     uint64_t avail, got = 0, dgot = 0;
     if (dp_os_present_bytes(a, bytes, &got) != 0) got = 0;
     /* [lazy directory]: the directory's page too, where it is not there */
     if (dlen && dp_os_present_bytes(p->base + doff, dlen, &dgot) != 0) dgot = 0;
-    bytes += dlen - dgot;
+    bytes += dlen - dgot + tmiss;
     bool cg_full = !rm.unknown && rm.room != UINT64_MAX && rm.room + got < bytes;
     bool none = !cg_full && dp_os_huge_avail(p->geo.page_size, &avail) == 0 && avail * p->geo.page_size + got < bytes;
     if (cg_full || none) dp_fetch_add_relaxed(&p->hdr->room_refusals, 1); /* relaxed: a counter */
@@ -288,32 +315,64 @@ static int res_huge_room(dsmpool *p, char *a, uint64_t bytes, uint64_t doff, uin
     return 0;
 }
 
+/* [lazy tree]: the allocator's tree pages of granules [g, g + n), where
+ * one of them says "no tree" (all: every), in pieces of one sub-pool each:
+ * *bytes counts them (in huge pages only those not present: the room of a
+ * huge page that is there is not asked for again); with fill, they are
+ * populated too (0, or the populate's error). */
+static int res_tree_pages(dsmpool *p, uint64_t g, uint64_t n, bool every, bool fill, uint64_t *bytes) {
+    *bytes = 0;
+    for (uint64_t i = g; i < g + n && i < p->geo.res_count;) {
+        uint32_t s = res_sub(p, i);
+        uint64_t g0 = (p->geo.sub[s].data_off - p->geo.data_off) >> DP_RES_SHIFT;
+        uint64_t e = g0 + (p->geo.sub[s].geom.frames >> (DP_RES_SHIFT - DP_FRAME_SHIFT)), any = 0, off[2], len[2];
+        if (e > g + n) e = g + n;
+        if (e <= i) break; /* (a damaged geometry: the attach checked it) */
+        for (uint64_t k = i; k < e; k++) any |= dp_load_relaxed(&p->res[k]); /* relaxed: see the file comment */
+        if (every || (any & DP_RES_NOTREE)) {
+            dp_pa_tree_range(&p->geo.sub[s].geom, i - g0, e - i, p->geo.page_size, off, len);
+            for (unsigned L = 0; L < 2; L++) {
+                uint64_t have = 0;
+                if (p->geo.page_size != 4096 && len[L] && dp_os_present_bytes(p->base + off[L], len[L], &have) != 0)
+                    have = 0;
+                int r = fill && len[L] ? dp_os_populate_strict(p->base + off[L], len[L]) : 0;
+                if (r) return r;
+                *bytes += len[L] - (have < len[L] ? have : len[L]);
+            }
+        }
+        i = e;
+    }
+    return 0;
+}
+
 int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n, bool ahead) {
     if (!n) return 0;
     if (g >= p->geo.res_count || n > p->geo.res_count - g)
         return dp_fail(-EUCLEAN, "granules %llu+%llu lie outside the data", (unsigned long long)g,
                        (unsigned long long)n);
-    uint64_t bytes = n << DP_RES_SHIFT, doff = 0, dlen = 0;
+    uint64_t bytes = n << DP_RES_SHIFT, doff = 0, dlen = 0, tlen = 0, tdone;
     bool huge = p->geo.page_size != 4096;
     char *a = p->base + p->geo.data_off + (g << DP_RES_SHIFT);
     if (p->geo.elastic) dp_dir_range(&p->geo, g, n, p->geo.page_size, &doff, &dlen); /* [lazy directory] */
+    (void)res_tree_pages(p, g, n, false, false, &tlen); /* [lazy tree] */
     /* [room first]: hugetlb's room before a refill ahead, after a failed
      * refill on demand */
-    int r = !huge   ? dp_room_take(p, bytes + dlen, "memory of the pool")
-            : ahead ? res_huge_room(p, a, bytes, doff, dlen)
+    int r = !huge   ? dp_room_take(p, bytes + dlen + tlen, "memory of the pool")
+            : ahead ? res_huge_room(p, a, bytes, doff, dlen, tlen)
                     : 0;
     if (r) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
         return r;
     }
-    /* [lazy directory]: the directory's pages first, so that a granule
-     * marked resident has them */
+    /* [lazy directory], [lazy tree]: the tables' pages first, so that a
+     * granule marked resident has them */
     r = dlen ? dp_os_populate_strict(p->base + doff, dlen) : 0;
+    if (r == 0 && tlen) r = res_tree_pages(p, g, n, false, true, &tdone);
     if (r == 0) r = dp_os_populate_strict(a, bytes);
-    if (!huge) dp_room_give(p, bytes + dlen);
+    if (!huge) dp_room_give(p, bytes + dlen + tlen);
     if (r) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
-        if (huge && (r == -EFAULT || r == -ENOMEM || r == -ENOSPC) && res_huge_room(p, a, bytes, doff, dlen) != 0)
+        if (huge && (r == -EFAULT || r == -ENOMEM || r == -ENOSPC) && res_huge_room(p, a, bytes, doff, dlen, tlen) != 0)
             return -ENOMEM; /* its message says which limit */
         return dp_fail(r == -EFAULT || r == -ENOMEM || r == -ENOSPC ? -ENOMEM : r,
                        "%llu bytes of the pool could not be made resident (MADV_POPULATE_WRITE: %s)%s",
@@ -326,6 +385,51 @@ int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n, bool ahead) {
                            : "");
     }
     return 0;
+}
+
+/* [lazy tree]: the allocator's hook (dp_pa_set_tables): granule g of
+ * sub-pool pa's tree pages, made resident under the room claim, and its
+ * "no tree" bit cleared. */
+static int res_tables(void *ctx, dp_pa *pa, uint64_t g) {
+    dsmpool *p = ctx;
+    uint32_t s = (uint32_t)(pa - p->pa);
+    uint64_t gi = g + ((p->geo.sub[s].data_off - p->geo.data_off) >> DP_RES_SHIFT), want, got;
+    if (gi >= p->geo.res_count) return dp_fail(-EUCLEAN, "granule %llu lies outside the data", (unsigned long long)gi);
+    bool huge = p->geo.page_size != 4096;
+    if (!(dp_load_relaxed(&p->res[gi]) & DP_RES_NOTREE)) return 0; /* another made them resident */
+    (void)res_tree_pages(p, gi, 1, false, false, &want);
+    int r = huge ? 0 : dp_room_take(p, want, "the allocator's tables of released memory");
+    /* counted as a refill's failure: the segment and area layers then
+     * quote this message rather than call the pool full */
+    if (r) dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
+    if (r) return r;
+    r = res_tree_pages(p, gi, 1, false, true, &got);
+    if (!huge) dp_room_give(p, want);
+    if (r) dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
+    if (r)
+        return dp_fail(-ENOMEM, "%llu bytes of the allocator's tables could not be made resident "
+                       "(MADV_POPULATE_WRITE: %s): %s", (unsigned long long)want, strerror(-r),
+                       huge ? "no huge page of the pool's size can be had now (free_hugepages, "
+                              "nr_overcommit_hugepages, or the hugetlb cgroup's limit)"
+                            : "the file system holding the pool is full (a tmpfs at its size=; df /dev/shm), "
+                              "or the memory cannot be had");
+    DP_INJECT("resident.tables.populated");
+    uint64_t w = dp_load_relaxed(&p->res[gi]);
+    /* release: pairs with palloc.c pa_untouched's acquire (the pages are
+     * there before anyone reads a word of them) */
+    while ((w & DP_RES_NOTREE) && !dp_cas_release(&p->res[gi], &w, w & ~DP_RES_NOTREE))
+        ;
+    return 0;
+}
+
+int dp_res_tree_map(dsmpool *p, uint64_t g, uint64_t n) {
+    uint64_t bytes;
+    return p->geo.elastic ? res_tree_pages(p, g, n, true, true, &bytes) : 0;
+}
+
+void dp_res_open(dsmpool *p) {
+    if (!p->geo.elastic) return; /* nothing is lazy: every bit is clear */
+    for (uint32_t s = 0; s < p->nsub; s++) dp_pa_set_tables(&p->pa[s], res_tables, p);
 }
 
 int dp_res_release(dsmpool *p, uint64_t g, uint64_t n) {
@@ -588,8 +692,8 @@ int dp_res_verify(dsmpool *p, uint64_t **used, char *why, size_t n) {
         uint64_t ng = p->geo.sub[s].geom.frames >> (DP_RES_SHIFT - DP_FRAME_SHIFT);
         for (uint64_t k = 0; k < ng && g0 + k < p->geo.res_count; k++) {
             uint64_t w = dp_load_relaxed(&p->res[g0 + k]); /* relaxed: inside the checker's quiet window */
-            if (w & ~(DP_RES_RELEASED | DP_RES_STRAY | DP_RES_BUSY_MASK | 0xffffffff00000000ull) ||
-                ((w & DP_RES_STRAY) && !(w & DP_RES_RELEASED))) {
+            if (w & ~(DP_RES_RELEASED | DP_RES_STRAY | DP_RES_NOTREE | DP_RES_BUSY_MASK | 0xffffffff00000000ull) ||
+                ((w & (DP_RES_STRAY | DP_RES_NOTREE)) && !(w & DP_RES_RELEASED))) {
                 snprintf(why, n, "sub-pool %u: the residency word of granule %llu is damaged (%016llx)", s,
                          (unsigned long long)k, (unsigned long long)w);
                 return -EUCLEAN;

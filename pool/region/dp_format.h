@@ -57,7 +57,7 @@
  * a word takes a new format: a library attaches only its own (layout.c
  * [layout]). Each format's change, and what an older library would do
  * wrong with it: docs/design.md, "Region formats". */
-#define DP_FORMAT_VERSION 14u
+#define DP_FORMAT_VERSION 15u
 #define DP_DIR_SHIFT 12u /* the span directory's granule: 4 KiB of data (a frame) a word */
 #define DP_NAME_MAX 240
 
@@ -208,7 +208,7 @@ _Static_assert(sizeof(dp_name) == 128, "two cache lines");
 /* ---- residency (the elastic pool; ledger resident.c) ------------------------ */
 
 /* Residency word, one per 2 MiB granule of data, from the data's start
- * (sub-pool after sub-pool): [idle since:32][busy:16][unused:14][stray:1][released:1].
+ * (sub-pool after sub-pool): [idle since:32][busy:16][unused:13][no tree:1][stray:1][released:1].
  *   released  the granule's pages were given back to the system (or are
  *             being: its trimmer holds it). Set only by a process that holds
  *             the whole granule in the allocator (a trimmer); cleared by one
@@ -224,6 +224,14 @@ _Static_assert(sizeof(dp_name) == 128, "two cache lines");
  *   stray     a released granule that may hold pages nobody is counted busy
  *             on (a give-back that could not claim it): the leak sweep's to
  *             give back; cleared with the pages, or by a resident mark.
+ *   no tree   (with released only) the allocator's tree pages for the
+ *             granule (its level-1 word and 16 leaves) were never made
+ *             resident: they read 0 without being read. Set by the creator
+ *             of an elastic pool on its released granules whose tree pages
+ *             it left out (layout.c [lazy tree]); cleared once
+ *             the pages are there (by the allocator's hook, or a refill:
+ *             resident.c [lazy tree]), never set again (palloc.c [lazy
+ *             tree]).
  *   idle since  milliseconds after the header's epoch (0: not seen idle)
  *             at which a maintenance step first saw the granule wholly free;
  *             cleared by the allocation that takes any of it, so a granule
@@ -234,12 +242,14 @@ _Static_assert(sizeof(dp_name) == 128, "two cache lines");
 #define DP_RES_SHIFT 21u
 #define DP_RES_RELEASED 1ull
 #define DP_RES_STRAY 2ull
+#define DP_RES_NOTREE 4ull
 #define DP_RES_BUSY_ONE (1ull << 16)
 #define DP_RES_BUSY_MASK (0xffffull << 16)
 #define DP_RES_BUSY(w) ((unsigned)(((w) >> 16) & 0xffff))
 #define DP_RES_STAMP(w) ((uint32_t)((w) >> 32))
 #define DP_RES_WORD(released, stamp) (((uint64_t)(stamp) << 32) | ((released) ? DP_RES_RELEASED : 0))
 _Static_assert(DP_RES_RELEASED == DP_PA_COLD, "the allocator reads the released bit as its cold hint");
+_Static_assert(DP_RES_NOTREE == DP_PA_NOTREE, "the allocator reads the no-tree bit as its lazy tree's");
 
 /* ---- the header ---------------------------------------------------------- */
 

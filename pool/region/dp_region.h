@@ -135,12 +135,13 @@ int dp_layout(const dp_layout_in *in, dp_header *h);
  * `page`: [*off, *off + *len) from the region's base (*len 0 when n is). */
 void dp_dir_range(const dp_header *h, uint64_t g, uint64_t n, uint64_t page, uint64_t *off, uint64_t *len);
 /* The tables' bytes a pool keeps resident whatever its granules (the whole
- * of [0, data_off) unless lazy_dir: an elastic pool's), and, where resident
- * is not NULL, the directory pages of each sub-pool's first resident[s]
- * granules: up to DSMPOOL_MAX_NODES + 2 ranges [out[i][0], out[i][1]), in
- * order, disjoint, rounded out to `page`; the count. */
-#define DP_TABLE_RANGES (DSMPOOL_MAX_NODES + 2)
-unsigned dp_table_ranges(const dp_header *h, bool lazy_dir, uint64_t page, const uint64_t *resident,
+ * of [0, data_off) unless lazy: an elastic pool's, without the directory
+ * and the trees' two lowest levels, layout.c [lazy directory] and [lazy
+ * tree]), and, where resident is not NULL, the directory and tree pages of
+ * each sub-pool's first resident[s] granules: up to DP_TABLE_RANGES ranges
+ * [out[i][0], out[i][1]), in order, disjoint, rounded to `page`; the count. */
+#define DP_TABLE_RANGES (4 * DSMPOOL_MAX_NODES + 2)
+unsigned dp_table_ranges(const dp_header *h, bool lazy, uint64_t page, const uint64_t *resident,
                          uint64_t out[][2]);
 
 /* The region itself, below every layer that lives in it. A created region

@@ -24,6 +24,14 @@
  *      (dp_table_ranges), so the directory of a reservation costs what is
  *      used, not what is reserved. A fixed pool's directory is resident
  *      whole, as its data is.
+ *   [lazy tree] So are, in an elastic pool, the allocator tree's two
+ *      lowest levels where it has more (palloc.c [lazy tree]): creation
+ *      makes resident only the resident granules' pages of them
+ *      (dp_table_ranges) and marks "no tree" (dp_format.h) each released
+ *      granule with a page outside those ranges (region.c); the pages of
+ *      the others come with their first use. In huge pages the ranges are
+ *      rounded to the huge page, so a small pool's tree is all resident and
+ *      none is marked.
  *   [unborn] A region whose magic is not yet DP_MAGIC is not validated
  *      here: dp_rg_validate_header says -ENODATA, and the caller asks the
  *      backing why (backing.c [unborn]).
@@ -99,27 +107,58 @@ void dp_dir_range(const dp_header *h, uint64_t g, uint64_t n, uint64_t page, uin
     *len = n ? hi - lo : 0;
 }
 
-unsigned dp_table_ranges(const dp_header *h, bool lazy_dir, uint64_t page, const uint64_t *resident,
+static unsigned tr_add(uint64_t out[][2], unsigned n, uint64_t lo, uint64_t hi) {
+    if (lo < hi) out[n][0] = lo, out[n++][1] = hi;
+    return n;
+}
+
+unsigned dp_table_ranges(const dp_header *h, bool lazy, uint64_t page, const uint64_t *resident,
                          uint64_t out[][2]) {
-    unsigned n = 0;
-    out[n][0] = 0, out[n++][1] = lazy_dir ? dp_align_up(h->dir_off, page) : h->data_off;
-    if (!lazy_dir) return n;
+    if (!lazy) {
+        out[0][0] = 0, out[0][1] = h->data_off;
+        return 1;
+    }
+    /* the lazy tables, rounded in to pages: the directory (its pages past
+     * the data's granules, which tell of the tables, are never read), and
+     * each sub-pool's tree levels 0 and 1 where it has more (palloc.c
+     * [lazy tree]); the ranges between them are resident, up to the end of
+     * the tables (the gap before the data's alignment is no table) */
+    uint64_t lo = dp_align_up(h->dir_off, page), hi = (h->dir_off + h->dir_count * sizeof(uint64_t)) / page * page;
+    unsigned n = tr_add(out, 0, 0, lo);
+    uint64_t cur = hi > lo ? hi : lo;
+    for (uint32_t s = 0; s < h->nsub; s++) {
+        const dp_pa_geom *geo = &h->sub[s].geom;
+        if (geo->nlevels <= 2) continue;
+        lo = dp_align_up(geo->level_off[0], page), hi = geo->level_off[2] / page * page;
+        if (lo >= hi) continue;
+        n = tr_add(out, n, cur, lo);
+        cur = hi;
+    }
+    n = tr_add(out, n, cur, dp_align_up(h->meta_end, page) < h->data_off ? dp_align_up(h->meta_end, page) : h->data_off);
+    /* and the pages of each sub-pool's first resident[s] granules */
     for (uint32_t s = 0; resident && s < h->nsub; s++) {
-        uint64_t g0 = (h->sub[s].data_off - h->data_off) >> DP_RES_SHIFT, o, l;
+        uint64_t g0 = (h->sub[s].data_off - h->data_off) >> DP_RES_SHIFT, o, l, to[2], tl[2];
         dp_dir_range(h, g0, resident[s], page, &o, &l);
-        if (!l) continue;
-        if (o <= out[n - 1][1]) { /* (meets the last: one range) */
-            if (o + l > out[n - 1][1]) out[n - 1][1] = o + l;
+        n = tr_add(out, n, o, o + l);
+        dp_pa_tree_range(&h->sub[s].geom, 0, resident[s], page, to, tl);
+        for (unsigned L = 0; L < 2; L++) n = tr_add(out, n, to[L], to[L] + tl[L]);
+    }
+    /* in order, joined where they meet (an insertion sort: a few dozen) */
+    for (unsigned i = 1; i < n; i++)
+        for (unsigned j = i; j > 0 && out[j - 1][0] > out[j][0]; j--) {
+            uint64_t t0 = out[j][0], t1 = out[j][1];
+            out[j][0] = out[j - 1][0], out[j][1] = out[j - 1][1];
+            out[j - 1][0] = t0, out[j - 1][1] = t1;
+        }
+    unsigned m = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (m && out[i][0] <= out[m - 1][1]) {
+            if (out[i][1] > out[m - 1][1]) out[m - 1][1] = out[i][1];
         } else {
-            out[n][0] = o, out[n++][1] = o + l;
+            out[m][0] = out[i][0], out[m++][1] = out[i][1];
         }
     }
-    /* the tables after the directory's last granule (its pages past the
-     * data are never read) */
-    uint64_t tail = (h->dir_off + h->res_count * DP_DIR_PAGE) / page * page;
-    if (tail <= out[n - 1][1]) out[n - 1][1] = h->data_off;
-    else out[n][0] = tail, out[n++][1] = h->data_off;
-    return n;
+    return m;
 }
 
 /* [layout]: everything an attacher must check before using any offset. */

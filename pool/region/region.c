@@ -167,6 +167,17 @@ static size_t resident_plan(const dsmpool_config *cfg, const dp_header *h, size_
     return sum + (len - h->data_off - h->data_size);
 }
 
+/* Does one of the n sorted, disjoint ranges tr hold [off, off + len)? */
+static bool tr_holds(uint64_t tr[][2], unsigned n, uint64_t off, uint64_t len) {
+    unsigned lo = 0, hi = n; /* the first range that starts after off is tr[lo] */
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        if (tr[mid][0] <= off) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo > 0 && off + len <= tr[lo - 1][1];
+}
+
 int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out) {
     if (!cfg || !out) return dp_fail(-EINVAL, "cfg and out must not be NULL");
     *out = NULL;
@@ -296,6 +307,11 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
      * granule is 4 KiB, not a THP for 512 granules (best effort: the advice
      * is this mapping's) */
     if (h->thp_advised && elastic) (void)dp_os_madvise_hugepage(p->base + h->dir_off, h->names_off - h->dir_off, false);
+    /* palloc.c [lazy tree]: so is a page of the tree's two lowest levels */
+    for (uint32_t s = 0; h->thp_advised && elastic && s < h->nsub; s++)
+        if (h->sub[s].geom.nlevels > 2)
+            (void)dp_os_madvise_hugepage(p->base + h->sub[s].geom.level_off[0],
+                                         h->sub[s].geom.level_off[2] - h->sub[s].geom.level_off[0], false);
     if ((r = dp_plan_bind(p, h, &pl)) != 0) return create_fail(&c, h, r);
     const dp_backing_ops *bk = dp_backing(cfg->backing);
     if (bk->provisional && (r = provisional(p, len, page, (dp_header *)p->base)) != 0) /* [creation] */
@@ -336,7 +352,21 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
         for (uint32_t s = 0; s < h->nsub; s++) {
             uint64_t g0 = (h->sub[s].data_off - h->data_off) >> DP_RES_SHIFT;
             uint64_t units = h->sub[s].geom.frames / DP_HUGE_FRAMES;
-            for (uint64_t k = resident[s]; k < units; k++) dp_store_relaxed(&res[g0 + k], DP_RES_WORD(1, 0));
+            /* palloc.c [lazy tree]: a released granule whose tree pages
+             * were left out of the tables made resident above. Only near
+             * the resident granules and the levels' ends can a page of
+             * them be in those tables (a page of leaves tells of page/1024
+             * granules, one of level 1 of page/64): elsewhere its page of
+             * leaves is left out, and looking costs 64 TiB 0.3 s */
+            for (uint64_t k = resident[s]; k < units; k++) {
+                bool absent = true;
+                if (k < resident[s] + page / 1024 + 2 || k + page / 64 + 2 >= units) {
+                    uint64_t off[2], l[2];
+                    dp_pa_tree_range(&h->sub[s].geom, k, 1, page, off, l);
+                    absent = (l[0] && !tr_holds(tr, nt, off[0], l[0])) || (l[1] && !tr_holds(tr, nt, off[1], l[1]));
+                }
+                dp_store_relaxed(&res[g0 + k], DP_RES_WORD(1, 0) | (absent ? DP_RES_NOTREE : 0));
+            }
             dp_store_relaxed(&h->released_hint[s], units - resident[s]); /* (published with the header) */
         }
     }
@@ -347,7 +377,9 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
     r = dp_rg_build_view(p, h);
     free(h);
     if (r) return create_fail(&c, NULL, r); /* cannot happen: we just computed it */
-    for (uint32_t s = 0; s < p->nsub; s++) dp_pa_format(&p->pa[s]);
+    /* on the zeroed tables: only the words that are not 0 (the lazy
+     * tree's pages stay untouched, palloc.c [lazy tree]) */
+    for (uint32_t s = 0; s < p->nsub; s++) dp_pa_format_fresh(&p->pa[s]);
     p->magic = DP_POOL_MAGIC;
     *out = p; /* not yet published: dp_region_publish */
     return 0;

@@ -414,6 +414,7 @@ static int pf_run(dsmpool *pool, uint64_t g, uint64_t n, unsigned threads) {
         if (r == 0 && pool->geo.elastic) {
             dp_dir_range(&pool->geo, g, n, pool->geo.page_size, &doff, &dlen);
             r = dp_os_populate_strict(pool->base + doff, dlen);
+            if (r == 0) r = dp_res_tree_map(pool, g, n); /* resident.c [lazy tree]: there since their refill */
         }
         if (need) dp_room_give(pool, need);
         if (r) r = dp_fail(r == -EFAULT || r == -ENOSPC ? -ENOMEM : r, "dsmpool_prefault: %zu bytes could not be "

@@ -230,11 +230,16 @@ static bool sweep(dsmpool *p) {
                 f++;
                 continue;
             }
-            /* free it as the unit it was allocated as: a leaf bit, or a FULL child */
-            uint64_t step = 1;
+            /* free it as the unit it was allocated as: a leaf bit, or a FULL
+             * child; not as a leaf's or a 2 MiB node's where the granule's
+             * tree pages were never made resident (palloc.c [lazy tree]: no
+             * block is held there, and the read would bring them in) */
+            uint64_t step = 1, g = ((p->geo.sub[s].data_off - p->geo.data_off) >> DP_RES_SHIFT) + (f >> 9);
+            bool notree = dp_res_load(p, g) & DP_RES_NOTREE;
             for (unsigned k = 0; k < sizeof unit_orders / sizeof *unit_orders; k++) {
                 uint64_t n = 1ull << unit_orders[k];
                 if (f % n || f + n > frames) break;
+                if (notree && unit_orders[k] < 9) continue;
                 if (dp_pool_free(p, DP_BLOCK_MK(p->geo.sub[s].data_off + f * DP_FRAME_SIZE, unit_orders[k])) == 0) {
                     step = n;
                     break;
