@@ -5,9 +5,11 @@
  * benchmark prints the time the creation took, the shared memory the
  * process holds resident after it (RssShmem), what its memory cgroup was
  * charged (memory.current, before and after), and the tables' share of
- * the layout: span directory, segment table, allocator tree. Then it
- * allocates and frees --touch MiB in 2 MiB blocks (the tables that memory
- * needs become resident), trims, and prints RssShmem again.
+ * the layout: span directory, segment table, allocator tree, and how much
+ * of the tree is resident (mincore; palloc.c [lazy tree]). Then it
+ * allocates and frees --touch MiB in 2 MiB blocks and as many 64 KiB
+ * segments (the tables that memory needs become resident), prints the
+ * tree's resident share again, trims, and prints RssShmem again.
  *
  * Options: --gib G,G,... (default 64,1024), --min MiB (default 64),
  * --touch MiB (default 1024). A size the library refuses prints its
@@ -17,9 +19,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "bench_util.h"
 #include "dp_internal.h"
+
+/* The resident MiB of the allocator's trees (mincore). */
+static double tree_resident(dsmpool *p) {
+    uint64_t have = 0;
+    for (uint32_t s = 0; s < p->geo.nsub; s++) {
+        uint64_t lo = p->geo.sub[s].geom.level_off[0] / 4096 * 4096, hi = p->geo.sub[s].geom.hint_off;
+        size_t n = (hi - lo + 4095) / 4096;
+        unsigned char *v = malloc(n);
+        if (!v || mincore(p->base + lo, n * 4096, v) != 0) {
+            free(v);
+            return -1;
+        }
+        for (size_t i = 0; i < n; i++) have += v[i] & 1;
+        free(v);
+    }
+    return have * 4096.0 / (1 << 20);
+}
 
 /* The memory cgroup's charge in bytes (cgroup v2's memory.current, or v1's
  * memory.usage_in_bytes), or -1 where it cannot be read. */
@@ -52,8 +72,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    printf("%8s %10s %12s %12s %10s %10s %10s %14s %10s\n", "GiB", "create_ms", "rss_shm_MiB",
-           "cgroup_MiB", "dir_MiB", "seg_MiB", "tree_MiB", "after_touch_MiB", "trim_MiB");
+    printf("%8s %10s %12s %12s %10s %10s %10s %12s %14s %12s %10s\n", "GiB", "create_ms", "rss_shm_MiB",
+           "cgroup_MiB", "dir_MiB", "seg_MiB", "tree_MiB", "tree_res_MiB", "after_touch_MiB", "tree_touched", "trim_MiB");
     char *list = strdup(gibs);
     for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
         double g = atof(t);
@@ -79,20 +99,25 @@ int main(int argc, char **argv) {
         double dir = h->dir_count * 8.0 / (1 << 20), seg = h->seg_cap * (double)sizeof(dp_seg_desc) / (1 << 20);
         double tree = 0;
         for (uint32_t s = 0; s < h->nsub; s++) tree += (double)(h->sub[s].geom.hint_off - h->sub[s].geom.level_off[0]) / (1 << 20);
-        /* touch: allocate and free 2 MiB blocks */
+        double tree_res = tree_resident(p);
+        /* touch: allocate and free 2 MiB blocks, and as many 64 KiB ones
+         * (leaves) */
         size_t n = touch_mib / 2;
-        dsmpool_seg **segs = calloc(n ? n : 1, sizeof *segs);
+        dsmpool_seg **segs = calloc(n ? 2 * n : 1, sizeof *segs);
         size_t got = 0;
         for (; got < n; got++)
             if (dsmpool_seg_create(p, 2u << 20, 0, &segs[got]) != 0) break;
+        for (size_t k = 0; k < n && got < 2 * n; k++, got++)
+            if (dsmpool_seg_create(p, 64u << 10, 0, &segs[got]) != 0) break;
         long r2 = proc_kb("/proc/self/status", "RssShmem");
+        double tree_touched = tree_resident(p);
         for (size_t i = 0; i < got; i++) dsmpool_seg_detach(segs[i]);
         free(segs);
         dsmpool_trim(p, 0, NULL);
         long r3 = proc_kb("/proc/self/status", "RssShmem");
-        printf("%8g %10.1f %12.1f %12.1f %10.1f %10.1f %10.1f %14.1f %10.1f\n", g, ms, (r1 - r0) / 1024.0,
-               cg0 >= 0 && cg1 >= 0 ? (cg1 - cg0) / 1048576.0 : -1.0, dir, seg, tree, (r2 - r0) / 1024.0,
-               (r3 - r0) / 1024.0);
+        printf("%8g %10.1f %12.1f %12.1f %10.1f %10.1f %10.1f %12.2f %14.1f %12.2f %10.1f\n", g, ms, (r1 - r0) / 1024.0,
+               cg0 >= 0 && cg1 >= 0 ? (cg1 - cg0) / 1048576.0 : -1.0, dir, seg, tree, tree_res, (r2 - r0) / 1024.0,
+               tree_touched, (r3 - r0) / 1024.0);
         fflush(stdout);
         dsmpool_destroy(p);
     }
