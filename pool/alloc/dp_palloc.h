@@ -73,8 +73,9 @@ void dp_pa_set_cold(dp_pa *pa, const dp_a64 *words, dp_a64 *count);
 #define DP_PA_NOTREE 4ull
 /* palloc.c [lazy tree]: the hook that makes the tree pages of 2 MiB node g
  * (dp_pa_tree_range) resident under the caller's room rules and clears
- * its DP_PA_NOTREE bit: 0, or -ENOMEM (with a message) when they cannot
- * be had; the step that needed them then fails as for a full sub-pool.
+ * its DP_PA_NOTREE bit: 0, or a negative errno with a message (-ENOMEM
+ * when they cannot be had); the step that needed them then fails as for a
+ * full sub-pool, with -ENOMEM.
  * Process-local, like dp_pa_set_cold. */
 typedef int (*dp_pa_tables_fn)(void *ctx, struct dp_pa *pa, uint64_t g);
 void dp_pa_set_tables(dp_pa *pa, dp_pa_tables_fn fn, void *ctx);

@@ -159,8 +159,8 @@
  * and was inside its bracket: the leak sweep returns it (recover.c [leak
  * sweep]). A dead claimer's room goes with its slot (dp_res_slot_clear).
  * A death inside res_tables ([lazy tree]) leaves a granule's tree pages
- * resident and its "no tree" mark set: at most 8 KiB, which the next
- * allocation there takes as they are.
+ * resident and its "no tree" mark set: at most 12 KiB (its leaves may lie
+ * across two pages), which the next allocation there takes as they are.
  *
  * Memory ordering: the state CASes are acq_rel; who holds a granule orders
  * them. A released mark is made while the trimmer holds the whole granule
@@ -396,7 +396,8 @@ static int res_tables(void *ctx, dp_pa *pa, uint64_t g) {
     uint64_t gi = g + ((p->geo.sub[s].data_off - p->geo.data_off) >> DP_RES_SHIFT), want, got;
     if (gi >= p->geo.res_count) return dp_fail(-EUCLEAN, "granule %llu lies outside the data", (unsigned long long)gi);
     bool huge = p->geo.page_size != 4096;
-    if (!(dp_load_relaxed(&p->res[gi]) & DP_RES_NOTREE)) return 0; /* another made them resident */
+    /* acquire: as palloc.c pa_untouched's (another made them resident) */
+    if (!(dp_load_acquire(&p->res[gi]) & DP_RES_NOTREE)) return 0;
     (void)res_tree_pages(p, gi, 1, false, false, &want);
     int r = huge ? 0 : dp_room_take(p, want, "the allocator's tables of released memory");
     /* counted as a refill's failure: the segment and area layers then

@@ -318,7 +318,8 @@ typedef struct dp_header {
     dp_a64 releases, released_total, release_ns;   /* blocks given back, their bytes, the time */
     dp_a64 refills_ahead, refilled_ahead, refill_ahead_ns;    /* dsmpool_prefault_free / maintain */
     dp_a64 refills_demand, refilled_demand, refill_demand_ns; /* the allocation that needed it */
-    dp_a64 refill_failures;         /* populates that could not get the memory (-ENOMEM) */
+    dp_a64 refill_failures;         /* populates that could not get the memory (-ENOMEM): a refill's, or the
+                                       allocator's tree pages (resident.c [lazy tree]) */
     dp_a64 refill_given_back;       /* bytes a failed refill populated, given back (resident.c [give back]) */
     dp_a64 room_refusals;           /* room claims refused (resident.c [room first]) */
     dp_a64 maint_steps;             /* dsmpool_maintain steps that ran */

@@ -307,11 +307,13 @@ int dp_region_create(const dsmpool_config *cfg, uint64_t pool_id, dsmpool **out)
      * granule is 4 KiB, not a THP for 512 granules (best effort: the advice
      * is this mapping's) */
     if (h->thp_advised && elastic) (void)dp_os_madvise_hugepage(p->base + h->dir_off, h->names_off - h->dir_off, false);
-    /* palloc.c [lazy tree]: so is a page of the tree's two lowest levels */
-    for (uint32_t s = 0; h->thp_advised && elastic && s < h->nsub; s++)
-        if (h->sub[s].geom.nlevels > 2)
-            (void)dp_os_madvise_hugepage(p->base + h->sub[s].geom.level_off[0],
-                                         h->sub[s].geom.level_off[2] - h->sub[s].geom.level_off[0], false);
+    /* palloc.c [lazy tree]: so is a page of the tree's two lowest levels
+     * (the pages whole inside them, as dp_table_ranges leaves them out:
+     * madvise takes page-aligned addresses only) */
+    for (uint32_t s = 0; h->thp_advised && elastic && s < h->nsub; s++) {
+        uint64_t lo = dp_align_up(h->sub[s].geom.level_off[0], 4096), hi = h->sub[s].geom.level_off[2] / 4096 * 4096;
+        if (h->sub[s].geom.nlevels > 2 && lo < hi) (void)dp_os_madvise_hugepage(p->base + lo, hi - lo, false);
+    }
     if ((r = dp_plan_bind(p, h, &pl)) != 0) return create_fail(&c, h, r);
     const dp_backing_ops *bk = dp_backing(cfg->backing);
     if (bk->provisional && (r = provisional(p, len, page, (dp_header *)p->base)) != 0) /* [creation] */
