@@ -455,8 +455,11 @@ class Bench:
         base = self.sb + 128
         return {"stock-1g-huge": base + self.mindsm, "stock-shm-thp": base,
                 "pool-2m": base + self.pool, "pool-elastic": base + self.pool, "preload-huge": base + self.pool,
-                # what it uses, and the tables
-                "preload-reserve": base + self.pool + self.reserve // 200}.get(c, 0)
+                # what the preload library asks of a reservation beyond the
+                # machine (dsmpool_preload.c huge_fits: its tables at most
+                # size/256, resident_min and warm, 2 GB to work in), and a margin
+                "preload-reserve": base + self.pool + self.reserve // 256 + int(self.v["ELASTIC_MIN"].rstrip("MB"))
+                + int(self.v["ELASTIC_WARM"].rstrip("MB")) + 64}.get(c, 0)
 
     def pid(self, c):
         return read(f"{self.cdata(c)}/postmaster.pid").split("\n", 1)[0]
