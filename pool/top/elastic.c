@@ -107,13 +107,15 @@ typedef struct el_sub {
     uint64_t free, released;    /* bytes */
 } el_sub;
 
-static void el_sub_get(dsmpool *p, uint32_t s, el_sub *e) {
+/* free: count the free bytes too, a walk of the sub-pool's whole tree (a
+ * refill ahead does not need them: e->free is left 0) */
+static void el_sub_get(dsmpool *p, uint32_t s, bool free, el_sub *e) {
     e->s = s;
     e->g0 = (p->geo.sub[s].data_off - p->geo.data_off) >> DP_RES_SHIFT;
     e->ng = p->geo.sub[s].geom.frames >> (DP_RES_SHIFT - DP_FRAME_SHIFT);
     uint64_t ff = 0;
     int largest;
-    dp_pool_free_frames(p, s, &ff, &largest);
+    if (free) dp_pool_free_frames(p, s, &ff, &largest);
     e->free = ff * DP_FRAME_SIZE;
     e->released = dp_res_released_in(p, s) * GRAN;
 }
@@ -368,7 +370,7 @@ int dsmpool_trim(dsmpool *pool, size_t keep_bytes, size_t *released) {
     uint64_t total = 0;
     for (uint32_t s = 0; r == 0 && s < pool->nsub; s++) {
         el_sub e;
-        el_sub_get(pool, s, &e);
+        el_sub_get(pool, s, true, &e);
         uint64_t keep = el_share(pool, s, keep_bytes), warm = el_warm(&e);
         if (warm > keep) r = el_run(pool, &e, EL_TRIM, 0, 0, warm - keep, &total);
     }
@@ -382,7 +384,7 @@ int dsmpool_prefault_free(dsmpool *pool, size_t bytes, size_t *prefaulted) {
     uint64_t total = 0;
     for (uint32_t s = 0; r == 0 && s < pool->nsub; s++) {
         el_sub e;
-        el_sub_get(pool, s, &e);
+        el_sub_get(pool, s, false, &e); /* (free bytes: not needed) */
         uint64_t want = el_share(pool, s, bytes);
         if (want > bytes) want = bytes; /* (one sub-pool: exactly what was asked, in granules) */
         if (e.released) r = el_run(pool, &e, EL_REFILL, 0, 0, want, &total);
@@ -523,7 +525,7 @@ int dsmpool_maintain(dsmpool *pool, unsigned *next_ms) {
     uint64_t rel_left = EL_STEP_BYTES, fill_left = EL_STEP_BYTES;
     for (uint32_t s = 0; r == 0 && s < pool->nsub; s++) {
         el_sub e;
-        el_sub_get(pool, s, &e);
+        el_sub_get(pool, s, true, &e);
         uint64_t warm_s = el_share(pool, s, g->warm_bytes), min_s = el_share(pool, s, g->resident_min);
         uint64_t warm = el_warm(&e), res = el_resident(&e), done = 0;
         if (g->idle_release_ms && warm > warm_s && res > min_s + warm_s) { /* (2) */
@@ -532,7 +534,7 @@ int dsmpool_maintain(dsmpool *pool, unsigned *next_ms) {
             r = el_run(pool, &e, EL_IDLE, now, g->idle_release_ms, b, &done);
             rel_left -= done < rel_left ? done : rel_left;
             if (can > b && !rel_left) more = true; /* the bound left work */
-            if (done) el_sub_get(pool, s, &e);
+            if (done) el_sub_get(pool, s, true, &e);
         }
         warm = el_warm(&e);
         if (r == 0 && warm < warm_s && e.released) { /* (3) */
