@@ -738,6 +738,9 @@ typedef struct moved_arg {
 static int forked_then_moved(void *arg, int out) {
     moved_arg *a = arg;
     dsmpool *p = mk(out, 4 * GIB, DSMPOOL_BACKING_ANON, NULL, 8 * MIB, false);
+    /* the parent's reading (of no limit) would hold for a minute
+     * (resident.c [room reuse]): never in the child */
+    dp_inject_room_reuse_ns = 60000000000ull;
     dsmpool_seg *s;
     if (!p || dsmpool_seg_create(p, 64 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s) != 0) return 3;
     dsmpool_seg_detach(s);
@@ -846,6 +849,222 @@ Test(limits, a_refill_stopped_after_reading_the_room_reads_again_when_another_to
     cr.oom = oom;
     expect_clean(&cr, "two refills of 300 MiB in 512 MiB, the first stopped between its reading and its claim "
                       "(exit 15: A was served; 47 or 57: A was killed -- by the OOM killer)");
+}
+
+/* ---- a reading reused ([room reuse]) ------------------------------------------------- */
+
+static int room_fresh, room_reused;
+
+static void count_room(const char *point) {
+    if (!strcmp(point, "resident.room.read")) room_fresh++;
+    else if (!strcmp(point, "resident.room.reused")) room_reused++;
+}
+
+/* In a 512 MiB cgroup, readings reused for a minute: A refills 16 MiB (a
+ * reading), then 16 MiB more (that reading reused); B, another process of
+ * the pool, takes 300 MiB; then A asks for 300 MiB. A's reading still
+ * shows room for it, and only the claims counted since say it is gone. */
+static int reuse_after_another(void *arg, int out) {
+    (void)arg;
+    dsmpool *p = mk(out, 4 * GIB, DSMPOOL_BACKING_ANON, NULL, 8 * MIB, false);
+    if (!p) return 3;
+    int go[2], done[2];
+    if (pipe(go) != 0 || pipe(done) != 0) return 2;
+    pid_t B = fork();
+    if (B == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(go[1]);
+        char b;
+        if (read(go[0], &b, 1) != 1) _exit(120);
+        dsmpool_seg *s;
+        int r = dsmpool_seg_create(p, 300 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s);
+        dprintf(out, "B takes 300 MiB: %d %s\n", r, r ? dsmpool_last_error() : "");
+        if (r == 0) memset(dsmpool_seg_address(s), 1, 300 * MIB);
+        if (write(done[1], "d", 1) != 1) _exit(121);
+        if (read(go[0], &b, 1) != 1) _exit(r == 0 ? 0 : 6); /* holds it until A is done */
+        _exit(7);
+    }
+    close(go[0]);
+    dp_inject_room_reuse_ns = 60000000000ull;
+    dp_inject_fn = count_room;
+    dsmpool_seg *s1, *s2, *s3;
+    if (dsmpool_seg_create(p, 16 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s1) != 0) return 3;
+    int f1 = room_fresh, u1 = room_reused;
+    if (dsmpool_seg_create(p, 16 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s2) != 0) return 3;
+    int f2 = room_fresh, u2 = room_reused;
+    dprintf(out, "A, 16 MiB twice: %d then %d readings, %d then %d reused\n", f1, f2, u1, u2);
+    if (f1 < 1 || f2 != f1 || u2 <= u1) return 8; /* the second refill reused the first's reading */
+    char b;
+    if (write(go[1], "g", 1) != 1 || read(done[0], &b, 1) != 1) return 9;
+    int r = dsmpool_seg_create(p, 300 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s3);
+    dprintf(out, "A, after B, asks for 300 MiB: %d %s (%d readings, %d reused)\n", r, dsmpool_last_error(),
+            room_fresh, room_reused);
+    if (r == 0) memset(dsmpool_seg_address(s3), 1, 300 * MIB);
+    dp_inject_fn = NULL;
+    close(go[1]);
+    int sb = test_wait_bounded(B, 60, NULL);
+    dprintf(out, "B: %d\n", sb);
+    if (r != -ENOMEM) return 5;
+    if (room_fresh == f2) return 10; /* refused on a fresh reading */
+    return sb ? 20 : 0;
+}
+
+/* B stops once its claim of more than 100 MiB is made, its memory not yet
+ * charged. */
+static dsmpool *owed_pool;
+
+static void stop_after_claim(const char *point) {
+    static int once;
+    if (strcmp(point, "resident.room.claimed") || once) return;
+    if (dp_load_relaxed(&owed_pool->fill[owed_pool->slot]) < 100 * MIB) return;
+    once = 1;
+    char b = 's';
+    if (write(stopped_fd[1], &b, 1) != 1) _exit(121);
+    if (read(stop_fd[0], &b, 1) != 1) _exit(122);
+}
+
+/* As above, but B's claim of 300 MiB is made before A's reading and its
+ * memory charged after it: A's reading owes those bytes. */
+static int reuse_owes_the_claims_in_flight(void *arg, int out) {
+    (void)arg;
+    dsmpool *p = owed_pool = mk(out, 4 * GIB, DSMPOOL_BACKING_ANON, NULL, 8 * MIB, false);
+    if (!p) return 3;
+    if (pipe(stop_fd) != 0 || pipe(stopped_fd) != 0) return 2;
+    int hold[2];
+    if (pipe(hold) != 0) return 2;
+    pid_t B = fork();
+    if (B == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(hold[1]);
+        dp_inject_fn = stop_after_claim;
+        dsmpool_seg *s;
+        int r = dsmpool_seg_create(p, 300 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s);
+        dprintf(out, "B, let go after A's reading, takes 300 MiB: %d %s\n", r, r ? dsmpool_last_error() : "");
+        if (r == 0) memset(dsmpool_seg_address(s), 1, 300 * MIB);
+        if (write(stopped_fd[1], "d", 1) != 1) _exit(121);
+        char b;
+        if (read(hold[0], &b, 1) != 1) _exit(r == 0 ? 0 : 6); /* holds it until A is done */
+        _exit(7);
+    }
+    close(hold[0]);
+    char b;
+    if (read(stopped_fd[0], &b, 1) != 1) return 9; /* B holds its claim */
+    dp_inject_room_reuse_ns = 60000000000ull;
+    dp_inject_fn = count_room;
+    dsmpool_seg *s1, *s3;
+    int r1 = dsmpool_seg_create(p, 16 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s1);
+    int f1 = room_fresh;
+    dprintf(out, "A, while B's claim is in flight, 16 MiB: %d (%d readings)\n", r1, f1);
+    if (r1 != 0 || f1 < 1) return 8;
+    if (write(stop_fd[1], "g", 1) != 1 || read(stopped_fd[0], &b, 1) != 1) return 9; /* B charged */
+    int r = dsmpool_seg_create(p, 300 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s3);
+    dprintf(out, "A, after B, asks for 300 MiB: %d %s (%d readings, %d reused)\n", r, dsmpool_last_error(),
+            room_fresh, room_reused);
+    if (r == 0) memset(dsmpool_seg_address(s3), 1, 300 * MIB);
+    dp_inject_fn = NULL;
+    close(hold[1]);
+    int sb = test_wait_bounded(B, 60, NULL);
+    dprintf(out, "B: %d\n", sb);
+    if (r != -ENOMEM) return 5;
+    if (room_fresh == f1) return 10; /* refused on a fresh reading */
+    return sb ? 20 : 0;
+}
+
+Test(limits, a_reused_room_reading_owes_the_claims_in_flight_when_it_was_read, .timeout = 120) {
+    test_cg cg;
+    memcg(&cg, 512 * MIB);
+    case_run cr;
+    run_case(&cg, reuse_owes_the_claims_in_flight, NULL, 100, &cr);
+    expect_clean(&cr, "A's reading made while B's 300 MiB claim was in flight, reused after B's memory was "
+                      "charged (exit 5: A was served; 137: the OOM killer)");
+    test_cg_remove(&cg);
+}
+
+Test(limits, a_reused_room_reading_counts_what_others_claimed_since, .timeout = 120) {
+    test_cg cg;
+    memcg(&cg, 512 * MIB);
+    case_run cr;
+    run_case(&cg, reuse_after_another, NULL, 100, &cr);
+    expect_clean(&cr, "A's reading reused after B took 300 MiB of 512 (exit 5: A was served; 8: the reading was "
+                      "not reused; 137: the OOM killer)");
+    test_cg_remove(&cg);
+}
+
+/* A hugetlb pool's refill ahead reads the free pages first; its reading,
+ * reused for a minute, counts the pool's refills since: A refills 2 MiB
+ * ahead (a reading with dozens of pages free), B takes all but a few by a
+ * segment, and A asks 16 MiB ahead. Refused on a fresh reading, it takes
+ * no page; on the old reading it would populate, fail and give back. */
+static int huge_reuse_after_another(void *arg, int out) {
+    (void)arg;
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = 512 * MIB;
+    cfg.huge_pages = DSMPOOL_HUGE_ON;
+    cfg.idle_release_ms = 60000;
+    dsmpool *p;
+    if (dsmpool_create(&cfg, &p) != 0) {
+        dprintf(out, "create: %s\n", dsmpool_last_error());
+        return 3;
+    }
+    dp_inject_room_reuse_ns = 60000000000ull;
+    dp_inject_fn = count_room;
+    size_t got = 0;
+    if (dsmpool_prefault_free(p, 2 * MIB, &got) != 0 || got != 2 * MIB) return 4;
+    int f1 = room_fresh;
+    if (dsmpool_prefault_free(p, 2 * MIB, &got) != 0 || got != 2 * MIB) return 4;
+    dprintf(out, "A, 2 MiB ahead twice: %d then %d readings, %d reused\n", f1, room_fresh, room_reused);
+    if (f1 < 1 || room_fresh != f1 || room_reused < 1) return 8; /* the second reused the first's reading */
+    long free1 = test_huge_read(TEST_FREE_HUGE);
+    if (free1 < 48 || free1 > 200) {
+        dprintf(out, "%ld huge pages free: 48 to 200 wanted\n", free1);
+        return 2;
+    }
+    pid_t B = fork();
+    if (B == 0) {
+        dsmpool_seg *s;
+        /* (A's warm page serves it too) */
+        int r = dsmpool_seg_create(p, (size_t)(free1 - 3) * 2 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s);
+        dprintf(out, "B asks %ld pages, %ld free: %d %s\n", free1 - 3, free1, r, r ? dsmpool_last_error() : "");
+        if (r == 0) memset(dsmpool_seg_address(s), 1, dsmpool_seg_size(s));
+        _exit(r == 0 ? dsmpool_detach(p) == 0 ? 0 : 7 : 6); /* (a segment nobody holds stays: the pool keeps it) */
+    }
+    int sb = test_wait_bounded(B, 60, NULL);
+    long free2 = test_huge_read(TEST_FREE_HUGE);
+    int u2 = room_reused, f2 = room_fresh;
+    int r = dsmpool_prefault_free(p, 16 * MIB, &got);
+    long free3 = test_huge_read(TEST_FREE_HUGE);
+    dprintf(out, "A, with %ld pages free, 16 MiB ahead: %d %s; %ld free after; %d readings (%d before), %d reused "
+            "(%d before)\n", free2, r, dsmpool_last_error(), free3, room_fresh, f2, room_reused, u2);
+    dp_inject_fn = NULL;
+    if (sb) return 20;
+    if (free2 >= 8) return 2; /* B left room for 16 MiB */
+    if (r != -ENOMEM || free3 != free2) return 5;
+    /* refused on a fresh reading, never populated on the old one (which a
+     * populate's failure would end the same way, having taken the pages) */
+    if (room_reused != u2 || room_fresh == f2) return 6;
+    return 0;
+}
+
+Test(limits, a_reused_hugetlb_reading_counts_the_pools_refills_since, .timeout = 120) {
+    long old, got = test_huge_reserve(64, &old);
+    if (got < 64) {
+        test_huge_restore(old);
+        cr_skip_test("64 huge pages of 2 MiB could not be reserved (%ld; not root, or memory too fragmented)", got);
+    }
+    const char *ovc = "/proc/sys/vm/nr_overcommit_hugepages";
+    long old_ovc = test_huge_read(ovc);
+    if (old_ovc > 0) test_write_file(ovc, "0");
+    case_run cr;
+    run_case(NULL, huge_reuse_after_another, NULL, 90, &cr);
+    test_huge_restore(old);
+    if (old_ovc > 0) {
+        char v[32];
+        snprintf(v, sizeof v, "%ld", old_ovc);
+        test_write_file(ovc, v);
+    }
+    expect_clean(&cr, "a hugetlb refill ahead on a reading reused after another took the pages (exit 5 not "
+                      "-ENOMEM, 6 the old reading reused, 8 no reading reused at all)");
 }
 
 /* ---- one clock in every time namespace ----------------------------------------------- */

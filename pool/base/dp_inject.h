@@ -21,6 +21,9 @@
  * for every build so that tests, which are compiled without DP_INJECTION,
  * take it from here). */
 extern void (*volatile dp_inject_fn)(const char *point);
+/* resident.c [room reuse]: how long a room reading is reused, in ns, when
+ * a test sets it (0: the library's own; 1: in effect never). */
+extern volatile unsigned long long dp_inject_room_reuse_ns;
 #ifdef DP_INJECTION
 #define DP_INJECT(name)                      \
     do {                                     \

@@ -137,6 +137,8 @@ void dp_ledger_mark_owned(struct dsmpool *pool, dp_mark_fn mark, void *arg); /* 
 /* ---- residency (resident.c) ---------------------------------------------------
  * Granule g is the g-th 2 MiB of the data (p->res[g]: dp_format.h). */
 #define DP_RES_ROOM_MARGIN (4ull << 20) /* resident.c [room first]: plus limit / 256 */
+#define DP_RES_ROOM_REUSE_NS 5000000ull     /* resident.c [room reuse]: a reading is reused this long */
+#define DP_RES_ROOM_REUSE_SLACK (64ull << 20) /* resident.c [room reuse]: and this to spare, plus limit / 32 */
 uint64_t dp_res_unit(const struct dsmpool *pool);  /* granules per release unit (resident.c [release unit]) */
 uint32_t dp_res_now_ms(const struct dsmpool *pool); /* a stamp for now: ms after the epoch, never 0 */
 uint64_t dp_res_load(const struct dsmpool *pool, uint64_t g); /* the word (relaxed) */

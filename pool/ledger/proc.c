@@ -111,6 +111,7 @@
 
 #ifdef DP_INJECTION
 void (*volatile dp_inject_fn)(const char *point);
+volatile unsigned long long dp_inject_room_reuse_ns;
 #endif
 
 

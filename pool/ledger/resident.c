@@ -90,6 +90,25 @@
  *      speed"). A refill ahead (the maintainer's warm reserve, which tries
  *      again every step) reads them first, so as not to take, step after
  *      step, the last free huge pages that another's refill would fit in.
+ *   [room reuse] A reading costs more than a 2 MiB huge-page populate (a
+ *      dozen system calls on proc and cgroup files, 12-25 us), so the
+ *      thread that made it reuses it, in the same pool and process, for
+ *      claims (and hugetlb refills ahead) in the next DP_RES_ROOM_REUSE_NS
+ *      (5 ms), while it holds the claim, the margin, and every byte the
+ *      pool may have charged since it was read, with DP_RES_ROOM_REUSE_SLACK
+ *      (64 MiB) plus limit / 32 to spare. Those bytes are what was in
+ *      flight when it was read (the slot words then, "owed") and every
+ *      claim made since by anyone: room_claimed counts the bytes of each
+ *      claim tried and of each hugetlb populate, before the claim's CAS or
+ *      the populate, and only grows. Otherwise -- near a limit, a reading
+ *      of another process (the pid: a fork), another pool, an unknown
+ *      reading -- the claim reads afresh, and a refusal is always a fresh
+ *      reading's. What a reused reading cannot see is a charge outside the
+ *      pool (another program in the cgroup, a move to another cgroup)
+ *      within those 5 ms beyond the slack; a fresh reading does not see
+ *      one made between it and its populate either, which lasts as long
+ *      for a 128 MiB refill. hugetlb refills in flight when a reading is
+ *      made are not owed (they hold no slot word): as before.
  *   [lazy directory] In an elastic pool the span directory's page of a
  *      granule (layout.c [lazy directory]) is made resident with it, first,
  *      under the same room claim, and, in 4 KiB pages, given back with it:
@@ -173,7 +192,11 @@
  * acq_rel CAS of room_seq, and read by the next claimer after its acquire
  * load of room_seq; a claim is given back (release) after its memory is
  * charged, and a claimer that reads the word (acquire) sees the charge in
- * the reading it makes after. Stamps are relaxed: a hint the trimmer reads
+ * the reading it makes after. room_claimed is added to (release) after the
+ * claim's slot word and read (acquire) before the slot words: a claim
+ * counted in a reading's "claimed" has its word in the reading's "owed",
+ * and one not counted there is counted in the difference a reuse reads
+ * ([room reuse]). Stamps are relaxed: a hint the trimmer reads
  * again once its claim (acquire) holds the granule. The "no tree" mark is
  * cleared by a release CAS after its pages are populated (res_tables, or
  * the resident mark's acq_rel), and palloc.c's pa_untouched reads it with
@@ -186,6 +209,9 @@
  * death there leaves the count off until the leak sweep sets it right);
  * "resident.room.read" (the room read, the claim not yet made: a claim
  * made meanwhile by another process sends this one back to read again);
+ * "resident.room.reused" (a reading reused instead, [room reuse]);
+ * "resident.room.claimed" (a claim made, its memory not yet charged: a
+ * reading made meanwhile owes its bytes, [room reuse]);
  * "resident.tables.populated" (a granule's tree pages made resident, its
  * "no tree" mark not yet cleared: a death there leaves the pages and the
  * mark, and the next allocation there populates them again, a no-op).
@@ -235,15 +261,69 @@ static uint64_t res_inflight(const dsmpool *p) {
     return sum;
 }
 
+/* ---- [room reuse] ------------------------------------------------------------ */
+
+/* This thread's last reading, for the pool and the kind it was read for. */
+typedef struct room_memo {
+    uint64_t pool_id;
+    pid_t pid;
+    size_t page;         /* 0: the memory room (dp_os_mem_room); else hugetlb's, of pages this size */
+    uint64_t at_ns;      /* when it was read (dp_os_now_ns) */
+    uint64_t room, limit;
+    uint64_t owed;       /* bytes in flight when it was read (the slot words): perhaps charged since */
+    uint64_t claimed;    /* room_claimed before it was read */
+} room_memo;
+static _Thread_local room_memo memo;
+
+static uint64_t sat_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+
+static void res_memo(const dsmpool *p, size_t page, const dp_os_room *rm, uint64_t owed, uint64_t claimed) {
+    memo.pid = rm->unknown ? 0 : dp_os_getpid(); /* an unknown reading is never reused */
+    memo.pool_id = p->geo.pool_id;
+    memo.page = page;
+    memo.at_ns = dp_os_now_ns();
+    memo.room = rm->room;
+    memo.limit = rm->limit;
+    memo.owed = owed;
+    memo.claimed = claimed;
+}
+
+/* Does this thread's reading still hold bytes more, in pool p (page 0: the
+ * memory room; else hugetlb's), claimed being room_claimed now? */
+static bool res_reuse(const dsmpool *p, size_t page, uint64_t bytes, uint64_t claimed) {
+    if (!memo.pid || memo.pool_id != p->geo.pool_id || memo.page != page || memo.pid != dp_os_getpid()) return false;
+    uint64_t now = dp_os_now_ns(), window = DP_RES_ROOM_REUSE_NS;
+#ifdef DP_INJECTION
+    if (dp_inject_room_reuse_ns) window = dp_inject_room_reuse_ns;
+#endif
+    if (now < memo.at_ns || now - memo.at_ns > window) return false;
+    if (claimed < memo.claimed) return false; /* (it only grows: scribbled) */
+    if (memo.room == UINT64_MAX) return true;
+    uint64_t lim = memo.limit == UINT64_MAX ? 0 : memo.limit;
+    uint64_t need = sat_add(sat_add(bytes, memo.owed), claimed - memo.claimed);
+    need = sat_add(need, DP_RES_ROOM_MARGIN + lim / 256 + DP_RES_ROOM_REUSE_SLACK + lim / 32);
+    return memo.room >= need;
+}
+
 int dp_room_take(dsmpool *p, uint64_t bytes, const char *what) {
     dp_a64 *mine = p->has_slot ? &p->fill[p->slot] : NULL;
     for (;;) {
         /* acquire: pairs with dp_room_take's CAS, which publishes the claim's slot word */
         uint64_t seq = dp_load_acquire(&p->hdr->room_seq);
+        /* acquire: pairs with the release add below (a claim counted here
+         * has its slot word seen by res_inflight) */
+        uint64_t claimed = dp_load_acquire(&p->hdr->room_claimed);
         uint64_t inflight = res_inflight(p);
         dp_os_room rm;
-        dp_os_mem_room(&rm);
-        DP_INJECT("resident.room.read");
+        if (res_reuse(p, 0, bytes, claimed)) { /* [room reuse]: it holds with room to spare */
+            DP_INJECT("resident.room.reused");
+            if (!mine) return 0;
+            rm.unknown = 0, rm.room = UINT64_MAX, rm.limit = UINT64_MAX;
+        } else {
+            dp_os_mem_room(&rm);
+            res_memo(p, 0, &rm, inflight, claimed);
+            DP_INJECT("resident.room.read");
+        }
         uint64_t margin = DP_RES_ROOM_MARGIN + (rm.limit == UINT64_MAX ? 0 : rm.limit / 256);
         bool blind = rm.unknown && !p->geo.limits_unknown_ok;
         uint64_t need = bytes + inflight + margin; /* (each below 2^47 or so: no wrap) */
@@ -264,10 +344,16 @@ int dp_room_take(dsmpool *p, uint64_t bytes, const char *what) {
                            (unsigned long long)rm.limit, (unsigned long long)inflight,
                            (unsigned long long)margin);
         if (!mine) return 0; /* (every caller holds a slot: dp_self) */
-        dp_fetch_add_relaxed(mine, bytes); /* relaxed: published by the CAS below */
+        dp_fetch_add_relaxed(mine, bytes); /* relaxed: published by the CAS below, and by this add: */
+        /* release: whoever counts these bytes in room_claimed (acquire) sees
+         * the slot word's add ([room reuse]); never taken back */
+        dp_fetch_add_release(&p->hdr->room_claimed, bytes);
         /* acq_rel: the claim is this step; it fails when another claim was made
          * since seq was read, and the reading above may be stale */
-        if (dp_cas_acq_rel(&p->hdr->room_seq, &seq, seq + 1)) return 0;
+        if (dp_cas_acq_rel(&p->hdr->room_seq, &seq, seq + 1)) {
+            DP_INJECT("resident.room.claimed");
+            return 0;
+        }
         dp_fetch_add_relaxed(mine, (uint64_t)-bytes); /* relaxed: never published */
     }
 }
@@ -285,18 +371,34 @@ void dp_res_slot_clear(dsmpool *p, uint32_t slot) {
  * the kernel's free pages? Its pages present now (what a failed populate
  * got, before its caller gives them back; none before a populate) count
  * as room. tmiss: the bytes of tree pages to come with it ([lazy tree]:
- * those not present). 0, or -ENOMEM with a message that says which was
- * short. */
-static int res_huge_room(dsmpool *p, char *a, uint64_t bytes, uint64_t doff, uint64_t dlen, uint64_t tmiss) {
+ * those not present). ahead: before a refill ahead's populate, where this
+ * thread's last reading may do ([room reuse]). 0, or -ENOMEM with a
+ * message that says which was short. */
+static int res_huge_room(dsmpool *p, char *a, uint64_t bytes, uint64_t doff, uint64_t dlen, uint64_t tmiss,
+                         bool ahead) {
+    size_t page = p->geo.page_size;
+    /* acquire: as dp_room_take's (here only a count: hugetlb has no slot words) */
+    uint64_t claimed = dp_load_acquire(&p->hdr->room_claimed);
+    if (ahead && res_reuse(p, page, bytes + dlen + tmiss, claimed)) {
+        DP_INJECT("resident.room.reused");
+        return 0;
+    }
     dp_os_room rm;
-    dp_os_huge_room(p->geo.page_size, &rm);
-    uint64_t avail, got = 0, dgot = 0;
+    dp_os_huge_room(page, &rm);
+    uint64_t avail = 0, got = 0, dgot = 0;
+    bool counted = dp_os_huge_avail(page, &avail) == 0;
+    DP_INJECT("resident.room.read");
+    if (ahead && counted) { /* [room reuse]: the tighter of the two */
+        dp_os_room both = rm;
+        if (avail < UINT64_MAX / page && avail * page < both.room) both.room = avail * page;
+        res_memo(p, page, &both, 0, claimed);
+    }
     if (dp_os_present_bytes(a, bytes, &got) != 0) got = 0;
     /* [lazy directory]: the directory's page too, where it is not there */
     if (dlen && dp_os_present_bytes(p->base + doff, dlen, &dgot) != 0) dgot = 0;
     bytes += dlen - dgot + tmiss;
     bool cg_full = !rm.unknown && rm.room != UINT64_MAX && rm.room + got < bytes;
-    bool none = !cg_full && dp_os_huge_avail(p->geo.page_size, &avail) == 0 && avail * p->geo.page_size + got < bytes;
+    bool none = !cg_full && counted && avail * page + got < bytes;
     if (cg_full || none) dp_fetch_add_relaxed(&p->hdr->room_refusals, 1); /* relaxed: a counter */
     char also[96] = "";
     if (got)
@@ -358,12 +460,15 @@ int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n, bool ahead) {
     /* [room first]: hugetlb's room before a refill ahead, after a failed
      * refill on demand */
     int r = !huge   ? dp_room_take(p, bytes + dlen + tlen, "memory of the pool")
-            : ahead ? res_huge_room(p, a, bytes, doff, dlen, tlen)
+            : ahead ? res_huge_room(p, a, bytes, doff, dlen, tlen, true)
                     : 0;
     if (r) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
         return r;
     }
+    /* [room reuse]: counted before the pages are taken (release: as
+     * dp_room_take's, for its readers' acquire) */
+    if (huge) dp_fetch_add_release(&p->hdr->room_claimed, bytes + dlen + tlen);
     /* [lazy directory], [lazy tree]: the tables' pages first, so that a
      * granule marked resident has them */
     r = dlen ? dp_os_populate_strict(p->base + doff, dlen) : 0;
@@ -372,7 +477,7 @@ int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n, bool ahead) {
     if (!huge) dp_room_give(p, bytes + dlen + tlen);
     if (r) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
-        if (huge && (r == -EFAULT || r == -ENOMEM || r == -ENOSPC) && res_huge_room(p, a, bytes, doff, dlen, tlen) != 0)
+        if (huge && (r == -EFAULT || r == -ENOMEM || r == -ENOSPC) && res_huge_room(p, a, bytes, doff, dlen, tlen, false) != 0)
             return -ENOMEM; /* its message says which limit */
         return dp_fail(r == -EFAULT || r == -ENOMEM || r == -ENOSPC ? -ENOMEM : r,
                        "%llu bytes of the pool could not be made resident (MADV_POPULATE_WRITE: %s)%s",
@@ -400,6 +505,7 @@ static int res_tables(void *ctx, dp_pa *pa, uint64_t g) {
     if (!(dp_load_acquire(&p->res[gi]) & DP_RES_NOTREE)) return 0;
     (void)res_tree_pages(p, gi, 1, false, false, &want);
     int r = huge ? 0 : dp_room_take(p, want, "the allocator's tables of released memory");
+    if (huge) dp_fetch_add_release(&p->hdr->room_claimed, want); /* release: [room reuse], as dp_res_populate's */
     /* counted as a refill's failure: the segment and area layers then
      * quote this message rather than call the pool full */
     if (r) dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */

@@ -57,7 +57,7 @@
  * a word takes a new format: a library attaches only its own (layout.c
  * [layout]). Each format's change, and what an older library would do
  * wrong with it: docs/design.md, "Region formats". */
-#define DP_FORMAT_VERSION 15u
+#define DP_FORMAT_VERSION 16u
 #define DP_DIR_SHIFT 12u /* the span directory's granule: 4 KiB of data (a frame) a word */
 #define DP_NAME_MAX 240
 
@@ -315,6 +315,8 @@ typedef struct dp_header {
                                        allocator's hint (palloc.c [resident first]); a death between a
                                        state CAS and its count skews it, never a block */
     dp_a64 room_seq;                /* acq_rel: claims of room made (resident.c [room first]) */
+    dp_a64 room_claimed;            /* release/acquire: bytes of every claim of room tried and every hugetlb
+                                       populate, only ever added to (resident.c [room reuse]) */
     dp_a64 releases, released_total, release_ns;   /* blocks given back, their bytes, the time */
     dp_a64 refills_ahead, refilled_ahead, refill_ahead_ns;    /* dsmpool_prefault_free / maintain */
     dp_a64 refills_demand, refilled_demand, refill_demand_ns; /* the allocation that needed it */
