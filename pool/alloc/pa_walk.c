@@ -9,7 +9,10 @@
  * both ways (an OPEN word has a parent that says PART, and a PART child
  * is OPEN or in a step), I2 (no OPEN word under a FREE or FULL state), I3
  * (free + used = frames) and I4 (ABSENT exactly for the children past the
- * end). The first broken one is named in out->why.
+ * end). The first broken one is named in out->why. dp_pa_walk_count is
+ * the walk down the used nodes alone (the counts, without I1's other way,
+ * which reads every word): what the elastic pool's upkeep and the stats
+ * read, at a cost that follows use rather than the tree's size.
  *
  * Memory ordering: relaxed loads only: a snapshot, exact only while
  * nothing moves (the checker's quiet window: proc.c [quiet windows]).
@@ -127,19 +130,34 @@ static bool walk_node(walk_ctx *wc, unsigned L, uint64_t idx) {
     return effree == LO2;
 }
 
-void dp_pa_walk_tree(dp_pa *pa, dp_pa_walk *out, uint64_t *used_map,
-                     bool (*is_live)(uint32_t owner, void *arg), void *arg) {
+/* From the root down through the PART nodes: the counts, and I1 one way,
+ * I2 and I4 on the words it reaches. */
+static void walk_down(walk_ctx *wc) {
+    dp_pa *pa = wc->pa;
+    dp_pa_walk *out = wc->out;
     memset(out, 0, sizeof *out);
     out->largest_free_order = -1;
-    walk_ctx wc = {pa, out, used_map, is_live, arg};
     unsigned root = pa->nlevels - 1;
     if (w_phase(dp_load_relaxed(pa_node(pa, root, 0))) != PH_OPEN)
-        walk_bad(&wc, "root not open", root, 0);
-    else if (walk_node(&wc, root, 0))
-        walk_largest(&wc, (int)node_shift(root));
+        walk_bad(wc, "root not open", root, 0);
+    else if (walk_node(wc, root, 0))
+        walk_largest(wc, (int)node_shift(root));
     if (out->largest_free_order > (int)dp_pa_max_order(pa))
         out->largest_free_order = (int)dp_pa_max_order(pa);
-    /* I1 the other way: an open word must hang under a PART state. */
+}
+
+void dp_pa_walk_count(dp_pa *pa, dp_pa_walk *out) {
+    walk_ctx wc = {pa, out, NULL, NULL, NULL};
+    walk_down(&wc);
+}
+
+void dp_pa_walk_tree(dp_pa *pa, dp_pa_walk *out, uint64_t *used_map,
+                     bool (*is_live)(uint32_t owner, void *arg), void *arg) {
+    walk_ctx wc = {pa, out, used_map, is_live, arg};
+    walk_down(&wc);
+    unsigned root = pa->nlevels - 1;
+    /* I1 the other way: an open word must hang under a PART state (every
+     * word read: what makes this walk the size of the tree) */
     for (unsigned L = 0; L < root; L++)
         for (uint64_t idx = 0; idx < pa->count[L]; idx++) {
             /* palloc.c [lazy tree]: a 2 MiB node's words never made

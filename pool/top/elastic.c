@@ -30,7 +30,13 @@
  *      with resident granules, largest first and then by address, until the
  *      sub-pool's free resident bytes are down to its share of keep_bytes,
  *      halving a piece that holds more than is left to give. Partly used
- *      granules are never released.
+ *      granules are never released. The scan for pieces reads a window of
+ *      EL_MAX_GRAN granules' words before it asks the allocator about them
+ *      (a window with none of interest is passed over) and stops once the
+ *      whole-window pieces it found cover the budget (no piece found later
+ *      could come before them); another scan goes on from there when
+ *      claims lost to others leave budget. So a refill ahead or a
+ *      maintenance step costs what it finds, not the reservation's size.
  *   [refill ahead] A refill ahead takes a piece with released granules the
  *      same way: claim, populate the released granules (dp_res_populate:
  *      resident.c [room first]), mark them resident, free. A piece that
@@ -107,17 +113,20 @@ typedef struct el_sub {
     uint64_t free, released;    /* bytes */
 } el_sub;
 
-/* free: count the free bytes too, a walk of the sub-pool's whole tree (a
- * refill ahead does not need them: e->free is left 0) */
+/* free: count the free bytes too, a walk down the allocator's used nodes (a
+ * refill ahead does not need them: e->free is left 0). The released bytes
+ * are the sub-pool's count (resident.c dp_res_hint: exact but for a death
+ * between a mark and its count, which the leak sweep sets right), not a
+ * scan of its words: neither costs what the reservation's size would. */
 static void el_sub_get(dsmpool *p, uint32_t s, bool free, el_sub *e) {
     e->s = s;
     e->g0 = (p->geo.sub[s].data_off - p->geo.data_off) >> DP_RES_SHIFT;
     e->ng = p->geo.sub[s].geom.frames >> (DP_RES_SHIFT - DP_FRAME_SHIFT);
-    uint64_t ff = 0;
+    uint64_t ff = 0, rel = dp_res_hint(p, s);
     int largest;
     if (free) dp_pool_free_frames(p, s, &ff, &largest);
     e->free = ff * DP_FRAME_SIZE;
-    e->released = dp_res_released_in(p, s) * GRAN;
+    e->released = (rel < e->ng ? rel : e->ng) * GRAN; /* (shared: no more than it has) */
 }
 static uint64_t el_warm(const el_sub *e) { return e->free > e->released ? e->free - e->released : 0; }
 static uint64_t el_resident(const el_sub *e) { return e->ng * GRAN - e->released; }
@@ -141,44 +150,74 @@ static bool el_eligible(dsmpool *p, const el_sub *e, uint64_t k, int kind, uint3
     return !(w & DP_RES_RELEASED) && st && (uint32_t)(now - st) >= idle;
 }
 
-/* [largest first]: the pieces of sub-pool e of a kind, largest first and
- * then by address (malloc'd; *n of them). */
-static el_piece *el_pieces(dsmpool *p, const el_sub *e, int kind, uint32_t now, uint32_t idle, size_t *n) {
-    uint64_t u = dp_res_unit(p), cap = u > EL_MAX_GRAN ? u : EL_MAX_GRAN;
+/* Is granule k (of sub-pool e) of this kind's interest: released (a
+ * refill), resident (a trim), resident and idle long enough? Its word only. */
+static bool el_interest(dsmpool *p, const el_sub *e, uint64_t k, int kind, uint32_t now, uint32_t idle) {
+    uint64_t w = dp_res_load(p, e->g0 + k);
+    if (kind == EL_REFILL) return (w & DP_RES_RELEASED) != 0;
+    if (w & DP_RES_RELEASED) return false;
+    uint32_t st = DP_RES_STAMP(w);
+    return kind == EL_TRIM || (st && (uint32_t)(now - st) >= idle);
+}
+
+static uint64_t el_count(dsmpool *p, const el_sub *e, el_piece pc, bool released);
+
+/* [largest first]: the pieces of sub-pool e of a kind from granule *from
+ * on, largest first and then by address (malloc'd; *n of them). The scan
+ * goes a window of `cap` granules (aligned: no piece crosses one) at a
+ * time, passes over a window with no granule of the kind's interest
+ * without asking the allocator, and stops after the window where the
+ * whole-window pieces found hold `budget` bytes of interest: no later
+ * piece could come before them. *from: where the next scan starts (e->ng
+ * when this one reached the end). */
+static el_piece *el_pieces(dsmpool *p, const el_sub *e, int kind, uint32_t now, uint32_t idle, uint64_t budget,
+                           uint64_t *from, size_t *n) {
+    uint64_t u = dp_res_unit(p), cap = u > EL_MAX_GRAN ? u : EL_MAX_GRAN, covered = 0, w0 = *from / cap * cap;
+    size_t room = 16;
     *n = 0;
-    uint8_t *ok = calloc(e->ng / u + 1, 1);
-    el_piece *out = malloc((e->ng / u + 1) * sizeof *out);
-    if (!ok || !out) {
-        free(ok);
-        free(out);
-        return NULL;
-    }
-    for (uint64_t k = 0; k + u <= e->ng; k += u) {
-        bool all = true;
-        for (uint64_t j = 0; j < u && all; j++) all = el_eligible(p, e, k + j, kind, now, idle);
-        ok[k / u] = all;
-    }
-    for (uint64_t k = 0; k + u <= e->ng;) {
-        if (!ok[k / u]) {
-            k += u;
-            continue;
-        }
-        uint64_t len = u; /* the largest aligned run from k, up to cap */
-        while (len * 2 <= cap && k % (len * 2) == 0 && k + len * 2 <= e->ng) {
+    el_piece *out = malloc(room * sizeof *out);
+    if (!out) return NULL;
+    for (; w0 < e->ng && covered < budget; w0 += cap) {
+        uint64_t wend = w0 + cap < e->ng ? w0 + cap : e->ng;
+        bool any = false;
+        for (uint64_t k = w0; k < wend && !any; k++) any = el_interest(p, e, k, kind, now, idle);
+        if (!any) continue;
+        bool ok[EL_MAX_GRAN]; /* per unit of the window: cap / u <= EL_MAX_GRAN */
+        for (uint64_t k = w0; k + u <= wend; k += u) {
             bool all = true;
-            for (uint64_t j = k + len; j < k + len * 2 && all; j += u) all = ok[j / u];
-            if (!all) break;
-            len *= 2;
+            for (uint64_t j = 0; j < u && all; j++) all = el_eligible(p, e, k + j, kind, now, idle);
+            ok[(k - w0) / u] = all;
         }
-        bool wanted = kind == EL_IDLE;
-        for (uint64_t j = k; j < k + len && !wanted; j++) {
-            bool rel = dp_res_load(p, e->g0 + j) & DP_RES_RELEASED;
-            wanted = kind == EL_REFILL ? rel : !rel;
+        for (uint64_t k = w0; k + u <= wend;) {
+            if (!ok[(k - w0) / u]) {
+                k += u;
+                continue;
+            }
+            uint64_t len = u; /* the largest aligned run from k, up to cap */
+            while (len * 2 <= cap && k % (len * 2) == 0 && k + len * 2 <= wend) {
+                bool all = true;
+                for (uint64_t j = k + len; j < k + len * 2 && all; j += u) all = ok[(j - w0) / u];
+                if (!all) break;
+                len *= 2;
+            }
+            bool wanted = kind == EL_IDLE;
+            for (uint64_t j = k; j < k + len && !wanted; j++) wanted = el_interest(p, e, j, kind, now, idle);
+            if (wanted) {
+                if (*n == room) {
+                    el_piece *more = realloc(out, 2 * room * sizeof *out);
+                    if (!more) {
+                        free(out);
+                        return NULL;
+                    }
+                    out = more, room *= 2;
+                }
+                out[(*n)++] = (el_piece){k, len};
+                if (len == cap) covered += el_count(p, e, (el_piece){k, len}, kind == EL_REFILL) * GRAN;
+            }
+            k += len;
         }
-        if (wanted) out[(*n)++] = (el_piece){k, len};
-        k += len;
     }
-    free(ok);
+    *from = w0 < e->ng ? w0 : e->ng;
     /* largest first, then by address (insertion sort of runs: few sizes) */
     for (size_t i = 1; i < *n; i++)
         for (size_t j = i; j > 0 && out[j].n > out[j - 1].n; j--) {
@@ -335,13 +374,16 @@ static int el_do(dsmpool *p, const el_sub *e, el_piece pc, int kind, uint32_t no
 /* Up to budget bytes of one kind in sub-pool e; *total adds what was done. */
 static int el_run(dsmpool *p, const el_sub *e, int kind, uint32_t now, uint32_t age, uint64_t budget,
                   uint64_t *total) {
-    size_t n;
-    el_piece *pcs = el_pieces(p, e, kind, now, age, &n);
-    if (!pcs) return dp_fail(-ENOMEM, "out of memory for the pieces of sub-pool %u", e->s);
     int r = 0;
-    for (size_t i = 0; i < n && r == 0 && budget >= dp_res_unit(p) * GRAN; i++)
-        r = el_do(p, e, pcs[i], kind, now, age, &budget, total);
-    free(pcs);
+    /* a scan's pieces, then (a budget left: claims lost to others) the next scan's */
+    for (uint64_t from = 0; r == 0 && from < e->ng && budget >= dp_res_unit(p) * GRAN;) {
+        size_t n;
+        el_piece *pcs = el_pieces(p, e, kind, now, age, budget, &from, &n);
+        if (!pcs) return dp_fail(-ENOMEM, "out of memory for the pieces of sub-pool %u", e->s);
+        for (size_t i = 0; i < n && r == 0 && budget >= dp_res_unit(p) * GRAN; i++)
+            r = el_do(p, e, pcs[i], kind, now, age, &budget, total);
+        free(pcs);
+    }
     return r;
 }
 
