@@ -793,6 +793,24 @@ static void stop_at_room(const char *point) {
     if (read(stop_fd[0], &b, 1) != 1) _exit(122);
 }
 
+/* B: once go says so, takes a 300 MiB segment and touches it, says so on
+ * done_w, and holds it until go is closed (exit 0; 6 when it was refused). */
+static pid_t fork_taker(dsmpool *p, int go[2], int done_w, int out, const char *what) {
+    pid_t B = fork();
+    if (B != 0) return B;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    close(go[1]);
+    char b;
+    if (read(go[0], &b, 1) != 1) _exit(120);
+    dsmpool_seg *s;
+    int r = dsmpool_seg_create(p, 300 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s);
+    dprintf(out, "%s: %d %s\n", what, r, r ? dsmpool_last_error() : "");
+    if (r == 0) memset(dsmpool_seg_address(s), 1, 300 * MIB);
+    if (write(done_w, "d", 1) != 1) _exit(121);
+    if (read(go[0], &b, 1) != 1) _exit(r == 0 ? 0 : 6); /* holds its segment until go is closed */
+    _exit(7);
+}
+
 typedef struct two_arg {
     test_cg *cg;
 } two_arg;
@@ -817,20 +835,7 @@ static int two_refills(void *arg, int out) {
         if (r == 0) memset(dsmpool_seg_address(s), 1, 300 * MIB);
         _exit(r == -ENOMEM ? 0 : 5);
     }
-    pid_t B = fork();
-    if (B == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        close(bgo[1]);
-        char b;
-        if (read(bgo[0], &b, 1) != 1) _exit(120);
-        dsmpool_seg *s;
-        int r = dsmpool_seg_create(p, 300 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s);
-        dprintf(out, "B, while A is stopped: %d %s\n", r, r ? dsmpool_last_error() : "");
-        if (r == 0) memset(dsmpool_seg_address(s), 1, 300 * MIB);
-        if (write(bdone[1], "d", 1) != 1) _exit(121);
-        if (read(bgo[0], &b, 1) != 1) _exit(0); /* holds its segment until the parent is done */
-        _exit(r == 0 ? 0 : 6);
-    }
+    pid_t B = fork_taker(p, bgo, bdone[1], out, "B, while A is stopped");
     int mv = test_cg_enter(a->cg, A) | test_cg_enter(a->cg, B);
     char b;
     /* A reaches the point (its first populate), B runs whole, then A goes on */
@@ -876,20 +881,7 @@ static int reuse_after_another(void *arg, int out) {
     if (!p) return 3;
     int go[2], done[2];
     if (pipe(go) != 0 || pipe(done) != 0) return 2;
-    pid_t B = fork();
-    if (B == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        close(go[1]);
-        char b;
-        if (read(go[0], &b, 1) != 1) _exit(120);
-        dsmpool_seg *s;
-        int r = dsmpool_seg_create(p, 300 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s);
-        dprintf(out, "B takes 300 MiB: %d %s\n", r, r ? dsmpool_last_error() : "");
-        if (r == 0) memset(dsmpool_seg_address(s), 1, 300 * MIB);
-        if (write(done[1], "d", 1) != 1) _exit(121);
-        if (read(go[0], &b, 1) != 1) _exit(r == 0 ? 0 : 6); /* holds it until A is done */
-        _exit(7);
-    }
+    pid_t B = fork_taker(p, go, done[1], out, "B takes 300 MiB");
     close(go[0]);
     dp_inject_room_reuse_ns = 60000000000ull;
     dp_inject_fn = count_room;
@@ -959,9 +951,12 @@ static int reuse_owes_the_claims_in_flight(void *arg, int out) {
     dp_inject_fn = count_room;
     dsmpool_seg *s1, *s3;
     int r1 = dsmpool_seg_create(p, 16 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s1);
-    int f1 = room_fresh;
-    dprintf(out, "A, while B's claim is in flight, 16 MiB: %d (%d readings)\n", r1, f1);
-    if (r1 != 0 || f1 < 1) return 8;
+    int f1 = room_fresh, u1 = room_reused;
+    dsmpool_seg *s2;
+    int r2 = dsmpool_seg_create(p, 16 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s2);
+    dprintf(out, "A, while B's claim is in flight, 16 MiB twice: %d %d (%d then %d readings, %d then %d reused)\n",
+            r1, r2, f1, room_fresh, u1, room_reused);
+    if (r1 != 0 || r2 != 0 || f1 < 1 || room_fresh != f1 || room_reused <= u1) return 8; /* the reading reused */
     if (write(stop_fd[1], "g", 1) != 1 || read(stopped_fd[0], &b, 1) != 1) return 9; /* B charged */
     int r = dsmpool_seg_create(p, 300 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s3);
     dprintf(out, "A, after B, asks for 300 MiB: %d %s (%d readings, %d reused)\n", r, dsmpool_last_error(),
@@ -982,7 +977,7 @@ Test(limits, a_reused_room_reading_owes_the_claims_in_flight_when_it_was_read, .
     case_run cr;
     run_case(&cg, reuse_owes_the_claims_in_flight, NULL, 100, &cr);
     expect_clean(&cr, "A's reading made while B's 300 MiB claim was in flight, reused after B's memory was "
-                      "charged (exit 5: A was served; 137: the OOM killer)");
+                      "charged (exit 5: A was served; 8: the reading was not reused at all; 137: the OOM killer)");
     test_cg_remove(&cg);
 }
 
@@ -1050,6 +1045,96 @@ static int huge_reuse_after_another(void *arg, int out) {
      * populate's failure would end the same way, having taken the pages) */
     if (room_reused != u2 || room_fresh == f2) return 6;
     return 0;
+}
+
+/* X's refill on demand of most free pages stops once it is counted, its
+ * pages not yet taken; A refills 2 MiB ahead (a reading that sees X's
+ * pages free), X goes on and takes them, and A asks 16 MiB ahead. A's
+ * reading owes X's refill: every decision on a fresh reading, -ENOMEM. */
+static void stop_after_count(const char *point) {
+    static int once;
+    if (strcmp(point, "resident.populate.counted") || once) return;
+    if (dp_load_relaxed(&owed_pool->fill[owed_pool->slot]) < 32 * MIB) return;
+    once = 1;
+    char b = 's';
+    if (write(stopped_fd[1], &b, 1) != 1) _exit(121);
+    if (read(stop_fd[0], &b, 1) != 1) _exit(122);
+}
+
+static int huge_reuse_owes_refills_in_flight(void *arg, int out) {
+    (void)arg;
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = 512 * MIB;
+    cfg.huge_pages = DSMPOOL_HUGE_ON;
+    cfg.idle_release_ms = 60000;
+    dsmpool *p;
+    if (dsmpool_create(&cfg, &p) != 0) {
+        dprintf(out, "create: %s\n", dsmpool_last_error());
+        return 3;
+    }
+    owed_pool = p;
+    if (pipe(stop_fd) != 0 || pipe(stopped_fd) != 0) return 2;
+    long free0 = test_huge_read(TEST_FREE_HUGE);
+    if (free0 < 48 || free0 > 200) {
+        dprintf(out, "%ld huge pages free: 48 to 200 wanted\n", free0);
+        return 2;
+    }
+    pid_t X = fork();
+    if (X == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dp_inject_fn = stop_after_count;
+        dsmpool_seg *s;
+        int r = dsmpool_seg_create(p, (size_t)(free0 - 8) * 2 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s);
+        dprintf(out, "X, let go after A's reading, asks %ld of %ld pages: %d %s\n", free0 - 8, free0, r,
+                r ? dsmpool_last_error() : "");
+        if (r == 0) memset(dsmpool_seg_address(s), 1, dsmpool_seg_size(s));
+        if (write(stopped_fd[1], "d", 1) != 1) _exit(121);
+        _exit(r == 0 ? dsmpool_detach(p) == 0 ? 0 : 7 : 6);
+    }
+    char b;
+    if (read(stopped_fd[0], &b, 1) != 1) return 9; /* X counted, its pages not taken */
+    dp_inject_room_reuse_ns = 60000000000ull;
+    dp_inject_fn = count_room;
+    size_t got = 0;
+    if (dsmpool_prefault_free(p, 2 * MIB, &got) != 0 || got != 2 * MIB) return 4;
+    if (write(stop_fd[1], "g", 1) != 1 || read(stopped_fd[0], &b, 1) != 1) return 9; /* X took them */
+    int sx = test_wait_bounded(X, 60, NULL);
+    long free2 = test_huge_read(TEST_FREE_HUGE);
+    int u2 = room_reused, f2 = room_fresh;
+    int r = dsmpool_prefault_free(p, 16 * MIB, &got);
+    long free3 = test_huge_read(TEST_FREE_HUGE);
+    dprintf(out, "A, with %ld pages free, 16 MiB ahead: %d %s; %ld free after; %d readings (%d before), %d reused "
+            "(%d before)\n", free2, r, dsmpool_last_error(), free3, room_fresh, f2, room_reused, u2);
+    dp_inject_fn = NULL;
+    if (sx) return 20;
+    if (free2 >= 8) return 2; /* X left room for 16 MiB */
+    if (r != -ENOMEM) return 5;
+    /* every decision on a fresh reading (which may serve a piece of one
+     * page): the old one, reused, would have seen X's pages free */
+    if (room_reused != u2 || room_fresh == f2) return 6;
+    return 0;
+}
+
+Test(limits, a_reused_hugetlb_reading_owes_the_refills_in_flight_when_it_was_read, .timeout = 120) {
+    long old, got = test_huge_reserve(64, &old);
+    if (got < 64) {
+        test_huge_restore(old);
+        cr_skip_test("64 huge pages of 2 MiB could not be reserved (%ld; not root, or memory too fragmented)", got);
+    }
+    const char *ovc = "/proc/sys/vm/nr_overcommit_hugepages";
+    long old_ovc = test_huge_read(ovc);
+    if (old_ovc > 0) test_write_file(ovc, "0");
+    case_run cr;
+    run_case(NULL, huge_reuse_owes_refills_in_flight, NULL, 90, &cr);
+    test_huge_restore(old);
+    if (old_ovc > 0) {
+        char v[32];
+        snprintf(v, sizeof v, "%ld", old_ovc);
+        test_write_file(ovc, v);
+    }
+    expect_clean(&cr, "a hugetlb refill ahead on a reading made while another's refill was in flight (exit 5 not "
+                      "-ENOMEM, 6 the old reading reused)");
 }
 
 Test(limits, a_reused_hugetlb_reading_counts_the_pools_refills_since, .timeout = 120) {

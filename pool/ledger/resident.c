@@ -92,23 +92,28 @@
  *      step, the last free huge pages that another's refill would fit in.
  *   [room reuse] A reading costs more than a 2 MiB huge-page populate (a
  *      dozen system calls on proc and cgroup files, 12-25 us), so the
- *      thread that made it reuses it, in the same pool and process, for
- *      claims (and hugetlb refills ahead) in the next DP_RES_ROOM_REUSE_NS
- *      (5 ms), while it holds the claim, the margin, and every byte the
- *      pool may have charged since it was read, with DP_RES_ROOM_REUSE_SLACK
- *      (64 MiB) plus limit / 32 to spare. Those bytes are what was in
- *      flight when it was read (the slot words then, "owed") and every
- *      claim made since by anyone: room_claimed counts the bytes of each
- *      claim tried and of each hugetlb populate, before the claim's CAS or
- *      the populate, and only grows. Otherwise -- near a limit, a reading
- *      of another process (the pid: a fork), another pool, an unknown
- *      reading -- the claim reads afresh, and a refusal is always a fresh
- *      reading's. What a reused reading cannot see is a charge outside the
- *      pool (another program in the cgroup, a move to another cgroup)
- *      within those 5 ms beyond the slack; a fresh reading does not see
- *      one made between it and its populate either, which lasts as long
- *      for a 128 MiB refill. hugetlb refills in flight when a reading is
- *      made are not owed (they hold no slot word): as before.
+ *      thread that made it reuses it, in the same pool and process (the
+ *      pool's id and mapping, this process's slot and its claim of it, the
+ *      pid: never a forked child), for claims (and hugetlb refills ahead)
+ *      in the DP_RES_ROOM_REUSE_NS (5 ms) from the reading's start, while
+ *      it holds the claim, the margin, and every byte the pool's claims
+ *      and hugetlb populates may have charged since, with
+ *      DP_RES_ROOM_REUSE_SLACK (64 MiB) plus limit / 32 to spare. Those
+ *      bytes are what was in flight when it was read (the slot words then,
+ *      "owed": a hugetlb populate is in its slot word while it runs, as a
+ *      claim is) and everything claimed or populated in hugetlb since, by
+ *      anyone: room_claimed counts those bytes, before the claim's CAS or
+ *      the populate, and only grows. Otherwise -- near a limit, another
+ *      process or pool, an unknown reading -- the claim reads afresh, and a
+ *      refusal is always a fresh reading's. What a reused reading cannot
+ *      see is a charge by anything but those claims and populates: another
+ *      program or pool in the cgroup, the first touches of a pool made
+ *      without prefault, a move to another cgroup, within those 5 ms and
+ *      beyond the slack; a fresh reading does not see one made between it
+ *      and its populate either, which lasts as long for a 128 MiB refill.
+ *      In a hugetlb pool the slot words hold its populates too, so an OS
+ *      fallback segment's claim there counts them as in flight: more
+ *      cautious, never less.
  *   [lazy directory] In an elastic pool the span directory's page of a
  *      granule (layout.c [lazy directory]) is made resident with it, first,
  *      under the same room claim, and, in 4 KiB pages, given back with it:
@@ -193,10 +198,14 @@
  * load of room_seq; a claim is given back (release) after its memory is
  * charged, and a claimer that reads the word (acquire) sees the charge in
  * the reading it makes after. room_claimed is added to (release) after the
- * claim's slot word and read (acquire) before the slot words: a claim
- * counted in a reading's "claimed" has its word in the reading's "owed",
- * and one not counted there is counted in the difference a reuse reads
- * ([room reuse]). Stamps are relaxed: a hint the trimmer reads
+ * claim's (or hugetlb populate's) slot word and read (acquire) before the
+ * slot words: a claim counted in a reading's "claimed" has its word in the
+ * reading's "owed" (or was charged before the reading). One not counted
+ * there is counted in the difference a reuse reads, or its CAS of
+ * room_seq comes after the reuse's load of room_seq and one of the two
+ * CASes fails ([room reuse]). A hugetlb populate has no CAS: one that
+ * starts after a reuse read the count races it as two populates always
+ * did. Stamps are relaxed: a hint the trimmer reads
  * again once its claim (acquire) holds the granule. The "no tree" mark is
  * cleared by a release CAS after its pages are populated (res_tables, or
  * the resident mark's acq_rel), and palloc.c's pa_untouched reads it with
@@ -212,6 +221,8 @@
  * "resident.room.reused" (a reading reused instead, [room reuse]);
  * "resident.room.claimed" (a claim made, its memory not yet charged: a
  * reading made meanwhile owes its bytes, [room reuse]);
+ * "resident.populate.counted" (a hugetlb refill in its slot word and the
+ * count, its pages not yet taken: likewise);
  * "resident.tables.populated" (a granule's tree pages made resident, its
  * "no tree" mark not yet cleared: a death there leaves the pages and the
  * mark, and the next allocation there populates them again, a no-op).
@@ -266,6 +277,9 @@ static uint64_t res_inflight(const dsmpool *p) {
 /* This thread's last reading, for the pool and the kind it was read for. */
 typedef struct room_memo {
     uint64_t pool_id;
+    const void *hdr;     /* the pool's mapping, its slot and that slot's claim: this process's pool */
+    uint32_t slot;
+    uint64_t claim;
     pid_t pid;
     size_t page;         /* 0: the memory room (dp_os_mem_room); else hugetlb's, of pages this size */
     uint64_t at_ns;      /* when it was read (dp_os_now_ns) */
@@ -277,11 +291,17 @@ static _Thread_local room_memo memo;
 
 static uint64_t sat_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
 
-static void res_memo(const dsmpool *p, size_t page, const dp_os_room *rm, uint64_t owed, uint64_t claimed) {
-    memo.pid = rm->unknown ? 0 : dp_os_getpid(); /* an unknown reading is never reused */
+/* at_ns: when the reading began (a reading stopped half-way is as old as
+ * its start). */
+static void res_memo(const dsmpool *p, size_t page, const dp_os_room *rm, uint64_t owed, uint64_t claimed,
+                     uint64_t at_ns) {
+    memo.pid = rm->unknown || !p->has_slot ? 0 : dp_os_getpid(); /* an unknown reading is never reused */
     memo.pool_id = p->geo.pool_id;
+    memo.hdr = p->hdr;
+    memo.slot = p->slot;
+    memo.claim = p->claim;
     memo.page = page;
-    memo.at_ns = dp_os_now_ns();
+    memo.at_ns = at_ns;
     memo.room = rm->room;
     memo.limit = rm->limit;
     memo.owed = owed;
@@ -291,7 +311,9 @@ static void res_memo(const dsmpool *p, size_t page, const dp_os_room *rm, uint64
 /* Does this thread's reading still hold bytes more, in pool p (page 0: the
  * memory room; else hugetlb's), claimed being room_claimed now? */
 static bool res_reuse(const dsmpool *p, size_t page, uint64_t bytes, uint64_t claimed) {
-    if (!memo.pid || memo.pool_id != p->geo.pool_id || memo.page != page || memo.pid != dp_os_getpid()) return false;
+    if (!memo.pid || memo.pool_id != p->geo.pool_id || memo.hdr != p->hdr || !p->has_slot || memo.slot != p->slot ||
+        memo.claim != p->claim || memo.page != page || memo.pid != dp_os_getpid())
+        return false;
     uint64_t now = dp_os_now_ns(), window = DP_RES_ROOM_REUSE_NS;
 #ifdef DP_INJECTION
     if (dp_inject_room_reuse_ns) window = dp_inject_room_reuse_ns;
@@ -312,16 +334,17 @@ int dp_room_take(dsmpool *p, uint64_t bytes, const char *what) {
         uint64_t seq = dp_load_acquire(&p->hdr->room_seq);
         /* acquire: pairs with the release add below (a claim counted here
          * has its slot word seen by res_inflight) */
-        uint64_t claimed = dp_load_acquire(&p->hdr->room_claimed);
-        uint64_t inflight = res_inflight(p);
+        uint64_t claimed = dp_load_acquire(&p->hdr->room_claimed), inflight = 0;
         dp_os_room rm;
         if (res_reuse(p, 0, bytes, claimed)) { /* [room reuse]: it holds with room to spare */
             DP_INJECT("resident.room.reused");
             if (!mine) return 0;
             rm.unknown = 0, rm.room = UINT64_MAX, rm.limit = UINT64_MAX;
         } else {
+            inflight = res_inflight(p); /* (after the count above: [room reuse]) */
+            uint64_t t0 = dp_os_now_ns();
             dp_os_mem_room(&rm);
-            res_memo(p, 0, &rm, inflight, claimed);
+            res_memo(p, 0, &rm, inflight, claimed, t0);
             DP_INJECT("resident.room.read");
         }
         uint64_t margin = DP_RES_ROOM_MARGIN + (rm.limit == UINT64_MAX ? 0 : rm.limit / 256);
@@ -367,6 +390,16 @@ void dp_res_slot_clear(dsmpool *p, uint32_t slot) {
     if (slot < p->nprocs) dp_store_release(&p->fill[slot], 0); /* release: as dp_room_give */
 }
 
+/* [room reuse]: a hugetlb populate of bytes about to start, in flight in
+ * this process's slot word (given back by dp_room_give) and counted in
+ * room_claimed: a reading made meanwhile owes it, and one made before sees
+ * it in the count's growth. */
+static void res_huge_inflight(dsmpool *p, uint64_t bytes) {
+    if (p->has_slot) dp_fetch_add_relaxed(&p->fill[p->slot], bytes); /* relaxed: published by the add below */
+    /* release: whoever counts these bytes (acquire) sees the slot word's add */
+    dp_fetch_add_release(&p->hdr->room_claimed, bytes);
+}
+
 /* hugetlb ([room first]): is there room for bytes at a, the cgroup's and
  * the kernel's free pages? Its pages present now (what a failed populate
  * got, before its caller gives them back; none before a populate) count
@@ -383,6 +416,9 @@ static int res_huge_room(dsmpool *p, char *a, uint64_t bytes, uint64_t doff, uin
         DP_INJECT("resident.room.reused");
         return 0;
     }
+    /* the populates in flight (their slot words: dp_res_populate) may take
+     * their pages after this reading */
+    uint64_t owed = ahead ? res_inflight(p) : 0, t0 = dp_os_now_ns();
     dp_os_room rm;
     dp_os_huge_room(page, &rm);
     uint64_t avail = 0, got = 0, dgot = 0;
@@ -391,7 +427,7 @@ static int res_huge_room(dsmpool *p, char *a, uint64_t bytes, uint64_t doff, uin
     if (ahead && counted) { /* [room reuse]: the tighter of the two */
         dp_os_room both = rm;
         if (avail < UINT64_MAX / page && avail * page < both.room) both.room = avail * page;
-        res_memo(p, page, &both, 0, claimed);
+        res_memo(p, page, &both, owed, claimed, t0);
     }
     if (dp_os_present_bytes(a, bytes, &got) != 0) got = 0;
     /* [lazy directory]: the directory's page too, where it is not there */
@@ -466,15 +502,19 @@ int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n, bool ahead) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
         return r;
     }
-    /* [room reuse]: counted before the pages are taken (release: as
-     * dp_room_take's, for its readers' acquire) */
-    if (huge) dp_fetch_add_release(&p->hdr->room_claimed, bytes + dlen + tlen);
+    /* [room reuse]: in flight in the slot word, then counted, before the
+     * pages are taken (release: as dp_room_take's, for its readers'
+     * acquire); the word goes back (dp_room_give) once they are taken */
+    if (huge) {
+        res_huge_inflight(p, bytes + dlen + tlen);
+        DP_INJECT("resident.populate.counted");
+    }
     /* [lazy directory], [lazy tree]: the tables' pages first, so that a
      * granule marked resident has them */
     r = dlen ? dp_os_populate_strict(p->base + doff, dlen) : 0;
     if (r == 0 && tlen) r = res_tree_pages(p, g, n, false, true, &tdone);
     if (r == 0) r = dp_os_populate_strict(a, bytes);
-    if (!huge) dp_room_give(p, bytes + dlen + tlen);
+    dp_room_give(p, bytes + dlen + tlen);
     if (r) {
         dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
         if (huge && (r == -EFAULT || r == -ENOMEM || r == -ENOSPC) && res_huge_room(p, a, bytes, doff, dlen, tlen, false) != 0)
@@ -505,13 +545,13 @@ static int res_tables(void *ctx, dp_pa *pa, uint64_t g) {
     if (!(dp_load_acquire(&p->res[gi]) & DP_RES_NOTREE)) return 0;
     (void)res_tree_pages(p, gi, 1, false, false, &want);
     int r = huge ? 0 : dp_room_take(p, want, "the allocator's tables of released memory");
-    if (huge) dp_fetch_add_release(&p->hdr->room_claimed, want); /* release: [room reuse], as dp_res_populate's */
+    if (huge) res_huge_inflight(p, want); /* [room reuse], as dp_res_populate's */
     /* counted as a refill's failure: the segment and area layers then
      * quote this message rather than call the pool full */
     if (r) dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
     if (r) return r;
     r = res_tree_pages(p, gi, 1, false, true, &got);
-    if (!huge) dp_room_give(p, want);
+    dp_room_give(p, want);
     if (r) dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
     if (r)
         return dp_fail(-ENOMEM, "%llu bytes of the allocator's tables could not be made resident "

@@ -113,18 +113,18 @@ typedef struct el_sub {
     uint64_t free, released;    /* bytes */
 } el_sub;
 
-/* free: count the free bytes too, a walk down the allocator's used nodes (a
- * refill ahead does not need them: e->free is left 0). The released bytes
+/* count_free: count the free bytes too, a walk down the allocator's used
+ * nodes (a refill ahead does not need them: e->free is left 0). The released bytes
  * are the sub-pool's count (resident.c dp_res_hint: exact but for a death
  * between a mark and its count, which the leak sweep sets right), not a
  * scan of its words: neither costs what the reservation's size would. */
-static void el_sub_get(dsmpool *p, uint32_t s, bool free, el_sub *e) {
+static void el_sub_get(dsmpool *p, uint32_t s, bool count_free, el_sub *e) {
     e->s = s;
     e->g0 = (p->geo.sub[s].data_off - p->geo.data_off) >> DP_RES_SHIFT;
     e->ng = p->geo.sub[s].geom.frames >> (DP_RES_SHIFT - DP_FRAME_SHIFT);
     uint64_t ff = 0, rel = dp_res_hint(p, s);
     int largest;
-    if (free) dp_pool_free_frames(p, s, &ff, &largest);
+    if (count_free) dp_pool_free_frames(p, s, &ff, &largest);
     e->free = ff * DP_FRAME_SIZE;
     e->released = (rel < e->ng ? rel : e->ng) * GRAN; /* (shared: no more than it has) */
 }
