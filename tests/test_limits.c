@@ -894,9 +894,14 @@ static int reuse_after_another(void *arg, int out) {
     if (f1 < 1 || f2 != f1 || u2 <= u1) return 8; /* the second refill reused the first's reading */
     char b;
     if (write(go[1], "g", 1) != 1 || read(done[0], &b, 1) != 1) return 9;
+    dsmpool_stats st0 = stats_of(p);
     int r = dsmpool_seg_create(p, 300 * MIB, DSMPOOL_SEG_NO_FALLBACK, &s3);
     dprintf(out, "A, after B, asks for 300 MiB: %d %s (%d readings, %d reused)\n", r, dsmpool_last_error(),
             room_fresh, room_reused);
+    dsmpool_stats st1 = stats_of(p);
+    dprintf(out, "%llu bytes counted given back\n", (unsigned long long)(st1.refill_given_back - st0.refill_given_back));
+    /* refused before its populate: nothing was got, nothing is counted */
+    if (st1.refill_given_back != st0.refill_given_back) return 11;
     if (r == 0) memset(dsmpool_seg_address(s3), 1, 300 * MIB);
     dp_inject_fn = NULL;
     close(go[1]);
@@ -987,7 +992,7 @@ Test(limits, a_reused_room_reading_counts_what_others_claimed_since, .timeout = 
     case_run cr;
     run_case(&cg, reuse_after_another, NULL, 100, &cr);
     expect_clean(&cr, "A's reading reused after B took 300 MiB of 512 (exit 5: A was served; 8: the reading was "
-                      "not reused; 137: the OOM killer)");
+                      "not reused; 11: a refusal counted as given back; 137: the OOM killer)");
     test_cg_remove(&cg);
 }
 

@@ -181,6 +181,9 @@ void dp_res_open(struct dsmpool *pool);
 int dp_res_tree_map(struct dsmpool *pool, uint64_t g, uint64_t n);
 /* Give the pages of granules [g, g+n) back to the system. */
 int dp_res_release(struct dsmpool *pool, uint64_t g, uint64_t n);
+/* The bytes of granules [g, g+n) present now (mincore; 0 where it cannot
+ * say): what a failed refill got, for refill_given_back. */
+uint64_t dp_res_present(struct dsmpool *pool, uint64_t g, uint64_t n);
 /* [room first]: hold bytes against what this process may still charge, as
  * one step with the pool's other claims; 0, or -ENOMEM with a message that
  * names what (e.g. "an OS fallback segment"). Given back (dp_room_give)

@@ -600,8 +600,9 @@ bool dp_pool_giveback_unit(dsmpool *p, uint64_t g, uint64_t by) {
     if (!held && released) return false;
     if (held && released) {
         dp_res_mark_released(p, g, u); /* the unit whole ([release unit]) */
+        uint64_t had = dp_res_present(p, g, u); /* what the populate got: none when refused */
         if (dp_res_release(p, g, u) == 0) { /* relaxed: a counter */
-            dp_fetch_add_relaxed(&p->hdr->refill_given_back, u << DP_RES_SHIFT);
+            dp_fetch_add_relaxed(&p->hdr->refill_given_back, had);
             dp_res_given_back(p, g, u, by);
             by = 0;
         }

@@ -579,6 +579,14 @@ void dp_res_open(dsmpool *p) {
     for (uint32_t s = 0; s < p->nsub; s++) dp_pa_set_tables(&p->pa[s], res_tables, p);
 }
 
+uint64_t dp_res_present(dsmpool *p, uint64_t g, uint64_t n) {
+    uint64_t have = 0;
+    if (!n || g >= p->geo.res_count || n > p->geo.res_count - g) return 0;
+    if (dp_os_present_bytes(p->base + p->geo.data_off + (g << DP_RES_SHIFT), n << DP_RES_SHIFT, &have) != 0)
+        have = 0;
+    return have;
+}
+
 int dp_res_release(dsmpool *p, uint64_t g, uint64_t n) {
     if (!n || g >= p->geo.res_count || n > p->geo.res_count - g) return -EINVAL;
     uint64_t off = p->geo.data_off + (g << DP_RES_SHIFT), doff, dlen;

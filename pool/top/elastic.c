@@ -327,9 +327,11 @@ static int el_refill(dsmpool *p, const el_sub *e, el_piece pc, uint64_t *got) {
         while (h < g + pc.n && (dp_res_load(p, h) & DP_RES_RELEASED)) h += u;
         if ((r = dp_res_busy_raise(p, j, h - j)) != 0) break; /* resident.c [busy] (-EUCLEAN: no count held) */
         if ((r = dp_res_populate(p, j, h - j, true)) != 0) {
-            /* resident.c [give back]: we hold the piece whole */
+            /* resident.c [give back]: we hold the piece whole; counted,
+             * what the populate got (none when the room was refused) */
+            uint64_t had = dp_res_present(p, j, h - j);
             if (dp_res_release(p, j, h - j) == 0) { /* relaxed: a counter */
-                dp_fetch_add_relaxed(&p->hdr->refill_given_back, (h - j) * GRAN);
+                dp_fetch_add_relaxed(&p->hdr->refill_given_back, had);
                 dp_res_given_back(p, j, h - j, 1);
             } else {
                 dp_res_busy_lower(p, j, h - j, 1);
