@@ -494,23 +494,29 @@ static int huge_refill_keeps_nothing(void *arg, int out) {
     return dsmpool_detach(p) ? 9 : 0;
 }
 
-Test(limits, a_refill_short_of_huge_pages_keeps_none, .timeout = 120) {
-    long old, got = test_huge_reserve(20, &old);
-    if (got < 20) {
+/* Run fn in a child with n more 2 MiB pages reserved and no surplus pages
+ * on demand (or the test skips saying why); both put back after. */
+static void run_with_huge(long n, case_fn fn, case_run *cr) {
+    long old, got = test_huge_reserve(n, &old);
+    if (got < n) {
         test_huge_restore(old);
-        cr_skip_test("20 huge pages of 2 MiB could not be reserved (%ld; not root, or memory too fragmented)", got);
+        cr_skip_test("%ld huge pages of 2 MiB could not be reserved (%ld; not root, or memory too fragmented)", n, got);
     }
     const char *ovc = "/proc/sys/vm/nr_overcommit_hugepages";
     long old_ovc = test_huge_read(ovc);
     if (old_ovc > 0) test_write_file(ovc, "0"); /* no surplus pages on demand */
-    case_run cr;
-    run_case(NULL, huge_refill_keeps_nothing, NULL, 90, &cr);
+    run_case(NULL, fn, NULL, 90, cr);
     test_huge_restore(old);
     if (old_ovc > 0) {
         char v[32];
         snprintf(v, sizeof v, "%ld", old_ovc);
         test_write_file(ovc, v);
     }
+}
+
+Test(limits, a_refill_short_of_huge_pages_keeps_none, .timeout = 120) {
+    case_run cr;
+    run_with_huge(20, huge_refill_keeps_nothing, &cr);
     expect_clean(&cr, "an elastic hugetlb pool, a segment of more pages than are free (exit 5 not -ENOMEM, 6 pages "
                       "kept, 7 check failed, 8 what fits not served)");
 }
@@ -916,15 +922,19 @@ static int reuse_after_another(void *arg, int out) {
  * charged. */
 static dsmpool *owed_pool;
 
-static void stop_after_claim(const char *point) {
+/* Stop once, at point, when this process's slot word holds at least
+ * bytes in flight: say so on stopped_fd, go on when stop_fd says. */
+static void stop_in_flight(const char *point, const char *at, uint64_t bytes) {
     static int once;
-    if (strcmp(point, "resident.room.claimed") || once) return;
-    if (dp_load_relaxed(&owed_pool->fill[owed_pool->slot]) < 100 * MIB) return;
+    if (strcmp(point, at) || once) return;
+    if (dp_load_relaxed(&owed_pool->fill[owed_pool->slot]) < bytes) return;
     once = 1;
     char b = 's';
     if (write(stopped_fd[1], &b, 1) != 1) _exit(121);
     if (read(stop_fd[0], &b, 1) != 1) _exit(122);
 }
+
+static void stop_after_claim(const char *point) { stop_in_flight(point, "resident.room.claimed", 100 * MIB); }
 
 /* As above, but B's claim of 300 MiB is made before A's reading and its
  * memory charged after it: A's reading owes those bytes. */
@@ -996,6 +1006,38 @@ Test(limits, a_reused_room_reading_counts_what_others_claimed_since, .timeout = 
     test_cg_remove(&cg);
 }
 
+/* An elastic pool of 512 MiB in 2 MiB hugetlb pages, or NULL (said on out). */
+static dsmpool *mk_huge512(int out) {
+    dsmpool_config cfg;
+    dsmpool_config_init(&cfg);
+    cfg.size = 512 * MIB;
+    cfg.huge_pages = DSMPOOL_HUGE_ON;
+    cfg.idle_release_ms = 60000;
+    dsmpool *p;
+    if (dsmpool_create(&cfg, &p) == 0) return p;
+    dprintf(out, "create: %s\n", dsmpool_last_error());
+    return NULL;
+}
+
+/* After another process (its exit status: other) took all but a few free
+ * pages, A asks 16 MiB ahead: -ENOMEM, every decision on a fresh reading,
+ * and with same_free no page taken. */
+static int ahead_refused_fresh(dsmpool *p, int out, int other, bool same_free) {
+    size_t got = 0;
+    long free2 = test_huge_read(TEST_FREE_HUGE);
+    int u2 = room_reused, f2 = room_fresh;
+    int r = dsmpool_prefault_free(p, 16 * MIB, &got);
+    long free3 = test_huge_read(TEST_FREE_HUGE);
+    dprintf(out, "A, with %ld pages free, 16 MiB ahead: %d %s; %ld free after; %d readings (%d before), %d reused "
+            "(%d before)\n", free2, r, dsmpool_last_error(), free3, room_fresh, f2, room_reused, u2);
+    dp_inject_fn = NULL;
+    if (other) return 20;
+    if (free2 >= 8) return 2; /* room was left for 16 MiB */
+    if (r != -ENOMEM || (same_free && free3 != free2)) return 5;
+    if (room_reused != u2 || room_fresh == f2) return 6;
+    return 0;
+}
+
 /* A hugetlb pool's refill ahead reads the free pages first; its reading,
  * reused for a minute, counts the pool's refills since: A refills 2 MiB
  * ahead (a reading with dozens of pages free), B takes all but a few by a
@@ -1003,16 +1045,8 @@ Test(limits, a_reused_room_reading_counts_what_others_claimed_since, .timeout = 
  * no page; on the old reading it would populate, fail and give back. */
 static int huge_reuse_after_another(void *arg, int out) {
     (void)arg;
-    dsmpool_config cfg;
-    dsmpool_config_init(&cfg);
-    cfg.size = 512 * MIB;
-    cfg.huge_pages = DSMPOOL_HUGE_ON;
-    cfg.idle_release_ms = 60000;
-    dsmpool *p;
-    if (dsmpool_create(&cfg, &p) != 0) {
-        dprintf(out, "create: %s\n", dsmpool_last_error());
-        return 3;
-    }
+    dsmpool *p = mk_huge512(out);
+    if (!p) return 3;
     dp_inject_room_reuse_ns = 60000000000ull;
     dp_inject_fn = count_room;
     size_t got = 0;
@@ -1035,49 +1069,21 @@ static int huge_reuse_after_another(void *arg, int out) {
         if (r == 0) memset(dsmpool_seg_address(s), 1, dsmpool_seg_size(s));
         _exit(r == 0 ? dsmpool_detach(p) == 0 ? 0 : 7 : 6); /* (a segment nobody holds stays: the pool keeps it) */
     }
-    int sb = test_wait_bounded(B, 60, NULL);
-    long free2 = test_huge_read(TEST_FREE_HUGE);
-    int u2 = room_reused, f2 = room_fresh;
-    int r = dsmpool_prefault_free(p, 16 * MIB, &got);
-    long free3 = test_huge_read(TEST_FREE_HUGE);
-    dprintf(out, "A, with %ld pages free, 16 MiB ahead: %d %s; %ld free after; %d readings (%d before), %d reused "
-            "(%d before)\n", free2, r, dsmpool_last_error(), free3, room_fresh, f2, room_reused, u2);
-    dp_inject_fn = NULL;
-    if (sb) return 20;
-    if (free2 >= 8) return 2; /* B left room for 16 MiB */
-    if (r != -ENOMEM || free3 != free2) return 5;
     /* refused on a fresh reading, never populated on the old one (which a
      * populate's failure would end the same way, having taken the pages) */
-    if (room_reused != u2 || room_fresh == f2) return 6;
-    return 0;
+    return ahead_refused_fresh(p, out, test_wait_bounded(B, 60, NULL), true);
 }
 
 /* X's refill on demand of most free pages stops once it is counted, its
  * pages not yet taken; A refills 2 MiB ahead (a reading that sees X's
  * pages free), X goes on and takes them, and A asks 16 MiB ahead. A's
  * reading owes X's refill: every decision on a fresh reading, -ENOMEM. */
-static void stop_after_count(const char *point) {
-    static int once;
-    if (strcmp(point, "resident.populate.counted") || once) return;
-    if (dp_load_relaxed(&owed_pool->fill[owed_pool->slot]) < 32 * MIB) return;
-    once = 1;
-    char b = 's';
-    if (write(stopped_fd[1], &b, 1) != 1) _exit(121);
-    if (read(stop_fd[0], &b, 1) != 1) _exit(122);
-}
+static void stop_after_count(const char *point) { stop_in_flight(point, "resident.populate.counted", 32 * MIB); }
 
 static int huge_reuse_owes_refills_in_flight(void *arg, int out) {
     (void)arg;
-    dsmpool_config cfg;
-    dsmpool_config_init(&cfg);
-    cfg.size = 512 * MIB;
-    cfg.huge_pages = DSMPOOL_HUGE_ON;
-    cfg.idle_release_ms = 60000;
-    dsmpool *p;
-    if (dsmpool_create(&cfg, &p) != 0) {
-        dprintf(out, "create: %s\n", dsmpool_last_error());
-        return 3;
-    }
+    dsmpool *p = mk_huge512(out);
+    if (!p) return 3;
     owed_pool = p;
     if (pipe(stop_fd) != 0 || pipe(stopped_fd) != 0) return 2;
     long free0 = test_huge_read(TEST_FREE_HUGE);
@@ -1104,61 +1110,21 @@ static int huge_reuse_owes_refills_in_flight(void *arg, int out) {
     size_t got = 0;
     if (dsmpool_prefault_free(p, 2 * MIB, &got) != 0 || got != 2 * MIB) return 4;
     if (write(stop_fd[1], "g", 1) != 1 || read(stopped_fd[0], &b, 1) != 1) return 9; /* X took them */
-    int sx = test_wait_bounded(X, 60, NULL);
-    long free2 = test_huge_read(TEST_FREE_HUGE);
-    int u2 = room_reused, f2 = room_fresh;
-    int r = dsmpool_prefault_free(p, 16 * MIB, &got);
-    long free3 = test_huge_read(TEST_FREE_HUGE);
-    dprintf(out, "A, with %ld pages free, 16 MiB ahead: %d %s; %ld free after; %d readings (%d before), %d reused "
-            "(%d before)\n", free2, r, dsmpool_last_error(), free3, room_fresh, f2, room_reused, u2);
-    dp_inject_fn = NULL;
-    if (sx) return 20;
-    if (free2 >= 8) return 2; /* X left room for 16 MiB */
-    if (r != -ENOMEM) return 5;
     /* every decision on a fresh reading (which may serve a piece of one
      * page): the old one, reused, would have seen X's pages free */
-    if (room_reused != u2 || room_fresh == f2) return 6;
-    return 0;
+    return ahead_refused_fresh(p, out, test_wait_bounded(X, 60, NULL), false);
 }
 
 Test(limits, a_reused_hugetlb_reading_owes_the_refills_in_flight_when_it_was_read, .timeout = 120) {
-    long old, got = test_huge_reserve(64, &old);
-    if (got < 64) {
-        test_huge_restore(old);
-        cr_skip_test("64 huge pages of 2 MiB could not be reserved (%ld; not root, or memory too fragmented)", got);
-    }
-    const char *ovc = "/proc/sys/vm/nr_overcommit_hugepages";
-    long old_ovc = test_huge_read(ovc);
-    if (old_ovc > 0) test_write_file(ovc, "0");
     case_run cr;
-    run_case(NULL, huge_reuse_owes_refills_in_flight, NULL, 90, &cr);
-    test_huge_restore(old);
-    if (old_ovc > 0) {
-        char v[32];
-        snprintf(v, sizeof v, "%ld", old_ovc);
-        test_write_file(ovc, v);
-    }
+    run_with_huge(64, huge_reuse_owes_refills_in_flight, &cr);
     expect_clean(&cr, "a hugetlb refill ahead on a reading made while another's refill was in flight (exit 5 not "
                       "-ENOMEM, 6 the old reading reused)");
 }
 
 Test(limits, a_reused_hugetlb_reading_counts_the_pools_refills_since, .timeout = 120) {
-    long old, got = test_huge_reserve(64, &old);
-    if (got < 64) {
-        test_huge_restore(old);
-        cr_skip_test("64 huge pages of 2 MiB could not be reserved (%ld; not root, or memory too fragmented)", got);
-    }
-    const char *ovc = "/proc/sys/vm/nr_overcommit_hugepages";
-    long old_ovc = test_huge_read(ovc);
-    if (old_ovc > 0) test_write_file(ovc, "0");
     case_run cr;
-    run_case(NULL, huge_reuse_after_another, NULL, 90, &cr);
-    test_huge_restore(old);
-    if (old_ovc > 0) {
-        char v[32];
-        snprintf(v, sizeof v, "%ld", old_ovc);
-        test_write_file(ovc, v);
-    }
+    run_with_huge(64, huge_reuse_after_another, &cr);
     expect_clean(&cr, "a hugetlb refill ahead on a reading reused after another took the pages (exit 5 not "
                       "-ENOMEM, 6 the old reading reused, 8 no reading reused at all)");
 }
