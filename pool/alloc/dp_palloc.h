@@ -208,10 +208,11 @@ typedef struct dp_pa_walk {
 void dp_pa_walk_tree(dp_pa *pa, dp_pa_walk *out, uint64_t *used_map,
                      bool (*is_live)(uint32_t owner, void *arg), void *arg);
 
-/* The same counts (free, used, largest, busy, orphaned, and what is bad
+/* The free and used frames and the largest free order (and what is bad
  * among the words it reads), from a walk down the PART nodes only: its cost
- * follows the tree's used part, not its size. I1's other way (no OPEN word
- * off that path) is dp_pa_walk_tree's alone. */
+ * follows the tree's used part, not its size. Steps in flight are not told
+ * apart by their owners' lives (no is_live: every one counts as orphaned),
+ * and I1's other way (no OPEN word off that path) is dp_pa_walk_tree's. */
 void dp_pa_walk_count(dp_pa *pa, dp_pa_walk *out);
 
 /* The largest order a block of this sub-pool can have. */

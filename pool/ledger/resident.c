@@ -743,10 +743,10 @@ uint64_t dp_res_hint(const dsmpool *p, uint32_t s) {
 
 void dp_res_hint_fix(dsmpool *p, uint32_t s, uint64_t before, uint64_t count) {
     if (s >= p->nsub || before == count) return;
-    /* relaxed CAS: a hint. It fails when a mark added to the count since
-     * `before` was read; a mark that changed words after the quiet window
-     * and adds only after this CAS adds to the right base. */
-    dp_cas_relaxed(&p->hdr->released_hint[s], &before, count);
+    /* relaxed: a hint. What it is off by at the quiet window, added: marks
+     * that counted since `before` was read (a live trim or refill, which a
+     * CAS from `before` would have lost the fix to) keep their part. */
+    dp_fetch_add_relaxed(&p->hdr->released_hint[s], count - before);
 }
 
 bool dp_res_stamp(dsmpool *p, uint64_t g, uint32_t now_ms) {

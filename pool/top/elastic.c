@@ -33,10 +33,16 @@
  *      granules are never released. The scan for pieces reads a window of
  *      EL_MAX_GRAN granules' words before it asks the allocator about them
  *      (a window with none of interest is passed over) and stops once the
- *      whole-window pieces it found cover the budget (no piece found later
- *      could come before them); another scan goes on from there when
- *      claims lost to others leave budget. So a refill ahead or a
- *      maintenance step costs what it finds, not the reservation's size.
+ *      whole-window pieces it found cover the budget: no piece found later
+ *      could come before them, so the pieces taken are the ones a scan of
+ *      everything would take -- unless a piece yields less than it held
+ *      (a claim lost to an allocation, a granule being populated): then
+ *      what the budget has left goes to the smaller pieces this scan found
+ *      before another scan goes on from where it stopped. So a refill
+ *      ahead or a maintenance step in a pool with whole free windows costs
+ *      what it finds, not the reservation's size (a fragmented one is
+ *      scanned whole, as before, and the policy's counts read every
+ *      residency word of it).
  *   [refill ahead] A refill ahead takes a piece with released granules the
  *      same way: claim, populate the released granules (dp_res_populate:
  *      resident.c [room first]), mark them resident, free. A piece that
@@ -113,20 +119,19 @@ typedef struct el_sub {
     uint64_t free, released;    /* bytes */
 } el_sub;
 
-/* count_free: count the free bytes too, a walk down the allocator's used
- * nodes (a refill ahead does not need them: e->free is left 0). The released bytes
- * are the sub-pool's count (resident.c dp_res_hint: exact but for a death
- * between a mark and its count, which the leak sweep sets right), not a
- * scan of its words: neither costs what the reservation's size would. */
-static void el_sub_get(dsmpool *p, uint32_t s, bool count_free, el_sub *e) {
+/* counts: the free bytes (a walk down the allocator's used nodes) and the
+ * released ones (a read of the sub-pool's residency words: exact, where the
+ * allocator's hint of them is not after a death or a scribble), which a
+ * trim and the policy weigh; a refill ahead needs neither (left 0). */
+static void el_sub_get(dsmpool *p, uint32_t s, bool counts, el_sub *e) {
     e->s = s;
     e->g0 = (p->geo.sub[s].data_off - p->geo.data_off) >> DP_RES_SHIFT;
     e->ng = p->geo.sub[s].geom.frames >> (DP_RES_SHIFT - DP_FRAME_SHIFT);
-    uint64_t ff = 0, rel = dp_res_hint(p, s);
+    uint64_t ff = 0;
     int largest;
-    if (count_free) dp_pool_free_frames(p, s, &ff, &largest);
+    if (counts) dp_pool_free_frames(p, s, &ff, &largest);
     e->free = ff * DP_FRAME_SIZE;
-    e->released = (rel < e->ng ? rel : e->ng) * GRAN; /* (shared: no more than it has) */
+    e->released = counts ? dp_res_released_in(p, s) * GRAN : 0;
 }
 static uint64_t el_warm(const el_sub *e) { return e->free > e->released ? e->free - e->released : 0; }
 static uint64_t el_resident(const el_sub *e) { return e->ng * GRAN - e->released; }
@@ -218,14 +223,19 @@ static el_piece *el_pieces(dsmpool *p, const el_sub *e, int kind, uint32_t now, 
         }
     }
     *from = w0 < e->ng ? w0 : e->ng;
-    /* largest first, then by address (insertion sort of runs: few sizes) */
-    for (size_t i = 1; i < *n; i++)
-        for (size_t j = i; j > 0 && out[j].n > out[j - 1].n; j--) {
-            el_piece t = out[j];
-            out[j] = out[j - 1];
-            out[j - 1] = t;
-        }
-    return out;
+    /* largest first, then by address: the pieces were found by address, and
+     * their sizes are the powers of two from u to cap (a pass per size) */
+    el_piece *sorted = malloc((*n ? *n : 1) * sizeof *sorted);
+    if (!sorted) {
+        free(out);
+        return NULL;
+    }
+    size_t k = 0;
+    for (uint64_t len = cap; len >= u && k < *n; len /= 2)
+        for (size_t i = 0; i < *n; i++)
+            if (out[i].n == len) sorted[k++] = out[i];
+    free(out);
+    return sorted;
 }
 
 /* The granules of piece pc of this kind's interest: resident (a release)
@@ -428,10 +438,10 @@ int dsmpool_prefault_free(dsmpool *pool, size_t bytes, size_t *prefaulted) {
     uint64_t total = 0;
     for (uint32_t s = 0; r == 0 && s < pool->nsub; s++) {
         el_sub e;
-        el_sub_get(pool, s, false, &e); /* (free bytes: not needed) */
+        el_sub_get(pool, s, false, &e); /* (no counts: the scan finds what is released) */
         uint64_t want = el_share(pool, s, bytes);
         if (want > bytes) want = bytes; /* (one sub-pool: exactly what was asked, in granules) */
-        if (e.released) r = el_run(pool, &e, EL_REFILL, 0, 0, want, &total);
+        r = el_run(pool, &e, EL_REFILL, 0, 0, want, &total);
     }
     if (prefaulted) *prefaulted = total;
     return r;
@@ -566,7 +576,9 @@ int dsmpool_maintain(dsmpool *pool, unsigned *next_ms) {
     uint32_t now = dp_res_now_ms(pool), soonest = UINT32_MAX;
     bool more = false;
     if (g->idle_release_ms) soonest = el_stamp(pool, now); /* (1) */
-    uint64_t rel_left = EL_STEP_BYTES, fill_left = EL_STEP_BYTES;
+    /* (at least a release unit: in 1 GiB pages a step of 256 MiB did nothing) */
+    uint64_t step = EL_STEP_BYTES > dp_res_unit(pool) * GRAN ? EL_STEP_BYTES : dp_res_unit(pool) * GRAN;
+    uint64_t rel_left = step, fill_left = step;
     for (uint32_t s = 0; r == 0 && s < pool->nsub; s++) {
         el_sub e;
         el_sub_get(pool, s, true, &e);
