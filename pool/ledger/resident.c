@@ -112,8 +112,11 @@
  *      beyond the slack; a fresh reading does not see one made between it
  *      and its populate either, which lasts as long for a 128 MiB refill.
  *      In a hugetlb pool the slot words hold its populates too, so an OS
- *      fallback segment's claim there counts them as in flight: more
- *      cautious, never less.
+ *      fallback segment's claim there counts them as in flight, though
+ *      hugetlb pages are not charged to the memory cgroup: near the memory
+ *      limit such a segment can be refused while a hugetlb refill runs (a
+ *      refusal that waiting for the refill would have avoided, never a
+ *      charge past the limit).
  *   [lazy directory] In an elastic pool the span directory's page of a
  *      granule (layout.c [lazy directory]) is made resident with it, first,
  *      under the same room claim, and, in 4 KiB pages, given back with it:
