@@ -214,8 +214,9 @@ int dp_res_trim_mark(struct dsmpool *pool, uint64_t g, uint64_t n, uint64_t *new
 bool dp_res_stamp(struct dsmpool *pool, uint64_t g, uint32_t now_ms); /* [idle stamps]: if unstamped */
 uint64_t dp_res_released_in(const struct dsmpool *pool, uint32_t sub); /* released granules */
 /* The sub-pool's count of released granules as palloc's [resident first]
- * reads it, and its repair: set it to count (the granules counted in a
- * quiet window) if it is still before (read in that window). */
+ * reads it (a hint), and its repair: add count - before (the granules
+ * counted in a quiet window, and the hint read in it), which keeps what
+ * marks made since have added. */
 uint64_t dp_res_hint(const struct dsmpool *pool, uint32_t sub);
 void dp_res_hint_fix(struct dsmpool *pool, uint32_t sub, uint64_t before, uint64_t count);
 void dp_res_slot_clear(struct dsmpool *pool, uint32_t slot); /* a slot's claimed room: 0 */

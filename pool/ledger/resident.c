@@ -285,7 +285,7 @@ typedef struct room_memo {
     uint64_t claim;
     pid_t pid;
     size_t page;         /* 0: the memory room (dp_os_mem_room); else hugetlb's, of pages this size */
-    uint64_t at_ns;      /* when it was read (dp_os_now_ns) */
+    uint64_t at_ns;      /* when the reading began (dp_os_now_ns) */
     uint64_t room, limit;
     uint64_t owed;       /* bytes in flight when it was read (the slot words): perhaps charged since */
     uint64_t claimed;    /* room_claimed before it was read */
@@ -413,7 +413,8 @@ static void res_huge_inflight(dsmpool *p, uint64_t bytes) {
 static int res_huge_room(dsmpool *p, char *a, uint64_t bytes, uint64_t doff, uint64_t dlen, uint64_t tmiss,
                          bool ahead) {
     size_t page = p->geo.page_size;
-    /* acquire: as dp_room_take's (here only a count: hugetlb has no slot words) */
+    /* acquire: as dp_room_take's (a populate counted here has its slot word
+     * seen by res_inflight below) */
     uint64_t claimed = dp_load_acquire(&p->hdr->room_claimed);
     if (ahead && res_reuse(p, page, bytes + dlen + tmiss, claimed)) {
         DP_INJECT("resident.room.reused");

@@ -63,8 +63,9 @@
  *      less than its share of warm_bytes is free, in whole release units
  *      (a reserve short by a chunk in use gets one more unit, which (2)
  *      then never gives back: less than a unit over); (2) and (3) give back or
- *      make resident at most EL_STEP_BYTES each. It says when to call again:
- *      0 when a bound left work, else when the first stamp it saw that is
+ *      make resident at most EL_STEP_BYTES each (a release unit where that
+ *      is larger: 1 GiB pages). It says when to call again: 0 when a bound
+ *      left work, else when the first stamp it saw that is
  *      not yet of age comes of age (one of age is released now or kept by
  *      the floor: a pool held at resident_min + warm_bytes is not polled),
  *      at most a period (idle_release_ms / 4, 10 ms to 1 s).
