@@ -438,11 +438,11 @@ Test(elastic, the_maintainer_keeps_a_warm_reserve_in_1_gib_pages, .timeout = 120
     int r = dsmpool_create(&cfg, &p);
     char msg[512] = "";
     dsmpool_stats s0 = {0}, s1 = {0};
-    int rm = -1;
+    int rm = -1, rt = -1;
     if (r == 0) {
         size_t rel;
         unsigned next;
-        if (dsmpool_trim(p, 0, &rel) == 0) s0 = stats(p);
+        if ((rt = dsmpool_trim(p, 0, &rel)) == 0) s0 = stats(p);
         rm = dsmpool_maintain(p, &next);
         if (rm) snprintf(msg, sizeof msg, "%s", dsmpool_last_error());
         s1 = stats(p);
@@ -453,6 +453,7 @@ Test(elastic, the_maintainer_keeps_a_warm_reserve_in_1_gib_pages, .timeout = 120
     snprintf(v, sizeof v, "%ld", nr0);
     test_write_file(NR_HUGE_1G, v);
     cr_assert_eq(r, 0, "create: %s", msg);
+    cr_assert_eq(rt, 0, "the trim failed");
     cr_assert_eq(rm, 0, "maintain: %s", msg);
     cr_log_info("1 GiB pages: warm %zu MiB after the trim, %zu MiB after a step (%llu refills ahead)",
                 s0.warm_free_bytes >> 20, s1.warm_free_bytes >> 20, (unsigned long long)s1.refills_ahead);

@@ -142,9 +142,11 @@ void dp_ledger_mark_owned(struct dsmpool *pool, dp_mark_fn mark, void *arg); /* 
 uint64_t dp_res_unit(const struct dsmpool *pool);  /* granules per release unit (resident.c [release unit]) */
 uint32_t dp_res_now_ms(const struct dsmpool *pool); /* a stamp for now: ms after the epoch, never 0 */
 uint64_t dp_res_load(const struct dsmpool *pool, uint64_t g); /* the word (relaxed) */
-/* A run of granules [g, g+n). */
+/* A run of granules [g, g+n); tried: its populate began (a refill the room
+ * check refused got nothing, and its give-back counts nothing). */
 typedef struct dp_res_run {
     uint64_t g, n;
+    bool tried;
 } dp_res_run;
 /* [refill on demand]: make every granule of [off, off+len) resident; the
  * caller holds part of each. 0 (all were), 1 (some were populated now: a
@@ -172,8 +174,9 @@ static inline int dp_res_ensure(struct dsmpool *p, uint64_t off, uint64_t len, d
 }
 bool dp_res_any_released(const struct dsmpool *pool, uint64_t off, uint64_t len);
 /* Populate granules [g, g+n) ([room first], strict; ahead: a refill ahead,
- * which looks at hugetlb's room first); no mark, no count. */
-int dp_res_populate(struct dsmpool *pool, uint64_t g, uint64_t n, bool ahead);
+ * which looks at hugetlb's room first); no mark, no count. *tried: the
+ * populate began (false: refused before it, nothing was got). */
+int dp_res_populate(struct dsmpool *pool, uint64_t g, uint64_t n, bool ahead, bool *tried);
 /* resident.c [lazy tree]: give the allocator its hook (process-local, at attach) */
 void dp_res_open(struct dsmpool *pool);
 /* resident.c [lazy tree]: populate the tree pages of granules [g, g + n),
@@ -181,9 +184,6 @@ void dp_res_open(struct dsmpool *pool);
 int dp_res_tree_map(struct dsmpool *pool, uint64_t g, uint64_t n);
 /* Give the pages of granules [g, g+n) back to the system. */
 int dp_res_release(struct dsmpool *pool, uint64_t g, uint64_t n);
-/* The bytes of granules [g, g+n) present now (mincore; 0 where it cannot
- * say): what a failed refill got, for refill_given_back. */
-uint64_t dp_res_present(struct dsmpool *pool, uint64_t g, uint64_t n);
 /* [room first]: hold bytes against what this process may still charge, as
  * one step with the pool's other claims; 0, or -ENOMEM with a message that
  * names what (e.g. "an OS fallback segment"). Given back (dp_room_give)
@@ -234,8 +234,8 @@ int dp_res_verify_given_back(struct dsmpool *pool, char *why, size_t n);
  * Inside the caller's bracket. */
 void dp_pool_giveback(struct dsmpool *pool, dp_res_run run, uint64_t by);
 /* One release unit at g: claimed whole (a few tries while nobody holds any
- * of it), a released one's pages given back, the stray bit off and `by`
- * counts out: true. false: someone holds some of it and it is still
- * released -- nothing done. */
-bool dp_pool_giveback_unit(struct dsmpool *pool, uint64_t g, uint64_t by);
+ * of it), a released one's pages given back (with count, counted in
+ * refill_given_back), the stray bit off and `by` counts out: true. false:
+ * someone holds some of it and it is still released -- nothing done. */
+bool dp_pool_giveback_unit(struct dsmpool *pool, uint64_t g, uint64_t by, bool count);
 #endif /* DP_LEDGER_H */

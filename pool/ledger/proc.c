@@ -579,10 +579,11 @@ int dp_pool_claim(dsmpool *p, uint32_t sub, uint64_t frame, unsigned order, uint
 
 /* resident.c [give back], one release unit: claim it whole (a few tries
  * while nobody holds any of it: a claim can miss while another owner's open
- * or close step is in the way), give back the pages of one still released.
+ * or close step is in the way), give back the pages of one still released
+ * (counted in refill_given_back with count: its populate began).
  * Inside the caller's bracket: a death holding the unit leaves it to the
  * leak sweep, its counts and bit as they were. */
-bool dp_pool_giveback_unit(dsmpool *p, uint64_t g, uint64_t by) {
+bool dp_pool_giveback_unit(dsmpool *p, uint64_t g, uint64_t by, bool count) {
     uint64_t u = dp_res_unit(p), off = p->geo.data_off + (g << DP_RES_SHIFT), frame, blk = 0;
     unsigned order = DP_RES_SHIFT - DP_FRAME_SHIFT + (unsigned)__builtin_ctzll(u);
     uint32_t k;
@@ -600,9 +601,8 @@ bool dp_pool_giveback_unit(dsmpool *p, uint64_t g, uint64_t by) {
     if (!held && released) return false;
     if (held && released) {
         dp_res_mark_released(p, g, u); /* the unit whole ([release unit]) */
-        uint64_t had = dp_res_present(p, g, u); /* what the populate got: none when refused */
         if (dp_res_release(p, g, u) == 0) { /* relaxed: a counter */
-            dp_fetch_add_relaxed(&p->hdr->refill_given_back, had);
+            if (count) dp_fetch_add_relaxed(&p->hdr->refill_given_back, u << DP_RES_SHIFT);
             dp_res_given_back(p, g, u, by);
             by = 0;
         }
@@ -615,7 +615,7 @@ bool dp_pool_giveback_unit(dsmpool *p, uint64_t g, uint64_t by) {
 void dp_pool_giveback(dsmpool *p, dp_res_run run, uint64_t by) {
     uint64_t u = dp_res_unit(p);
     for (uint64_t g = run.g / u * u; g < run.g + run.n && g < p->geo.res_count; g += u) {
-        if (dp_pool_giveback_unit(p, g, by)) continue;
+        if (dp_pool_giveback_unit(p, g, by, run.tried)) continue;
         /* its holder may die before it counts itself in: the sweep's */
         dp_res_stray(p, g, u);
         /* release: pairs with dp_quiet_open; a count (recover.c dp_recover_all) */

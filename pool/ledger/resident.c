@@ -487,7 +487,8 @@ static int res_tree_pages(dsmpool *p, uint64_t g, uint64_t n, bool every, bool f
     return 0;
 }
 
-int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n, bool ahead) {
+int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n, bool ahead, bool *tried) {
+    *tried = false;
     if (!n) return 0;
     if (g >= p->geo.res_count || n > p->geo.res_count - g)
         return dp_fail(-EUCLEAN, "granules %llu+%llu lie outside the data", (unsigned long long)g,
@@ -513,6 +514,7 @@ int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n, bool ahead) {
         res_huge_inflight(p, bytes + dlen + tlen);
         DP_INJECT("resident.populate.counted");
     }
+    *tried = true;
     /* [lazy directory], [lazy tree]: the tables' pages first, so that a
      * granule marked resident has them */
     r = dlen ? dp_os_populate_strict(p->base + doff, dlen) : 0;
@@ -581,14 +583,6 @@ int dp_res_tree_map(dsmpool *p, uint64_t g, uint64_t n) {
 void dp_res_open(dsmpool *p) {
     if (!p->geo.elastic) return; /* nothing is lazy: every bit is clear */
     for (uint32_t s = 0; s < p->nsub; s++) dp_pa_set_tables(&p->pa[s], res_tables, p);
-}
-
-uint64_t dp_res_present(dsmpool *p, uint64_t g, uint64_t n) {
-    uint64_t have = 0;
-    if (!n || g >= p->geo.res_count || n > p->geo.res_count - g) return 0;
-    if (dp_os_present_bytes(p->base + p->geo.data_off + (g << DP_RES_SHIFT), n << DP_RES_SHIFT, &have) != 0)
-        have = 0;
-    return have;
 }
 
 int dp_res_release(dsmpool *p, uint64_t g, uint64_t n) {
@@ -774,6 +768,7 @@ static bool unit_released(const dsmpool *p, uint64_t g, uint64_t u, uint64_t g1)
 int dp_res_ensure_slow(dsmpool *p, uint64_t off, uint64_t len, dp_res_run *failed) {
     uint64_t n = p->geo.res_count;
     failed->g = failed->n = 0;
+    failed->tried = false;
     if (!len || off < p->geo.data_off) return 0;
     uint64_t g0 = (off - p->geo.data_off) >> DP_RES_SHIFT, g1 = ((off - p->geo.data_off + len - 1) >> DP_RES_SHIFT) + 1;
     /* (dp_ledger.h's inline dp_res_ensure took the one-granule, resident,
@@ -807,10 +802,12 @@ int dp_res_ensure_slow(dsmpool *p, uint64_t off, uint64_t len, dp_res_run *faile
         if (!t0) t0 = dp_os_now_ns();
         int r = dp_res_busy_raise(p, g, h - g); /* [busy] */
         if (r) return r; /* (no count held: nothing to give back) */
-        r = dp_res_populate(p, g, h - g, false);
+        bool tried;
+        r = dp_res_populate(p, g, h - g, false, &tried);
         if (r) { /* [give back]: the caller frees its block, then gives the run back */
             failed->g = g;
             failed->n = h - g;
+            failed->tried = tried;
             return r;
         }
         DP_INJECT("resident.refill.populated");

@@ -337,12 +337,12 @@ static int el_refill(dsmpool *p, const el_sub *e, el_piece pc, uint64_t *got) {
         uint64_t h = j + u;
         while (h < g + pc.n && (dp_res_load(p, h) & DP_RES_RELEASED)) h += u;
         if ((r = dp_res_busy_raise(p, j, h - j)) != 0) break; /* resident.c [busy] (-EUCLEAN: no count held) */
-        if ((r = dp_res_populate(p, j, h - j, true)) != 0) {
-            /* resident.c [give back]: we hold the piece whole; counted,
-             * what the populate got (none when the room was refused) */
-            uint64_t had = dp_res_present(p, j, h - j);
+        bool tried;
+        if ((r = dp_res_populate(p, j, h - j, true, &tried)) != 0) {
+            /* resident.c [give back]: we hold the piece whole; counted when
+             * its populate began (refused before it, it got nothing) */
             if (dp_res_release(p, j, h - j) == 0) { /* relaxed: a counter */
-                dp_fetch_add_relaxed(&p->hdr->refill_given_back, had);
+                if (tried) dp_fetch_add_relaxed(&p->hdr->refill_given_back, (h - j) * GRAN);
                 dp_res_given_back(p, j, h - j, 1);
             } else {
                 dp_res_busy_lower(p, j, h - j, 1);

@@ -186,7 +186,7 @@ static bool busy_settle(dsmpool *p, const busy_left *v, size_t n) {
         uint64_t g0 = v[i].g / u * u;
         size_t j = i;
         while (j < n && v[j].g < g0 + u) j++; /* the unit's granules: v[i..j) */
-        if (dp_pool_giveback_unit(p, g0, 0))
+        if (dp_pool_giveback_unit(p, g0, 0, true))
             for (size_t k = i; k < j; k++) dp_res_busy_lower(p, v[k].g, 1, v[k].count);
         else
             all = false;
