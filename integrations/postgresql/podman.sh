@@ -193,7 +193,7 @@ for c in stock shm-2g sysv min-dsm-1g preload; do
         [ "$sc" = 2 ] && [ "$shmk" = 65536 ] && [ -n "$mem" ] && [ "$mem" != max ] && [ "$mem" -lt $((64 << 30)) ] &&
             pass "the container: podman's default seccomp filter, a 64 MB /dev/shm, memory limited to $((mem >> 20)) MB" ||
             fail "the container is not what it says: seccomp mode ${sc:-?}, /dev/shm ${shmk:-?} kB, memory limit ${mem:-?}"
-        echo "$res" | grep -q 'No space left on device' && pass "container: stock fails as users report: $res" ||
+        grep -q 'No space left on device' <<<"$res" && pass "container: stock fails as users report: $res" ||
             fail "container: stock in a 64 MB /dev/shm did not fail as expected: ${res:-no result}"
         ;;
     preload)

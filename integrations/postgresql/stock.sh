@@ -195,7 +195,7 @@ for c in stock shm-2g sysv min-dsm-1g preload; do
     fi
     row "$c" "$set_" "$out${sig:+; $sig}"
     if [ "$c" = stock ]; then
-        echo "$res" | grep -q 'No space left on device' && pass "container: stock fails as users report: $res" ||
+        grep -q 'No space left on device' <<<"$res" && pass "container: stock fails as users report: $res" ||
             fail "container: stock in a 64 MB /dev/shm did not fail as expected: $res"
     fi
     if [ "$c" = preload ]; then
@@ -355,7 +355,7 @@ r=$(as_pg "$B/psql" -h "$sock" -p "$port" -U postgres -d postgres -X -q -A -t \
     -c "set max_parallel_maintenance_workers = 2" -c "set maintenance_work_mem = '512MB'" \
     -c "set client_min_messages = debug1" -c "create index t_i on t (i)" \
     -c "select bt_index_parent_check('t_i', true)" -c "drop index t_i" 2>&1)
-echo "$r" | grep -qi 'error' && fail "parallel index build: $(echo "$r" | grep -i -m1 error)" ||
+grep -qi 'error' <<<"$r" && fail "parallel index build: $(grep -i -m1 error <<<"$r")" ||
     pass "parallel index build: amcheck finds the index right"
 stop_ "$data"
 left=$(shm_left)

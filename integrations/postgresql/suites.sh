@@ -245,7 +245,7 @@ count_regress() {
     local label=$1 out=$2 summary
     summary=$(summary_of "$out")
     echo "$label: ${summary:-no summary line (see $out)}"
-    if echo "$summary" | grep -q '^All [0-9]* tests passed'; then
+    if grep -q '^All [0-9]* tests passed' <<<"$summary"; then
         pass "$label: ${summary%.}"
     else
         fail "$label: ${summary:-did not complete}"
@@ -287,12 +287,12 @@ t_ic=$(since "$t0")
 read -r s m < <(watch_stop)
 summary=$(summary_of "$run/regress.out")
 echo "installcheck ($t_ic): ${summary:-no summary line (see $run/regress.out)}"
-if echo "$summary" | grep -q '^All [0-9]* tests passed'; then
+if grep -q '^All [0-9]* tests passed' <<<"$summary"; then
     pass "installcheck (main schedule): ${summary%.}"
 elif [ -n "$summary" ] && [ "$srcver" != "$pkgver" ]; then
     unlike=""
     for t in $(failed_in "$run/regress.out"); do
-        echo "$stock_failed" | grep -qxF "$t" && cmp -s "$run/regress/results/$t.out" "$run/regress-stock/results/$t.out" ||
+        grep -qxF "$t" <<<"$stock_failed" && cmp -s "$run/regress/results/$t.out" "$run/regress-stock/results/$t.out" ||
             unlike="$unlike $t"
     done
     if [ -z "$unlike" ]; then
