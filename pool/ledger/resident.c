@@ -337,38 +337,35 @@ int dp_room_take(dsmpool *p, uint64_t bytes, const char *what) {
         uint64_t seq = dp_load_acquire(&p->hdr->room_seq);
         /* acquire: pairs with the release add below (a claim counted here
          * has its slot word seen by res_inflight) */
-        uint64_t claimed = dp_load_acquire(&p->hdr->room_claimed), inflight = 0;
-        dp_os_room rm;
+        uint64_t claimed = dp_load_acquire(&p->hdr->room_claimed);
         if (res_reuse(p, 0, bytes, claimed)) { /* [room reuse]: it holds with room to spare */
             DP_INJECT("resident.room.reused");
-            if (!mine) return 0;
-            rm.unknown = 0, rm.room = UINT64_MAX, rm.limit = UINT64_MAX;
         } else {
-            inflight = res_inflight(p); /* (after the count above: [room reuse]) */
-            uint64_t t0 = dp_os_now_ns();
+            uint64_t inflight = res_inflight(p), t0 = dp_os_now_ns(); /* (after the count above: [room reuse]) */
+            dp_os_room rm;
             dp_os_mem_room(&rm);
             res_memo(p, 0, &rm, inflight, claimed, t0);
             DP_INJECT("resident.room.read");
+            uint64_t margin = DP_RES_ROOM_MARGIN + (rm.limit == UINT64_MAX ? 0 : rm.limit / 256);
+            bool blind = rm.unknown && !p->geo.limits_unknown_ok;
+            uint64_t need = bytes + inflight + margin; /* (each below 2^47 or so: no wrap) */
+            if (need < bytes) need = UINT64_MAX;
+            bool full = rm.room != UINT64_MAX && rm.room < need;
+            if (blind || full) dp_fetch_add_relaxed(&p->hdr->room_refusals, 1); /* relaxed: a counter */
+            if (blind)
+                return dp_fail(-ENOMEM, "%s (%llu bytes) cannot be made resident: the memory limits of this "
+                               "process cannot be learned (%s), and one it cannot see would be the OOM killer's; "
+                               "make them visible (mount /proc, and the cgroup hierarchy as this process's cgroup "
+                               "namespace sees it), or create the pool with limits_unknown_ok to accept the risk",
+                               what, (unsigned long long)bytes, rm.where);
+            if (full)
+                return dp_fail(-ENOMEM, "%s (%llu bytes) cannot be made resident without waking the OOM killer: "
+                               "%s leaves room for %llu more bytes (of %llu); %llu are being made resident by the "
+                               "pool's processes now, and %llu are kept as a margin",
+                               what, (unsigned long long)bytes, rm.where, (unsigned long long)rm.room,
+                               (unsigned long long)rm.limit, (unsigned long long)inflight,
+                               (unsigned long long)margin);
         }
-        uint64_t margin = DP_RES_ROOM_MARGIN + (rm.limit == UINT64_MAX ? 0 : rm.limit / 256);
-        bool blind = rm.unknown && !p->geo.limits_unknown_ok;
-        uint64_t need = bytes + inflight + margin; /* (each below 2^47 or so: no wrap) */
-        if (need < bytes) need = UINT64_MAX;
-        bool full = rm.room != UINT64_MAX && rm.room < need;
-        if (blind || full) dp_fetch_add_relaxed(&p->hdr->room_refusals, 1); /* relaxed: a counter */
-        if (blind)
-            return dp_fail(-ENOMEM, "%s (%llu bytes) cannot be made resident: the memory limits of this process "
-                           "cannot be learned (%s), and one it cannot see would be the OOM killer's; make them "
-                           "visible (mount /proc, and the cgroup hierarchy as this process's cgroup namespace "
-                           "sees it), or create the pool with limits_unknown_ok to accept the risk",
-                           what, (unsigned long long)bytes, rm.where);
-        if (full)
-            return dp_fail(-ENOMEM, "%s (%llu bytes) cannot be made resident without waking the OOM killer: %s "
-                           "leaves room for %llu more bytes (of %llu); %llu are being made resident by the "
-                           "pool's processes now, and %llu are kept as a margin",
-                           what, (unsigned long long)bytes, rm.where, (unsigned long long)rm.room,
-                           (unsigned long long)rm.limit, (unsigned long long)inflight,
-                           (unsigned long long)margin);
         if (!mine) return 0; /* (every caller holds a slot: dp_self) */
         dp_fetch_add_relaxed(mine, bytes); /* relaxed: published by the CAS below, and by this add: */
         /* release: whoever counts these bytes in room_claimed (acquire) sees

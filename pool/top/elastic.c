@@ -147,15 +147,6 @@ static uint64_t el_share(const dsmpool *p, uint32_t s, uint64_t total) {
     return all ? (tg * mine + all - 1) / all * GRAN : 0;
 }
 
-/* Does granule g (of the table) count for a piece of this kind? */
-static bool el_eligible(dsmpool *p, const el_sub *e, uint64_t k, int kind, uint32_t now, uint32_t idle) {
-    if (!dp_pool_granule_free(p, e->s, k)) return false;
-    if (kind != EL_IDLE) return true;
-    uint64_t w = dp_res_load(p, e->g0 + k);
-    uint32_t st = DP_RES_STAMP(w);
-    return !(w & DP_RES_RELEASED) && st && (uint32_t)(now - st) >= idle;
-}
-
 /* Is granule k (of sub-pool e) of this kind's interest: released (a
  * refill), resident (a trim), resident and idle long enough? Its word only. */
 static bool el_interest(dsmpool *p, const el_sub *e, uint64_t k, int kind, uint32_t now, uint32_t idle) {
@@ -164,6 +155,12 @@ static bool el_interest(dsmpool *p, const el_sub *e, uint64_t k, int kind, uint3
     if (w & DP_RES_RELEASED) return false;
     uint32_t st = DP_RES_STAMP(w);
     return kind == EL_TRIM || (st && (uint32_t)(now - st) >= idle);
+}
+
+/* Does granule k count for a piece of this kind: wholly free, and for an
+ * idle release idle long enough? */
+static bool el_eligible(dsmpool *p, const el_sub *e, uint64_t k, int kind, uint32_t now, uint32_t idle) {
+    return dp_pool_granule_free(p, e->s, k) && (kind != EL_IDLE || el_interest(p, e, k, EL_IDLE, now, idle));
 }
 
 static uint64_t el_count(dsmpool *p, const el_sub *e, el_piece pc, bool released);
