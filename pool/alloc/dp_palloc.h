@@ -65,17 +65,21 @@ typedef struct dp_pa {
 void dp_pa_set_cold(dp_pa *pa, const dp_a64 *words, dp_a64 *count);
 
 /* The tree bit of a 2 MiB node's hint word (palloc.c [lazy tree]): the
- * pages holding its words (its level-1 word and its 16 leaves) were never
- * made resident, so they all read 0 (IDLE) without being read. Set only
- * by the creator, on memory known to be zero; cleared by the owner of the
- * words once the pages are there (the hook below, or the refill of the
- * node's memory), never set again. */
+ * pages holding its words (its level-1 word and its 16 leaves) are not
+ * resident, or hold only IDLE words, so they all read 0 (IDLE) without
+ * being read. Set by the creator, on memory known to be zero, and by the
+ * owner of the words while it holds the node's memory and gives its page
+ * of leaves back (palloc.c [tree give-back]); cleared by the owner once
+ * the pages are there (the hook below, or the refill of the node's
+ * memory). */
 #define DP_PA_NOTREE 4ull
 /* palloc.c [lazy tree]: the hook that makes the tree pages of 2 MiB node g
  * (dp_pa_tree_range) resident under the caller's room rules and clears
  * its DP_PA_NOTREE bit: 0, or a negative errno with a message (-ENOMEM
  * when they cannot be had); the step that needed them then fails as for a
- * full sub-pool, with -ENOMEM.
+ * full sub-pool, with -ENOMEM. 1: the node's memory is held whole by
+ * another (palloc.c [tree give-back]): the step is not taken, as for a
+ * CAS lost.
  * Process-local, like dp_pa_set_cold. */
 typedef int (*dp_pa_tables_fn)(void *ctx, struct dp_pa *pa, uint64_t g);
 void dp_pa_set_tables(dp_pa *pa, dp_pa_tables_fn fn, void *ctx);
@@ -85,6 +89,21 @@ void dp_pa_set_tables(dp_pa *pa, dp_pa_tables_fn fn, void *ctx);
  * lazy levels (two levels or fewer). */
 void dp_pa_tree_range(const dp_pa_geom *geo, uint64_t g, uint64_t n, uint64_t page, uint64_t off[2],
                       uint64_t len[2]);
+/* palloc.c [lazy tree], [tree give-back]: the k-th whole page (of `page`
+ * bytes) of leaves that holds only leaves of 2 MiB nodes [g, g + n): its
+ * region offset *off and the nodes whose leaves it holds, [*pg, *pg + *pn);
+ * false past the last such page. */
+bool dp_pa_leaf_page(const dp_pa_geom *geo, uint64_t g, uint64_t n, uint64_t page, uint64_t k, uint64_t *off,
+                     uint64_t *pg, uint64_t *pn);
+/* [tree give-back]: are the words of 2 MiB nodes [g, g + n) (their leaves,
+ * their level-1 words) all IDLE? For the owner of the words, who holds the
+ * nodes' memory and has just set their tree bits: seq_cst loads, the other
+ * half of pa_open's store-load pair. Reads them: their pages must be there. */
+bool dp_pa_tree_quiet(dp_pa *pa, uint64_t g, uint64_t n, bool leaves, bool l1);
+/* [tree give-back]: every CPU's hint naming a leaf of 2 MiB nodes [g, g + n)
+ * forgotten, so that no allocation reads a page given back (a thread that
+ * read one before may still: one page brought back, outside any room). */
+void dp_pa_hints_forget(dp_pa *pa, uint64_t g, uint64_t n);
 
 /* A word's RESV bit (palloc.c [reservation]: some CPU's current node; advisory). */
 #define DP_PA_RESV (1ull << 55)

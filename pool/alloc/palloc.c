@@ -95,11 +95,31 @@
  *      search stops and the allocation, the claim or the trim ends as for
  *      a full sub-pool (-ENOMEM; a trim keeps its tail). The bit is set
  *      only with DP_PA_COLD, so only the passes that take cold memory, a
- *      claim and a trim meet it. It is never set again: a page once
- *      resident stays, because a stale hint or a stale parent state may
- *      lead a search to read it at any time. (A hint names a node some
- *      allocation took, so its pages are there; a scribbled one may bring
- *      a page in, outside any room claim: damage, like a scribbled word.)
+ *      claim and a trim meet it.
+ *   [tree give-back] The owner of the words sets the bit again, and gives
+ *      a page of leaves back, only while it holds every 2 MiB node the page
+ *      tells of (a trim: resident.c [tree give-back]): then no node there
+ *      is open, and none can be linked. What it must still meet is an
+ *      opener that read the bit clear before: the opener's claim of the
+ *      child (a seq_cst CAS) is followed by a second look at the bit
+ *      (seq_cst), and the owner's setting of the bit (seq_cst) by a look at
+ *      the words (dp_pa_tree_quiet): one of the two sees the other. An
+ *      opener that sees the bit set gives its claim up (a CAS: the page
+ *      may be gone, and the word 0); an owner that sees a claimed word
+ *      clears the bits again and keeps the page. An opener that sees the
+ *      bit clear looks at its word once more: the bit it saw may have been
+ *      set, the page given back under its claim, and the bit cleared again
+ *      by a hook or a refill since; then the claim is gone and it gives up,
+ *      writing nothing. While the owner holds the nodes, the hook answers 1
+ *      (their memory is held: pa_open gives up as for a lost CAS, a split
+ *      says -EBUSY) rather than clear the bit under it, and the hook counts
+ *      itself busy while it populates, so that no give-back comes between
+ *      its populate and its clear. tests/model/tree.m checks the steps. Before the page goes, every CPU's hint naming a leaf on it
+ *      is forgotten (dp_pa_hints_forget). A stale reader -- a thread that
+ *      read such a hint, or a parent's PART, just before -- may still read
+ *      a word there: the read brings a zeroed page back (IDLE, the truth),
+ *      outside any room claim, at most one page per such thread. A
+ *      scribbled hint may do the same: damage, like a scribbled word.
  *   [claim] Any aligned free block can be taken by its address
  *      (dp_pa_claim: a grow's piece, [exact blocks]): one CAS on its bits
  *      or FULL children when its node is open, after closing the empty
@@ -174,6 +194,11 @@
  *     release CAS that cleared it after the populate (res_tables,
  *     dp_res_mark_resident), so the words read after it are on pages that
  *     are there ([lazy tree]).
+ *   - [tree give-back] is a store-load pair on two words (the child's
+ *     claim then the bit; the bit then the child): pa_open's claim CAS and
+ *     its second load of the bit, and the owner's setting of the bit and
+ *     dp_pa_tree_quiet's loads, are seq_cst, which acquire/release cannot
+ *     replace (each side's load could pass its own store).
  *
  * Failure bound
  *   Any allocation of order k succeeds if some aligned block of 2^k frames is
@@ -196,7 +221,11 @@
  *   ABSENT children were scribbled to FREE cannot send a block past the end
  *   of the sub-pool, and every frame returned is checked against it.
  *
- * Injection points (tests): "palloc.open.claimed", "palloc.open.linked",
+ * Injection points (tests): "palloc.open.chosen" (before the hook),
+ * "palloc.open.checked" (the bit read clear, the child not yet claimed),
+ * "palloc.open.won" (the child claimed, the bit not yet read again),
+ * "palloc.open.claimed" (claimed, the bit read clear again and the claim
+ * still there: [tree give-back]), "palloc.open.linked",
  * "palloc.close.claimed" (between the two words of [open] and [close]),
  * "palloc.split.claimed", "palloc.split.linked" ([exact blocks]).
  *
@@ -367,13 +396,46 @@ static inline bool pa_cold_node(const dp_pa *pa, uint64_t idx) {
 }
 
 /* [lazy tree]: before the first word of (L, idx) is written (an open, a
- * split), its page made resident by the hook: 0, or the hook's -ENOMEM
- * (-ENOMEM too with no hook: the words would stay hidden by the bit). */
+ * split), its page made resident by the hook: 0, 1 when the hook says a
+ * trimmer holds the node's memory (nobody can open it then), or the hook's
+ * -ENOMEM (-ENOMEM too with no hook: the words would stay hidden by the
+ * bit). */
 static int pa_tables(dp_pa *pa, unsigned L, uint64_t idx) {
     if (L > 1) return 0;
     uint64_t g = L ? idx : idx >> 4;
     if (!pa_untouched(pa, g)) return 0;
     return pa->tables ? pa->tables(pa->tables_ctx, pa, g) : -ENOMEM;
+}
+
+/* [lazy tree]: does the bit say so now, for the 2 MiB node g? seq_cst: the
+ * opener's half of the store-load pair (pa_open). */
+static bool pa_gone(const dp_pa *pa, uint64_t g) {
+    return pa->cold && pa->nlevels > 2 && g < pa->count[1] && (dp_load_seq_cst(&pa->cold[g]) & DP_PA_NOTREE);
+}
+
+bool dp_pa_tree_quiet(dp_pa *pa, uint64_t g, uint64_t n, bool leaves, bool l1) {
+    if (pa->nlevels <= 2 || g >= pa->count[1] || n > pa->count[1] - g) return false;
+    for (uint64_t k = g; k < g + n; k++) {
+        /* seq_cst: the trimmer's half of the store-load pair (pa_open):
+         * ordered after its setting of the bit */
+        if (l1 && w_phase(dp_load_seq_cst(pa_node(pa, 1, k))) != PH_IDLE) return false;
+        for (uint64_t j = 0; leaves && j < 16; j++)
+            if (w_phase(dp_load_seq_cst(pa_node(pa, 0, k * 16 + j))) != PH_IDLE) return false;
+    }
+    return true;
+}
+
+void dp_pa_hints_forget(dp_pa *pa, uint64_t g, uint64_t n) {
+    uint64_t lo = g * 16, hi = (g + n) * 16; /* the leaves' indexes */
+    for (uint32_t i = 0; i < pa->nhints; i++) {
+        dp_a32 *h[5] = {&pa->hints[i].node[0], &pa->hints[i].leaf[0], &pa->hints[i].leaf[1], &pa->hints[i].leaf[2],
+                        &pa->hints[i].leaf[3]};
+        for (unsigned k = 0; k < 5; k++) {
+            uint32_t v = dp_load_relaxed_uint32_t(h[k]); /* relaxed: a hint */
+            /* relaxed CAS: a hint; one changed meanwhile names another leaf */
+            if (v && v - 1 >= lo && v - 1 < hi) (void)dp_cas_relaxed_uint32_t(h[k], &v, 0);
+        }
+    }
 }
 
 void dp_pa_set_tables(dp_pa *pa, dp_pa_tables_fn fn, void *ctx) {
@@ -399,6 +461,19 @@ void dp_pa_tree_range(const dp_pa_geom *geo, uint64_t g, uint64_t n, uint64_t pa
         off[1] = off[0] + len[0];
         len[1] = end > off[1] ? end - off[1] : 0;
     }
+}
+
+bool dp_pa_leaf_page(const dp_pa_geom *geo, uint64_t g, uint64_t n, uint64_t page, uint64_t k, uint64_t *off,
+                     uint64_t *pg, uint64_t *pn) {
+    uint64_t nodes = geo->nlevels > 2 ? geo->level_count[1] : 0, per = 16 * 8 * PA_STRIDE; /* leaf bytes a node */
+    if (g >= nodes || !n || !page) return false;
+    if (n > nodes - g) n = nodes - g;
+    uint64_t base = geo->level_off[0], lo = (base + g * per + page - 1) / page * page, hi = (base + (g + n) * per) / page * page;
+    if (lo >= hi || k >= (hi - lo) / page) return false;
+    *off = lo + k * page;
+    *pg = (*off - base) / per;
+    *pn = (*off + page - base + per - 1) / per - *pg;
+    return true;
 }
 
 /* [resident first]: bit 2i for each child i of the level-2 node idx (a
@@ -551,14 +626,31 @@ static inline __attribute__((always_inline)) bool pa_try_node(dp_pa *pa, unsigne
  * was not IDLE, or the parent no longer says FREE), or the -ENOMEM of
  * [lazy tree]'s hook: the child's page could not be made resident. */
 static int pa_open(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t owner) {
+    DP_INJECT("palloc.open.chosen");
     int r = pa_tables(pa, A - 1, idx * 16 + i);
-    if (r) return r;
+    if (r) return r < 0 ? r : 0; /* 1: a trimmer holds the node's memory */
+    DP_INJECT("palloc.open.checked");
     dp_a64 *cp = pa_node(pa, A - 1, idx * 16 + i);
     dp_a64 *pp = pa_node(pa, A, idx);
     uint64_t cw = dp_load_relaxed(cp);
     if (w_phase(cw) != PH_IDLE) return 0;
-    /* acq_rel: claims the child; pairs with the release store that made it IDLE (pa_close, dp_pa_recover) */
-    if (!dp_cas_acq_rel(cp, &cw, w_mk(PH_OPENING, owner))) return 0;
+    /* seq_cst: claims the child (as acq_rel: pairs with the release store
+     * that made it IDLE, pa_close, dp_pa_recover), and is ordered before
+     * the load of the tree bit below: [lazy tree]'s store-load pair with
+     * a trimmer's setting of the bit and its reading of this word */
+    if (!dp_cas_seq_cst(cp, &cw, w_mk(PH_OPENING, owner))) return 0;
+    DP_INJECT("palloc.open.won");
+    if (A - 1 <= 1 && pa_gone(pa, A - 1 ? idx * 16 + i : (idx * 16 + i) >> 4)) {
+        /* [tree give-back]: a trimmer gives the node's pages back: our claim
+         * may be on a page it punched (a CAS: then the word reads 0) */
+        cw = w_mk(PH_OPENING, owner);
+        (void)dp_cas_release(cp, &cw, w_mk(PH_IDLE, 0)); /* release: as the give-up below */
+        return 0;
+    }
+    /* [tree give-back]: and the claim is still ours (a page given back after
+     * it, its bit cleared since by a hook or a refill, left a 0 or another's
+     * claim): nothing to undo then. seq_cst: after the bit's load. */
+    if (A - 1 <= 1 && pa->cold && dp_load_seq_cst(cp) != w_mk(PH_OPENING, owner)) return 0;
     DP_INJECT("palloc.open.claimed");
     uint64_t pw = dp_load_relaxed(pp);
     for (;;) {
@@ -978,7 +1070,7 @@ static int pa_split(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t ow
     uint64_t ci = idx * 16 + i;
     if (ci >= pa->count[A - 1] || !owner || owner > DP_PA_OWNER_MAX) return -EINVAL;
     int r = pa_tables(pa, A - 1, ci); /* [lazy tree] */
-    if (r) return r;
+    if (r) return r < 0 ? r : -EBUSY; /* 1: a trimmer holds the node's memory (not ours then) */
     dp_a64 *cp = pa_node(pa, A - 1, ci), *pp = pa_node(pa, A, idx);
     uint64_t all = all_used(A - 1), cw = dp_load_relaxed(cp);
     for (unsigned spin = 0;; spin++) {

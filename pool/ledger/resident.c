@@ -144,12 +144,30 @@
  *      a trim opens a node of the granule before its refill; a failure
  *      counts as a refill's (the segment and area layers quote its
  *      message). In huge pages only the ones not present are asked room
- *      for. They are never given back (1 KiB of leaves and 64 bytes of
- *      level 1 per granule ever used, 0.05%): a search may read them at any
- *      time through a stale hint, and a page given back would come in again
- *      at that read, outside any room claim (in a full tmpfs, a SIGBUS).
- *      dsmpool_prefault maps them with their resident granules
+ *      for. dsmpool_prefault maps them with their resident granules
  *      (dp_res_tree_map).
+ *   [tree give-back] A trim gives back, with its granules, each page of
+ *      leaves that only granules it holds use (4 KiB pages; layout.c puts
+ *      a sub-pool's leaves on a page boundary, so a page tells of 4
+ *      aligned granules), between giving their memory back and counting
+ *      itself out of them (elastic.c [trim]): it sets their "no tree" bits
+ *      (seq_cst; only where its own count is the only one), sees every
+ *      granule of the page with its bit set and its own count alone there,
+ *      and looks at their words
+ *      (palloc.c dp_pa_tree_quiet: all IDLE, or an opener claimed one
+ *      before the bit was set: then the bits go back and the page stays), forgets the CPUs' hints that name a leaf there, and punches
+ *      the page. Its busy count keeps the allocator's hook from clearing
+ *      the bits meanwhile (the hook answers 1: the memory is held), and the
+ *      hook counts itself busy from before its populate to its clear (one
+ *      CAS with the clear), so that no give-back comes between them. The level-1 words stay (64 bytes a granule,
+ *      a page tells of 64 granules, more than a trim holds at once), and
+ *      so does a page of leaves some of whose granules the trim does not
+ *      hold. Not in a POSIX pool: a reader that took a hint or a parent's
+ *      state just before the page went may still read a word there
+ *      (palloc.c [tree give-back]), and the page it brings back, outside
+ *      any room claim, could meet a full tmpfs (a SIGBUS). In the other
+ *      backings that read is a 4 KiB charge, at most one per thread that
+ *      was inside those two loads while the whole give-back ran.
  *   [idle stamps] A maintenance step stamps a resident granule that it
  *      finds wholly free with the time ("idle since", dp_res_stamp); the
  *      allocation that takes any of it clears the stamp ([refill on
@@ -186,8 +204,13 @@
  * and was inside its bracket: the leak sweep returns it (recover.c [leak
  * sweep]). A dead claimer's room goes with its slot (dp_res_slot_clear).
  * A death inside res_tables ([lazy tree]) leaves a granule's tree pages
- * resident and its "no tree" mark set: at most 12 KiB (its leaves may lie
- * across two pages), which the next allocation there takes as they are.
+ * resident, its "no tree" mark set and the hook's busy count (inside the
+ * allocation's bracket: the leak sweep settles it): at most 12 KiB (its
+ * leaves may lie across two pages), which the next allocation there takes
+ * as they are. A trimmer's death inside [tree give-back] leaves bits set
+ * over IDLE words whose page may still be there (4 KiB), or bits it set
+ * and would have cleared again over a word an opener claimed: that opener
+ * sees them and gives its claim up.
  *
  * Memory ordering: the state CASes are acq_rel; who holds a granule orders
  * them. A released mark is made while the trimmer holds the whole granule
@@ -196,7 +219,11 @@
  * palloc.c); a resident mark is made before its maker frees the block,
  * likewise. The busy counts are acq_rel CASes on the same word as the
  * marks, so a trimmer's mark sees a prefault's count or the prefault sees
- * the mark. The room: a claim's slot word is added (relaxed) before its
+ * the mark. [tree give-back]: the trimmer's setting of a "no tree" bit and
+ * its look at the words are seq_cst, as are the opener's claim and its
+ * second look at the bit (palloc.c); the hook's count and the trimmer's
+ * mark are RMWs of one word, so whichever comes second sees the first.
+ * The room: a claim's slot word is added (relaxed) before its
  * acq_rel CAS of room_seq, and read by the next claimer after its acquire
  * load of room_seq; a claim is given back (release) after its memory is
  * charged, and a claimer that reads the word (acquire) sees the charge in
@@ -227,8 +254,14 @@
  * "resident.populate.counted" (a hugetlb refill in its slot word and the
  * count, its pages not yet taken: likewise);
  * "resident.tables.populated" (a granule's tree pages made resident, its
- * "no tree" mark not yet cleared: a death there leaves the pages and the
- * mark, and the next allocation there populates them again, a no-op).
+ * "no tree" mark not yet cleared: a death there leaves the pages, the mark
+ * and the hook's busy count, which the leak sweep settles; then the next
+ * allocation there populates them again, a no-op);
+ * "resident.tree.marked" (a trim's "no tree" bits set, the words not yet
+ * looked at, the page not yet given back: [tree give-back]; a death there
+ * leaves IDLE words under the bits, which the next opener's hook keeps);
+ * "resident.tree.quiet" (the words looked at, the page not yet given back:
+ * an opener's claim made now is erased with the page).
  */
 #include <stdio.h>
 #include <string.h>
@@ -545,17 +578,32 @@ static int res_tables(void *ctx, dp_pa *pa, uint64_t g) {
     if (gi >= p->geo.res_count) return dp_fail(-EUCLEAN, "granule %llu lies outside the data", (unsigned long long)gi);
     bool huge = p->geo.page_size != 4096;
     /* acquire: as palloc.c pa_untouched's (another made them resident) */
-    if (!(dp_load_acquire(&p->res[gi]) & DP_RES_NOTREE)) return 0;
+    uint64_t w = dp_load_acquire(&p->res[gi]);
+    for (;;) {
+        if (!(w & DP_RES_NOTREE)) return 0;
+        /* [tree give-back]: a count there is a trimmer's or a refiller's,
+         * which hold the granule whole (no opener can link a node there,
+         * and the pages may be going), or a dead populator's that the leak
+         * sweep will settle: held, for now */
+        if (DP_RES_BUSY(w)) return 1;
+        /* acq_rel: [busy], as dp_res_busy_raise's: counted in while we
+         * populate, no trim gives the pages back under us */
+        if (dp_cas_acq_rel(&p->res[gi], &w, w + DP_RES_BUSY_ONE)) break;
+    }
     (void)res_tree_pages(p, gi, 1, false, false, &want);
     int r = huge ? 0 : dp_room_take(p, want, "the allocator's tables of released memory");
     if (huge) res_huge_inflight(p, want); /* [room reuse], as dp_res_populate's */
     /* counted as a refill's failure: the segment and area layers then
      * quote this message rather than call the pool full */
     if (r) dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
-    if (r) return r;
+    if (r) {
+        dp_res_busy_lower(p, gi, 1, 1);
+        return r;
+    }
     r = res_tree_pages(p, gi, 1, false, true, &got);
     dp_room_give(p, want);
     if (r) dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
+    if (r) dp_res_busy_lower(p, gi, 1, 1); /* (the pages stay under the bit: IDLE words) */
     if (r)
         return dp_fail(-ENOMEM, "%llu bytes of the allocator's tables could not be made resident "
                        "(MADV_POPULATE_WRITE: %s): %s", (unsigned long long)want, strerror(-r),
@@ -564,12 +612,81 @@ static int res_tables(void *ctx, dp_pa *pa, uint64_t g) {
                             : "the file system holding the pool is full (a tmpfs at its size=; df /dev/shm), "
                               "or the memory cannot be had");
     DP_INJECT("resident.tables.populated");
-    uint64_t w = dp_load_relaxed(&p->res[gi]);
-    /* release: pairs with palloc.c pa_untouched's acquire (the pages are
-     * there before anyone reads a word of them) */
-    while ((w & DP_RES_NOTREE) && !dp_cas_release(&p->res[gi], &w, w & ~DP_RES_NOTREE))
+    w = dp_load_relaxed(&p->res[gi]);
+    /* acq_rel: the release pairs with palloc.c pa_untouched's acquire (the
+     * pages are there before anyone reads a word of them); [busy]: the bit
+     * cleared and our count out in one step */
+    while (!dp_cas_acq_rel(&p->res[gi], &w, (w & ~DP_RES_NOTREE) - (DP_RES_BUSY(w) ? DP_RES_BUSY_ONE : 0)))
         ;
     return 0;
+}
+
+/* [tree give-back]: set the tree bit of granule i (released, counted busy
+ * by the caller): true if it was clear and the caller's count is the only
+ * one (another is a hook populating the pages, or a dead populator's).
+ * seq_cst: the trimmer's half of palloc.c pa_open's store-load pair (its
+ * words are read after it). */
+static bool res_notree_set(dsmpool *p, uint64_t i) {
+    uint64_t w = dp_load_relaxed(&p->res[i]);
+    while ((w & DP_RES_RELEASED) && DP_RES_BUSY(w) == 1 && !(w & DP_RES_NOTREE))
+        if (dp_cas_seq_cst(&p->res[i], &w, w | DP_RES_NOTREE)) return true;
+    return false;
+}
+
+uint64_t dp_res_tree_give_back(dsmpool *p, uint64_t g, uint64_t n) {
+    uint64_t pages = 0;
+    bool fd = p->fd >= 0 && (p->backing == DSMPOOL_BACKING_MEMFD || p->backing == DSMPOOL_BACKING_POSIX);
+    /* not a POSIX pool's: its file system can be full, and a stale reader
+     * bringing a page back would get a SIGBUS there */
+    if (!p->geo.elastic || p->geo.page_size != 4096 || p->backing == DSMPOOL_BACKING_POSIX || g >= p->geo.res_count)
+        return 0;
+    if (n > p->geo.res_count - g) n = p->geo.res_count - g;
+    for (uint64_t i = g; i < g + n;) {
+        uint32_t s = res_sub(p, i);
+        const dp_pa_geom *geo = &p->geo.sub[s].geom;
+        uint64_t g0 = (p->geo.sub[s].data_off - p->geo.data_off) >> DP_RES_SHIFT, e = g0 + (geo->frames >> 9), off, pg,
+                 pn;
+        if (e > g + n) e = g + n;
+        if (e <= i) break; /* (a damaged geometry: the attach checked it) */
+        for (uint64_t k = 0; dp_pa_leaf_page(geo, i - g0, e - i, 4096, k, &off, &pg, &pn); k++) {
+            uint64_t mine = 0; /* the granules (of the page's at most 5) whose bit we set */
+            for (uint64_t j = 0; j < pn && j < 64; j++) mine |= (uint64_t)res_notree_set(p, g0 + pg + j) << j;
+            if (!mine) continue; /* none had its pages made resident since its last give-back */
+            DP_INJECT("resident.tree.marked");
+            /* every granule of the page with its bit set and counted busy by
+             * us alone: another count is a hook's populating the page
+             * (res_tables: it counted itself before our mark, on the same
+             * word: we see it), or a dead populator's; a bit clear is a
+             * hook's that has populated the page and cleared it since (its
+             * clear and its count out are one CAS) */
+            bool quiet = true;
+            for (uint64_t j = 0; j < pn && quiet; j++) {
+                uint64_t w = dp_load_relaxed(&p->res[g0 + pg + j]); /* relaxed: coherence on one word, above */
+                quiet = (w & DP_RES_NOTREE) && DP_RES_BUSY(w) == 1;
+            }
+            for (uint64_t j = 0; j < pn && j < 64 && quiet; j++)
+                if (mine >> j & 1) quiet = dp_pa_tree_quiet(&p->pa[s], pg + j, 1, true, true);
+            if (quiet) {
+                DP_INJECT("resident.tree.quiet");
+                dp_pa_hints_forget(&p->pa[s], pg, pn);
+                if (dp_os_release(p->base + off, 4096, fd ? p->fd : -1, off) == 0) {
+                    pages++;
+                    continue;
+                }
+            }
+            /* an opener that claimed a word there before our bit was set (or
+             * a page that would not go): the bits go back as they were */
+            for (uint64_t j = 0; j < pn && j < 64; j++) {
+                if (!(mine >> j & 1)) continue;
+                uint64_t w = dp_load_relaxed(&p->res[g0 + pg + j]);
+                /* release: as res_tables' clear (the pages are there) */
+                while ((w & DP_RES_NOTREE) && !dp_cas_release(&p->res[g0 + pg + j], &w, w & ~DP_RES_NOTREE))
+                    ;
+            }
+        }
+        i = e;
+    }
+    return pages;
 }
 
 int dp_res_tree_map(dsmpool *p, uint64_t g, uint64_t n) {

@@ -57,7 +57,7 @@
  * a word takes a new format: a library attaches only its own (layout.c
  * [layout]). Each format's change, and what an older library would do
  * wrong with it: docs/design.md, "Region formats". */
-#define DP_FORMAT_VERSION 16u
+#define DP_FORMAT_VERSION 17u
 #define DP_DIR_SHIFT 12u /* the span directory's granule: 4 KiB of data (a frame) a word */
 #define DP_NAME_MAX 240
 
@@ -225,13 +225,13 @@ _Static_assert(sizeof(dp_name) == 128, "two cache lines");
  *             on (a give-back that could not claim it): the leak sweep's to
  *             give back; cleared with the pages, or by a resident mark.
  *   no tree   (with released only) the allocator's tree pages for the
- *             granule (its level-1 word and 16 leaves) were never made
- *             resident: they read 0 without being read. Set by the creator
- *             of an elastic pool on its released granules whose tree pages
- *             it left out (layout.c [lazy tree]); cleared once
- *             the pages are there (by the allocator's hook, or a refill:
- *             resident.c [lazy tree]), never set again (palloc.c [lazy
- *             tree]).
+ *             granule (its level-1 word and 16 leaves) are not resident,
+ *             or hold only IDLE words: they read 0 without being read. Set
+ *             by the creator of an elastic pool on its released granules
+ *             whose tree pages it left out (layout.c [lazy tree]), and by a
+ *             trim that gives the granule's page of leaves back (resident.c
+ *             [tree give-back]); cleared once the pages are there (by the
+ *             allocator's hook, or a refill: resident.c [lazy tree]).
  *   idle since  milliseconds after the header's epoch (0: not seen idle)
  *             at which a maintenance step first saw the granule wholly free;
  *             cleared by the allocation that takes any of it, so a granule

@@ -29,9 +29,11 @@
  *      makes resident only the resident granules' pages of them
  *      (dp_table_ranges) and marks "no tree" (dp_format.h) each released
  *      granule with a page outside those ranges (region.c); the pages of
- *      the others come with their first use. In huge pages the ranges are
- *      rounded to the huge page, so a small pool's tree is all resident and
- *      none is marked.
+ *      the others come with their first use, and a trim gives a page of
+ *      leaves back with the 4 granules it tells of (resident.c [tree
+ *      give-back]): each sub-pool's leaves start on a page boundary. In
+ *      huge pages the ranges are rounded to the huge page, so a small
+ *      pool's tree is all resident and none is marked.
  *   [unborn] A region whose magic is not yet DP_MAGIC is not validated
  *      here: dp_rg_validate_header says -ENODATA, and the caller asks the
  *      backing why (backing.c [unborn]).
@@ -81,6 +83,9 @@ int dp_layout(const dp_layout_in *in, dp_header *h) {
         if (!in->units[s] || in->units[s] > DP_PA_MAX_FRAMES / DP_HUGE_FRAMES) return -EINVAL;
         h->sub[s].node = in->nodes[s];
         h->sub[s].pad = 0;
+        /* [lazy tree]: a sub-pool's leaves start on a page, so that a page
+         * of them is 4 aligned granules' (resident.c [tree give-back]) */
+        off = dp_align_up(off, 4096);
         if (dp_pa_layout(in->units[s] * DP_HUGE_FRAMES, in->nhints, &off, &h->sub[s].geom) != 0)
             return -EINVAL;
         data += in->units[s] * hf;

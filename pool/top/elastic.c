@@ -18,7 +18,8 @@
  *      its address (dp_pool_claim: nobody holds any of it, and nobody can be
  *      handed it while the trimmer does), mark its granules released
  *      (resident.c [resident when held]), give its pages back
- *      (dp_res_release), free it. Whoever is handed it afterwards makes it
+ *      (dp_res_release, and the allocator's pages of leaves that only its
+ *      granules use: resident.c [tree give-back]), free it. Whoever is handed it afterwards makes it
  *      resident first (resident.c [refill on demand]). No allocation waits
  *      for a trim: one that looks where the block is finds it held and takes
  *      another, as for any held block. A trimmer holds one piece of at most
@@ -289,6 +290,9 @@ static int el_release(dsmpool *p, const el_sub *e, el_piece pc, bool idle, uint3
         uint64_t h = k + 1;
         while (h < pc.n / u && (marked >> h & 1)) h++;
         int rr = dp_res_release(p, g + k * u, (h - k) * u);
+        /* resident.c [tree give-back]: the allocator's leaves of what we
+         * hold, while our counts keep openers away */
+        if (rr == 0) (void)dp_res_tree_give_back(p, g + k * u, (h - k) * u);
         if (!r) r = rr;
         k = h;
     }
