@@ -1602,7 +1602,10 @@ static pid_t gb_fork(dsmpool *p, struct gb_stop a, struct gb_stop b, int (*fn)(d
     close(s[1]);
     close(g[0]);
     char c;
-    if (read(s[0], &c, 1) != 1) cr_assert_fail("the child did not reach %s (it ended: %d)", a.point, test_wait(pid));
+    if (read(s[0], &c, 1) != 1) {
+        int st = test_wait(pid);
+        cr_assert(false, "the child did not reach %s (it ended: %d)", a.point, st);
+    }
     *go = g[1];
     *stopped = s[0];
     return pid;
