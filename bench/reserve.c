@@ -9,7 +9,8 @@
  * of the tree is resident (mincore; palloc.c [lazy tree]). Then it
  * allocates and frees --touch MiB in 2 MiB blocks and as many 64 KiB
  * segments (the tables that memory needs become resident), prints the
- * tree's resident share again, trims, and prints RssShmem again. Last,
+ * tree's resident share again, trims, and prints RssShmem and the tree's
+ * resident share again (resident.c [tree give-back]). Last,
  * what the pool's upkeep costs at that size: a refill ahead of 2 MiB
  * (dsmpool_prefault_free, each after a dsmpool_trim to nothing, not timed)
  * and a dsmpool_maintain step (idle_release_ms 60000: it stamps, and has
@@ -79,9 +80,9 @@ int main(int argc, char **argv) {
         }
     }
     if (reps < 1 || reps > 1000) reps = 11;
-    printf("%8s %10s %12s %12s %10s %10s %10s %12s %14s %12s %10s %9s %9s\n", "GiB", "create_ms", "rss_shm_MiB",
+    printf("%8s %10s %12s %12s %10s %10s %10s %12s %14s %12s %10s %12s %9s %9s\n", "GiB", "create_ms", "rss_shm_MiB",
            "cgroup_MiB", "dir_MiB", "seg_MiB", "tree_MiB", "tree_res_MiB", "after_touch_MiB", "tree_touched", "trim_MiB",
-           "ahead_ms", "maint_ms");
+           "tree_trimmed", "ahead_ms", "maint_ms");
     char *list = strdup(gibs);
     for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
         double g = atof(t);
@@ -124,6 +125,7 @@ int main(int argc, char **argv) {
         free(segs);
         dsmpool_trim(p, 0, NULL);
         long r3 = proc_kb("/proc/self/status", "RssShmem");
+        double tree_trimmed = tree_resident(p);
         /* upkeep: a refill ahead of 2 MiB, a maintain step */
         double *v = calloc((size_t)reps, sizeof *v), ahead = -1, maint = -1;
         int k = 0;
@@ -148,9 +150,9 @@ int main(int argc, char **argv) {
             maint = v[reps / 2];
         }
         free(v);
-        printf("%8g %10.1f %12.1f %12.1f %10.1f %10.1f %10.1f %12.2f %14.1f %12.2f %10.1f %9.2f %9.2f\n", g, ms,
+        printf("%8g %10.1f %12.1f %12.1f %10.1f %10.1f %10.1f %12.2f %14.1f %12.2f %10.1f %12.2f %9.2f %9.2f\n", g, ms,
                (r1 - r0) / 1024.0, cg0 >= 0 && cg1 >= 0 ? (cg1 - cg0) / 1048576.0 : -1.0, dir, seg, tree, tree_res,
-               (r2 - r0) / 1024.0, tree_touched, (r3 - r0) / 1024.0, ahead, maint);
+               (r2 - r0) / 1024.0, tree_touched, (r3 - r0) / 1024.0, tree_trimmed, ahead, maint);
         fflush(stdout);
         dsmpool_destroy(p);
     }
