@@ -1616,6 +1616,16 @@ static void gb_go(int go) {
     cr_assert_eq(write(go, &c, 1), 1);
 }
 
+/* Let the child go on from its last stop, and wait for its end: its
+ * status; its pipes closed. */
+static int gb_end(pid_t pid, int go, int stopped) {
+    gb_go(go);
+    int st = test_wait(pid);
+    close(go);
+    close(stopped);
+    return st;
+}
+
 /* What the children do: take 4 KiB (and give it back); trim everything. */
 static int gb_take(dsmpool *p) {
     dsmpool_seg *s;
@@ -1631,6 +1641,13 @@ static int gb_trim(dsmpool *p) {
     if (dsmpool_trim(p, SIZE_MAX, &rel) != 0) return 4;
     gb_handler("test.ready");
     return dsmpool_trim(p, 0, &rel) == 0 ? 0 : 3;
+}
+
+/* A child that trims everything, stopped ready (its slot taken) and then
+ * at point. */
+static pid_t gb_trimmer(dsmpool *p, const char *point, int *go, int *stopped) {
+    return gb_fork(p, (struct gb_stop){"test.ready", 1, false}, (struct gb_stop){point, 1, false}, gb_trim, go,
+                   stopped);
 }
 
 /* A 64 MiB elastic pool (MEMFD, one sub-pool), all of it resident, and,
@@ -1714,10 +1731,7 @@ Test(elastic, a_trim_keeps_the_page_of_leaves_an_opener_has_claimed_a_word_on, .
     cr_expect(dp_load_relaxed(&p->res[g]) & DP_RES_RELEASED, "the opener's granule was not trimmed: not tried");
     cr_expect_gt(leaf_pages_gone(p), 0, "the trim gave no page of leaves back");
     gb_expect_bits_match_pages(p);
-    gb_go(go);
-    cr_expect_eq(test_wait(o), 0, "the opener's 4 KiB");
-    close(go);
-    close(stopped);
+    cr_expect_eq(gb_end(o, go, stopped), 0, "the opener's 4 KiB");
     test_check_ok(p);
     cr_expect_eq(test_pool_free(p), free0);
     gb_expect_bits_match_pages(p);
@@ -1739,21 +1753,17 @@ Test(elastic, the_tables_hook_leaves_a_trimmers_granule_alone, .timeout = 60) {
     uint64_t w;
     dsmpool *p = gb_mkpool(true, &held, &w);
     int go_o, st_o, go_t, st_t;
-    pid_t t = gb_fork(p, (struct gb_stop){"test.ready", 1, false}, (struct gb_stop){"resident.tree.marked", 1, false},
-                      gb_trim, &go_t, &st_t);
+    pid_t t = gb_trimmer(p, "resident.tree.marked", &go_t, &st_t);
     pid_t o = gb_fork(p, (struct gb_stop){"palloc.open.chosen", 1, false}, (struct gb_stop){0}, gb_take, &go_o, &st_o);
     gb_go(go_t);
     char c;
     cr_assert_eq(read(st_t, &c, 1), 1, "the trimmer did not set the bits of the opener's window");
-    gb_go(go_o);
-    int ro = test_wait(o); /* (the window is the trimmer's: nothing else is free) */
+    int ro = gb_end(o, go_o, st_o); /* (the window is the trimmer's: nothing else is free) */
     cr_expect(ro == 0 || ro == 1, "the opener: %d", ro);
-    gb_go(go_t);
-    cr_expect_eq(test_wait(t), 0, "the trimmer");
+    cr_expect_eq(gb_end(t, go_t, st_t), 0, "the trimmer");
     gb_expect_bits_match_pages(p);
     for (uint64_t g = w; g < w + 4; g++) cr_assert(dp_load_relaxed(&p->res[g]) & DP_RES_RELEASED, "not tried");
     cr_expect_gt(leaf_pages_gone(p), 0, "the trim gave no page of leaves back");
-    close(go_o), close(st_o), close(go_t), close(st_t);
     test_check_ok(p);
     gb_unhold(held);
     dsmpool_seg *s;
@@ -1792,10 +1802,7 @@ Test(elastic, an_opener_looks_at_the_tree_bit_again_after_its_claim, .timeout = 
             cr_expect_eq(w_phase(w), PH_IDLE, "granule %llu says \"no tree\" over an open node (%llx)",
                          (unsigned long long)g, (unsigned long long)w);
     }
-    gb_go(go);
-    cr_expect_eq(test_wait(o), 0, "the opener's 4 KiB");
-    close(go);
-    close(stopped);
+    cr_expect_eq(gb_end(o, go, stopped), 0, "the opener's 4 KiB");
     test_check_ok(p);
     cr_expect_eq(test_pool_free(p), free0);
     gb_unhold(held);
@@ -1849,10 +1856,7 @@ Test(elastic, a_trim_keeps_a_page_of_leaves_a_hook_is_populating, .timeout = 60)
     char x;
     cr_assert_eq(read(stopped, &x, 1), 1, "the claimer did not go on from the hook");
     gb_expect_bits_match_pages(p); /* (before its next access brings a page in) */
-    gb_go(go);
-    cr_expect_eq(test_wait(c), 0, "the claimer");
-    close(go);
-    close(stopped);
+    cr_expect_eq(gb_end(c, go, stopped), 0, "the claimer");
     gb_expect_bits_match_pages(p);
     test_recover_all(p);
     test_check_ok(p);
@@ -1873,8 +1877,7 @@ Test(elastic, an_opener_whose_claim_went_with_the_page_writes_nothing, .timeout 
     uint64_t w;
     dsmpool *p = gb_mkpool(true, &held, &w);
     int go_o, st_o, go_t, st_t;
-    pid_t t = gb_fork(p, (struct gb_stop){"test.ready", 1, false}, (struct gb_stop){"resident.tree.quiet", 1, false},
-                      gb_trim, &go_t, &st_t);
+    pid_t t = gb_trimmer(p, "resident.tree.quiet", &go_t, &st_t);
     /* the opener: stopped at its leaf's open (the second), the bit read
      * clear; then once its claim is made */
     pid_t o = gb_fork(p, (struct gb_stop){"palloc.open.checked", 2, false}, (struct gb_stop){"palloc.open.won", 1, false},
@@ -1888,8 +1891,7 @@ Test(elastic, an_opener_whose_claim_went_with_the_page_writes_nothing, .timeout 
     while (leaf < (w + 4) * 16 && w_phase(dp_load_relaxed(dp_pa_word(&p->pa[0], 0, leaf))) != PH_OPENING) leaf++;
     cr_assert_lt(leaf, (w + 4) * 16, "the opener's claim is not in the window");
     uint64_t g = leaf / 16;
-    gb_go(go_t);
-    cr_assert_eq(test_wait(t), 0, "the trimmer");
+    cr_assert_eq(gb_end(t, go_t, st_t), 0, "the trimmer");
     cr_assert(dp_load_relaxed(&p->res[g]) & DP_RES_NOTREE, "the trim did not give the page back: not tried");
     /* another claim opens the same leaf (the hook brings the page back and
      * clears the bit) */
@@ -1900,9 +1902,7 @@ Test(elastic, an_opener_whose_claim_went_with_the_page_writes_nothing, .timeout 
     cr_assert(!(dp_load_relaxed(&p->res[g]) & DP_RES_NOTREE));
     uint64_t mine = dp_load_relaxed(dp_pa_word(&p->pa[0], 0, leaf));
     cr_assert_eq(w_phase(mine), PH_OPEN);
-    gb_go(go_o);
-    cr_expect_eq(test_wait(o), 0, "the opener's 4 KiB");
-    close(go_o), close(st_o), close(go_t), close(st_t);
+    cr_expect_eq(gb_end(o, go_o, st_o), 0, "the opener's 4 KiB");
     uint64_t now = dp_load_relaxed(dp_pa_word(&p->pa[0], 0, leaf));
     cr_expect_eq(w_phase(now), PH_OPEN, "the opener's give-up erased the other's open leaf (%llx, was %llx)",
                  (unsigned long long)now, (unsigned long long)mine);
