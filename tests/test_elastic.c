@@ -1655,9 +1655,10 @@ static pid_t gb_trimmer(dsmpool *p, const char *point, int *go, int *stopped) {
  * leaves) held by a few segments (*held, malloc'd, ending with NULL): few,
  * so that a forked child's attachments fit its slot's records (more would
  * take a frame, in the window). */
-static dsmpool *gb_mkpool(bool hold, dsmpool_seg ***held, uint64_t *win_g) {
+static dsmpool *gb_mkpool_idle(bool hold, unsigned idle_ms, dsmpool_seg ***held, uint64_t *win_g) {
     dsmpool_config cfg = pool_config(64 * MIB, DSMPOOL_BACKING_MEMFD, DSMPOOL_HUGE_OFF, 2 * MIB);
     cfg.numa = DSMPOOL_NUMA_OFF;
+    cfg.idle_release_ms = idle_ms;
     dsmpool *p = NULL;
     cr_assert_eq(dsmpool_create(&cfg, &p), 0, "%s", dsmpool_last_error());
     cr_assert_eq(p->nsub, 1);
@@ -1691,6 +1692,10 @@ static dsmpool *gb_mkpool(bool hold, dsmpool_seg ***held, uint64_t *win_g) {
     *held = h;
     *win_g = g;
     return p;
+}
+
+static dsmpool *gb_mkpool(bool hold, dsmpool_seg ***held, uint64_t *win_g) {
+    return gb_mkpool_idle(hold, 0, held, win_g);
 }
 
 static void gb_unhold(dsmpool_seg **held) {
@@ -1910,6 +1915,45 @@ Test(elastic, an_opener_whose_claim_went_with_the_page_writes_nothing, .timeout 
     dp_bracket_open(p);
     cr_expect_eq(dp_pa_free(&p->pa[0], leaf * 32, 4), 0, "the claim could not be freed");
     dp_bracket_close(p);
+    test_check_ok(p);
+    gb_unhold(held);
+    dsmpool_destroy(p);
+}
+
+static bool gb_window_given_back(const dsmpool_stats *st, const void *arg) {
+    (void)st;
+    const struct {
+        dsmpool *p;
+        uint64_t w;
+    } *a = arg;
+    for (uint64_t g = a->w; g < a->w + 4; g++)
+        if (!(dp_load_relaxed(&a->p->res[g]) & DP_RES_RELEASED)) return false;
+    return true;
+}
+
+/* The maintainer's idle release takes a granule whose 3 neighbours on its
+ * page of leaves were released before (a trim, then a refill of one of
+ * them): the released ones belong in its piece (free, and nothing to
+ * release), so that the page of leaves goes with the last one. Before, an
+ * idle release took only granules stamped idle, so in a pool that the
+ * maintainer keeps (PostgreSQL's) a page of leaves went only when its 4
+ * granules went idle together. */
+Test(elastic, the_maintainers_idle_release_gives_a_page_of_leaves_back, .timeout = 60) {
+    dsmpool_seg **held;
+    uint64_t w;
+    dsmpool *p = gb_mkpool_idle(true, 1, &held, &w);
+    size_t rel, got;
+    cr_assert_eq(dsmpool_trim(p, 0, &rel), 0, "%s", dsmpool_last_error());
+    cr_assert_eq(dsmpool_prefault_free(p, GRANULE, &got), 0, "%s", dsmpool_last_error());
+    cr_assert_eq(got, GRANULE);
+    cr_assert_eq(leaf_pages_gone(p), 0, "the refill left the page out");
+    struct {
+        dsmpool *p;
+        uint64_t w;
+    } a = {p, w};
+    cr_assert(maintain_until(p, 5, gb_window_given_back, &a), "the maintainer did not release the granule");
+    cr_expect_eq(leaf_pages_gone(p), 1, "the page of leaves stayed with the window released");
+    gb_expect_bits_match_pages(p);
     test_check_ok(p);
     gb_unhold(held);
     dsmpool_destroy(p);

@@ -26,7 +26,11 @@
  *      EL_MAX_GRAN granules (32 MiB; one huge page if larger) at a time: what
  *      a trim keeps from allocations at any moment.
  *   [largest first] The pieces of a sub-pool are its maximal aligned runs
- *      of wholly free granules (dp_pool_granule_free), cut at EL_MAX_GRAN
+ *      of wholly free granules (dp_pool_granule_free; for an idle release,
+ *      stamped idle long enough or released already: a released one costs
+ *      the piece nothing, and a page of the allocator's leaves is given
+ *      back only with all the granules it tells of, resident.c [tree
+ *      give-back]), cut at EL_MAX_GRAN
  *      and in release units (resident.c [release unit]); a trim takes those
  *      with resident granules, largest first and then by address, until the
  *      sub-pool's free resident bytes are down to its share of keep_bytes,
@@ -58,8 +62,8 @@
  *      process's maint_mutex) (1) stamps the wholly free resident granules
  *      it looks at, EL_SCAN from a cursor (resident.c [idle stamps]);
  *      (2) per sub-pool, releases pieces of granules stamped at least
- *      idle_release_ms ago -- checking the stamps again once it holds them
- *      -- while more than its share of warm_bytes is free and more than its
+ *      idle_release_ms ago (with the released ones beside them: [largest
+ *      first]) -- checking the stamps again once it holds them -- while more than its share of warm_bytes is free and more than its
  *      shares of resident_min + warm_bytes is resident; (3) refills while
  *      less than its share of warm_bytes is free, in whole release units
  *      (a reserve short by a chunk in use gets one more unit, which (2)
@@ -159,9 +163,12 @@ static bool el_interest(dsmpool *p, const el_sub *e, uint64_t k, int kind, uint3
 }
 
 /* Does granule k count for a piece of this kind: wholly free, and for an
- * idle release idle long enough? */
+ * idle release idle long enough or released already ([largest first]:
+ * nothing to release there, but a page of leaves goes only with all its
+ * granules)? */
 static bool el_eligible(dsmpool *p, const el_sub *e, uint64_t k, int kind, uint32_t now, uint32_t idle) {
-    return dp_pool_granule_free(p, e->s, k) && (kind != EL_IDLE || el_interest(p, e, k, EL_IDLE, now, idle));
+    return dp_pool_granule_free(p, e->s, k) &&
+           (kind != EL_IDLE || (dp_res_load(p, e->g0 + k) & DP_RES_RELEASED) || el_interest(p, e, k, EL_IDLE, now, idle));
 }
 
 static uint64_t el_count(dsmpool *p, const el_sub *e, el_piece pc, bool released);
