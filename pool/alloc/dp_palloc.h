@@ -51,7 +51,7 @@ typedef struct dp_pa {
                             palloc.c [resident first]; NULL: no hint */
     dp_a64 *ncold;       /* how many are cold (a hint: 0 turns the preference off); never
                             NULL: a word that stays 0 where there is no hint or no level 2 */
-    int (*tables)(void *ctx, struct dp_pa *pa, uint64_t g); /* palloc.c [lazy tree]; NULL: none */
+    int (*tables)(void *ctx, struct dp_pa *pa, uint64_t g, int op); /* palloc.c [lazy tree]; NULL: none */
     void *tables_ctx;
 } dp_pa;
 
@@ -73,15 +73,21 @@ void dp_pa_set_cold(dp_pa *pa, const dp_a64 *words, dp_a64 *count);
  * the pages are there (the hook below, or the refill of the node's
  * memory). */
 #define DP_PA_NOTREE 4ull
-/* palloc.c [lazy tree]: the hook that makes the tree pages of 2 MiB node g
- * (dp_pa_tree_range) resident under the caller's room rules and clears
- * its DP_PA_NOTREE bit: 0, or a negative errno with a message (-ENOMEM
- * when they cannot be had); the step that needed them then fails as for a
- * full sub-pool, with -ENOMEM. 1: the node's memory is held whole by
- * another (palloc.c [tree give-back]): the step is not taken, as for a
- * CAS lost.
- * Process-local, like dp_pa_set_cold. */
-typedef int (*dp_pa_tables_fn)(void *ctx, struct dp_pa *pa, uint64_t g);
+/* palloc.c [lazy tree], [tree give-back]: the hook of the words' owner, for
+ * 2 MiB node g (process-local, like dp_pa_set_cold), called around every
+ * open and split of a word of its two lowest levels:
+ *   DP_PA_TABLES_ENTER  count the caller in on the node's memory (no trim
+ *                       gives its tree pages back while one is in): 0, 1
+ *                       (in, and the pages are not there: the bit), or a
+ *                       negative errno with a message (not in);
+ *   DP_PA_TABLES_FILL   (in, the bit seen set) make the pages
+ *                       (dp_pa_tree_range) resident under the caller's room
+ *                       rules and clear the bit: 0, or -ENOMEM when they
+ *                       cannot be had (the step then fails as for a full
+ *                       sub-pool, with -ENOMEM);
+ *   DP_PA_TABLES_LEAVE  count the caller out. */
+enum { DP_PA_TABLES_ENTER, DP_PA_TABLES_FILL, DP_PA_TABLES_LEAVE };
+typedef int (*dp_pa_tables_fn)(void *ctx, struct dp_pa *pa, uint64_t g, int op);
 void dp_pa_set_tables(dp_pa *pa, dp_pa_tables_fn fn, void *ctx);
 /* The tree's bytes for 2 MiB nodes [g, g + n) of the sub-pool laid out as
  * geo: its leaves' and its level-1 words', as region offsets rounded out to
@@ -95,11 +101,6 @@ void dp_pa_tree_range(const dp_pa_geom *geo, uint64_t g, uint64_t n, uint64_t pa
  * false past the last such page. */
 bool dp_pa_leaf_page(const dp_pa_geom *geo, uint64_t g, uint64_t n, uint64_t page, uint64_t k, uint64_t *off,
                      uint64_t *pg, uint64_t *pn);
-/* [tree give-back]: are the words of 2 MiB nodes [g, g + n) (their leaves,
- * their level-1 words) all IDLE? For the owner of the words, who holds the
- * nodes' memory and has just set their tree bits: seq_cst loads, the other
- * half of pa_open's store-load pair. Reads them: their pages must be there. */
-bool dp_pa_tree_quiet(dp_pa *pa, uint64_t g, uint64_t n, bool leaves, bool l1);
 /* [tree give-back]: every CPU's hint naming a leaf of 2 MiB nodes [g, g + n)
  * forgotten, so that no allocation reads a page given back (a thread that
  * read one before may still: one page brought back, outside any room). */

@@ -99,27 +99,28 @@
  *   [tree give-back] The owner of the words sets the bit again, and gives
  *      a page of leaves back, only while it holds every 2 MiB node the page
  *      tells of (a trim: resident.c [tree give-back]): then no node there
- *      is open, and none can be linked. What it must still meet is an
- *      opener that read the bit clear before: the opener's claim of the
- *      child (a seq_cst CAS) is followed by a second look at the bit
- *      (seq_cst), and the owner's setting of the bit (seq_cst) by a look at
- *      the words (dp_pa_tree_quiet): one of the two sees the other. An
- *      opener that sees the bit set gives its claim up (a CAS: the page
- *      may be gone, and the word 0); an owner that sees a claimed word
- *      clears the bits again and keeps the page. An opener that sees the
- *      bit clear looks at its word once more: the bit it saw may have been
- *      set, the page given back under its claim, and the bit cleared again
- *      by a hook or a refill since; then the claim is gone and it gives up,
- *      writing nothing. While the owner holds the nodes, the hook answers 1
- *      (their memory is held: pa_open gives up as for a lost CAS, a split
- *      says -EBUSY) rather than clear the bit under it, and the hook counts
- *      itself busy while it populates, so that no give-back comes between
- *      its populate and its clear. tests/model/tree.m checks the steps. Before the page goes, every CPU's hint naming a leaf on it
- *      is forgotten (dp_pa_hints_forget). A stale reader -- a thread that
- *      read such a hint, or a parent's PART, just before -- may still read
- *      a word there: the read brings a zeroed page back (IDLE, the truth),
- *      outside any room claim, at most one page per such thread. A
- *      scribbled hint may do the same: damage, like a scribbled word.
+ *      is open, and none can be linked. What it must still meet is a
+ *      stale opener: one that chose the node while its parent said FREE,
+ *      and writes its words later. So every open and split of a word of
+ *      the two lowest levels counts itself in on its 2 MiB node first (the
+ *      hook's DP_PA_TABLES_ENTER: a busy count on the owner's word for the
+ *      node, where the bit is) and out when done (pa_enter, pa_leave); an
+ *      open looks at its parent only once it is in, and writes nothing if
+ *      the node is no longer FREE there (held whole: the open would fail
+ *      anyway), nor makes its pages resident (DP_PA_TABLES_FILL, only
+ *      then). The owner gives a page back only while its own count is
+ *      alone on every node of it: an opener in before it is seen; one in
+ *      after it (the same word: its count comes after the owner's mark)
+ *      sees the node held. A split's caller holds the node's frames, so no
+ *      trim holds it. tests/model/tree.m checks the steps. Before the page
+ *      goes, every CPU's hint naming a leaf on it is forgotten
+ *      (dp_pa_hints_forget). A stale reader -- a thread that read such a
+ *      hint, or a parent's PART, just before -- may still read a word
+ *      there (or CAS one, which fails): that brings a zeroed page back
+ *      (IDLE, the truth), outside any room claim, at most one page per such
+ *      thread. A scribbled hint may do the same: damage, like a scribbled
+ *      word. Costs an open of the two lowest levels in an elastic pool two
+ *      CASes on the owner's word; none elsewhere.
  *   [claim] Any aligned free block can be taken by its address
  *      (dp_pa_claim: a grow's piece, [exact blocks]): one CAS on its bits
  *      or FULL children when its node is open, after closing the empty
@@ -194,11 +195,11 @@
  *     release CAS that cleared it after the populate (res_tables,
  *     dp_res_mark_resident), so the words read after it are on pages that
  *     are there ([lazy tree]).
- *   - [tree give-back] is a store-load pair on two words (the child's
- *     claim then the bit; the bit then the child): pa_open's claim CAS and
- *     its second load of the bit, and the owner's setting of the bit and
- *     dp_pa_tree_quiet's loads, are seq_cst, which acquire/release cannot
- *     replace (each side's load could pass its own store).
+ *   - [tree give-back]: the opener's count and the owner's mark and bit
+ *     are RMWs of one word (the hook's acq_rel CASes), so one of them reads
+ *     the other's; an opener in after the owner's mark synchronizes with it
+ *     and its parent load (acquire) then sees the owner's claim of the node
+ *     (made before the mark), or its free, which comes after the page went.
  *
  * Failure bound
  *   Any allocation of order k succeeds if some aligned block of 2^k frames is
@@ -221,11 +222,10 @@
  *   ABSENT children were scribbled to FREE cannot send a block past the end
  *   of the sub-pool, and every frame returned is checked against it.
  *
- * Injection points (tests): "palloc.open.chosen" (before the hook),
- * "palloc.open.checked" (the bit read clear, the child not yet claimed),
- * "palloc.open.won" (the child claimed, the bit not yet read again),
- * "palloc.open.claimed" (claimed, the bit read clear again and the claim
- * still there: [tree give-back]), "palloc.open.linked",
+ * Injection points (tests): "palloc.open.chosen" (the child chosen, not
+ * yet counted in: [tree give-back]), "palloc.open.checked" (counted in, the
+ * parent still FREE, the pages there, the child not yet claimed),
+ * "palloc.open.claimed", "palloc.open.linked",
  * "palloc.close.claimed" (between the two words of [open] and [close]),
  * "palloc.split.claimed", "palloc.split.linked" ([exact blocks]).
  *
@@ -395,34 +395,33 @@ static inline bool pa_cold_node(const dp_pa *pa, uint64_t idx) {
     return dp_load_relaxed(&pa->cold[idx]) & DP_PA_COLD;
 }
 
-/* [lazy tree]: before the first word of (L, idx) is written (an open, a
- * split), its page made resident by the hook: 0, 1 when the hook says a
- * trimmer holds the node's memory (nobody can open it then), or the hook's
- * -ENOMEM (-ENOMEM too with no hook: the words would stay hidden by the
- * bit). */
-static int pa_tables(dp_pa *pa, unsigned L, uint64_t idx) {
+/* [lazy tree], [tree give-back]: before an open or a split writes a word of
+ * (L, idx) at level 0 or 1 of an elastic pool, the caller counts itself in
+ * on its 2 MiB node (the hook's DP_PA_TABLES_ENTER): 0 in, 1 in and the
+ * node's tree pages are not there (the bit: pa_fill makes them so, once
+ * the caller knows the node is not held whole), or a negative errno (not
+ * in). *in says whether pa_leave must count it out. With no hook (a fixed
+ * pool) nothing is counted, and a node whose bit is set is -ENOMEM (its
+ * words would stay hidden by the bit). */
+static int pa_enter(dp_pa *pa, unsigned L, uint64_t idx, bool *in) {
+    *in = false;
     if (L > 1) return 0;
     uint64_t g = L ? idx : idx >> 4;
-    if (!pa_untouched(pa, g)) return 0;
-    return pa->tables ? pa->tables(pa->tables_ctx, pa, g) : -ENOMEM;
+    if (!pa->tables) return pa_untouched(pa, g) ? -ENOMEM : 0;
+    if (!pa->cold || pa->nlevels <= 2 || g >= pa->count[1]) return 0;
+    int r = pa->tables(pa->tables_ctx, pa, g, DP_PA_TABLES_ENTER);
+    *in = r >= 0;
+    return r;
 }
 
-/* [lazy tree]: does the bit say so now, for the 2 MiB node g? seq_cst: the
- * opener's half of the store-load pair (pa_open). */
-static bool pa_gone(const dp_pa *pa, uint64_t g) {
-    return pa->cold && pa->nlevels > 2 && g < pa->count[1] && (dp_load_seq_cst(&pa->cold[g]) & DP_PA_NOTREE);
+/* The hook's DP_PA_TABLES_FILL for (L, idx): its tree pages made resident
+ * under the room rules and the bit cleared (0), or -ENOMEM. */
+static int pa_fill(dp_pa *pa, unsigned L, uint64_t idx) {
+    return pa->tables(pa->tables_ctx, pa, L ? idx : idx >> 4, DP_PA_TABLES_FILL);
 }
 
-bool dp_pa_tree_quiet(dp_pa *pa, uint64_t g, uint64_t n, bool leaves, bool l1) {
-    if (pa->nlevels <= 2 || g >= pa->count[1] || n > pa->count[1] - g) return false;
-    for (uint64_t k = g; k < g + n; k++) {
-        /* seq_cst: the trimmer's half of the store-load pair (pa_open):
-         * ordered after its setting of the bit */
-        if (l1 && w_phase(dp_load_seq_cst(pa_node(pa, 1, k))) != PH_IDLE) return false;
-        for (uint64_t j = 0; leaves && j < 16; j++)
-            if (w_phase(dp_load_seq_cst(pa_node(pa, 0, k * 16 + j))) != PH_IDLE) return false;
-    }
-    return true;
+static void pa_leave(dp_pa *pa, unsigned L, uint64_t idx, bool in) {
+    if (in) (void)pa->tables(pa->tables_ctx, pa, L ? idx : idx >> 4, DP_PA_TABLES_LEAVE);
 }
 
 void dp_pa_hints_forget(dp_pa *pa, uint64_t g, uint64_t n) {
@@ -625,32 +624,13 @@ static inline __attribute__((always_inline)) bool pa_try_node(dp_pa *pa, unsigne
 /* [open]: open FREE child i of node idx at level A. 1 opened, 0 not (it
  * was not IDLE, or the parent no longer says FREE), or the -ENOMEM of
  * [lazy tree]'s hook: the child's page could not be made resident. */
-static int pa_open(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t owner) {
-    DP_INJECT("palloc.open.chosen");
-    int r = pa_tables(pa, A - 1, idx * 16 + i);
-    if (r) return r < 0 ? r : 0; /* 1: a trimmer holds the node's memory */
-    DP_INJECT("palloc.open.checked");
+static int pa_open_in(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t owner) {
     dp_a64 *cp = pa_node(pa, A - 1, idx * 16 + i);
     dp_a64 *pp = pa_node(pa, A, idx);
     uint64_t cw = dp_load_relaxed(cp);
     if (w_phase(cw) != PH_IDLE) return 0;
-    /* seq_cst: claims the child (as acq_rel: pairs with the release store
-     * that made it IDLE, pa_close, dp_pa_recover), and is ordered before
-     * the load of the tree bit below: [lazy tree]'s store-load pair with
-     * a trimmer's setting of the bit and its reading of this word */
-    if (!dp_cas_seq_cst(cp, &cw, w_mk(PH_OPENING, owner))) return 0;
-    DP_INJECT("palloc.open.won");
-    if (A - 1 <= 1 && pa_gone(pa, A - 1 ? idx * 16 + i : (idx * 16 + i) >> 4)) {
-        /* [tree give-back]: a trimmer gives the node's pages back: our claim
-         * may be on a page it punched (a CAS: then the word reads 0) */
-        cw = w_mk(PH_OPENING, owner);
-        (void)dp_cas_release(cp, &cw, w_mk(PH_IDLE, 0)); /* release: as the give-up below */
-        return 0;
-    }
-    /* [tree give-back]: and the claim is still ours (a page given back after
-     * it, its bit cleared since by a hook or a refill, left a 0 or another's
-     * claim): nothing to undo then. seq_cst: after the bit's load. */
-    if (A - 1 <= 1 && pa->cold && dp_load_seq_cst(cp) != w_mk(PH_OPENING, owner)) return 0;
+    /* acq_rel: claims the child; pairs with the release store that made it IDLE (pa_close, dp_pa_recover) */
+    if (!dp_cas_acq_rel(cp, &cw, w_mk(PH_OPENING, owner))) return 0;
     DP_INJECT("palloc.open.claimed");
     uint64_t pw = dp_load_relaxed(pp);
     for (;;) {
@@ -666,9 +646,37 @@ static int pa_open(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t own
     return 1;
 }
 
+static int pa_open(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t owner) {
+    DP_INJECT("palloc.open.chosen");
+    bool in;
+    int r = pa_enter(pa, A - 1, idx * 16 + i, &in);
+    if (r < 0) return r;
+    if (in) {
+        /* [tree give-back]: counted in, and only then the parent looked at:
+         * not FREE, the open would fail -- and a trimmer may be giving the
+         * pages back; nothing is written. (acquire: after our count's CAS,
+         * which read any trimmer's mark before it -- dp_res_trim_mark's
+         * acq_rel CAS, made after the trimmer's claim -- so the claim is
+         * seen, or the free that follows its give-back.) */
+        uint64_t pw = dp_load_acquire(pa_node(pa, A, idx));
+        bool held = w_phase(pw) != PH_OPEN || ch_state(pw, i) != CH_FREE;
+        if (!held && r == 1) r = pa_fill(pa, A - 1, idx * 16 + i);
+        if (held || r) {
+            pa_leave(pa, A - 1, idx * 16 + i, in);
+            return held ? 0 : r;
+        }
+    }
+    DP_INJECT("palloc.open.checked");
+    r = pa_open_in(pa, A, idx, i, owner);
+    pa_leave(pa, A - 1, idx * 16 + i, in);
+    return r;
+}
+
 /* [close], bottom-up: close every empty descendant of (L, idx), then the node
  * itself if it is empty. Returns true if (L, idx) was closed. A node found in
  * another owner's open/close step sets *stuck. */
+static bool pa_close_in(dp_pa *pa, unsigned L, uint64_t idx, uint32_t owner, uint64_t w);
+
 static bool pa_close(dp_pa *pa, unsigned L, uint64_t idx, uint32_t owner, bool *stuck) {
     dp_a64 *p = pa_node(pa, L, idx);
     uint64_t w = dp_load_relaxed(p);
@@ -685,6 +693,18 @@ static bool pa_close(dp_pa *pa, unsigned L, uint64_t idx, uint32_t owner, bool *
         if (w_phase(w) != PH_OPEN) return false;
     }
     if (L == pa->nlevels - 1 || (uint32_t)w != 0) return false;
+    /* [tree give-back]: counted in on the node's 2 MiB node for the close,
+     * as an open is; a node under a set bit is IDLE (nothing to close),
+     * and its page may be going */
+    bool in;
+    int r = pa_enter(pa, L, idx, &in);
+    if (r == 0) r = pa_close_in(pa, L, idx, owner, w) ? 0 : 1;
+    pa_leave(pa, L, idx, in);
+    return r == 0;
+}
+
+static bool pa_close_in(dp_pa *pa, unsigned L, uint64_t idx, uint32_t owner, uint64_t w) {
+    dp_a64 *p = pa_node(pa, L, idx);
     /* acq_rel: acquire pairs with pa_free's CASes that emptied it, release publishes the seal */
     if (!dp_cas_acq_rel(p, &w, w_mk(PH_CLOSING, owner))) return false;
     DP_INJECT("palloc.close.claimed");
@@ -1066,11 +1086,23 @@ static inline uint32_t all_used(unsigned L) { return L == 0 ? 0xffffffffu : HI2;
  * -EBUSY when another owner is in a step on the child (an opener that read
  * a stale FREE: it gives up at once unless stopped); -EINVAL when the
  * parent does not say FULL (the caller does not hold these frames). */
+static int pa_split_in(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t owner);
+
 static int pa_split(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t owner) {
     uint64_t ci = idx * 16 + i;
     if (ci >= pa->count[A - 1] || !owner || owner > DP_PA_OWNER_MAX) return -EINVAL;
-    int r = pa_tables(pa, A - 1, ci); /* [lazy tree] */
-    if (r) return r < 0 ? r : -EBUSY; /* 1: a trimmer holds the node's memory (not ours then) */
+    /* [lazy tree], [tree give-back]: counted in (the caller holds the
+     * frames, so no trim holds the node) and the pages made resident */
+    bool in;
+    int r = pa_enter(pa, A - 1, ci, &in);
+    if (r == 1) r = pa_fill(pa, A - 1, ci);
+    if (r == 0) r = pa_split_in(pa, A, idx, i, owner);
+    pa_leave(pa, A - 1, ci, in);
+    return r;
+}
+
+static int pa_split_in(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t owner) {
+    uint64_t ci = idx * 16 + i;
     dp_a64 *cp = pa_node(pa, A - 1, ci), *pp = pa_node(pa, A, idx);
     uint64_t all = all_used(A - 1), cw = dp_load_relaxed(cp);
     for (unsigned spin = 0;; spin++) {

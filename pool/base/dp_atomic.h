@@ -51,14 +51,6 @@ typedef _Atomic uint32_t dp_a32;
                                                        memory_order_release,                 \
                                                        memory_order_relaxed);                \
     }                                                                                        \
-    static inline bool dp_cas_seq_cst_##T(A *p, T *expected, T desired) {                    \
-        return atomic_compare_exchange_strong_explicit(p, expected, desired,                 \
-                                                       memory_order_seq_cst,                 \
-                                                       memory_order_seq_cst);                \
-    }                                                                                        \
-    static inline T dp_load_seq_cst_##T(const A *p) {                                        \
-        return atomic_load_explicit((A *)p, memory_order_seq_cst);                           \
-    }                                                                                        \
     static inline bool dp_cas_relaxed_##T(A *p, T *expected, T desired) {                    \
         return atomic_compare_exchange_strong_explicit(p, expected, desired,                 \
                                                        memory_order_relaxed,                 \
@@ -105,10 +97,6 @@ DP_ATOMIC_OPS(uint32_t, dp_a32)
 #define dp_cas_acq_rel(p, e, d)   dp_cas_acq_rel_uint64_t(p, e, d)
 #define dp_cas_acquire(p, e, d)   dp_cas_acquire_uint64_t(p, e, d)
 #define dp_cas_release(p, e, d)   dp_cas_release_uint64_t(p, e, d)
-/* seq_cst: only where two parties each write one word and then read the
- * other's (a store-load pair, Dekker's), which acquire/release cannot order */
-#define dp_cas_seq_cst(p, e, d)   dp_cas_seq_cst_uint64_t(p, e, d)
-#define dp_load_seq_cst(p)        dp_load_seq_cst_uint64_t(p)
 #define dp_cas_relaxed(p, e, d)   dp_cas_relaxed_uint64_t(p, e, d) /* hints: orders nothing */
 #define dp_fetch_add_relaxed(p, v) dp_fetch_add_relaxed_uint64_t(p, v)
 #define dp_fetch_add_acq_rel(p, v) dp_fetch_add_acq_rel_uint64_t(p, v)

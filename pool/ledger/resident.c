@@ -151,23 +151,27 @@
  *      a sub-pool's leaves on a page boundary, so a page tells of 4
  *      aligned granules), between giving their memory back and counting
  *      itself out of them (elastic.c [trim]): it sets their "no tree" bits
- *      (seq_cst; only where its own count is the only one), sees every
- *      granule of the page with its bit set and its own count alone there,
- *      and looks at their words
- *      (palloc.c dp_pa_tree_quiet: all IDLE, or an opener claimed one
- *      before the bit was set: then the bits go back and the page stays), forgets the CPUs' hints that name a leaf there, and punches
- *      the page. Its busy count keeps the allocator's hook from clearing
- *      the bits meanwhile (the hook answers 1: the memory is held), and the
- *      hook counts itself busy from before its populate to its clear (one
- *      CAS with the clear), so that no give-back comes between them. The level-1 words stay (64 bytes a granule,
- *      a page tells of 64 granules, more than a trim holds at once), and
- *      so does a page of leaves some of whose granules the trim does not
- *      hold. Not in a POSIX pool: a reader that took a hint or a parent's
- *      state just before the page went may still read a word there
- *      (palloc.c [tree give-back]), and the page it brings back, outside
- *      any room claim, could meet a full tmpfs (a SIGBUS). In the other
- *      backings that read is a 4 KiB charge, at most one per thread that
- *      was inside those two loads while the whole give-back ran.
+ *      where its own count is alone, sees every granule of the page with
+ *      its bit set and its own count alone there, forgets the CPUs' hints
+ *      that name a leaf there, and punches the page; else the bits it set
+ *      go back and the page stays. Every opener of a word of the two
+ *      lowest levels counts itself in on the granule (res_tables: the
+ *      allocator's hook, DP_PA_TABLES_ENTER, a busy count) for its whole
+ *      open, and looks at the parent only once in (palloc.c [tree
+ *      give-back]): one in before the trim's mark keeps the page, one in
+ *      after finds the node held and writes nothing. A count is a count:
+ *      a trimmer never marks a resident granule an opener is in ([busy]),
+ *      and a dead opener's count stays until the leak sweep, after its
+ *      recovery has finished its step, so no bit is ever set over a claim.
+ *      The level-1 words stay (64 bytes a granule, a page tells of 64
+ *      granules, more than a trim holds at once), and so does a page of
+ *      leaves some of whose granules the trim does not hold. Not in a POSIX
+ *      pool: a reader that took a hint or a parent's state just before the
+ *      page went may still read a word there (palloc.c [tree give-back]),
+ *      and the page it brings back, outside any room claim, could meet a
+ *      full tmpfs (a SIGBUS). In the other backings that read is a 4 KiB
+ *      charge, at most one per thread that was inside those two loads
+ *      while the whole give-back ran.
  *   [idle stamps] A maintenance step stamps a resident granule that it
  *      finds wholly free with the time ("idle since", dp_res_stamp); the
  *      allocation that takes any of it clears the stamp ([refill on
@@ -208,9 +212,9 @@
  * allocation's bracket: the leak sweep settles it): at most 12 KiB (its
  * leaves may lie across two pages), which the next allocation there takes
  * as they are. A trimmer's death inside [tree give-back] leaves bits set
- * over IDLE words whose page may still be there (4 KiB), or bits it set
- * and would have cleared again over a word an opener claimed: that opener
- * sees them and gives its claim up.
+ * over IDLE words whose page may still be there (4 KiB), which the next
+ * opener's fill takes as they are; an opener's death, its count, which the
+ * leak sweep settles after its recovery.
  *
  * Memory ordering: the state CASes are acq_rel; who holds a granule orders
  * them. A released mark is made while the trimmer holds the whole granule
@@ -219,10 +223,9 @@
  * palloc.c); a resident mark is made before its maker frees the block,
  * likewise. The busy counts are acq_rel CASes on the same word as the
  * marks, so a trimmer's mark sees a prefault's count or the prefault sees
- * the mark. [tree give-back]: the trimmer's setting of a "no tree" bit and
- * its look at the words are seq_cst, as are the opener's claim and its
- * second look at the bit (palloc.c); the hook's count and the trimmer's
- * mark are RMWs of one word, so whichever comes second sees the first.
+ * the mark. [tree give-back]: an opener's count and a trimmer's mark and
+ * bits are acq_rel RMWs of one word, so whichever comes second sees the
+ * first (palloc.c, "Memory ordering").
  * The room: a claim's slot word is added (relaxed) before its
  * acq_rel CAS of room_seq, and read by the next claimer after its acquire
  * load of room_seq; a claim is given back (release) after its memory is
@@ -255,13 +258,13 @@
  * count, its pages not yet taken: likewise);
  * "resident.tables.populated" (a granule's tree pages made resident, its
  * "no tree" mark not yet cleared: a death there leaves the pages, the mark
- * and the hook's busy count, which the leak sweep settles; then the next
+ * and the opener's busy count, which the leak sweep settles; then the next
  * allocation there populates them again, a no-op);
- * "resident.tree.marked" (a trim's "no tree" bits set, the words not yet
+ * "resident.tree.marked" (a trim's "no tree" bits set, the counts not yet
  * looked at, the page not yet given back: [tree give-back]; a death there
- * leaves IDLE words under the bits, which the next opener's hook keeps);
- * "resident.tree.quiet" (the words looked at, the page not yet given back:
- * an opener's claim made now is erased with the page).
+ * leaves IDLE words under the bits, which the next opener's fill keeps);
+ * "resident.tree.checked" (its count seen alone, the page not yet given
+ * back: an opener in now finds the node held).
  */
 #include <stdio.h>
 #include <string.h>
@@ -571,39 +574,42 @@ int dp_res_populate(dsmpool *p, uint64_t g, uint64_t n, bool ahead, bool *tried)
 /* [lazy tree]: the allocator's hook (dp_pa_set_tables): granule g of
  * sub-pool pa's tree pages, made resident under the room claim, and its
  * "no tree" bit cleared. */
-static int res_tables(void *ctx, dp_pa *pa, uint64_t g) {
+static int res_tables(void *ctx, dp_pa *pa, uint64_t g, int op) {
     dsmpool *p = ctx;
     uint32_t s = (uint32_t)(pa - p->pa);
     uint64_t gi = g + ((p->geo.sub[s].data_off - p->geo.data_off) >> DP_RES_SHIFT), want, got;
     if (gi >= p->geo.res_count) return dp_fail(-EUCLEAN, "granule %llu lies outside the data", (unsigned long long)gi);
-    bool huge = p->geo.page_size != 4096;
-    /* acquire: as palloc.c pa_untouched's (another made them resident) */
-    uint64_t w = dp_load_acquire(&p->res[gi]);
-    for (;;) {
-        if (!(w & DP_RES_NOTREE)) return 0;
-        /* [tree give-back]: a count there is a trimmer's or a refiller's,
-         * which hold the granule whole (no opener can link a node there,
-         * and the pages may be going), or a dead populator's that the leak
-         * sweep will settle: held, for now */
-        if (DP_RES_BUSY(w)) return 1;
-        /* acq_rel: [busy], as dp_res_busy_raise's: counted in while we
-         * populate, no trim gives the pages back under us */
-        if (dp_cas_acq_rel(&p->res[gi], &w, w + DP_RES_BUSY_ONE)) break;
+    if (op == DP_PA_TABLES_LEAVE) {
+        dp_res_busy_lower(p, gi, 1, 1);
+        return 0;
     }
-    (void)res_tree_pages(p, gi, 1, false, false, &want);
+    bool huge = p->geo.page_size != 4096;
+    uint64_t w;
+    if (op == DP_PA_TABLES_ENTER) {
+        /* [tree give-back]: counted in on the granule; acq_rel: [busy], on
+         * the word of a trimmer's mark and bits: whichever comes second
+         * sees the first (the opener then finds the node held whole, or the
+         * trimmer our count) */
+        w = dp_load_relaxed(&p->res[gi]);
+        do
+            if (DP_RES_BUSY(w) == 0xffff)
+                return dp_fail(-EUCLEAN, "the residency word of granule %llu counts 65535 processes in it: the "
+                               "pool's tables are damaged (dsmpool_check says where)", (unsigned long long)gi);
+        while (!dp_cas_acq_rel(&p->res[gi], &w, w + DP_RES_BUSY_ONE));
+        return (w & DP_RES_NOTREE) ? 1 : 0;
+    }
+    /* DP_PA_TABLES_FILL: counted in (no trim gives the pages back under us),
+     * and the node is not held whole by another */
+    (void)res_tree_pages(p, gi, 1, false, false, &want); /* (none: another filled them since) */
     int r = huge ? 0 : dp_room_take(p, want, "the allocator's tables of released memory");
     if (huge) res_huge_inflight(p, want); /* [room reuse], as dp_res_populate's */
     /* counted as a refill's failure: the segment and area layers then
      * quote this message rather than call the pool full */
     if (r) dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
-    if (r) {
-        dp_res_busy_lower(p, gi, 1, 1);
-        return r;
-    }
+    if (r) return r;
     r = res_tree_pages(p, gi, 1, false, true, &got);
     dp_room_give(p, want);
     if (r) dp_fetch_add_relaxed(&p->hdr->refill_failures, 1); /* relaxed: a counter */
-    if (r) dp_res_busy_lower(p, gi, 1, 1); /* (the pages stay under the bit: IDLE words) */
     if (r)
         return dp_fail(-ENOMEM, "%llu bytes of the allocator's tables could not be made resident "
                        "(MADV_POPULATE_WRITE: %s): %s", (unsigned long long)want, strerror(-r),
@@ -613,23 +619,21 @@ static int res_tables(void *ctx, dp_pa *pa, uint64_t g) {
                               "or the memory cannot be had");
     DP_INJECT("resident.tables.populated");
     w = dp_load_relaxed(&p->res[gi]);
-    /* acq_rel: the release pairs with palloc.c pa_untouched's acquire (the
-     * pages are there before anyone reads a word of them); [busy]: the bit
-     * cleared and our count out in one step */
-    while (!dp_cas_acq_rel(&p->res[gi], &w, (w & ~DP_RES_NOTREE) - (DP_RES_BUSY(w) ? DP_RES_BUSY_ONE : 0)))
+    /* release: pairs with palloc.c pa_untouched's acquire (the pages are
+     * there before anyone reads a word of them); our count stays */
+    while ((w & DP_RES_NOTREE) && !dp_cas_release(&p->res[gi], &w, w & ~DP_RES_NOTREE))
         ;
     return 0;
 }
 
 /* [tree give-back]: set the tree bit of granule i (released, counted busy
  * by the caller): true if it was clear and the caller's count is the only
- * one (another is a hook populating the pages, or a dead populator's).
- * seq_cst: the trimmer's half of palloc.c pa_open's store-load pair (its
- * words are read after it). */
+ * one (another is an opener's, or a dead one's). acq_rel: [busy], as the
+ * marks. */
 static bool res_notree_set(dsmpool *p, uint64_t i) {
     uint64_t w = dp_load_relaxed(&p->res[i]);
     while ((w & DP_RES_RELEASED) && DP_RES_BUSY(w) == 1 && !(w & DP_RES_NOTREE))
-        if (dp_cas_seq_cst(&p->res[i], &w, w | DP_RES_NOTREE)) return true;
+        if (dp_cas_acq_rel(&p->res[i], &w, w | DP_RES_NOTREE)) return true;
     return false;
 }
 
@@ -654,28 +658,26 @@ uint64_t dp_res_tree_give_back(dsmpool *p, uint64_t g, uint64_t n) {
             if (!mine) continue; /* none had its pages made resident since its last give-back */
             DP_INJECT("resident.tree.marked");
             /* every granule of the page with its bit set and counted busy by
-             * us alone: another count is a hook's populating the page
-             * (res_tables: it counted itself before our mark, on the same
-             * word: we see it), or a dead populator's; a bit clear is a
-             * hook's that has populated the page and cleared it since (its
-             * clear and its count out are one CAS) */
+             * us alone: another count is an opener's, in before our mark
+             * (res_tables: the same word, so we see it), or a dead one's; a
+             * bit clear is an opener's fill since. One that counts itself in
+             * after this finds the node held (palloc.c pa_open) and writes
+             * nothing. */
             bool quiet = true;
             for (uint64_t j = 0; j < pn && quiet; j++) {
                 uint64_t w = dp_load_relaxed(&p->res[g0 + pg + j]); /* relaxed: coherence on one word, above */
                 quiet = (w & DP_RES_NOTREE) && DP_RES_BUSY(w) == 1;
             }
-            for (uint64_t j = 0; j < pn && j < 64 && quiet; j++)
-                if (mine >> j & 1) quiet = dp_pa_tree_quiet(&p->pa[s], pg + j, 1, true, true);
             if (quiet) {
-                DP_INJECT("resident.tree.quiet");
+                DP_INJECT("resident.tree.checked");
                 dp_pa_hints_forget(&p->pa[s], pg, pn);
                 if (dp_os_release(p->base + off, 4096, fd ? p->fd : -1, off) == 0) {
                     pages++;
                     continue;
                 }
             }
-            /* an opener that claimed a word there before our bit was set (or
-             * a page that would not go): the bits go back as they were */
+            /* an opener in the page (or a page that would not go): the bits
+             * we set go back as they were */
             for (uint64_t j = 0; j < pn && j < 64; j++) {
                 if (!(mine >> j & 1)) continue;
                 uint64_t w = dp_load_relaxed(&p->res[g0 + pg + j]);

@@ -217,7 +217,9 @@ _Static_assert(sizeof(dp_name) == 128, "two cache lines");
  *             (resident.c [resident when held]).
  *   busy      how many processes are populating the granule now (a refill,
  *             a give-back, dsmpool_prefault, a trimmer between its mark and
- *             its release): a released granule that is busy may hold pages,
+ *             its release), or opening a node of the allocator's two
+ *             lowest levels there (resident.c [tree give-back]): a released
+ *             granule that is busy may hold pages,
  *             which its populator either marks resident or gives back; a
  *             trimmer never marks a busy resident granule released
  *             (resident.c [busy]).

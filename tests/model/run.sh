@@ -95,17 +95,15 @@ check giveback_trim_ignores_busy_breaks_it "$here/giveback.m" TRIM_IGNORES_BUSY 
 check giveback_sweep_gives_up_breaks_it "$here/giveback.m" SWEEP_GIVES_UP error "$G"
 check giveback_sweep_no_settle_breaks_it "$here/giveback.m" SWEEP_NO_SETTLE error \
     'invariant "R3: quiet, nobody counted busy, nothing stray, no page under a released mark" failed'
-# tree.m: a trim giving back a page of leaves against openers and hooks
-# that read its bits before (resident.c [tree give-back]).
-T='invariant "C: an opener past its second look holds its claim" failed'
+# tree.m: a trim giving back a page of leaves against openers, closers,
+# deaths and recovery (resident.c [tree give-back]).
 P='invariant "P: a clear bit has the page there" failed'
+R='invariant "R: no recovered opener'"'"'s claim is left" failed'
 check tree_holds "$here/tree.m" "" ok
-check tree_no_recheck_breaks_it "$here/tree.m" NO_RECHECK error "$T"
-check tree_no_quiet_breaks_it "$here/tree.m" NO_QUIET error "$T"
-check tree_no_mine_again_breaks_it "$here/tree.m" NO_MINE_AGAIN error "$T"
-check tree_hook_ignores_busy_breaks_it "$here/tree.m" HOOK_IGNORES_BUSY error "$P"
-check tree_hook_uncounted_breaks_it "$here/tree.m" HOOK_UNCOUNTED error "$P"
+check tree_opener_uncounted_breaks_it "$here/tree.m" OPENER_UNCOUNTED error "$R"
+check tree_no_parent_look_breaks_it "$here/tree.m" NO_PARENT_LOOK error "$P"
 check tree_one_granule_checked_breaks_it "$here/tree.m" ONE_GRANULE_CHECKED error "$P"
+check tree_uncounted_close_breaks_it "$here/tree.m" UNCOUNTED_CLOSE error "$R"
 wait
 for name in "${names[@]}"; do
     first=$(head -1 "$work/$name.out")
