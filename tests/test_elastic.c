@@ -68,6 +68,7 @@
 #include <unistd.h>
 
 #include "dp_internal.h"
+#include "dp_numa.h"
 #include "pa_word.h"
 #include "testhooks.h"
 #include "testutil.h"
@@ -1954,5 +1955,54 @@ Test(elastic, a_page_given_back_is_not_read_again_through_a_hint, .timeout = 60)
     cr_expect_eq(gb_end(c, go, stopped), 0, "the allocation");
     gb_expect_bits_match_pages(p);
     test_check_ok(p);
+    dsmpool_destroy(p);
+}
+
+/* A free of an exact block (dp_pool_free: dp_pa_free_run, then
+ * dp_pa_hint_freed) that a trim of its window comes between: the trim
+ * forgets the CPUs' hints and gives the page back, then the free makes the
+ * freed leaf, on that page, this CPU's reservation, and the CPU's next
+ * allocation reads it: the page comes back under its bits (found by
+ * review). The free looks at the bit after its hint (a fence each side)
+ * and forgets the hint. */
+Test(elastic, a_free_between_a_trims_forget_and_its_hint_names_no_page_given_back, .timeout = 60) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0, "%s", strerror(errno)); /* (the hint is this CPU's) */
+    dsmpool_seg **held;
+    uint64_t win;
+    dsmpool *p = gb_mkpool(true, &held, &win);
+    uint64_t blk = 0;
+    dp_bracket_open(p);
+    cr_assert_eq(dp_pool_alloc_exact(p, 2, 0, 3, &blk), 0, "%s", dsmpool_last_error());
+    dp_bracket_close(p);
+    uint64_t frame = (DP_BLOCK_OFF(blk) - p->geo.sub[0].data_off) / 4096;
+    cr_assert(frame >> 9 >= win && frame >> 9 < win + 4, "not in the window");
+    cr_assert(blk & DP_BLOCK_EXACT);
+    /* dp_pool_free's first half; the trim; its second half */
+    dp_bracket_open(p);
+    cr_assert_eq(dp_pa_free_run(&p->pa[0], frame, 2, dp_block_frames(blk)), 0);
+    dp_bracket_close(p);
+    size_t rel;
+    cr_assert_eq(dsmpool_trim(p, 0, &rel), 0, "%s", dsmpool_last_error());
+    cr_assert(dp_load_relaxed(&p->res[win]) & DP_RES_NOTREE, "the page was not given back: not tried");
+    dp_pa_hint_freed(&p->pa[0], frame, 2, dp_numa_cpu());
+    /* warm memory elsewhere, so that the next allocation needs nothing of
+     * the window */
+    cr_assert_eq(dsmpool_seg_detach(held[0]), 0);
+    memmove(held, held + 1, 16 * sizeof *held);
+    dsmpool_seg *s;
+    cr_assert_eq(dsmpool_seg_create(p, 12288, DSMPOOL_SEG_NO_FALLBACK, &s), 0, "%s", dsmpool_last_error());
+    uint64_t off, pg, pn;
+    cr_assert(dp_pa_leaf_page(&p->geo.sub[0].geom, win, 4, 4096, 0, &off, &pg, &pn));
+    unsigned char v;
+    cr_assert_eq(mincore(p->base + off, 4096, &v), 0);
+    cr_expect(!(v & 1), "the page of leaves of granules %llu+4 came back under their bits (through the hint)",
+              (unsigned long long)win);
+    gb_expect_bits_match_pages(p);
+    cr_assert_eq(dsmpool_seg_detach(s), 0);
+    test_check_ok(p);
+    gb_unhold(held);
     dsmpool_destroy(p);
 }

@@ -112,15 +112,19 @@
  *      alone on every node of it: an opener in before it is seen; one in
  *      after it (the same word: its count comes after the owner's mark)
  *      sees the node held. A split's caller holds the node's frames, so no
- *      trim holds it. tests/model/tree.m checks the steps. Before the page
- *      goes, every CPU's hint naming a leaf on it is forgotten
- *      (dp_pa_hints_forget). A stale reader -- a thread that read such a
- *      hint, or a parent's PART, just before -- may still read a word
- *      there (or CAS one, which fails): that brings a zeroed page back
- *      (IDLE, the truth), outside any room claim, at most one page per such
- *      thread. A scribbled hint may do the same: damage, like a scribbled
- *      word. Costs an open of the two lowest levels in an elastic pool two
- *      CASes on the owner's word; none elsewhere.
+ *      trim holds it. tests/model/tree.m checks the steps. An open that
+ *      finds the node held returns 2, and the search does not descend
+ *      there. Before the page goes, every CPU's hint naming a leaf on it
+ *      is forgotten (dp_pa_hints_forget, after a fence), and a free that
+ *      makes its leaf a hint looks at the bit after (dp_pa_hint_freed,
+ *      after a fence) and forgets it if set. A stale reader -- a thread
+ *      that read such a hint, or a parent's PART, just before -- may still
+ *      read a word there (or CAS one, which fails): that brings a zeroed
+ *      page back (IDLE, the truth), outside any room claim, at most one
+ *      page per such thread. A scribbled hint may do the same: damage,
+ *      like a scribbled word. Costs an open or a close of the two lowest
+ *      levels in an elastic pool two CASes on the owner's word; nothing
+ *      elsewhere.
  *   [claim] Any aligned free block can be taken by its address
  *      (dp_pa_claim: a grow's piece, [exact blocks]): one CAS on its bits
  *      or FULL children when its node is open, after closing the empty
@@ -622,8 +626,10 @@ static inline __attribute__((always_inline)) bool pa_try_node(dp_pa *pa, unsigne
 }
 
 /* [open]: open FREE child i of node idx at level A. 1 opened, 0 not (it
- * was not IDLE, or the parent no longer says FREE), or the -ENOMEM of
- * [lazy tree]'s hook: the child's page could not be made resident. */
+ * was not IDLE, or the parent no longer says FREE: another may have opened
+ * it), 2 not and held whole by another ([tree give-back]: do not read it),
+ * or the -ENOMEM of [lazy tree]'s hook: the child's page could not be
+ * made resident. */
 static int pa_open_in(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t owner) {
     dp_a64 *cp = pa_node(pa, A - 1, idx * 16 + i);
     dp_a64 *pp = pa_node(pa, A, idx);
@@ -663,7 +669,7 @@ static int pa_open(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, uint32_t own
         if (!held && r == 1) r = pa_fill(pa, A - 1, idx * 16 + i);
         if (held || r) {
             pa_leave(pa, A - 1, idx * 16 + i, in);
-            return held ? 0 : r;
+            return held ? 2 : r;
         }
     }
     DP_INJECT("palloc.open.checked");
@@ -755,10 +761,12 @@ static bool pa_dfs_child(dp_pa *pa, unsigned A, uint64_t idx, unsigned i, unsign
     /* Whether we opened it or someone else just did, it may have room now;
      * unless its page could not be had ([lazy tree]): then nothing is read
      * there, and the search ends */
-    if (st == CH_FREE && pa_open(pa, A, idx, i, rq->owner) < 0) {
+    int o = st == CH_FREE ? pa_open(pa, A, idx, i, rq->owner) : 1;
+    if (o < 0) {
         rq->nomem = true;
         return false;
     }
+    if (o == 2) return false; /* held whole: nothing there is read ([tree give-back]) */
     return pa_dfs(pa, A - 1, ci, rq, node, frame);
 }
 
@@ -935,8 +943,23 @@ void dp_pa_hint_freed(dp_pa *pa, uint64_t frame, unsigned order, unsigned cpu) {
         uint64_t w = dp_load_relaxed(pa_node(pa, 0, hv - 1)); /* relaxed: a hint's check */
         if (w_phase(w) == PH_OPEN && leaf_runs((uint32_t)w, rs)) return; /* it still has a run */
     }
-    pa_adopt(pa, h, 0, rs, frame >> node_shift(0));
+    uint64_t lf = frame >> node_shift(0);
+    pa_adopt(pa, h, 0, rs, lf);
+    /* [tree give-back]: a trim may have given the leaf's page back between
+     * our free and this hint (its dp_pa_hints_forget came first): the hint
+     * goes again. seq_cst fence: our hint's store before our load of the
+     * bit, against the trim's fence between its bits and its look at the
+     * hints (dp_pa_tree_fence): one of the two sees the other. */
+    if (pa->tables) {
+        dp_fence_seq_cst();
+        if (pa_untouched(pa, lf >> 4)) {
+            uint32_t v = (uint32_t)lf + 1;
+            (void)dp_cas_relaxed_uint32_t(pa_hint(h, 0, rs), &v, 0); /* relaxed CAS: a hint */
+        }
+    }
 }
+
+void dp_pa_tree_fence(void) { dp_fence_seq_cst(); }
 
 /* dp_pa_alloc's search, after the reservation (and [second chance]) missed:
  * out of line, so that the common case keeps few registers. */
@@ -1267,7 +1290,7 @@ static int pa_take_piece(dp_pa *pa, uint64_t frame, unsigned j, uint32_t owner) 
             if (st == CH_FULL || st == CH_ABSENT) return -ENOMEM;
             int o = st == CH_FREE ? pa_open(pa, A, ai, i, owner) : 1;
             if (o < 0) return o; /* [lazy tree]: its page could not be had */
-            if (!o) break;
+            if (o != 1) break;
         }
     }
     return -ENOMEM;

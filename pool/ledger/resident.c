@@ -171,7 +171,13 @@
  *      and the page it brings back, outside any room claim, could meet a
  *      full tmpfs (a SIGBUS). In the other backings that read is a 4 KiB
  *      charge, at most one per thread that was inside those two loads
- *      while the whole give-back ran.
+ *      while the whole give-back ran; such a page stays (under set bits)
+ *      until its window is used and trimmed again. A free that hints at
+ *      its leaf after the give-back forgot the hints looks at the bit and
+ *      forgets its hint (palloc.c dp_pa_hint_freed; a fence on each side).
+ *      A process that dies inside an open or a close leaves its count on
+ *      the granule, which keeps trims (and idle stamps) off it until the
+ *      leak sweep settles the count in a quiet window.
  *   [idle stamps] A maintenance step stamps a resident granule that it
  *      finds wholly free with the time ("idle since", dp_res_stamp); the
  *      allocation that takes any of it clears the stamp ([refill on
@@ -655,7 +661,7 @@ uint64_t dp_res_tree_give_back(dsmpool *p, uint64_t g, uint64_t n) {
         for (uint64_t k = 0; dp_pa_leaf_page(geo, i - g0, e - i, 4096, k, &off, &pg, &pn); k++) {
             uint64_t mine = 0; /* the granules (of the page's at most 5) whose bit we set */
             for (uint64_t j = 0; j < pn && j < 64; j++) mine |= (uint64_t)res_notree_set(p, g0 + pg + j) << j;
-            if (!mine) continue; /* none had its pages made resident since its last give-back */
+            if (!mine) continue; /* all were set before (or a count is in) */
             DP_INJECT("resident.tree.marked");
             /* every granule of the page with its bit set and counted busy by
              * us alone: another count is an opener's, in before our mark
@@ -670,6 +676,7 @@ uint64_t dp_res_tree_give_back(dsmpool *p, uint64_t g, uint64_t n) {
             }
             if (quiet) {
                 DP_INJECT("resident.tree.checked");
+                dp_pa_tree_fence(); /* (the bits before the hints: palloc.c dp_pa_hint_freed) */
                 dp_pa_hints_forget(&p->pa[s], pg, pn);
                 if (dp_os_release(p->base + off, 4096, fd ? p->fd : -1, off) == 0) {
                     pages++;
