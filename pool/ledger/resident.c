@@ -214,7 +214,7 @@
  * and was inside its bracket: the leak sweep returns it (recover.c [leak
  * sweep]). A dead claimer's room goes with its slot (dp_res_slot_clear).
  * A death inside res_tables ([lazy tree]) leaves a granule's tree pages
- * resident, its "no tree" mark set and the hook's busy count (inside the
+ * resident, its "no tree" mark set and the opener's busy count (inside the
  * allocation's bracket: the leak sweep settles it): at most 12 KiB (its
  * leaves may lie across two pages), which the next allocation there takes
  * as they are. A trimmer's death inside [tree give-back] leaves bits set
