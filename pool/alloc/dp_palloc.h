@@ -105,10 +105,6 @@ bool dp_pa_leaf_page(const dp_pa_geom *geo, uint64_t g, uint64_t n, uint64_t pag
  * forgotten, so that no allocation reads a page given back (a thread that
  * read one before may still: one page brought back, outside any room). */
 void dp_pa_hints_forget(dp_pa *pa, uint64_t g, uint64_t n);
-/* [tree give-back]: the fence the owner of the words makes between setting
- * the bits and dp_pa_hints_forget, against a hint stored by a free that
- * came before (dp_pa_hint_freed's fence): one of the two sees the other. */
-void dp_pa_tree_fence(void);
 
 /* A word's RESV bit (palloc.c [reservation]: some CPU's current node; advisory). */
 #define DP_PA_RESV (1ull << 55)

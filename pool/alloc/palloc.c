@@ -949,7 +949,8 @@ void dp_pa_hint_freed(dp_pa *pa, uint64_t frame, unsigned order, unsigned cpu) {
      * our free and this hint (its dp_pa_hints_forget came first): the hint
      * goes again. seq_cst fence: our hint's store before our load of the
      * bit, against the trim's fence between its bits and its look at the
-     * hints (dp_pa_tree_fence): one of the two sees the other. */
+     * hints (resident.c dp_res_tree_give_back): one of the two sees the
+     * other. */
     if (pa->tables) {
         dp_fence_seq_cst();
         if (pa_untouched(pa, lf >> 4)) {
@@ -958,8 +959,6 @@ void dp_pa_hint_freed(dp_pa *pa, uint64_t frame, unsigned order, unsigned cpu) {
         }
     }
 }
-
-void dp_pa_tree_fence(void) { dp_fence_seq_cst(); }
 
 /* dp_pa_alloc's search, after the reservation (and [second chance]) missed:
  * out of line, so that the common case keeps few registers. */

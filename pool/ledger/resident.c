@@ -592,17 +592,15 @@ static int res_tables(void *ctx, dp_pa *pa, uint64_t g, int op) {
     bool huge = p->geo.page_size != 4096;
     uint64_t w;
     if (op == DP_PA_TABLES_ENTER) {
-        /* [tree give-back]: counted in on the granule; acq_rel: [busy], on
-         * the word of a trimmer's mark and bits: whichever comes second
-         * sees the first (the opener then finds the node held whole, or the
-         * trimmer our count) */
-        w = dp_load_relaxed(&p->res[gi]);
-        do
-            if (DP_RES_BUSY(w) == 0xffff)
-                return dp_fail(-EUCLEAN, "the residency word of granule %llu counts 65535 processes in it: the "
-                               "pool's tables are damaged (dsmpool_check says where)", (unsigned long long)gi);
-        while (!dp_cas_acq_rel(&p->res[gi], &w, w + DP_RES_BUSY_ONE));
-        return (w & DP_RES_NOTREE) ? 1 : 0;
+        /* [tree give-back]: counted in on the granule ([busy]: the word of
+         * a trimmer's mark and bits; whichever comes second sees the first:
+         * the opener then finds the node held whole, or the trimmer our
+         * count). Once in, no trim sets the bit: one read set here is set,
+         * or cleared since by another's fill. acquire: as palloc.c
+         * pa_untouched's (another made the pages resident). */
+        int r = dp_res_busy_raise(p, gi, 1);
+        if (r) return r;
+        return (dp_load_acquire(&p->res[gi]) & DP_RES_NOTREE) ? 1 : 0;
     }
     /* DP_PA_TABLES_FILL: counted in (no trim gives the pages back under us),
      * and the node is not held whole by another */
@@ -643,9 +641,14 @@ static bool res_notree_set(dsmpool *p, uint64_t i) {
     return false;
 }
 
+/* The fd whose pages dp_os_release punches (MEMFD, POSIX), or -1 (an
+ * anonymous or SysV mapping: MADV_REMOVE). */
+static int res_fd(const dsmpool *p) {
+    return p->fd >= 0 && (p->backing == DSMPOOL_BACKING_MEMFD || p->backing == DSMPOOL_BACKING_POSIX) ? p->fd : -1;
+}
+
 uint64_t dp_res_tree_give_back(dsmpool *p, uint64_t g, uint64_t n) {
     uint64_t pages = 0;
-    bool fd = p->fd >= 0 && (p->backing == DSMPOOL_BACKING_MEMFD || p->backing == DSMPOOL_BACKING_POSIX);
     /* not a POSIX pool's: its file system can be full, and a stale reader
      * bringing a page back would get a SIGBUS there */
     if (!p->geo.elastic || p->geo.page_size != 4096 || p->backing == DSMPOOL_BACKING_POSIX || g >= p->geo.res_count)
@@ -676,9 +679,12 @@ uint64_t dp_res_tree_give_back(dsmpool *p, uint64_t g, uint64_t n) {
             }
             if (quiet) {
                 DP_INJECT("resident.tree.checked");
-                dp_pa_tree_fence(); /* (the bits before the hints: palloc.c dp_pa_hint_freed) */
+                /* seq_cst fence: the bits before our look at the hints,
+                 * against palloc.c dp_pa_hint_freed's fence between its hint
+                 * and its look at the bit */
+                dp_fence_seq_cst();
                 dp_pa_hints_forget(&p->pa[s], pg, pn);
-                if (dp_os_release(p->base + off, 4096, fd ? p->fd : -1, off) == 0) {
+                if (dp_os_release(p->base + off, 4096, res_fd(p), off) == 0) {
                     pages++;
                     continue;
                 }
@@ -711,14 +717,13 @@ void dp_res_open(dsmpool *p) {
 int dp_res_release(dsmpool *p, uint64_t g, uint64_t n) {
     if (!n || g >= p->geo.res_count || n > p->geo.res_count - g) return -EINVAL;
     uint64_t off = p->geo.data_off + (g << DP_RES_SHIFT), doff, dlen;
-    bool fd = p->fd >= 0 && (p->backing == DSMPOOL_BACKING_MEMFD || p->backing == DSMPOOL_BACKING_POSIX);
-    int r = dp_os_release(p->base + off, n << DP_RES_SHIFT, fd ? p->fd : -1, off);
+    int r = dp_os_release(p->base + off, n << DP_RES_SHIFT, res_fd(p), off);
     /* [lazy directory]: in 4 KiB pages a granule's directory page is its
      * own, and all zero once the granule is free (area_registry.c clears
      * a span's words before its block goes) */
     if (r == 0 && p->geo.elastic && p->geo.page_size == 4096) {
         dp_dir_range(&p->geo, g, n, 4096, &doff, &dlen);
-        r = dp_os_release(p->base + doff, dlen, fd ? p->fd : -1, doff);
+        r = dp_os_release(p->base + doff, dlen, res_fd(p), doff);
     }
     return r;
 }
