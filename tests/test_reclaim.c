@@ -272,8 +272,13 @@ typedef struct shared {
 } shared;
 
 
-/* A pool with NAREAS areas, their registry pages made. */
-#define NAREAS 6
+/* A pool with NAREAS areas, their registry pages made. Where a span lands
+ * depends on the CPU the thread runs on (the page allocator searches near
+ * each CPU's own node first: palloc.c [reservation]), so a hoard may fill
+ * every other block before it splits the largest: with 6 areas a thread on the second
+ * CPU ran out of areas first (seen in CI under load). 8 areas hoard 8 x 9
+ * spans of 2 MiB, more than the 128 MiB pool holds, wherever they land. */
+#define NAREAS 8
 typedef struct hoard_pool {
     dsmpool *p;
     dsmpool_area *a[NAREAS];
@@ -304,17 +309,23 @@ static hoard_pool hoard_pool_new(void) {
  * (2 MiB for one chunk), until the pool's largest free block is smaller than
  * before. Returns false if it never is. (No Criterion asserts: children
  * call it.) */
+static char hoard_why[512];
 static bool hoard(hoard_pool *h, unsigned skip_area) {
     for (int i = 0; i < NAREAS; i++) {
         if ((unsigned)i == skip_area) continue;
         for (unsigned c = 0; c < 16; c++) {
             dsmpool_ptr v;
             size_t sz = ((size_t)64 * KIB * (4 + c % 4) / 4) << (c / 4);
-            if (dsmpool_area_alloc(h->a[i], sz, 0, &v) != 0 || dsmpool_area_free(h->a[i], v) != 0)
+            int r = dsmpool_area_alloc(h->a[i], sz, 0, &v);
+            if (r != 0 || dsmpool_area_free(h->a[i], v) != 0) {
+                snprintf(hoard_why, sizeof hoard_why, "area %d, a chunk of %zu bytes: %d (%s)", i, sz, r, dsmpool_last_error());
                 return false;
+            }
             dsmpool_stats st;
             dsmpool_get_stats(h->p, &st);
             if (st.subpool[0].largest_free < h->largest0) return true;
+            snprintf(hoard_why, sizeof hoard_why, "after area %d's chunk of %zu bytes the largest free block is still %zu bytes, %zu bytes free",
+                     i, sz, st.subpool[0].largest_free, st.subpool[0].free);
         }
     }
     return false;
@@ -379,7 +390,7 @@ Test(reclaim, another_process_cache_gives_back_before_a_request_fails, .timeout 
  * allocation spills to an OS segment. */
 Test(reclaim, own_caches_give_back_before_spilling) {
     hoard_pool h = hoard_pool_new();
-    cr_assert(hoard(&h, 0), "the hoard never split the largest block");
+    cr_assert(hoard(&h, 0), "the hoard never split the largest block: %s", hoard_why);
     dsmpool_ptr w;
     cr_assert_eq(dsmpool_area_alloc(h.a[0], h.largest0, 0, &w), 0, "%s", dsmpool_last_error());
     cr_expect_eq(w & DSMPOOL_PTR_OS_BIT, 0, "spilled to the OS while this thread's caches held the pool");
