@@ -59,10 +59,14 @@
  *      (generation + 1, none of the old segments in it), a child of the old
  *      pool does not find the new segments in it, and the old control
  *      segment, PostgreSQL's, is left.
- *   [orphans] Children killed inside dsm_create, after posix_fallocate
- *      and after mmap, before the registration in the control segment:
+ *   [orphans] Children killed inside dsm_create, right after the shm_open
+ *      (the file still empty), after posix_fallocate and after mmap, before
+ *      the registration in the control segment:
  *      the generation's end removes their names (PostgreSQL never will),
  *      but not a file that took such a name afterwards (another inode).
+ *   [given up] Creations given up after their shm_open (close, then
+ *      shm_unlink: dsm_impl_posix's error path), four times as many as the
+ *      name table holds, leave no entry: the next creation is served.
  *   [name reused] A handle whose name was removed by a plain unlink()
  *      behind the library's back is created again: served, the new bytes
  *      seen by a new attacher and the old by the old one, and no segment or
@@ -383,7 +387,10 @@ enum op {
     OP_RECOVER,       /* dsmpool_recover: what the pool runs itself when its slot table is full */
     OP_CHURN,         /* h a seed: CC_ROUNDS creates, each checked and destroyed CC_ALIVE later */
     OP_CREATE_UNREG,  /* h, n, byte: dsm_create killed before its registration: byte 1 stops
-                       * after posix_fallocate (fd open, no mmap), 2 after mmap and close */
+                       * after posix_fallocate (fd open, no mmap), 2 after mmap and close,
+                       * 3 right after the shm_open (the file empty) */
+    OP_CREATE_GIVEUP, /* h, n: n creations given up (handles h, h+1, ...): shm_open, close,
+                       * shm_unlink, as dsm_impl_posix's error path after the shm_open */
 };
 
 typedef struct {
@@ -560,11 +567,30 @@ static void serve(const cmd_t *c, reply_t *r) {
             return;
         }
         int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+        if (c->byte == 3) {
+            r->ok = fd >= 0;
+            snprintf(why, whylen, "%s: shm_open %d (%s)", name, fd, fd < 0 ? strerror(errno) : "made");
+            return; /* fd left open, nothing more done: the process dies here */
+        }
         int rc = fd < 0 ? errno : ver == 15 && ftruncate(fd, (off_t)c->n) != 0 ? errno
                                                                                  : posix_fallocate(fd, 0, (off_t)c->n);
         r->ok = fd >= 0 && rc == 0;
         snprintf(why, whylen, "%s: shm_open %d, then %s", name, fd, strerror(rc));
         return; /* fd left open: the process dies here */
+    }
+    case OP_CREATE_GIVEUP: {
+        char name[32];
+        for (size_t k = 0; k < c->n; k++) {
+            pgname(name, c->h + (uint32_t)k);
+            errno = SENTINEL;
+            int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+            if (fd < 0 || errno != SENTINEL || close(fd) != 0 || shm_unlink(name) != 0) {
+                snprintf(why, whylen, "%s: shm_open %d, errno %d", name, fd, errno);
+                return;
+            }
+        }
+        r->ok = true;
+        return;
     }
     case OP_ATTACH: {
         void *a;
@@ -1137,9 +1163,12 @@ static void check_orphans(void) {
     char why[600];
     reply_t r;
     if (!start()) return;
-    worker a = spawn(), b = spawn(), c = spawn(), u = spawn();
-    uint32_t h1 = next_handle(), h2 = next_handle(), h3 = next_handle();
-    bool ok = rpc(&a, OP_CREATE_UNREG, h1, SEG_SIZE, 1, &r);
+    worker a = spawn(), b = spawn(), c = spawn(), d = spawn(), u = spawn();
+    uint32_t h1 = next_handle(), h2 = next_handle(), h3 = next_handle(), h4 = next_handle();
+    bool ok = rpc(&d, OP_CREATE_UNREG, h4, SEG_SIZE, 3, &r);
+    struct stat st;
+    EXPECT("killed_right_after_shm_open", ok && shm_stat(h4, &st) && st.st_size == 0, "%s", r.msg);
+    ok = rpc(&a, OP_CREATE_UNREG, h1, SEG_SIZE, 1, &r);
     EXPECT("killed_after_posix_fallocate", ok && is_pool_file(h1, SEG_SIZE, why, sizeof why), "%s; %s", r.msg, why);
     ok = rpc(&b, OP_CREATE_UNREG, h2, SEG_SIZE, 2, &r);
     EXPECT("killed_after_mmap_and_close", ok && is_pool_file(h2, SEG_SIZE, why, sizeof why), "%s; %s", r.msg, why);
@@ -1151,23 +1180,52 @@ static void check_orphans(void) {
     int fd = ok ? open(path, O_RDWR | O_CREAT | O_EXCL, 0600) : -1;
     EXPECT("another_file_takes_a_killed_segment_s_name", fd >= 0, "%s: %s", path, ok ? strerror(errno) : r.msg);
     if (fd >= 0) close(fd);
-    worker *all[] = {&a, &b, &c};
+    worker *all[] = {&a, &b, &c, &d};
     int killed = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         if (all[i]->pid > 0) kill(all[i]->pid, SIGKILL);
         killed += reap(all[i]) == 128 + SIGKILL;
     }
     int su = finish(&u);
-    EXPECT("creators_killed", killed == 3 && su == 0, "%d of 3 killed; the other exited %d", killed, su);
+    EXPECT("creators_killed", killed == 4 && su == 0, "%d of 4 killed; the other exited %d", killed, su);
     /* the crash restart: PostgreSQL removes what its control segment lists
      * (none of these), then the control segment: the generation's end */
     step("postmaster_removes_its_segments", pm_shutdown(why, sizeof why), why);
-    struct stat st;
-    bool g1 = !shm_stat(h1, &st), g2 = !shm_stat(h2, &st), kept = shm_stat(h3, &st) && st.st_size == 0;
-    EXPECT("generation_s_end_removes_the_killed_creators_names", g1 && g2, "after posix_fallocate: %s; "
-           "after mmap: %s", g1 ? "gone" : "left", g2 ? "gone" : "left");
+    bool g1 = !shm_stat(h1, &st), g2 = !shm_stat(h2, &st), g4 = !shm_stat(h4, &st);
+    bool kept = shm_stat(h3, &st) && st.st_size == 0;
+    EXPECT("generation_s_end_removes_the_killed_creators_names", g1 && g2 && g4, "after posix_fallocate: %s; "
+           "after mmap: %s; after the shm_open: %s", g1 ? "gone" : "left", g2 ? "gone" : "left",
+           g4 ? "gone" : "left");
     EXPECT("a_file_that_is_not_the_entered_one_stays", kept, "%s", kept ? "" : "removed, or changed");
     unlink(path);
+}
+
+/* [given up]: creations that PostgreSQL gives up after the shm_open (its
+ * close and shm_unlink) leave no entry behind: past twice the name table,
+ * a creation is still served. */
+static void check_given_up(void) {
+    char why[600] = "";
+    reply_t r;
+    MaxBackends = 1;
+    if (!start()) return;
+    worker w = spawn();
+    uint32_t h = next_handle() | 0x80000000u;
+    bool ok = rpc(&w, OP_CREATE_GIVEUP, h, 4 * SLOTS(1), 0, &r);
+    EXPECT("creations_given_up", ok, "%s", r.msg);
+    uint32_t h2 = next_handle() & 0x7fffffffu; /* not one of the given-up handles */
+    reply_t st0;
+    rpc(&w, OP_STATE, 0, 0, 0, &st0);
+    ok = rpc(&w, OP_CREATE, h2, SEG_SIZE, 0x31, &r);
+    reply_t st1;
+    rpc(&w, OP_STATE, 0, 0, 0, &st1);
+    EXPECT("a_creation_after_them_is_served", ok && st1.served == st0.served + 1 && is_pool_file(h2, SEG_SIZE, why, sizeof why),
+           "%s; served %llu then %llu, refused %llu; %s", r.msg, (unsigned long long)st0.served,
+           (unsigned long long)st1.served, (unsigned long long)st1.refused, why);
+    ok = rpc(&w, OP_DESTROY, h2, 0, 0, &r);
+    EXPECT("it_is_destroyed", ok, "%s", r.msg);
+    int sw = finish(&w);
+    EXPECT("child_exits_cleanly", sw == 0, "exit status %d", sw);
+    step("postmaster_shutdown", pm_shutdown(why, sizeof why), why);
 }
 
 /* [name reused] */
@@ -1660,6 +1718,7 @@ int main(int argc, char **argv) {
         {"crash_restart", check_crash_restart},
         {"corrupt_control", check_corrupt_control},
         {"orphans", check_orphans},
+        {"given_up", check_given_up},
         {"name_reused", check_name_reused},
         {"detach_all", check_detach_all},
         {"binary_upgrade", check_binary_upgrade},

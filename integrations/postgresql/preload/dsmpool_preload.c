@@ -44,17 +44,20 @@
  *      64 + 5 x MaxBackends names (PostgreSQL's slot count) fit twice over,
  *      open addressing from the handle (name_get). An entry for a handle
  *      being created again (its name removed behind the pool's back) is
- *      replaced and its segment unpinned. An entry is reserved (BUSY, the
- *      file's inode) before the segment is made and published (LIVE) with
- *      it, so a process killed after the reservation leaves an entry that
- *      names its file (before it -- the fstat, 16+'s ftruncate, the stale
- *      check -- a sparse name, as [orphans] says).
+ *      replaced and its segment unpinned. An entry is reserved (BUSY) by
+ *      the creating shm_open before its name exists, given the file's inode
+ *      once it does, and published (LIVE) with the segment by the
+ *      posix_fallocate; a creation that makes no file, or that PostgreSQL
+ *      serves itself or gives up (its close), drops it. So a process killed
+ *      anywhere in a creation leaves an entry that names its file.
  *   [orphans] A process killed inside dsm_create, after its shm_open and
  *      before the registration in the control segment, leaves a name that
  *      PostgreSQL never removes (stock leaves the file, data and all). The
  *      generation's end removes every name its table still holds whose file
- *      is still the one entered (names_sweep); only the few instructions
- *      between shm_open and the reservation leave a name behind, sparse.
+ *      is still the one entered (names_sweep), or, for an entry whose
+ *      process died inside the shm_open (no inode yet), an empty file of
+ *      this user. What is left: a killed creation that PostgreSQL was
+ *      serving itself (the pool refused it), as stock leaves it.
  *   [generation] When the postmaster removes its control segment (shutdown,
  *      and every crash restart) the whole pool goes: the names its table
  *      still holds removed ([orphans]: read and checked against the files,
@@ -284,11 +287,11 @@ static char self_dir[PATH_MAX];
 
 /* ---- the state of this process ------------------------------------------- */
 
-typedef struct {
+typedef struct name_ent_s {
     _Atomic uint64_t key; /* [atom] 0 never used; NAME_TOMB removed; NAME_BUSY|h in change; NAME_LIVE|h */
     uint64_t seg;         /* [own] the dsmpool handle: written by who holds the key BUSY */
     uint64_t size;        /* [own] the file's size, as PostgreSQL asked: likewise */
-    uint64_t ino;         /* [own] the file's inode in /dev/shm: likewise */
+    uint64_t ino;         /* [own] the file's inode in /dev/shm (0: not known yet, [orphans]): likewise */
 } name_ent;
 #define NAME_BUSY (UINT64_C(1) << 62)
 #define NAME_LIVE (UINT64_C(1) << 63)
@@ -314,6 +317,7 @@ typedef struct {
     int kind;
     uint32_t h;       /* PostgreSQL's handle, from the name */
     dsmpool_seg *seg; /* served: the segment until mmap takes it */
+    struct name_ent_s *ne; /* FD_CREATING: h's entry, reserved at the shm_open ([orphans]) until published or dropped */
 } fd_ent;
 #define NFDS 8
 static fd_ent fds[NFDS];
@@ -361,15 +365,20 @@ static fd_ent *fd_find(int fd) {
 static fd_ent *fd_track(int fd, int kind, uint32_t h) {
     for (int i = 0; i < NFDS; i++)
         if (!fds[i].kind) {
-            fds[i] = (fd_ent){fd, kind, h, NULL};
+            fds[i] = (fd_ent){fd, kind, h, NULL, NULL};
             nfds++;
             return &fds[i];
         }
     return NULL;
 }
+static void name_drop(struct name_ent_s *e);
+/* An fd no longer followed; a creation's entry still reserved goes unused
+ * (PostgreSQL gave the creation up: its close before any posix_fallocate). */
 static void fd_untrack(fd_ent *f) {
+    if (f->ne) name_drop(f->ne);
     f->kind = 0;
     f->seg = NULL;
+    f->ne = NULL;
     nfds--;
 }
 
@@ -642,8 +651,11 @@ static void maps_free(void) {
  * this user): PostgreSQL has removed every name its control segment lists
  * by now, and no process of the generation is left, so these are the names
  * of processes killed between their shm_open and dsm_create's registration,
- * or inside a destroy. The entries are read, never trusted: a scribbled one
- * can only name a file that is not there or not this one. */
+ * or inside a destroy. An entry with no inode yet (killed inside the
+ * shm_open) removes its name only where the file is an empty regular file
+ * of this user: what that shm_open made, had it made one. The entries are
+ * read, never trusted: a scribbled one can only name a file that is not
+ * there, not this one, or one still empty. */
 static void names_sweep(void) {
     for (size_t i = 0; names && i < names_cap; i++) {
         uint64_t k = atomic_load_explicit(&names->e[i].key, memory_order_relaxed); /* every writer is dead */
@@ -652,7 +664,8 @@ static void names_sweep(void) {
         char path[64];
         snprintf(path, sizeof path, "/dev/shm/PostgreSQL.%u", (unsigned)(uint32_t)k);
         struct stat st;
-        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_ino == ino && st.st_uid == geteuid())
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+            (ino ? (uint64_t)st.st_ino == ino : st.st_size == 0))
             (void)syscall(SYS_unlinkat, AT_FDCWD, path, 0);
     }
 }
@@ -746,8 +759,21 @@ EXPORT int shm_open(const char *name, int oflag, mode_t mode) {
     }
     if (!pool || state.provider) return pass_shm_open(name, oflag, mode);
     if (oflag & O_CREAT) {
+        /* [orphans]: the entry before the name exists, so that a death
+         * from here on leaves the name to the generation's end; the inode
+         * once the file is there. No entry (a full table): PostgreSQL's own. */
+        name_ent *ne = name_reserve(h, 0, 0);
         int fd = pass_shm_open(name, oflag, mode);
-        if (fd >= 0) fd_track(fd, FD_CREATING, h); /* full: PostgreSQL's own segment */
+        int e = errno;
+        struct stat st;
+        fd_ent *f = fd >= 0 ? fd_track(fd, FD_CREATING, h) : NULL; /* no entry: refused by its posix_fallocate */
+        if (f && ne && fstat(fd, &st) == 0) {
+            ne->ino = (uint64_t)st.st_ino;
+            f->ne = ne;
+        } else if (ne) {
+            name_drop(ne); /* no file made (EEXIST: another's), or nowhere to follow it */
+        }
+        errno = e;
         return fd;
     }
     name_ent *e = name_get(h);
@@ -793,7 +819,9 @@ EXPORT int posix_fallocate(int fd, off_t off, off_t len) {
     }
     uint64_t stale = name_take(f->h); /* a name removed behind the pool's back, reused */
     if (stale && dp.seg_unpin(pool, stale) != 0) state.unpin_failed++;
-    name_ent *ne = name_reserve(f->h, (uint64_t)len, (uint64_t)st.st_ino);
+    name_ent *ne = f->ne; /* reserved by the shm_open ([orphans]) */
+    f->ne = NULL;
+    if (ne) ne->size = (uint64_t)len;
     dsmpool_seg *s = NULL;
     bool pinned = false;
     if (!ne || dp.seg_create(pool, (size_t)len, DSMPOOL_SEG_NO_FALLBACK, &s) != 0 ||
