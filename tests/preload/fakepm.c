@@ -65,8 +65,8 @@
  *      the generation's end removes their names (PostgreSQL never will),
  *      but not a file that took such a name afterwards (another inode).
  *   [given up] Creations given up after their shm_open (close, then
- *      shm_unlink: dsm_impl_posix's error path), four times as many as the
- *      name table holds, leave no entry: the next creation is served.
+ *      shm_unlink: dsm_impl_posix's error path), twice as many as the name
+ *      table holds, leave no entry: the next creation is served.
  *   [name reused] A handle whose name was removed by a plain unlink()
  *      behind the library's back is created again: served, the new bytes
  *      seen by a new attacher and the old by the old one, and no segment or
@@ -1209,7 +1209,7 @@ static void check_given_up(void) {
     MaxBackends = 1;
     if (!start()) return;
     worker w = spawn();
-    uint32_t h = next_handle() | 0x80000000u;
+    uint32_t h = (next_handle() & 0x3fffffffu) | 0x80000000u; /* h + 275 stays above 2^31 */
     bool ok = rpc(&w, OP_CREATE_GIVEUP, h, 4 * SLOTS(1), 0, &r);
     EXPECT("creations_given_up", ok, "%s", r.msg);
     uint32_t h2 = next_handle() & 0x7fffffffu; /* not one of the given-up handles */

@@ -38,9 +38,10 @@
  *      pool cannot open the name to map a zero-filled file (EACCES; PostgreSQL
  *      never runs as root). A process of the pool opens it O_PATH.
  *   [table] The pool's name table (in the pool, one generation's) maps a
- *      handle to its dsmpool segment, the file's inode and size; an entry
- *      is made before the creating posix_fallocate returns and removed
- *      before the file's name goes, so an entry always names a live file.
+ *      handle to its dsmpool segment, the file's inode and size; a live
+ *      (published) entry is made before the creating posix_fallocate
+ *      returns and removed before the file's name goes, so it always names
+ *      a live file.
  *      64 + 5 x MaxBackends names (PostgreSQL's slot count) fit twice over,
  *      open addressing from the handle (name_get). An entry for a handle
  *      being created again (its name removed behind the pool's back) is
@@ -49,15 +50,18 @@
  *      once it does, and published (LIVE) with the segment by the
  *      posix_fallocate; a creation that makes no file, or that PostgreSQL
  *      serves itself or gives up (its close), drops it. So a process killed
- *      anywhere in a creation leaves an entry that names its file.
+ *      in a creation after its fstat leaves an entry that names its file
+ *      ([orphans]).
  *   [orphans] A process killed inside dsm_create, after its shm_open and
  *      before the registration in the control segment, leaves a name that
  *      PostgreSQL never removes (stock leaves the file, data and all). The
  *      generation's end removes every name its table still holds whose file
- *      is still the one entered (names_sweep), or, for an entry whose
- *      process died inside the shm_open (no inode yet), an empty file of
- *      this user. What is left: a killed creation that PostgreSQL was
- *      serving itself (the pool refused it), as stock leaves it.
+ *      is still the one entered (names_sweep). What is left: a name whose
+ *      creator was killed between the shm_open's system call and its fstat
+ *      (an empty file: no inode entered, and the name may be another's), a
+ *      creation past a full name or fd table, and a killed creation that
+ *      PostgreSQL was serving itself (the pool refused it), as stock
+ *      leaves it.
  *   [generation] When the postmaster removes its control segment (shutdown,
  *      and every crash restart) the whole pool goes: the names its table
  *      still holds removed ([orphans]: read and checked against the files,
@@ -652,10 +656,10 @@ static void maps_free(void) {
  * by now, and no process of the generation is left, so these are the names
  * of processes killed between their shm_open and dsm_create's registration,
  * or inside a destroy. An entry with no inode yet (killed inside the
- * shm_open) removes its name only where the file is an empty regular file
- * of this user: what that shm_open made, had it made one. The entries are
- * read, never trusted: a scribbled one can only name a file that is not
- * there, not this one, or one still empty. */
+ * shm_open) removes nothing: its name may be another's (an EEXIST, another
+ * cluster's, the postmaster's next control segment). The entries are read,
+ * never trusted: a scribbled one can only name a file that is not there or
+ * not this one. */
 static void names_sweep(void) {
     for (size_t i = 0; names && i < names_cap; i++) {
         uint64_t k = atomic_load_explicit(&names->e[i].key, memory_order_relaxed); /* every writer is dead */
@@ -664,8 +668,8 @@ static void names_sweep(void) {
         char path[64];
         snprintf(path, sizeof path, "/dev/shm/PostgreSQL.%u", (unsigned)(uint32_t)k);
         struct stat st;
-        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-            (ino ? (uint64_t)st.st_ino == ino : st.st_size == 0))
+        if (ino && lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_ino == ino &&
+            st.st_uid == geteuid())
             (void)syscall(SYS_unlinkat, AT_FDCWD, path, 0);
     }
 }
@@ -766,7 +770,9 @@ EXPORT int shm_open(const char *name, int oflag, mode_t mode) {
         int fd = pass_shm_open(name, oflag, mode);
         int e = errno;
         struct stat st;
-        fd_ent *f = fd >= 0 ? fd_track(fd, FD_CREATING, h) : NULL; /* no entry: refused by its posix_fallocate */
+        /* no name entry: its posix_fallocate refuses it; no fd entry (NFDS
+         * creations open at once): PostgreSQL's own, uncounted */
+        fd_ent *f = fd >= 0 ? fd_track(fd, FD_CREATING, h) : NULL;
         if (f && ne && fstat(fd, &st) == 0) {
             ne->ino = (uint64_t)st.st_ino;
             f->ne = ne;
