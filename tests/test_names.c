@@ -21,6 +21,7 @@ typedef struct shared {
     _Atomic int ready;   /* children at the start line */
     _Atomic int go;
     _Atomic int in_init; /* a creator is inside init */
+    _Atomic int release; /* init_pattern with INIT_HELD may return */
     _Atomic uint64_t handle[16];
 } shared;
 
@@ -33,11 +34,16 @@ static shared *shared_new(void) {
 
 static shared *sh;
 
-/* init: count it, fill the segment with a pattern, take a while */
+/* init: count it, fill the segment with a pattern; with arg, take a while
+ * (20 ms), or, with INIT_HELD, until the test sets release (bounded: 60 s) */
+#define INIT_HELD ((void *)2)
 static int init_pattern(void *addr, size_t size, void *arg) {
     atomic_fetch_add(&sh->inits, 1);
     atomic_store(&sh->in_init, 1);
-    usleep(arg ? 20000 : 0);
+    if (arg == INIT_HELD)
+        for (int i = 0; i < 600000 && !atomic_load(&sh->release); i++) usleep(100);
+    else
+        usleep(arg ? 20000 : 0);
     memset(addr, 0x5a, size);
     return 0;
 }
@@ -339,11 +345,17 @@ Test(names, creator_killed_or_stopped_in_init, .timeout = 120) {
     if (kid == 0) {
         dsmpool_seg *t;
         bool c;
-        int r = dsmpool_seg_open_named(p, "stopped", 64 * KIB, 0, init_pattern, (void *)1, &t, &c);
+        int r = dsmpool_seg_open_named(p, "stopped", 64 * KIB, 0, init_pattern, INIT_HELD, &t, &c);
         _exit(r == 0 && c ? 0 : 1);
     }
+    /* the creator stays inside init until it is stopped: a loaded machine
+     * that runs this process late cannot let it finish first */
     while (!atomic_load(&sh->in_init)) usleep(100);
     kill(kid, SIGSTOP);
+    int wst;
+    cr_assert_eq(waitpid(kid, &wst, WUNTRACED), kid);
+    cr_assert(WIFSTOPPED(wst), "the creator was not stopped (status %#x)", wst);
+    atomic_store(&sh->release, 1); /* it finishes init once continued */
     cr_expect_eq(dsmpool_seg_open_named(p, "stopped", 64 * KIB, DSMPOOL_NAMED_NOWAIT, NULL, NULL, &s,
                                         &created), -EAGAIN);
     pid_t waiter = fork();
