@@ -1309,14 +1309,17 @@ Test(lifecycle_races, a_child_whose_adoption_failed_takes_its_presence_on_the_ne
     uint64_t id = p->geo.pool_id;
     int release;
     pid_t holder = hold_life(p, &release);
-    int go[2];
+    int go[2], failed[2];
     cr_assert_eq(pipe(go), 0);
+    cr_assert_eq(pipe(failed), 0);
     pid_t c = fork();
     if (c == 0) {
         close(go[1]);
+        close(failed[0]);
         dsmpool_seg *s;
         int r = dsmpool_seg_create(p, 16 * MIB, 0, &s);
         if (r != -EAGAIN) _exit(3); /* LIFE is held: the adoption fails */
+        if (write(failed[1], "f", 1) != 1) _exit(10);
         char ch;
         if (read(go[0], &ch, 1) != 1) _exit(4); /* LIFE let go */
         if (!(s = fallback_seg(p, 16 * MIB, 9)) || dsmpool_seg_pin(s) != 0) {
@@ -1330,8 +1333,13 @@ Test(lifecycle_races, a_child_whose_adoption_failed_takes_its_presence_on_the_ne
         _exit(((unsigned char *)dsmpool_seg_address(t))[99] == 9 && dsmpool_detach(p) == 0 ? 0 : 8);
     }
     close(go[0]);
-    /* the child's first call waits 10 s for LIFE, then fails */
-    for (int i = 0; i < 12000; i++) usleep(1000);
+    close(failed[1]);
+    /* the child's first call waits 10 s for LIFE, then fails: LIFE is let
+     * go only once it said so (a fixed sleep lost to a late child) */
+    char f;
+    cr_assert_eq(read(failed[0], &f, 1), 1, "the child's first call did not fail with -EAGAIN (child: %d)",
+                 test_wait(c));
+    close(failed[0]);
     cr_assert_eq(write(release, "x", 1), 1); /* (a byte: the child holds a copy of this end too) */
     cr_assert_eq(test_wait(holder), 0);
     cr_assert_eq(write(go[1], "x", 1), 1);
