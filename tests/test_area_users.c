@@ -271,7 +271,7 @@ static void park_at(const char *point) {
     atomic_store(&stop_state, 1);
     uint64_t t0 = test_now_ns();
     while (atomic_load(&stop_state) != 2 && test_now_ns() - t0 < 5000000000ull) usleep(100);
-    usleep(20000); /* still inside the operation: 20 ms, well within the destroyer's bound */
+    usleep(20000); /* still inside the operation: 20 ms (the destroyer's bound is 60 s here) */
 }
 
 typedef struct parked {
@@ -305,10 +305,12 @@ Test(area_users, destroy_waits_for_a_shared_operation) {
     atomic_store(&stop_state, 0);
     atomic_store(&op_done, 0);
     dp_inject_fn = park_at;
+    dp_area_test_quiesce_ns(60000000000ull); /* (50 ms: a loaded machine may not run the operation in time) */
     cr_assert_eq(pthread_create(&t, NULL, parked_alloc, &pk), 0);
     while (atomic_load(&stop_state) != 1) usleep(100);
     atomic_store(&stop_state, 2); /* it goes on in 20 ms */
     cr_assert_eq(dsmpool_area_destroy(a), 0);
+    dp_area_test_quiesce_ns(0);
     cr_expect_eq(atomic_load(&op_done), 1, "the destroy returned while a shared operation ran");
     pthread_join(t, NULL);
     dp_inject_fn = NULL;

@@ -24,7 +24,8 @@
  *      if other threads hold caches, membarrier(GLOBAL) (every running
  *      thread passes a full barrier), then every cache record whose owner
  *      lives is waited for until its sequence is even (bounded:
- *      AR_QUIESCE_NS, 50 ms in all). A destroyer that sees ctl->shared
+ *      AR_QUIESCE_NS, 50 ms in all; a test may lengthen it:
+ *      dp_area_test_quiesce_ns). A destroyer that sees ctl->shared
  *      always uses membarrier and also waits (same bound) until no live slot
  *      but its own has a bracket open (dp_brackets_quiesce; its own: just
  *      its own bracket; area_shared.c [shared path]). After that no
@@ -110,6 +111,15 @@
 #include "area_cache.h"
 #include "dp_os.h"
 
+#ifdef DP_INJECTION
+/* test-only: the destroyer's bound ([destroy]), so that a test of its wait
+ * does not depend on how soon a loaded machine runs the operation */
+_Atomic uint64_t dp_ar_quiesce_ns = AR_QUIESCE_NS;
+#define AR_QUIESCE_BOUND dp_load_relaxed_any(&dp_ar_quiesce_ns)
+#else
+#define AR_QUIESCE_BOUND AR_QUIESCE_NS
+#endif
+
 static struct dsmpool_area *ar_reg; /* this process's areas (dp_ar_reg_lock) */
 
 /* [destroy], [final destroy]: give back every entry that can be given back
@@ -147,7 +157,7 @@ static void release_entries(dsmpool *p, ar_ctl *ctl, uint64_t aid, uint32_t me, 
 /* [destroy]: wait until no operation on this area runs, other than ones of
  * dead threads. false: one still ran when the bound passed. */
 static bool caches_quiesce(dsmpool *p, ar_ctl *ctl, ar_cache *mine) {
-    uint64_t deadline = dp_os_now_ns() + AR_QUIESCE_NS;
+    uint64_t deadline = dp_os_now_ns() + AR_QUIESCE_BOUND;
     for (uint32_t i = 0; i < AR_NCACHES; i++) {
         ar_cache *rec = dp_ar_cache_rec(p, ctl, i);
         if (!rec || rec == mine) continue; /* (a page linked after the mark: its claims see DESTROYED) */
@@ -188,7 +198,7 @@ static void destroy_explicit(struct dsmpool_area *a) {
         /* area_shared.c [shared path]: its operations are brackets: wait for
          * those too */
         if (safe && caches_quiesce(p, ctl, mine) &&
-            (!shared || dp_brackets_quiesce(p, dp_os_now_ns() + AR_QUIESCE_NS)))
+            (!shared || dp_brackets_quiesce(p, dp_os_now_ns() + AR_QUIESCE_BOUND)))
             release_entries(p, ctl, a->aid, p->slot, false);
     }
     dp_bracket_close(p);

@@ -78,6 +78,7 @@ int dp_area_inspect(struct dsmpool *pool, uint64_t idx, dp_insp_area *out); /* -
 dp_a64 *dp_area_test_word(dsmpool_area *a, const char *what, unsigned cls, dsmpool_ptr p);
 void dp_area_test_untrimmed(bool on);
 void dp_area_test_force_shared(bool on);
+void dp_area_test_quiesce_ns(uint64_t ns);
 unsigned dp_area_test_class(size_t size);
 uint64_t dp_area_test_span(unsigned c);
 uint64_t dp_area_test_span_len(unsigned c);
