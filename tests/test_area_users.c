@@ -266,12 +266,22 @@ Test(area_users, processes_2048_on_one_area, .timeout = 600) {
 static _Atomic int stop_state; /* 1: the shared op is parked at the point; 2: let it go */
 static _Atomic int op_done;
 
+/* The operation parks at "area.shared.checked" until the destroyer has
+ * marked the area ("area.destroy.marked", on the destroyer's thread), then
+ * stays inside 20 ms more and says it is done -- still inside its bracket,
+ * so a destroyer that waits for it sees op_done (a destroy that does not
+ * wait returns in those 20 ms). */
 static void park_at(const char *point) {
+    if (!strcmp(point, "area.destroy.marked")) {
+        atomic_store(&stop_state, 2);
+        return;
+    }
     if (strcmp(point, "area.shared.checked") || atomic_load(&stop_state) != 0) return;
     atomic_store(&stop_state, 1);
     uint64_t t0 = test_now_ns();
     while (atomic_load(&stop_state) != 2 && test_now_ns() - t0 < 5000000000ull) usleep(100);
-    usleep(20000); /* still inside the operation: 20 ms (the destroyer's bound is 60 s here) */
+    usleep(20000); /* still inside the operation (the destroyer's bound is 60 s here) */
+    atomic_store(&op_done, 1);
 }
 
 typedef struct parked {
@@ -284,7 +294,6 @@ static void *parked_alloc(void *arg) {
     parked *pk = arg;
     dp_area_test_force_shared(true);
     pk->r = dsmpool_area_alloc(pk->a, 32 * KIB, 0, &pk->got);
-    atomic_store(&op_done, 1);
     return NULL;
 }
 
@@ -308,8 +317,7 @@ Test(area_users, destroy_waits_for_a_shared_operation) {
     dp_area_test_quiesce_ns(60000000000ull); /* (50 ms: a loaded machine may not run the operation in time) */
     cr_assert_eq(pthread_create(&t, NULL, parked_alloc, &pk), 0);
     while (atomic_load(&stop_state) != 1) usleep(100);
-    atomic_store(&stop_state, 2); /* it goes on in 20 ms */
-    cr_assert_eq(dsmpool_area_destroy(a), 0);
+    cr_assert_eq(dsmpool_area_destroy(a), 0); /* (its mark lets the operation go: park_at) */
     dp_area_test_quiesce_ns(0);
     cr_expect_eq(atomic_load(&op_done), 1, "the destroy returned while a shared operation ran");
     pthread_join(t, NULL);

@@ -35,13 +35,14 @@ static shared *shared_new(void) {
 static shared *sh;
 
 /* init: count it, fill the segment with a pattern; with arg, take a while
- * (20 ms), or, with INIT_HELD, until the test sets release (bounded: 60 s) */
+ * (20 ms), or, with INIT_HELD, until the test sets release (or 60 s pass) */
 #define INIT_HELD ((void *)2)
 static int init_pattern(void *addr, size_t size, void *arg) {
     atomic_fetch_add(&sh->inits, 1);
     atomic_store(&sh->in_init, 1);
     if (arg == INIT_HELD)
-        for (int i = 0; i < 600000 && !atomic_load(&sh->release); i++) usleep(100);
+        for (uint64_t t0 = test_now_ns(); !atomic_load(&sh->release) && test_now_ns() - t0 < 60000000000ull;)
+            usleep(100);
     else
         usleep(arg ? 20000 : 0);
     memset(addr, 0x5a, size);

@@ -424,9 +424,9 @@ Test(reclaim, a_stopped_hoarder_delays_nobody_for_long, .timeout = 60) {
     cr_expect_eq(dsmpool_seg_create(h.p, h.largest0, DSMPOOL_SEG_NO_FALLBACK, &s), -ENOMEM);
     uint64_t first = test_now_ns() - t0;
     cr_expect_geq(atomic_load(&h.p->hdr->trim), 1, "the first request asked nobody to give back");
-    /* bounded (segment.c: 2 ms of retries), not waiting on the stopped
-     * hoarder: 10 s is far past any stall a loaded machine gives a call and
-     * far short of a wait for the hoarder (which never comes) */
+    /* bounded (segment.c: 2 ms of retries): 10 s is past any stall a
+     * loaded machine gives one call; a wait for the stopped hoarder would
+     * never end (the test's timeout says so) */
     cr_expect_lt(first, 10000000000ull, "the first request waited %llu ns", (unsigned long long)first);
     /* That the next one did not wait, from what it did rather than from
      * the clock (a loaded machine can stall any call): it made no request,

@@ -59,7 +59,7 @@
 #define AR_MAX_ENTRIES (AR_REGPAGES * AR_PER_PAGE)
 #define AR_LARGE_CLS 127u /* the directory's and the info word's class of a large block */
 #define AR_QUIESCE_NS 50000000ull /* how long a destroyer waits for operations (area_life.c [destroy]) */
-extern _Atomic uint64_t dp_ar_quiesce_ns; /* test-only (DP_INJECTION): dp_area_test_quiesce_ns */
+extern dp_a64 dp_ar_quiesce_ns; /* test-only (DP_INJECTION): dp_area_test_quiesce_ns */
 
 /* span entry state word: [gen:24][count:18][head:18][state:4]; head and
  * count reach 2 MiB / 16 B = 2^17 chunks (area_span.c [stacks]). ABA: gen

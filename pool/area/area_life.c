@@ -114,8 +114,10 @@
 #ifdef DP_INJECTION
 /* test-only: the destroyer's bound ([destroy]), so that a test of its wait
  * does not depend on how soon a loaded machine runs the operation */
-_Atomic uint64_t dp_ar_quiesce_ns = AR_QUIESCE_NS;
-#define AR_QUIESCE_BOUND dp_load_relaxed_any(&dp_ar_quiesce_ns)
+dp_a64 dp_ar_quiesce_ns = AR_QUIESCE_NS;
+/* relaxed: a test sets it before the threads it bounds start (pthread_create
+ * orders it), and a stale value only changes how long a destroyer waits */
+#define AR_QUIESCE_BOUND dp_load_relaxed(&dp_ar_quiesce_ns)
 #else
 #define AR_QUIESCE_BOUND AR_QUIESCE_NS
 #endif

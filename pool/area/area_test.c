@@ -51,7 +51,9 @@ void dp_area_test_untrimmed(bool on) { dp_store_relaxed_any(&dp_ar_untrimmed, on
 void dp_area_test_force_shared(bool on) { dp_ar_tc_force_shared = on; }
 
 /* Test-only: how long a destroyer waits for operations (0: AR_QUIESCE_NS). */
-void dp_area_test_quiesce_ns(uint64_t ns) { dp_store_relaxed_any(&dp_ar_quiesce_ns, ns ? ns : AR_QUIESCE_NS); }
+void dp_area_test_quiesce_ns(uint64_t ns) {
+    dp_store_relaxed(&dp_ar_quiesce_ns, ns ? ns : AR_QUIESCE_NS); /* relaxed: area_life.c AR_QUIESCE_BOUND */
+}
 
 unsigned dp_area_test_class(size_t size) { return cls_of(size); }
 
