@@ -1928,10 +1928,7 @@ Test(elastic, the_maintainers_idle_release_gives_a_page_of_leaves_back, .timeout
  * which brings the page back (zeroed: it holds nothing) outside any room
  * claim, on the allocation's path, under bits that say it is not there. */
 Test(elastic, a_page_given_back_is_not_read_again_through_a_hint, .timeout = 60) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(sched_getcpu(), &one); /* (any allowed CPU: this one) */
-    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0, "%s", strerror(errno)); /* (the hint is this CPU's) */
+    test_pin_here(); /* (the hint is this CPU's) */
     dsmpool *p = gb_mkpool(false, NULL, NULL);
     dsmpool_seg *s;
     cr_assert_eq(dsmpool_seg_create(p, 4096, DSMPOOL_SEG_NO_FALLBACK, &s), 0, "%s", dsmpool_last_error());
@@ -1966,10 +1963,7 @@ Test(elastic, a_page_given_back_is_not_read_again_through_a_hint, .timeout = 60)
  * review). The free looks at the bit after its hint (a fence each side)
  * and forgets the hint. */
 Test(elastic, a_free_between_a_trims_forget_and_its_hint_names_no_page_given_back, .timeout = 60) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(sched_getcpu(), &one); /* (any allowed CPU: this one) */
-    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0, "%s", strerror(errno)); /* (the hint is this CPU's) */
+    test_pin_here(); /* (the hint is this CPU's) */
     dsmpool_seg **held;
     uint64_t win;
     dsmpool *p = gb_mkpool(true, &held, &win);

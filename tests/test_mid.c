@@ -18,14 +18,6 @@
 #include "testutil.h"
 
 
-/* Reservations are per CPU: tests that expect a block back stay on one. */
-static void pin_here(void) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(sched_getcpu(), &one);
-    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
-}
-
 static size_t large_blocks(dsmpool_area *a) {
     dsmpool_area_stats st;
     cr_assert_eq(dsmpool_area_get_stats(a, &st), 0);
@@ -276,7 +268,7 @@ Test(mid, four_processes_churn_one_area, .timeout = 120) {
  * the whole power of two, must survive. The thread is pinned: the same
  * block comes back only from the same CPU's reservation. */
 Test(mid, zeroed_aligned_blocks_clear_only_their_pages) {
-    pin_here();
+    test_pin_here(); /* reservations are per CPU: a block expected back stays on one */
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 64 * MIB);
     dsmpool_area *a = test_area(p, 0);
     static const struct { size_t size, align, pow2; } c[] = {
@@ -314,7 +306,7 @@ Test(mid, zeroed_aligned_blocks_clear_only_their_pages) {
  * area's extent stops growing. The thread is pinned (reservations are per
  * CPU). */
 Test(mid, freed_runs_serve_the_next_blocks_of_their_order) {
-    pin_here();
+    test_pin_here(); /* reservations are per CPU: a block expected back stays on one */
     dsmpool *p = test_pool(DSMPOOL_BACKING_ANON, NULL, 256 * MIB);
     dsmpool_area *a = test_area(p, 0);
     enum { N = 2000, WARM = 16, STEPS = 200 };

@@ -69,6 +69,15 @@ static inline dsmpool_area *test_area(dsmpool *p, unsigned flags) {
 
 /* n zeroed bytes that this process's forked children share with it (a
  * test's tallies and flags), or the test fails. */
+/* Stay on the CPU this thread runs on now (any allowed one): the page
+ * allocator's reservations and hints are per CPU. */
+static inline void test_pin_here(void) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0, "%s", strerror(errno));
+}
+
 static inline void *test_shared(size_t n) {
     void *s = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(s, MAP_FAILED);
