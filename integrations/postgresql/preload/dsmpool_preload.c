@@ -411,10 +411,11 @@ static name_ent *name_get(uint32_t h) {
     return NULL;
 }
 
-/* An entry for h's file, reserved (BUSY) before its segment exists, so that
- * the generation's end finds the name whoever dies from here on
- * (names_sweep); NULL when the table is full. */
-static name_ent *name_reserve(uint32_t h, uint64_t size, uint64_t ino) {
+/* An entry for h's file, reserved (BUSY) by the creating shm_open before
+ * the file exists (no inode, no size yet), so that the generation's end
+ * finds the name whoever dies once its inode is in (names_sweep); NULL
+ * when the table is full. */
+static name_ent *name_reserve(uint32_t h) {
     for (size_t i = 0, j = h % names_cap; i < names_cap; i++, j = j + 1 == names_cap ? 0 : j + 1) {
         name_ent *e = &names->e[j];
         uint64_t k = atomic_load_explicit(&e->key, memory_order_relaxed);
@@ -424,8 +425,8 @@ static name_ent *name_reserve(uint32_t h, uint64_t size, uint64_t ino) {
             atomic_compare_exchange_strong_explicit(&e->key, &k, NAME_BUSY | h, memory_order_acquire,
                                                     memory_order_relaxed)) {
             e->seg = 0;
-            e->size = size;
-            e->ino = ino;
+            e->size = 0;
+            e->ino = 0;
             return e;
         }
     }
@@ -763,10 +764,10 @@ EXPORT int shm_open(const char *name, int oflag, mode_t mode) {
     }
     if (!pool || state.provider) return pass_shm_open(name, oflag, mode);
     if (oflag & O_CREAT) {
-        /* [orphans]: the entry before the name exists, so that a death
-         * from here on leaves the name to the generation's end; the inode
-         * once the file is there. No entry (a full table): PostgreSQL's own. */
-        name_ent *ne = name_reserve(h, 0, 0);
+        /* [orphans]: the entry before the name exists, its inode once the
+         * file is there: a death from then on leaves the name to the
+         * generation's end. No entry (a full table): PostgreSQL's own. */
+        name_ent *ne = name_reserve(h);
         int fd = pass_shm_open(name, oflag, mode);
         int e = errno;
         struct stat st;
