@@ -169,7 +169,7 @@ static bool cg_locate(cg_where *w, unsigned up, const char *rel) {
 static int cg_find(const char *ctl, const char *path, cg_where *w, char *why, size_t n) {
     for (const char *c = path; (c = strstr(c, "/..")) != NULL; c += 3)
         if (c[3] == '/' || c[3] == 0) { /* moved outside its cgroup namespace's root */
-            snprintf(why, n, "this process's %s cgroup %s lies outside its cgroup namespace's root, where its "
+            snprintf(why, n, "this process's %s cgroup %.512s lies outside its cgroup namespace's root, where its "
                      "limits cannot be seen", ctl ? ctl : "cgroup2", path);
             return -ENOENT;
         }
