@@ -96,14 +96,24 @@ void dp_pa_set_tables(dp_pa *pa, dp_pa_tables_fn fn, void *ctx);
 void dp_pa_tree_range(const dp_pa_geom *geo, uint64_t g, uint64_t n, uint64_t page, uint64_t off[2],
                       uint64_t len[2]);
 /* palloc.c [lazy tree], [tree give-back]: the k-th whole page (of `page`
- * bytes) of leaves that holds only leaves of 2 MiB nodes [g, g + n): its
- * region offset *off and the nodes whose leaves it holds, [*pg, *pg + *pn);
- * false past the last such page. */
-bool dp_pa_leaf_page(const dp_pa_geom *geo, uint64_t g, uint64_t n, uint64_t page, uint64_t k, uint64_t *off,
-                     uint64_t *pg, uint64_t *pn);
-/* [tree give-back]: every CPU's hint naming a leaf of 2 MiB nodes [g, g + n)
- * forgotten, so that no allocation reads a page given back (a thread that
- * read one before may still: one page brought back, outside any room). */
+ * bytes) of level L (0: leaves, 1: the 2 MiB nodes' words) that holds only
+ * words of 2 MiB nodes [g, g + n) at that level: its region offset *off and
+ * the nodes whose words it holds, [*pg, *pg + *pn); false past the last
+ * such page (a page shared with another level or another node is none). */
+bool dp_pa_tree_page(const dp_pa_geom *geo, unsigned L, uint64_t g, uint64_t n, uint64_t page, uint64_t k,
+                     uint64_t *off, uint64_t *pg, uint64_t *pn);
+static inline bool dp_pa_leaf_page(const dp_pa_geom *geo, uint64_t g, uint64_t n, uint64_t page, uint64_t k,
+                                   uint64_t *off, uint64_t *pg, uint64_t *pn) {
+    return dp_pa_tree_page(geo, 0, g, n, page, k, off, pg, pn);
+}
+/* The same, for the one page of level L holding node g's words: false when
+ * that page is shared with another level (or g lies outside). */
+bool dp_pa_tree_page_of(const dp_pa_geom *geo, unsigned L, uint64_t g, uint64_t page, uint64_t *off, uint64_t *pg,
+                        uint64_t *pn);
+/* [tree give-back]: every CPU's hint naming a leaf of 2 MiB nodes [g, g + n),
+ * or one of those nodes, forgotten, so that no allocation reads a page
+ * given back (a thread that read one before may still: one page brought
+ * back, outside any room). */
 void dp_pa_hints_forget(dp_pa *pa, uint64_t g, uint64_t n);
 
 /* A word's RESV bit (palloc.c [reservation]: some CPU's current node; advisory). */

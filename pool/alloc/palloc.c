@@ -97,7 +97,8 @@
  *      only with DP_PA_COLD, so only the passes that take cold memory, a
  *      claim and a trim meet it.
  *   [tree give-back] The owner of the words sets the bit again, and gives
- *      a page of leaves back, only while it holds every 2 MiB node the page
+ *      a page of leaves (or of level-1 words, once every node it tells of
+ *      has the bit) back, only while it holds every 2 MiB node the page
  *      tells of (a trim: resident.c [tree give-back]): then no node there
  *      is open, and none can be linked. What it must still meet is a
  *      stale opener: one that chose the node while its parent said FREE,
@@ -115,13 +116,16 @@
  *      trim holds it. tests/model/tree.m checks the steps. An open that
  *      finds the node held returns 2, and the search does not descend
  *      there. Before the page goes, every CPU's hint naming a leaf on it
- *      is forgotten (dp_pa_hints_forget, after a fence), and a free that
- *      makes its leaf a hint looks at the bit after (dp_pa_hint_freed,
- *      after a fence) and forgets it if set. A stale reader -- a thread
- *      that read such a hint, or a parent's PART, just before -- may still
- *      read a word there (or CAS one, which fails): that brings a zeroed
- *      page back (IDLE, the truth), outside any room claim, at most one
- *      page per such thread. A scribbled hint may do the same: damage,
+ *      (or, for a page of level 1, a 2 MiB node on it) is forgotten
+ *      (dp_pa_hints_forget, after a fence), and a free that makes its leaf
+ *      a hint looks at the bit after (dp_pa_hint_freed, after a fence) and
+ *      forgets it if set; a 2 MiB node becomes a hint only by an
+ *      allocation in it, which holds it from the trim (and pa_adopt's
+ *      RESV clear does not read the old one's word under the bit). A
+ *      stale reader -- a thread that read such a hint, or a parent's
+ *      PART, just before -- may still read a word there (or CAS one,
+ *      which fails): that brings a zeroed page back (IDLE, the truth),
+ *      outside any room claim, at most one page per such thread. A scribbled hint may do the same: damage,
  *      like a scribbled word. Costs an open or a close of the two lowest
  *      levels in an elastic pool two CASes on the owner's word; nothing
  *      elsewhere.
@@ -429,13 +433,15 @@ static void pa_leave(dp_pa *pa, unsigned L, uint64_t idx, bool in) {
 }
 
 void dp_pa_hints_forget(dp_pa *pa, uint64_t g, uint64_t n) {
-    uint64_t lo = g * 16, hi = (g + n) * 16; /* the leaves' indexes */
     for (uint32_t i = 0; i < pa->nhints; i++) {
-        dp_a32 *h[5] = {&pa->hints[i].node[0], &pa->hints[i].leaf[0], &pa->hints[i].leaf[1], &pa->hints[i].leaf[2],
-                        &pa->hints[i].leaf[3]};
-        for (unsigned k = 0; k < 5; k++) {
+        /* the leaf hints (leaf indexes) and the 2 MiB node hint (level 1:
+         * its word is on a page of level 1, which goes too, el_tree_l1) */
+        dp_a32 *h[6] = {&pa->hints[i].node[0], &pa->hints[i].leaf[0], &pa->hints[i].leaf[1],
+                        &pa->hints[i].leaf[2], &pa->hints[i].leaf[3], &pa->hints[i].node[1]};
+        for (unsigned k = 0; k < 6; k++) {
+            uint64_t per = k < 5 ? 16 : 1, lo = g * per, hi = (g + n) * per;
             uint32_t v = dp_load_relaxed_uint32_t(h[k]); /* relaxed: a hint */
-            /* relaxed CAS: a hint; one changed meanwhile names another leaf */
+            /* relaxed CAS: a hint; one changed meanwhile names another node */
             if (v && v - 1 >= lo && v - 1 < hi) (void)dp_cas_relaxed_uint32_t(h[k], &v, 0);
         }
     }
@@ -466,17 +472,31 @@ void dp_pa_tree_range(const dp_pa_geom *geo, uint64_t g, uint64_t n, uint64_t pa
     }
 }
 
-bool dp_pa_leaf_page(const dp_pa_geom *geo, uint64_t g, uint64_t n, uint64_t page, uint64_t k, uint64_t *off,
-                     uint64_t *pg, uint64_t *pn) {
-    uint64_t nodes = geo->nlevels > 2 ? geo->level_count[1] : 0, per = 16 * 8 * PA_STRIDE; /* leaf bytes a node */
-    if (g >= nodes || !n || !page) return false;
+bool dp_pa_tree_page(const dp_pa_geom *geo, unsigned L, uint64_t g, uint64_t n, uint64_t page, uint64_t k,
+                     uint64_t *off, uint64_t *pg, uint64_t *pn) {
+    /* the level's bytes a node: 16 leaves, or one word */
+    uint64_t nodes = geo->nlevels > 2 ? geo->level_count[1] : 0, per = (L ? 1 : 16) * 8 * PA_STRIDE;
+    if (L > 1 || g >= nodes || !n || !page) return false;
     if (n > nodes - g) n = nodes - g;
-    uint64_t base = geo->level_off[0], lo = (base + g * per + page - 1) / page * page, hi = (base + (g + n) * per) / page * page;
+    uint64_t base = geo->level_off[L], lo = (base + g * per + page - 1) / page * page, hi = (base + (g + n) * per) / page * page;
     if (lo >= hi || k >= (hi - lo) / page) return false;
     *off = lo + k * page;
     *pg = (*off - base) / per;
     *pn = (*off + page - base + per - 1) / per - *pg;
     return true;
+}
+
+bool dp_pa_tree_page_of(const dp_pa_geom *geo, unsigned L, uint64_t g, uint64_t page, uint64_t *off, uint64_t *pg,
+                        uint64_t *pn) {
+    uint64_t nodes = geo->nlevels > 2 ? geo->level_count[1] : 0, per = (L ? 1 : 16) * 8 * PA_STRIDE;
+    if (L > 1 || g >= nodes || !page) return false;
+    /* the page's first node (rounded up: one whose words begin on an
+     * earlier page shares it), then the one whole page from there, if it
+     * is node g's */
+    uint64_t base = geo->level_off[L], start = (base + g * per) / page * page;
+    uint64_t first = start > base ? (start - base + per - 1) / per : 0;
+    return dp_pa_tree_page(geo, L, first, nodes - first, page, 0, off, pg, pn) && *off == start && g >= *pg &&
+           g < *pg + *pn;
 }
 
 /* [resident first]: bit 2i for each child i of the level-2 node idx (a
@@ -923,7 +943,9 @@ static void pa_adopt(dp_pa *pa, struct dp_pa_hint *h, unsigned t, unsigned rs, u
     if (t == 0)
         for (unsigned k = 0; k <= 4; k++)
             if (pa_hint(h, 0, k) != hp && dp_load_relaxed_uint32_t(pa_hint(h, 0, k)) == old) return;
-    if (old && old - 1 < pa->count[t]) {
+    /* (a 2 MiB node's word is not read where its page may be gone:
+     * [tree give-back]; a leaf's hint is forgotten with its page) */
+    if (old && old - 1 < pa->count[t] && !(t == 1 && pa_untouched(pa, old - 1))) {
         dp_a64 *p = pa_node(pa, t, old - 1);
         uint64_t w = dp_load_relaxed(p);
         /* relaxed CAS: RESV orders nothing, it only steers searches */

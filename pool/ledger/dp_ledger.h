@@ -184,12 +184,14 @@ void dp_res_open(struct dsmpool *pool);
 int dp_res_tree_map(struct dsmpool *pool, uint64_t g, uint64_t n);
 /* Give the pages of granules [g, g+n) back to the system. */
 int dp_res_release(struct dsmpool *pool, uint64_t g, uint64_t n);
-/* resident.c [tree give-back]: the allocator's pages of leaves that only
- * granules [g, g + n) use, given back (4 KiB pages of an elastic pool),
- * their granules' tree bits set. The caller holds the granules whole,
- * marked released and counted busy (a trim, between dp_res_release and
- * dp_res_given_back). Returns the pages given back. */
-uint64_t dp_res_tree_give_back(struct dsmpool *pool, uint64_t g, uint64_t n);
+/* resident.c [tree give-back]: the allocator's pages of level `level` (0:
+ * leaves, 1: the 2 MiB nodes' words) that only granules [g, g + n) use,
+ * given back (4 KiB pages of an elastic pool). The caller holds the
+ * granules whole, marked released and counted busy (a trim, between
+ * dp_res_release and dp_res_given_back). Level 0 sets its granules' tree
+ * bits; level 1 gives a page back only where every granule it tells of
+ * says "no tree" already. Returns the pages given back. */
+uint64_t dp_res_tree_give_back(struct dsmpool *pool, uint64_t g, uint64_t n, unsigned level);
 /* [room first]: hold bytes against what this process may still charge, as
  * one step with the pool's other claims; 0, or -ENOMEM with a message that
  * names what (e.g. "an OS fallback segment"). Given back (dp_room_give)

@@ -163,9 +163,18 @@
  *      a trimmer never marks a resident granule an opener is in ([busy]),
  *      and a dead opener's count stays until the leak sweep, after its
  *      recovery has finished its step, so no bit is ever set over a claim.
- *      The level-1 words stay (64 bytes a granule, a page tells of 64
- *      granules, more than a trim holds at once), and so does a page of
- *      leaves some of whose granules the trim does not hold. Not in a POSIX
+ *      A page of level-1 words tells of 64 granules (128 MiB), more than a
+ *      trim's piece: once a piece's leaves are gone and every granule the
+ *      page tells of is released with its bit set, the trim holds those
+ *      64 granules a moment (elastic.c el_tree_l1: claimed as aligned
+ *      blocks, counted busy) and gives the page back the same way, but
+ *      sets no bit: it gives it back only where every one is set already
+ *      and its own count alone (an opener in before is seen, one in after
+ *      finds the node held). A page of leaves some of whose granules the
+ *      trim does not hold stays, and so does a page of level 1 whose
+ *      granules could not all be held (taken meanwhile, or a trimmer's
+ *      death there): until one of its granules is used and given back
+ *      again. Not in a POSIX
  *      pool: a reader that took a hint or a parent's state just before the
  *      page went may still read a word there (palloc.c [tree give-back]),
  *      and the page it brings back, outside any room claim, could meet a
@@ -270,7 +279,9 @@
  * looked at, the page not yet given back: [tree give-back]; a death there
  * leaves IDLE words under the bits, which the next opener's fill keeps);
  * "resident.tree.checked" (its count seen alone, the page not yet given
- * back: an opener in now finds the node held).
+ * back: an opener in now finds the node held); "resident.tree.l1.marked"
+ * and "resident.tree.l1.checked", the same for a page of level 1 (no bit
+ * set: they were).
  */
 #include <stdio.h>
 #include <string.h>
@@ -647,7 +658,7 @@ static int res_fd(const dsmpool *p) {
     return p->fd >= 0 && (p->backing == DSMPOOL_BACKING_MEMFD || p->backing == DSMPOOL_BACKING_POSIX) ? p->fd : -1;
 }
 
-uint64_t dp_res_tree_give_back(dsmpool *p, uint64_t g, uint64_t n) {
+uint64_t dp_res_tree_give_back(dsmpool *p, uint64_t g, uint64_t n, unsigned level) {
     uint64_t pages = 0;
     /* not a POSIX pool's: its file system can be full, and a stale reader
      * bringing a page back would get a SIGBUS there */
@@ -661,11 +672,14 @@ uint64_t dp_res_tree_give_back(dsmpool *p, uint64_t g, uint64_t n) {
                  pn;
         if (e > g + n) e = g + n;
         if (e <= i) break; /* (a damaged geometry: the attach checked it) */
-        for (uint64_t k = 0; dp_pa_leaf_page(geo, i - g0, e - i, 4096, k, &off, &pg, &pn); k++) {
-            uint64_t mine = 0; /* the granules (of the page's at most 5) whose bit we set */
-            for (uint64_t j = 0; j < pn && j < 64; j++) mine |= (uint64_t)res_notree_set(p, g0 + pg + j) << j;
-            if (!mine) continue; /* all were set before (or a count is in) */
-            DP_INJECT("resident.tree.marked");
+        for (uint64_t k = 0; dp_pa_tree_page(geo, level, i - g0, e - i, 4096, k, &off, &pg, &pn); k++) {
+            /* the granules (of a page of leaves' at most 5) whose bit we
+             * set; a page of level 1 (64 granules) sets none: each of its
+             * granules' bit was set with its page of leaves */
+            uint64_t mine = 0;
+            for (uint64_t j = 0; !level && j < pn && j < 64; j++) mine |= (uint64_t)res_notree_set(p, g0 + pg + j) << j;
+            if (!mine && !level) continue; /* all were set before (or a count is in) */
+            DP_INJECT(level ? "resident.tree.l1.marked" : "resident.tree.marked");
             /* every granule of the page with its bit set and counted busy by
              * us alone: another count is an opener's, in before our mark
              * (res_tables: the same word, so we see it), or a dead one's; a
@@ -675,10 +689,10 @@ uint64_t dp_res_tree_give_back(dsmpool *p, uint64_t g, uint64_t n) {
             bool quiet = true;
             for (uint64_t j = 0; j < pn && quiet; j++) {
                 uint64_t w = dp_load_relaxed(&p->res[g0 + pg + j]); /* relaxed: coherence on one word, above */
-                quiet = (w & DP_RES_NOTREE) && DP_RES_BUSY(w) == 1;
+                quiet = (w & DP_RES_NOTREE) && (w & DP_RES_RELEASED) && DP_RES_BUSY(w) == 1;
             }
             if (quiet) {
-                DP_INJECT("resident.tree.checked");
+                DP_INJECT(level ? "resident.tree.l1.checked" : "resident.tree.checked");
                 /* seq_cst fence: the bits before our look at the hints,
                  * against palloc.c dp_pa_hint_freed's fence between its hint
                  * and its look at the bit */

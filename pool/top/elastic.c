@@ -24,7 +24,12 @@
  *      for a trim: one that looks where the block is finds it held and takes
  *      another, as for any held block. A trimmer holds one piece of at most
  *      EL_MAX_GRAN granules (32 MiB; one huge page if larger) at a time: what
- *      a trim keeps from allocations at any moment.
+ *      a trim keeps from allocations at any moment; and, in a sub-pool of
+ *      EL_L1_MIN granules (1 GiB) and up, once a piece's pages of leaves
+ *      went, for the moment of one give-back, the 64 granules (128 MiB, all
+ *      released) that the piece's page of the allocator's level-1 words
+ *      tells of, when every one says "no tree" (el_tree_l1, resident.c
+ *      [tree give-back]).
  *   [largest first] The pieces of a sub-pool are its maximal aligned runs
  *      of wholly free granules (dp_pool_granule_free; for an idle release,
  *      stamped idle long enough or released already: a released one costs
@@ -82,9 +87,12 @@
  * piece allocated, owned by nothing, inside its bracket: the leak sweep
  * returns it (recover.c [leak sweep]) -- resident if it died before the
  * mark, released (and perhaps still resident: harmless, the next refill
- * populates what is there) after it. A refiller killed in its bracket
- * leaves its piece to the sweep the same way, released and perhaps
- * populated, or resident; its bytes in flight go with its slot. No order
+ * populates what is there) after it; one killed holding the 64 granules
+ * of a page of level 1 leaves those blocks (released) and its busy counts
+ * on them to the sweep the same way; the page, if still there, stays
+ * until a granule of it is used and given back again. A refiller killed
+ * in its bracket leaves its piece to the sweep the same way, released and
+ * perhaps populated, or resident; its bytes in flight go with its slot. No order
  * of the steps lets a caller hold released memory: the mark comes after the
  * claim and before the pages go, the resident mark after the populate.
  *
@@ -94,6 +102,8 @@
  * Injection points: "elastic.trim.claimed" (a piece held, still resident),
  * "elastic.trim.marked" (marked released, pages still there),
  * "elastic.trim.released" (pages gone, piece still held),
+ * "elastic.trim.l1held" (the 64 granules of a page of level 1 held and
+ * counted busy, the page still there),
  * "elastic.refill.claimed", "elastic.refill.populated" (populated, still
  * marked released), "elastic.refill.marked" (resident, still held): a test
  * kills the trimmer or refiller at each and proves recovery leaves the
@@ -112,6 +122,7 @@
 #define EL_MAX_GRAN 16u                 /* [trim]: a piece is at most 32 MiB (or one huge page) */
 #define EL_STEP_BYTES (256ull << 20)    /* [policy]: released, and refilled, per step at most */
 #define EL_SCAN 65536u                  /* [policy]: granules stamped per step (128 GiB) */
+#define EL_L1_MIN 512u                  /* [trim]: level-1 pages given back in sub-pools of 1 GiB and up */
 
 enum { EL_TRIM, EL_IDLE, EL_REFILL };
 
@@ -255,6 +266,41 @@ static uint64_t el_count(dsmpool *p, const el_sub *e, el_piece pc, bool released
 
 static inline unsigned el_order(el_piece pc) { return DP_RES_SHIFT - DP_FRAME_SHIFT + (unsigned)__builtin_ctzll(pc.n); }
 
+/* [trim]'s level-1 give-back: the page of the allocator's level-1 words
+ * that tells of piece pc's first granule, once every granule it tells of
+ * is released and says "no tree" (its leaves gone): those 64 granules
+ * (128 MiB of released memory) claimed as aligned blocks, counted busy
+ * and the page given back as a page of leaves is (resident.c [tree
+ * give-back]), then freed. Inside the caller's bracket: a death leaves
+ * the blocks and counts to the leak sweep, as a piece's. Only in
+ * sub-pools of EL_L1_MIN granules and up. */
+static void el_tree_l1(dsmpool *p, const el_sub *e, el_piece pc) {
+    const dp_pa_geom *geo = &p->geo.sub[e->s].geom;
+    uint64_t off, pg, pn, blk[16];
+    if (e->ng < EL_L1_MIN || !dp_pa_tree_page_of(geo, 1, pc.g, 4096, &off, &pg, &pn) || pg + pn > e->ng) return;
+    for (uint64_t j = pg; j < pg + pn; j++) { /* (a hint: the give-back looks again once they are held) */
+        uint64_t w = dp_res_load(p, e->g0 + j);
+        if (!(w & DP_RES_RELEASED) || !(w & DP_RES_NOTREE) || DP_RES_BUSY(w)) return;
+    }
+    size_t nb = 0;
+    bool held = true;
+    for (uint64_t i = pg; i < pg + pn && held;) { /* the largest aligned blocks, in order */
+        unsigned k = i ? (unsigned)__builtin_ctzll(i) : 63;
+        while ((1ull << k) > pg + pn - i) k--;
+        held = nb < sizeof blk / sizeof *blk &&
+               dp_pool_claim(p, e->s, i << (DP_RES_SHIFT - DP_FRAME_SHIFT), DP_RES_SHIFT - DP_FRAME_SHIFT + k,
+                             &blk[nb]) == 0;
+        nb += held;
+        i += 1ull << k;
+    }
+    if (held && dp_res_busy_raise(p, e->g0 + pg, pn) == 0) {
+        DP_INJECT("elastic.trim.l1held");
+        (void)dp_res_tree_give_back(p, e->g0 + pg, pn, 1);
+        dp_res_busy_lower(p, e->g0 + pg, pn, 1);
+    }
+    for (size_t i = 0; i < nb; i++) dp_pool_free(p, blk[i]);
+}
+
 /* [trim] one piece; idle: only if every granule is still stamped idle once
  * held ([policy]). *got: bytes newly released. */
 static int el_release(dsmpool *p, const el_sub *e, el_piece pc, bool idle, uint32_t now, uint32_t age,
@@ -287,6 +333,7 @@ static int el_release(dsmpool *p, const el_sub *e, el_piece pc, bool idle, uint3
     }
     DP_INJECT("elastic.trim.marked");
     int r = 0;
+    uint64_t leaves = 0; /* pages of leaves given back */
     /* every marked unit's pages go, those that were released already too
      * (resident.c [give back]: a failed refill's may still be there) */
     for (uint64_t k = 0; marked && k < pc.n / u;) {
@@ -299,7 +346,7 @@ static int el_release(dsmpool *p, const el_sub *e, el_piece pc, bool idle, uint3
         int rr = dp_res_release(p, g + k * u, (h - k) * u);
         /* resident.c [tree give-back]: the allocator's leaves of what we
          * hold, while our counts keep openers away */
-        if (rr == 0) (void)dp_res_tree_give_back(p, g + k * u, (h - k) * u);
+        if (rr == 0) leaves += dp_res_tree_give_back(p, g + k * u, (h - k) * u, 0);
         if (!r) r = rr;
         k = h;
     }
@@ -310,6 +357,7 @@ static int el_release(dsmpool *p, const el_sub *e, el_piece pc, bool idle, uint3
         else dp_res_given_back(p, g + k * u, u, 1);
     }
     dp_pool_free(p, blk);
+    if (leaves) el_tree_l1(p, e, pc);
     dp_bracket_close(p);
     /* A release that failed keeps its marks: some of its pages may be gone,
      * and a granule marked released is only ever populated again, which is

@@ -95,7 +95,7 @@ check giveback_trim_ignores_busy_breaks_it "$here/giveback.m" TRIM_IGNORES_BUSY 
 check giveback_sweep_gives_up_breaks_it "$here/giveback.m" SWEEP_GIVES_UP error "$G"
 check giveback_sweep_no_settle_breaks_it "$here/giveback.m" SWEEP_NO_SETTLE error \
     'invariant "R3: quiet, nobody counted busy, nothing stray, no page under a released mark" failed'
-# tree.m: a trim giving back a page of leaves against openers, closers,
+# tree.m: a trim giving back a page of leaves (or of level 1) against openers, closers,
 # deaths and recovery (resident.c [tree give-back]).
 P='invariant "P: a clear bit has the page there" failed'
 R='invariant "R: no recovered opener'"'"'s claim is left" failed'
@@ -104,6 +104,7 @@ check tree_opener_uncounted_breaks_it "$here/tree.m" OPENER_UNCOUNTED error "$R"
 check tree_no_parent_look_breaks_it "$here/tree.m" NO_PARENT_LOOK error "$P"
 check tree_one_granule_checked_breaks_it "$here/tree.m" ONE_GRANULE_CHECKED error "$P"
 check tree_uncounted_close_breaks_it "$here/tree.m" UNCOUNTED_CLOSE error "$R"
+check tree_level1_unheld_breaks_it "$here/tree.m" L1_UNHELD error "$P"
 wait
 for name in "${names[@]}"; do
     first=$(head -1 "$work/$name.out")

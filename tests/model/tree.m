@@ -1,5 +1,5 @@
--- tree.m -- a trim that gives back the allocator's page of leaves of the
--- granules it holds, against openers that chose a node before the trim took
+-- tree.m -- a trim that gives back the allocator's page of leaves (or of
+-- level 1) of the granules it holds, against openers that chose a node before the trim took
 -- it, processes that die at any step, and recovery (pool/ledger/resident.c
 -- [tree give-back], palloc.c [lazy tree], [tree give-back]; tests/
 -- test_elastic.c, "the tree's pages of leaves given back").
@@ -36,6 +36,11 @@
 --     the only one (none set: skip to the count out); see both bits set and
 --     its count alone on both: else clear the bits it set and keep the
 --     page; give the page back (gone, the word 0); its counts out; free.
+--   or, as a trim gives back a page of level 1 (elastic.c el_tree_l1:
+--     the page tells of granules whose pages of leaves went before): look
+--     (a hint) that both bits are set and nobody counts in; later, claim
+--     the window (or stop, held), count in on both, set no bit, and go on
+--     from the look at the bits and counts as above.
 --   a refill (a holder's, or a refill ahead) of B, or of both: claim,
 --     populate the page if a bit says so, mark resident (the bits
 --     cleared), free.
@@ -64,7 +69,11 @@
 --                       granules whose bits it set only (P);
 --   UNCOUNTED_CLOSE     a close is not counted in: a closer that dies after
 --                       its parent says FREE leaves its CLOSING word under
---                       the bits of a trim that comes next (R).
+--                       the bits of a trim that comes next (R);
+--   L1_UNHELD           the give-back of a page of level 1 does not hold
+--                       the window (no claim): an opener that comes after
+--                       its look fills the page and clears the bit, and the
+--                       page goes (P; its claim would go with it).
 
 const
   N : 2;
@@ -72,6 +81,7 @@ const
   NO_PARENT_LOOK : false;
   ONE_GRANULE_CHECKED : false;
   UNCOUNTED_CLOSE : false;
+  L1_UNHELD : false;
 
 type
   opid : 1..N;
@@ -82,7 +92,7 @@ type
     O_IDLE, O_CHOSEN, O_PARENT, O_FILL, O_READ, O_CLAIM, O_LINK, O_GIVEUP, O_STORE, O_OUT,
     O_HOLD, O_CLOSE_IN, O_CLOSE_PARENT, O_CLOSE_WORD, O_CLOSE_OUT
   };
-  tpc_t : enum { T_IDLE, T_MARKED, T_QUIET, T_UNSET, T_PUNCH, T_OUT, T_FREE };
+  tpc_t : enum { T_IDLE, T_L1SEEN, T_MARKED, T_QUIET, T_UNSET, T_PUNCH, T_OUT, T_FREE };
   rpc_t : enum { R_IDLE, R_POP, R_MARK, R_FREE };
 
 var
@@ -104,6 +114,8 @@ var
   tmine : boolean;              -- the trimmer set A's bit itself
   tmineB : boolean;             -- and B's
   tA : boolean;                 -- the trimmer marked A (its count is in A's word)
+  tl1 : boolean;                -- the trimmer gives back a page of level 1
+  theld : boolean;              -- the trimmer holds the window (par FULL is its)
   rboth : boolean;              -- the refill takes A too
 
 startstate
@@ -113,6 +125,7 @@ begin
     opc[o] := O_IDLE; counted[o] := false; sawbit[o] := false; alive[o] := true; recovered[o] := false;
   end;
   tpc := T_IDLE; rpc := R_IDLE; tmine := false; tmineB := false; tA := false; rboth := false;
+  tl1 := false; theld := false;
 end;
 
 -- ---- openers ----------------------------------------------------------------
@@ -251,18 +264,33 @@ end;
 
 rule "trimmer claims the window and marks it released (its counts; A only if nobody is in)"
   tpc = T_IDLE & rpc = R_IDLE & par = P_FREE ==>
-  par := P_FULL; busyB := 1;
+  par := P_FULL; theld := true; tl1 := false; busyB := 1;
   tA := bit | busy = 0; -- (a resident granule another counts in stays: [busy])
   if tA then busy := busy + 1; end;
   tpc := T_MARKED;
 end;
 
-rule "trimmer sets the bits (CASes: clear, and its count the only one)"
+rule "trimmer of level 1 looks (a hint): both bits set, nobody in"
+  tpc = T_IDLE & rpc = R_IDLE & bit & bitB & busy = 0 ==> tpc := T_L1SEEN;
+end;
+
+rule "trimmer of level 1 claims the window and counts in on both"
+  tpc = T_L1SEEN & rpc = R_IDLE & (par = P_FREE | L1_UNHELD) ==>
+  if !L1_UNHELD then par := P_FULL; theld := true; end;
+  tl1 := true; busyB := 1; tA := true; busy := busy + 1;
+  tpc := T_MARKED;
+end;
+
+rule "trimmer of level 1 cannot claim the window (held): it stops"
+  tpc = T_L1SEEN & (par != P_FREE | rpc != R_IDLE) & !L1_UNHELD ==> tpc := T_IDLE;
+end;
+
+rule "trimmer sets the bits (CASes: clear, and its count the only one; level 1: none)"
   tpc = T_MARKED ==>
-  tmine := tA & !bit & busy = 1; tmineB := !bitB;
+  tmine := !tl1 & tA & !bit & busy = 1; tmineB := !tl1 & !bitB;
   if tmine then bit := true; end;
   if tmineB then bitB := true; end;
-  if tA & (tmine | tmineB) then tpc := T_QUIET; else tpc := T_OUT; end;
+  if tA & (tmine | tmineB | tl1) then tpc := T_QUIET; else tpc := T_OUT; end;
 end;
 
 rule "trimmer looks at the bits and the counts"
@@ -289,7 +317,7 @@ rule "trimmer counts itself out"
 end;
 
 rule "trimmer frees the window"
-  tpc = T_FREE ==> par := P_FREE; tpc := T_IDLE;
+  tpc = T_FREE ==> if theld then par := P_FREE; end; theld := false; tpc := T_IDLE;
 end;
 
 -- ---- a refill -----------------------------------------------------------------
