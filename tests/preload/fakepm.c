@@ -67,6 +67,12 @@
  *   [given up] Creations given up after their shm_open (close, then
  *      shm_unlink: dsm_impl_posix's error path), twice as many as the name
  *      table holds, leave no entry: the next creation is served.
+ *   [forked creator] A child forked inside a creation that closes its
+ *      copy of the fd leaves the name's reservation to its parent: a
+ *      creation of another handle made meanwhile at the same place in the
+ *      name table is served beside it, and both attach with their bytes. A
+ *      process that leaves the pool with a creation open closes it and
+ *      exits cleanly; a creation without O_EXCL is PostgreSQL's own.
  *   [name reused] A handle whose name was removed by a plain unlink()
  *      behind the library's back is created again: served, the new bytes
  *      seen by a new attacher and the old by the old one, and no segment or
@@ -239,18 +245,11 @@ static void ctl_remove(uint32_t h) {
         }                                                    \
     } while (0)
 
-/* dsm_impl_posix's create: *out the mapping, or false and why */
-static bool pg_create(uint32_t h, size_t n, bool map, void **out, char *why, size_t whylen) {
+/* dsm_impl_posix's create from its shm_open on: fd, the name's (h) */
+static bool pg_create_fd(int fd, uint32_t h, size_t n, bool map, void **out, char *why, size_t whylen) {
     char name[32];
     pgname(name, h);
-    int rc, fd;
-    errno = SENTINEL;
-    fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0 || errno != SENTINEL) {
-        snprintf(why, whylen, "%s: create: shm_open gave %d, errno %d", name, fd, errno);
-        if (fd >= 0) close(fd);
-        return false;
-    }
+    int rc;
     sigset_t block, save;
     sigfillset(&block);
     sigdelset(&block, SIGQUIT);
@@ -316,6 +315,26 @@ static bool pg_create(uint32_t h, size_t n, bool map, void **out, char *why, siz
     }
     *out = a;
     return true;
+}
+
+/* dsm_impl_posix's shm_open of a create: the fd, or -1 and why */
+static int pg_create_open(uint32_t h, char *why, size_t whylen) {
+    char name[32];
+    pgname(name, h);
+    errno = SENTINEL;
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0 || errno != SENTINEL) {
+        snprintf(why, whylen, "%s: create: shm_open gave %d, errno %d", name, fd, errno);
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* dsm_impl_posix's create: *out the mapping, or false and why */
+static bool pg_create(uint32_t h, size_t n, bool map, void **out, char *why, size_t whylen) {
+    int fd = pg_create_open(h, why, whylen);
+    return fd >= 0 && pg_create_fd(fd, h, n, map, out, why, whylen);
 }
 
 /* dsm_impl_posix's attach: *out and *size the mapping */
@@ -391,6 +410,11 @@ enum op {
                        * 3 right after the shm_open (the file empty) */
     OP_CREATE_GIVEUP, /* h, n: n creations given up (handles h, h+1, ...): shm_open, close,
                        * shm_unlink, as dsm_impl_posix's error path after the shm_open */
+    OP_CREATE_FORKED, /* h, n, byte: a create of h during which a forked child closes its copy of
+                       * the fd, and one of h + byte (the same place in the name table) made in
+                       * between; both mapped and filled (0x51, 0x52) */
+    OP_CREATE_LEAVE,  /* h: shm_open of a create, dsm_detach_all, then close and shm_unlink */
+    OP_CREATE_NOEXCL, /* h, n: a create whose shm_open has O_CREAT without O_EXCL, mapped */
 };
 
 typedef struct {
@@ -589,6 +613,71 @@ static void serve(const cmd_t *c, reply_t *r) {
                 return;
             }
         }
+        r->ok = true;
+        return;
+    }
+    case OP_CREATE_FORKED: {
+        void *a, *b;
+        if (nwmaps + 2 > MAXMAPS) {
+            snprintf(why, whylen, "the worker's table is full");
+            return;
+        }
+        int fd = pg_create_open(c->h, why, whylen);
+        if (fd < 0) return;
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) _exit(close(fd) == 0 ? 0 : 1); /* a child of the creator, done with its copy */
+        int st = 0;
+        while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        uint32_t h2 = c->h + (uint32_t)c->byte;
+        if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            snprintf(why, whylen, "the forked child's close: status %d", st);
+            close(fd);
+            return;
+        }
+        if (!pg_create(h2, c->n, true, &b, why, whylen)) {
+            close(fd);
+            return;
+        }
+        memset(b, 0x52, c->n);
+        wmaps[nwmaps++] = (wmap_t){h2, b, c->n};
+        ctl_add(h2);
+        if (!pg_create_fd(fd, c->h, c->n, true, &a, why, whylen)) return;
+        memset(a, 0x51, c->n);
+        wmaps[nwmaps++] = (wmap_t){c->h, a, c->n};
+        ctl_add(c->h);
+        r->ok = true;
+        return;
+    }
+    case OP_CREATE_LEAVE: {
+        char name[32];
+        pgname(name, c->h);
+        int fd = pg_create_open(c->h, why, whylen);
+        if (fd < 0) return;
+        int rc = munmap(ctl, ctl_size); /* dsm_detach_all: the process leaves the pool */
+        ctl = NULL;
+        errno = SENTINEL;
+        int rc2 = close(fd), e2 = errno;
+        int rc3 = shm_unlink(name);
+        r->ok = rc == 0 && rc2 == 0 && e2 == SENTINEL && rc3 == 0;
+        snprintf(why, whylen, "%s: munmap of the control segment %d, close %d (errno %d), shm_unlink %d", name, rc,
+                 rc2, e2, rc3);
+        return;
+    }
+    case OP_CREATE_NOEXCL: {
+        char name[32];
+        pgname(name, c->h);
+        errno = SENTINEL;
+        int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
+        if (fd < 0) {
+            snprintf(why, whylen, "%s: shm_open(O_CREAT) gave %d, errno %d", name, fd, errno);
+            return;
+        }
+        void *a;
+        if (nwmaps == MAXMAPS || !pg_create_fd(fd, c->h, c->n, true, &a, why, whylen)) return;
+        memset(a, 0x53, c->n);
+        wmaps[nwmaps++] = (wmap_t){c->h, a, c->n};
         r->ok = true;
         return;
     }
@@ -1228,6 +1317,50 @@ static void check_given_up(void) {
     step("postmaster_shutdown", pm_shutdown(why, sizeof why), why);
 }
 
+/* [forked creator]: a child forked in the middle of a creation that
+ * closes its copy of the fd leaves the reservation to its parent: before,
+ * its close dropped the entry, a creation of another handle took the same
+ * place in the name table, and the parent's publication then wrote over
+ * it (that segment's name no longer found: its attach refused). A process
+ * that leaves the pool (dsm_detach_all) with a creation open closes it
+ * without touching the pool it left (before: a write through a pointer
+ * into the unmapped table). A creation without O_EXCL is PostgreSQL's own. */
+static void check_forked_creator(void) {
+    char why[600] = "";
+    reply_t r;
+    MaxBackends = 1;
+    if (!start()) return;
+    worker a = spawn(), b = spawn(), c = spawn();
+    uint32_t h = next_handle() & 0x7fffffffu;
+    int cap = 2 * SLOTS(1); /* the name table's entries: h + cap starts its probe where h does */
+    bool ok = rpc(&a, OP_CREATE_FORKED, h, SEG_SIZE, cap, &r);
+    EXPECT("a_creation_across_a_fork_and_one_beside_it", ok, "%s", r.msg);
+    bool s1 = is_pool_file(h, SEG_SIZE, why, sizeof why);
+    EXPECT("the_forked_creation_is_served", s1, "%s", why);
+    bool s2 = is_pool_file(h + (uint32_t)cap, SEG_SIZE, why, sizeof why);
+    EXPECT("the_one_beside_it_is_served", s2, "%s", why);
+    reply_t r1, r2;
+    bool a1 = rpc(&b, OP_ATTACH, h, SEG_SIZE, 0, &r1) && rpc(&b, OP_CHECK, h, SEG_SIZE, 0x51, &r1);
+    bool a2 = rpc(&b, OP_ATTACH, h + (uint32_t)cap, SEG_SIZE, 0, &r2) &&
+              rpc(&b, OP_CHECK, h + (uint32_t)cap, SEG_SIZE, 0x52, &r2);
+    EXPECT("both_are_attached_with_their_bytes", a1 && a2, "%s; %s", r1.msg, r2.msg);
+    rpc(&b, OP_DETACH, h, 0, 0, &r);
+    rpc(&b, OP_DETACH, h + (uint32_t)cap, 0, 0, &r);
+    ok = rpc(&a, OP_DESTROY, h, 0, 0, &r) && rpc(&a, OP_DESTROY, h + (uint32_t)cap, 0, 0, &r);
+    EXPECT("both_are_destroyed", ok, "%s", r.msg);
+    uint32_t h3 = next_handle() & 0x7fffffffu;
+    ok = rpc(&c, OP_CREATE_LEAVE, h3, 0, 0, &r);
+    EXPECT("a_creation_open_when_its_process_leaves_the_pool_closes", ok, "%s", r.msg);
+    uint32_t h4 = next_handle() & 0x7fffffffu;
+    ok = rpc(&a, OP_CREATE_NOEXCL, h4, SEG_SIZE, 0, &r);
+    bool own = ok && is_own_file(h4, SEG_SIZE, why, sizeof why);
+    EXPECT("a_creation_without_o_excl_is_postgresql_s_own", own, "%s; %s", r.msg, why);
+    if (ok) rpc(&a, OP_DESTROY, h4, 0, 0, &r);
+    int sa = finish(&a), sb = finish(&b), sc = finish(&c);
+    EXPECT("children_exit_cleanly", sa == 0 && sb == 0 && sc == 0, "exit statuses %d, %d, %d", sa, sb, sc);
+    step("postmaster_shutdown", pm_shutdown(why, sizeof why), why);
+}
+
 /* [name reused] */
 static void check_name_reused(void) {
     char why[600];
@@ -1719,6 +1852,7 @@ int main(int argc, char **argv) {
         {"corrupt_control", check_corrupt_control},
         {"orphans", check_orphans},
         {"given_up", check_given_up},
+        {"forked_creator", check_forked_creator},
         {"name_reused", check_name_reused},
         {"detach_all", check_detach_all},
         {"binary_upgrade", check_binary_upgrade},

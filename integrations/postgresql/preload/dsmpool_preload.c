@@ -51,7 +51,12 @@
  *      posix_fallocate; a creation that makes no file, or that PostgreSQL
  *      serves itself or gives up (its close), drops it. So a process killed
  *      in a creation after its fstat leaves an entry that names its file
- *      ([orphans]).
+ *      ([orphans]). Only the process that made the reservation uses it: a
+ *      child forked meanwhile that closes (or fallocates) its copy of the
+ *      fd leaves it to the parent, and a process that leaves the pool
+ *      (dsm_detach_all) forgets it (the table goes with the pool). A
+ *      shm_open with O_CREAT but not O_EXCL (not PostgreSQL's: the file
+ *      may be another's) is passed through, its segment PostgreSQL's own.
  *   [orphans] A process killed inside dsm_create, after its shm_open and
  *      before the registration in the control segment, leaves a name that
  *      PostgreSQL never removes (stock leaves the file, data and all). The
@@ -322,6 +327,7 @@ typedef struct {
     uint32_t h;       /* PostgreSQL's handle, from the name */
     dsmpool_seg *seg; /* served: the segment until mmap takes it */
     struct name_ent_s *ne; /* FD_CREATING: h's entry, reserved at the shm_open ([orphans]) until published or dropped */
+    pid_t pid;        /* the process that opened it: a forked child's copy of the fd is not its creation */
 } fd_ent;
 #define NFDS 8
 static fd_ent fds[NFDS];
@@ -369,7 +375,7 @@ static fd_ent *fd_find(int fd) {
 static fd_ent *fd_track(int fd, int kind, uint32_t h) {
     for (int i = 0; i < NFDS; i++)
         if (!fds[i].kind) {
-            fds[i] = (fd_ent){fd, kind, h, NULL, NULL};
+            fds[i] = (fd_ent){fd, kind, h, NULL, NULL, getpid()};
             nfds++;
             return &fds[i];
         }
@@ -377,13 +383,25 @@ static fd_ent *fd_track(int fd, int kind, uint32_t h) {
 }
 static void name_drop(struct name_ent_s *e);
 /* An fd no longer followed; a creation's entry still reserved goes unused
- * (PostgreSQL gave the creation up: its close before any posix_fallocate). */
+ * (PostgreSQL gave the creation up: its close before any posix_fallocate),
+ * but not by a forked child closing its copy: the reservation is its
+ * parent's, which goes on with the creation. */
 static void fd_untrack(fd_ent *f) {
-    if (f->ne) name_drop(f->ne);
+    if (f->ne && f->pid == getpid()) name_drop(f->ne);
     f->kind = 0;
     f->seg = NULL;
     f->ne = NULL;
     nfds--;
+}
+
+/* The fds followed forget what lay in the pool: its segments and the name
+ * table go with it (a reservation stays BUSY: the generation's end sees to
+ * its name). What is then done with them is PostgreSQL's own. */
+static void fds_leave_pool(void) {
+    for (int i = 0; i < NFDS; i++) {
+        fds[i].seg = NULL;
+        fds[i].ne = NULL;
+    }
 }
 
 static void set_note(const char *fmt, const char *arg) {
@@ -679,6 +697,7 @@ static void names_sweep(void) {
  * the generation is gone: PostgreSQL removes the control segment only at its
  * shutdown and when reinitializing after a crash, once it has no child. */
 static void pool_discard(void) {
+    fds_leave_pool();
     if (pool) {
         names_sweep();
         int fd = dp.fd(pool);
@@ -701,6 +720,7 @@ static void pool_discard(void) {
 
 /* A child leaves dynamic shared memory for good (dsm_detach_all). */
 static void pool_leave_child(void) {
+    fds_leave_pool();
     if (pool) dp.detach(pool);
     pool = NULL;
     names = NULL;
@@ -763,6 +783,9 @@ EXPORT int shm_open(const char *name, int oflag, mode_t mode) {
         return fd;
     }
     if (!pool || state.provider) return pass_shm_open(name, oflag, mode);
+    /* a creation is PostgreSQL's (O_EXCL: its handle is new); without
+     * O_EXCL the file may be another's, which an entry must not name */
+    if ((oflag & (O_CREAT | O_EXCL)) == O_CREAT) return pass_shm_open(name, oflag, mode);
     if (oflag & O_CREAT) {
         /* [orphans]: the entry before the name exists, its inode once the
          * file is there: a death from then on leaves the name to the
@@ -815,8 +838,8 @@ EXPORT int shm_open(const char *name, int oflag, mode_t mode) {
 EXPORT int posix_fallocate(int fd, off_t off, off_t len) {
     if (likely(nfds == 0)) return pass_posix_fallocate(fd, off, len);
     fd_ent *f = fd_find(fd);
-    if (!f || f->kind != FD_CREATING || f->seg || off != 0 || len <= 0 || !pool)
-        return pass_posix_fallocate(fd, off, len);
+    if (!f || f->kind != FD_CREATING || f->seg || off != 0 || len <= 0 || !pool || f->pid != getpid())
+        return pass_posix_fallocate(fd, off, len); /* (a forked child's copy: its parent's creation) */
     int err = errno, e = 0;
     struct stat st;
     if (fstat(fd, &st) != 0 || (st.st_size != len && ftruncate(fd, len) != 0)) { /* 16+: still empty */
