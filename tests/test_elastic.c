@@ -1451,9 +1451,12 @@ enum { L1_NSEG = 320 };
 
 /* A 2 GiB elastic pool (MEMFD, one sub-pool) of which 320 MiB were used in
  * 1 MiB segments (each opens its granule's level-1 word: two whole pages
- * of them at least) and are free again, not yet trimmed; *l1_0, *used: the
- * pages of level 1 present at creation and with the segments. */
-static dsmpool *l1_mkpool(dsmpool_seg **s, uint64_t *l1_0, uint64_t *used) {
+ * of them at least) and are free again, not yet trimmed; *segs: an array
+ * for as many (malloc'd); *l1_0, *used: the pages of level 1 present at
+ * creation and with the segments. */
+static dsmpool *l1_mkpool(dsmpool_seg ***segs, uint64_t *l1_0, uint64_t *used) {
+    dsmpool_seg **s = *segs = calloc(L1_NSEG, sizeof *s);
+    cr_assert(s);
     dsmpool *p = tree_mkpool(2 * GIB, 2 * MIB);
     *l1_0 = l1_pages_present(p);
     for (int i = 0; i < L1_NSEG; i++) {
@@ -1469,10 +1472,9 @@ static dsmpool *l1_mkpool(dsmpool_seg **s, uint64_t *l1_0, uint64_t *used) {
 
 Test(elastic, a_trim_gives_back_the_pages_of_level_1_of_what_it_releases, .timeout = 60) {
     enum { NSEG = L1_NSEG };
-    dsmpool_seg **s = calloc(NSEG, sizeof *s);
-    cr_assert(s);
+    dsmpool_seg **s;
     uint64_t need, amiss, l1_0, used;
-    dsmpool *p = l1_mkpool(s, &l1_0, &used);
+    dsmpool *p = l1_mkpool(&s, &l1_0, &used);
     size_t rel;
     cr_assert_eq(dsmpool_trim(p, 0, &rel), 0, "%s", dsmpool_last_error());
     uint64_t after = l1_pages_present(p);
@@ -1506,10 +1508,9 @@ Test(elastic, a_trim_gives_back_the_pages_of_level_1_of_what_it_releases, .timeo
  * bit. Pinned: the hints are per CPU. */
 Test(elastic, a_cpus_hint_brings_no_page_of_level_1_back, .timeout = 60) {
     test_pin_here();
-    dsmpool_seg **s = calloc(L1_NSEG, sizeof *s);
-    cr_assert(s);
+    dsmpool_seg **s;
     uint64_t need, amiss, l1_0, used;
-    dsmpool *p = l1_mkpool(s, &l1_0, &used);
+    dsmpool *p = l1_mkpool(&s, &l1_0, &used);
     size_t rel;
     cr_assert_eq(dsmpool_trim(p, 0, &rel), 0, "%s", dsmpool_last_error());
     tree_pages(p, &need, &amiss);
@@ -1966,10 +1967,9 @@ Test(elastic, a_dead_openers_claim_in_a_trimmed_window_is_recovered, .timeout = 
  * pool is whole, and once those granules are used again the next trim
  * gives the page back (until then it stays: 4 KiB a death). */
 static void l1_kill_at(const char *point) {
-    dsmpool_seg **s = calloc(L1_NSEG, sizeof *s);
-    cr_assert(s);
+    dsmpool_seg **s;
     uint64_t l1_0, used, need, amiss;
-    dsmpool *p = l1_mkpool(s, &l1_0, &used);
+    dsmpool *p = l1_mkpool(&s, &l1_0, &used);
     size_t free0 = test_pool_free(p), rel;
     pid_t c = fork();
     cr_assert_geq(c, 0);
