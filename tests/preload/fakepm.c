@@ -70,7 +70,8 @@
  *   [forked creator] A child forked inside a creation that closes its
  *      copy of the fd leaves the name's reservation to its parent: a
  *      creation of another handle made meanwhile at the same place in the
- *      name table is served beside it, and both attach with their bytes. A
+ *      name table is served beside it, and both attach with their bytes,
+ *      after another child's posix_fallocate of its copy (libc's). A
  *      process that leaves the pool with a creation open closes it and
  *      exits cleanly; a creation without O_EXCL is PostgreSQL's own.
  *   [name reused] A handle whose name was removed by a plain unlink()
@@ -412,7 +413,8 @@ enum op {
                        * shm_unlink, as dsm_impl_posix's error path after the shm_open */
     OP_CREATE_FORKED, /* h, n, byte: a create of h during which a forked child closes its copy of
                        * the fd, and one of h + byte (the same place in the name table) made in
-                       * between; both mapped and filled (0x51, 0x52) */
+                       * between; both mapped and filled (0x51, 0x52); then another child forked
+                       * with the first calls posix_fallocate on its copy */
     OP_CREATE_LEAVE,  /* h: shm_open of a create, dsm_detach_all, then close and shm_unlink */
     OP_CREATE_NOEXCL, /* h, n: a create whose shm_open has O_CREAT without O_EXCL, mapped */
 };
@@ -622,32 +624,47 @@ static void serve(const cmd_t *c, reply_t *r) {
             snprintf(why, whylen, "the worker's table is full");
             return;
         }
-        int fd = pg_create_open(c->h, why, whylen);
+        int fd = pg_create_open(c->h, why, whylen), go[2] = {-1, -1};
         if (fd < 0) return;
+        if (pipe(go) != 0) {
+            snprintf(why, whylen, "pipe: %s", strerror(errno));
+            close(fd);
+            return;
+        }
         fflush(stdout);
-        pid_t pid = fork();
+        pid_t pid = fork(), late = pid > 0 ? fork() : -1;
         if (pid == 0) _exit(close(fd) == 0 ? 0 : 1); /* a child of the creator, done with its copy */
-        int st = 0;
+        if (late == 0) { /* another, whose posix_fallocate of its copy comes once the creation is done */
+            char x;
+            _exit(read(go[0], &x, 1) == 1 && posix_fallocate(fd, 0, (off_t)c->n) == 0 ? 0 : 1);
+        }
+        close(go[0]);
+        int st = 0, st2 = 0;
         while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR) {
         }
         uint32_t h2 = c->h + (uint32_t)c->byte;
-        if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            snprintf(why, whylen, "the forked child's close: status %d", st);
-            close(fd);
-            return;
+        bool ok = pid > 0 && late > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        if (!ok) snprintf(why, whylen, "the forked child's close: status %d", st);
+        if (ok && (ok = pg_create(h2, c->n, true, &b, why, whylen))) {
+            memset(b, 0x52, c->n);
+            wmaps[nwmaps++] = (wmap_t){h2, b, c->n};
+            ctl_add(h2);
         }
-        if (!pg_create(h2, c->n, true, &b, why, whylen)) {
-            close(fd);
-            return;
+        if (!ok) close(fd); /* (pg_create_fd closes it either way) */
+        else if ((ok = pg_create_fd(fd, c->h, c->n, true, &a, why, whylen))) {
+            memset(a, 0x51, c->n);
+            wmaps[nwmaps++] = (wmap_t){c->h, a, c->n};
+            ctl_add(c->h);
         }
-        memset(b, 0x52, c->n);
-        wmaps[nwmaps++] = (wmap_t){h2, b, c->n};
-        ctl_add(h2);
-        if (!pg_create_fd(fd, c->h, c->n, true, &a, why, whylen)) return;
-        memset(a, 0x51, c->n);
-        wmaps[nwmaps++] = (wmap_t){c->h, a, c->n};
-        ctl_add(c->h);
-        r->ok = true;
+        if (write(go[1], "g", 1) != 1) ok = false; /* (a child that is gone: its status says) */
+        close(go[1]);
+        while (late > 0 && waitpid(late, &st2, 0) < 0 && errno == EINTR) {
+        }
+        if (ok && (!WIFEXITED(st2) || WEXITSTATUS(st2) != 0)) {
+            snprintf(why, whylen, "the late child's posix_fallocate: status %d", st2);
+            ok = false;
+        }
+        r->ok = ok;
         return;
     }
     case OP_CREATE_LEAVE: {
@@ -1333,10 +1350,14 @@ static void check_forked_creator(void) {
     worker a = spawn(), b = spawn(), c = spawn();
     uint32_t h = next_handle() & 0x7fffffffu;
     int cap = 2 * SLOTS(1); /* the name table's entries: h + cap starts its probe where h does */
+    reply_t st0, st1;
+    rpc(&a, OP_STATE, 0, 0, 0, &st0);
     bool ok = rpc(&a, OP_CREATE_FORKED, h, SEG_SIZE, cap, &r);
     EXPECT("a_creation_across_a_fork_and_one_beside_it", ok, "%s", r.msg);
-    bool s1 = is_pool_file(h, SEG_SIZE, why, sizeof why);
-    EXPECT("the_forked_creation_is_served", s1, "%s", why);
+    rpc(&a, OP_STATE, 0, 0, 0, &st1);
+    /* (h's file: the late child's posix_fallocate, libc's, gave it blocks) */
+    EXPECT("both_are_served", st1.served == st0.served + 2, "served %llu, then %llu",
+           (unsigned long long)st0.served, (unsigned long long)st1.served);
     bool s2 = is_pool_file(h + (uint32_t)cap, SEG_SIZE, why, sizeof why);
     EXPECT("the_one_beside_it_is_served", s2, "%s", why);
     reply_t r1, r2;

@@ -52,11 +52,13 @@
  *      serves itself or gives up (its close), drops it. So a process killed
  *      in a creation after its fstat leaves an entry that names its file
  *      ([orphans]). Only the process that made the reservation uses it: a
- *      child forked meanwhile that closes (or fallocates) its copy of the
- *      fd leaves it to the parent, and a process that leaves the pool
- *      (dsm_detach_all) forgets it (the table goes with the pool). A
- *      shm_open with O_CREAT but not O_EXCL (not PostgreSQL's: the file
- *      may be another's) is passed through, its segment PostgreSQL's own.
+ *      child forked meanwhile does not drop or publish it (its close, its
+ *      posix_fallocate and its mmap of its copy of the fd are libc's:
+ *      PostgreSQL never forks inside dsm_create), and a process that
+ *      leaves the pool (dsm_detach_all) forgets it and its fds' segments
+ *      (they go with the pool). A shm_open with O_CREAT but not O_EXCL
+ *      (not PostgreSQL's: the file may be another's) is passed through,
+ *      its segment PostgreSQL's own, in the postmaster too.
  *   [orphans] A process killed inside dsm_create, after its shm_open and
  *      before the registration in the control segment, leaves a name that
  *      PostgreSQL never removes (stock leaves the file, data and all). The
@@ -767,12 +769,13 @@ EXPORT int shm_open(const char *name, int oflag, mode_t mode) {
          * asserts IsUnderPostmaster): a new one while one is known means that
          * PostgreSQL found the old one corrupt and left it (its names leak, as
          * stock's do): this generation ends here. */
-        if (fd >= 0 && (oflag & O_CREAT) && control_known && h != control_h && !state.provider) {
+        bool excl = (oflag & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL); /* PostgreSQL's creations */
+        if (fd >= 0 && excl && control_known && h != control_h && !state.provider) {
             int e = errno;
             pool_discard();
             errno = e;
         }
-        if (fd >= 0 && (oflag & O_CREAT) && !control_known) {
+        if (fd >= 0 && excl && !control_known) {
             int e = errno;
             control_known = true; /* the postmaster's first creation: the control segment */
             control_h = h;
