@@ -580,7 +580,8 @@ int dp_pool_claim(dsmpool *p, uint32_t sub, uint64_t frame, unsigned order, uint
 /* resident.c [give back], one release unit: claim it whole (a few tries
  * while nobody holds any of it: a claim can miss while another owner's open
  * or close step is in the way), give back the pages of one still released
- * (counted in refill_given_back with count: its populate began).
+ * (counted in refill_given_back with count: its populate began; the
+ * bytes there just before, resident.c [give back]).
  * Inside the caller's bracket: a death holding the unit leaves it to the
  * leak sweep, its counts and bit as they were. */
 bool dp_pool_giveback_unit(dsmpool *p, uint64_t g, uint64_t by, bool count) {
@@ -601,8 +602,9 @@ bool dp_pool_giveback_unit(dsmpool *p, uint64_t g, uint64_t by, bool count) {
     if (!held && released) return false;
     if (held && released) {
         dp_res_mark_released(p, g, u); /* the unit whole ([release unit]) */
+        uint64_t had = count ? dp_res_present(p, g, u) : 0; /* what the populate got */
         if (dp_res_release(p, g, u) == 0) { /* relaxed: a counter */
-            if (count) dp_fetch_add_relaxed(&p->hdr->refill_given_back, u << DP_RES_SHIFT);
+            if (had) dp_fetch_add_relaxed(&p->hdr->refill_given_back, had);
             dp_res_given_back(p, g, u, by);
             by = 0;
         }

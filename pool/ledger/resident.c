@@ -58,7 +58,12 @@
  *      mark clears the bit) or a trimmer gives back every released granule
  *      of what it holds (it clears the bit with the pages). The holder may
  *      be an allocation that dies before it counts itself in: so the bit,
- *      not the holder, carries the pages' fate.
+ *      not the holder, carries the pages' fate. What is counted given
+ *      back (refill_given_back) is what is there just before (mincore,
+ *      dp_res_present): a dead trimmer's counts that the sweep settles
+ *      give back granules whose pages went already, and count nothing
+ *      (one killed before it gave its pages back has them counted: at
+ *      most its piece).
  *   [room first] Memory made resident in 4 KiB (or THP) pages is charged to
  *      the memory cgroup of whoever populates it, and a charge beyond the
  *      cgroup's limit -- or beyond what the system has -- wakes an OOM
@@ -726,6 +731,14 @@ int dp_res_tree_map(dsmpool *p, uint64_t g, uint64_t n) {
 void dp_res_open(dsmpool *p) {
     if (!p->geo.elastic) return; /* nothing is lazy: every bit is clear */
     for (uint32_t s = 0; s < p->nsub; s++) dp_pa_set_tables(&p->pa[s], res_tables, p);
+}
+
+uint64_t dp_res_present(dsmpool *p, uint64_t g, uint64_t n) {
+    uint64_t have = 0;
+    if (!n || g >= p->geo.res_count || n > p->geo.res_count - g) return 0;
+    if (dp_os_present_bytes(p->base + p->geo.data_off + (g << DP_RES_SHIFT), n << DP_RES_SHIFT, &have) != 0)
+        return 0; /* (a statistic: unknown counts nothing) */
+    return have;
 }
 
 int dp_res_release(dsmpool *p, uint64_t g, uint64_t n) {
