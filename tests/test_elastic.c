@@ -1449,12 +1449,6 @@ static uint64_t l1_pages_present(dsmpool *p) {
     return k;
 }
 
-/* A trim gives back the pages of the tree's level 1 too (resident.c [tree
- * give-back], elastic.c el_tree_l1): once every granule a page of them
- * tells of (64: 128 MiB) is released with its leaves, the trim holds
- * those granules a moment and gives the page back. Before, they stayed:
- * 64 bytes for each granule ever used (8 MiB of a 256 GiB reservation
- * used once). And the pool serves from there again. */
 enum { L1_NSEG = 320 };
 
 /* A 2 GiB elastic pool (MEMFD, one sub-pool) of which 320 MiB were used in
@@ -1478,6 +1472,12 @@ static dsmpool *l1_mkpool(dsmpool_seg ***segs, uint64_t *l1_0, uint64_t *used) {
     return p;
 }
 
+/* A trim gives back the pages of the tree's level 1 too (resident.c [tree
+ * give-back], elastic.c el_tree_l1): once every granule a page of them
+ * tells of (64: 128 MiB) is released with its leaves, the trim holds
+ * those granules a moment and gives the page back. Before, they stayed:
+ * 64 bytes for each granule ever used (8 MiB of a 256 GiB reservation
+ * used once). And the pool serves from there again. */
 Test(elastic, a_trim_gives_back_the_pages_of_level_1_of_what_it_releases, .timeout = 60) {
     enum { NSEG = L1_NSEG };
     dsmpool_seg **s;
@@ -1512,8 +1512,8 @@ Test(elastic, a_trim_gives_back_the_pages_of_level_1_of_what_it_releases, .timeo
  * CPU's next such allocation read that node's word (to clear its
  * reservation mark) and brought the page back, a zeroed 4 KiB outside any
  * room claim, kept until a granule of it was used and trimmed again (found
- * by review). The hint is forgotten with the page, and not read under the
- * bit. Pinned: the hints are per CPU. */
+ * by review). The hint is forgotten with the page (and pa_adopt reads no
+ * old node's word under its bit). Pinned: the hints are per CPU. */
 Test(elastic, a_cpus_hint_brings_no_page_of_level_1_back, .timeout = 60) {
     test_pin_here();
     dsmpool_seg **s;
