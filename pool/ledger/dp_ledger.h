@@ -183,7 +183,8 @@ void dp_res_open(struct dsmpool *pool);
  * which are resident (dsmpool_prefault maps them): 0 or the populate's error */
 int dp_res_tree_map(struct dsmpool *pool, uint64_t g, uint64_t n);
 /* [give back]: the bytes of granules [g, g+n) that are there (mincore; 0
- * where it cannot say), for refill_given_back. */
+ * where it cannot say; in hugetlb pages, only what this process maps),
+ * for refill_given_back. */
 uint64_t dp_res_present(struct dsmpool *pool, uint64_t g, uint64_t n);
 /* Give the pages of granules [g, g+n) back to the system. */
 int dp_res_release(struct dsmpool *pool, uint64_t g, uint64_t n);

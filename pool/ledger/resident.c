@@ -63,7 +63,9 @@
  *      dp_res_present): a dead trimmer's counts that the sweep settles
  *      give back granules whose pages went already, and count nothing
  *      (one killed before it gave its pages back has them counted: at
- *      most its piece).
+ *      most its piece). In hugetlb pages mincore sees only the caller's
+ *      own mappings: the sweep, in another process, counts a dead
+ *      refiller's pages as 0 (a statistic; the pages go all the same).
  *   [room first] Memory made resident in 4 KiB (or THP) pages is charged to
  *      the memory cgroup of whoever populates it, and a charge beyond the
  *      cgroup's limit -- or beyond what the system has -- wakes an OOM
