@@ -182,12 +182,12 @@ void dp_res_open(struct dsmpool *pool);
 /* resident.c [lazy tree]: populate the tree pages of granules [g, g + n),
  * which are resident (dsmpool_prefault maps them): 0 or the populate's error */
 int dp_res_tree_map(struct dsmpool *pool, uint64_t g, uint64_t n);
-/* [give back]: the bytes of granules [g, g+n) that are there (mincore; 0
- * where it cannot say; in hugetlb pages, only what this process maps),
- * for refill_given_back. */
-uint64_t dp_res_present(struct dsmpool *pool, uint64_t g, uint64_t n);
 /* Give the pages of granules [g, g+n) back to the system. */
 int dp_res_release(struct dsmpool *pool, uint64_t g, uint64_t n);
+/* resident.c [give back]: the same, and with count, the bytes that were
+ * there just before (mincore; 0 where it cannot say; in hugetlb pages only
+ * what this process maps) counted in refill_given_back once they are gone. */
+int dp_res_release_counted(struct dsmpool *pool, uint64_t g, uint64_t n, bool count);
 /* resident.c [tree give-back]: the allocator's pages of level `level` (0:
  * leaves, 1: the 2 MiB nodes' words) that only granules [g, g + n) use,
  * given back (4 KiB pages of an elastic pool). The caller holds the

@@ -602,9 +602,7 @@ bool dp_pool_giveback_unit(dsmpool *p, uint64_t g, uint64_t by, bool count) {
     if (!held && released) return false;
     if (held && released) {
         dp_res_mark_released(p, g, u); /* the unit whole ([release unit]) */
-        uint64_t had = count ? dp_res_present(p, g, u) : 0; /* what the populate got */
-        if (dp_res_release(p, g, u) == 0) { /* relaxed: a counter */
-            if (had) dp_fetch_add_relaxed(&p->hdr->refill_given_back, had);
+        if (dp_res_release_counted(p, g, u, count) == 0) {
             dp_res_given_back(p, g, u, by);
             by = 0;
         }

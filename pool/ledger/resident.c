@@ -60,7 +60,7 @@
  *      be an allocation that dies before it counts itself in: so the bit,
  *      not the holder, carries the pages' fate. What is counted given
  *      back (refill_given_back) is what is there just before (mincore,
- *      dp_res_present): a dead trimmer's counts that the sweep settles
+ *      dp_res_release_counted): a dead trimmer's counts that the sweep settles
  *      give back granules whose pages went already, and count nothing
  *      (one killed before it gave its pages back has them counted: at
  *      most its piece). In hugetlb pages mincore sees only the caller's
@@ -735,12 +735,15 @@ void dp_res_open(dsmpool *p) {
     for (uint32_t s = 0; s < p->nsub; s++) dp_pa_set_tables(&p->pa[s], res_tables, p);
 }
 
-uint64_t dp_res_present(dsmpool *p, uint64_t g, uint64_t n) {
+int dp_res_release_counted(dsmpool *p, uint64_t g, uint64_t n, bool count) {
     uint64_t have = 0;
-    if (!n || g >= p->geo.res_count || n > p->geo.res_count - g) return 0;
-    if (dp_os_present_bytes(p->base + p->geo.data_off + (g << DP_RES_SHIFT), n << DP_RES_SHIFT, &have) != 0)
-        return 0; /* (a statistic: unknown counts nothing) */
-    return have;
+    /* (a statistic: where mincore cannot say, nothing is counted) */
+    if (count && n && g < p->geo.res_count && n <= p->geo.res_count - g &&
+        dp_os_present_bytes(p->base + p->geo.data_off + (g << DP_RES_SHIFT), n << DP_RES_SHIFT, &have) != 0)
+        have = 0;
+    int r = dp_res_release(p, g, n);
+    if (r == 0 && have) dp_fetch_add_relaxed(&p->hdr->refill_given_back, have); /* relaxed: a counter */
+    return r;
 }
 
 int dp_res_release(dsmpool *p, uint64_t g, uint64_t n) {

@@ -397,9 +397,7 @@ static int el_refill(dsmpool *p, const el_sub *e, el_piece pc, uint64_t *got) {
         if ((r = dp_res_populate(p, j, h - j, true, &tried)) != 0) {
             /* resident.c [give back]: we hold the piece whole; counted when
              * its populate began (refused before it, it got nothing) */
-            uint64_t had = tried ? dp_res_present(p, j, h - j) : 0; /* what it got */
-            if (dp_res_release(p, j, h - j) == 0) { /* relaxed: a counter */
-                if (had) dp_fetch_add_relaxed(&p->hdr->refill_given_back, had);
+            if (dp_res_release_counted(p, j, h - j, tried) == 0) {
                 dp_res_given_back(p, j, h - j, 1);
             } else {
                 dp_res_busy_lower(p, j, h - j, 1);

@@ -699,7 +699,6 @@ static void names_sweep(void) {
  * the generation is gone: PostgreSQL removes the control segment only at its
  * shutdown and when reinitializing after a crash, once it has no child. */
 static void pool_discard(void) {
-    fds_leave_pool();
     if (pool) {
         names_sweep();
         int fd = dp.fd(pool);
@@ -763,13 +762,15 @@ static bool maintained(void) {
 EXPORT int shm_open(const char *name, int oflag, mode_t mode) {
     uint32_t h;
     if (likely(!pg_name(name, &h))) return pass_shm_open(name, oflag, mode);
+    /* PostgreSQL creates O_EXCL (its handle is new); without O_EXCL the file
+     * may be another's, which neither a control segment nor an entry is */
+    bool excl = (oflag & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
     if (is_postmaster()) {
         int fd = pass_shm_open(name, oflag, mode);
         /* A postmaster creates no DSM segment but its control segment (dsm_create
          * asserts IsUnderPostmaster): a new one while one is known means that
          * PostgreSQL found the old one corrupt and left it (its names leak, as
          * stock's do): this generation ends here. */
-        bool excl = (oflag & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL); /* PostgreSQL's creations */
         if (fd >= 0 && excl && control_known && h != control_h && !state.provider) {
             int e = errno;
             pool_discard();
@@ -785,11 +786,8 @@ EXPORT int shm_open(const char *name, int oflag, mode_t mode) {
         }
         return fd;
     }
-    if (!pool || state.provider) return pass_shm_open(name, oflag, mode);
-    /* a creation is PostgreSQL's (O_EXCL: its handle is new); without
-     * O_EXCL the file may be another's, which an entry must not name */
-    if ((oflag & (O_CREAT | O_EXCL)) == O_CREAT) return pass_shm_open(name, oflag, mode);
-    if (oflag & O_CREAT) {
+    if (!pool || state.provider || ((oflag & O_CREAT) && !excl)) return pass_shm_open(name, oflag, mode);
+    if (excl) {
         /* [orphans]: the entry before the name exists, its inode once the
          * file is there: a death from then on leaves the name to the
          * generation's end. No entry (a full table): PostgreSQL's own. */
